@@ -1,0 +1,73 @@
+"""Every default on one screen: paths, timeouts, retries, polling, token and JWT leeways."""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Service paths (spec: Endpoints / Versioning) -------------------------------------
+TOKEN_PATH: Final = "/oauth/token"
+PACS008_PATH: Final = "/payments/pacs008/v10"
+PACS002_PATH: Final = "/payments/pacs002/v12"  # + "/{paymentsServiceId}"
+CAMT056_PATH: Final = "/payments/camt056/v08"
+CAMT029_PATH: Final = "/payments/camt029/v09"  # + "/{paymentsServiceId}"
+
+JWT_BEARER_GRANT: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_SCOPE: Final = "makePayments"
+CLIENT_ID_HEADER: Final = "X-Service-Client-Id"
+SCA_HEADER: Final = "sca-token"
+REQUEST_ID_HEADER: Final = "X-Request-ID"
+JSON_CONTENT_TYPE: Final = "application/json"
+FORM_CONTENT_TYPE: Final = "application/x-www-form-urlencoded"
+
+# --- Keys and JWTs (spec: Authentication; service-notes section 5) ---------------------
+MIN_RSA_BITS: Final = 2048
+DEFAULT_KEYGEN_BITS: Final = 3072
+ASSERTION_LIFETIME: Final = 300.0  # seconds an authentication JWT is valid
+SCA_TOKEN_LIFETIME: Final = 180.0  # seconds, as the provider's own client uses
+SCA_RESIGN_MARGIN: Final = 30.0  # re-sign an SCA token on retry when it has less left
+JWT_LEEWAY: Final = 30.0  # clock skew tolerated by the verifiers (exp/nbf/iat)
+
+# --- Access tokens ----------------------------------------------------------------------
+TOKEN_REFRESH_LEEWAY: Final = 60.0  # refresh this long before expires_in runs out
+TOKEN_REFRESH_FRACTION: Final = 0.2  # ...or this share of a short lifetime, if smaller
+TOKEN_RETRY_INITIAL: Final = 0.5  # backoff of a failed background refresh
+TOKEN_RETRY_MAX: Final = 30.0
+
+# --- HTTP -------------------------------------------------------------------------------
+CONNECT_TIMEOUT: Final = 5.0
+READ_TIMEOUT: Final = 30.0
+TOTAL_TIMEOUT: Final = 60.0
+CONNECTION_LIMIT: Final = 100  # bounded connector: waiters share these sockets
+MAX_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
+USER_AGENT: Final = "payments-async"
+
+# --- Retries (stamina-style names) -------------------------------------------------------
+RETRY_ATTEMPTS: Final = 5
+RETRY_TIMEOUT: Final = 45.0  # overall deadline of one operation, all attempts included
+RETRY_WAIT_INITIAL: Final = 0.1
+RETRY_WAIT_MAX: Final = 5.0
+RETRY_WAIT_EXP_BASE: Final = 2.0
+RETRY_AFTER_CAP: Final = 30.0  # never sleep longer than this for a Retry-After
+RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
+RETRY_BUDGET_CAPACITY: Final = 500  # botocore "standard": 500 tokens...
+RETRY_BUDGET_COST: Final = 5  # ...a retry costs 5...
+RETRY_BUDGET_TIMEOUT_COST: Final = 10  # ...a retry after a timeout costs 10...
+RETRY_BUDGET_REFILL: Final = 1  # ...a success gives 1 back
+
+# --- Polling (waiters) -------------------------------------------------------------------
+POLL_INITIAL: Final = 0.5
+POLL_MAX: Final = 10.0
+POLL_MULTIPLIER: Final = 1.5
+POLL_JITTER: Final = 0.1  # +-10% of each interval
+POLL_TIMEOUT: Final = 300.0
+POLL_NOT_FOUND_GRACE: Final = 5.0  # a 404 this soon after submission means "not visible yet"
+
+# --- Sandbox (public, documented: not secrets) ---------------------------------------------
+SANDBOX_CLIENT_ID: Final = "sandbox-client"
+SANDBOX_CLIENT_SECRET: Final = "sandbox-secret"
+SANDBOX_KEY_ID: Final = "sandbox-kid"
+SANDBOX_ISSUER: Final = "sandbox-issuer"
+# The spec's "predefined tokens": opaque values the sandbox accepts from SANDBOX_CLIENT_ID
+# in place of a signed assertion / SCA token, so a user without keys can try it.
+SANDBOX_ASSERTION: Final = "sandbox-predefined-assertion-v1"
+SANDBOX_SCA_TOKEN: Final = "sandbox-predefined-sca-token-v1"

@@ -1,0 +1,242 @@
+"""The error tree: every exception payments-async raises.
+
+::
+
+    PaymentsError                      root: catch this to catch everything we raise
+    ├── ValidationError                bad input, found before anything was sent
+    ├── ConfigurationError             bad key, credentials or client settings
+    ├── TransportError                 connect/read failure or timeout, no HTTP answer
+    ├── OutcomeUnknownError            a POST may or may not have been stored: resubmit
+    │                                  with the same message id (it is idempotent)
+    ├── PollTimeoutError               a waiter's deadline passed; carries the last status
+    └── ApiError                       the service answered with an error (any 4xx)
+        ├── AuthenticationError        401 (after one token refresh), or the token
+        │                              endpoint refused our credentials or assertion
+        ├── PermissionDeniedError      403
+        ├── NotFoundError              404
+        ├── RateLimitedError           429, with ``retry_after`` when the service sent it
+        ├── ServerError                5xx
+        └── InvalidResponseError       a 2xx whose body is not what the spec describes
+
+Every error raised for an HTTP exchange carries the method, path, status, the service's
+error codes and the client's request id and attempt number, and ``str(err)`` starts with
+what a support engineer needs. Foreign exceptions (aiohttp, msgspec, joserfc) are
+translated at exactly one boundary and chained with ``from exc``. No error message ever
+contains a secret (client secret, token, private key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ApiError",
+    "AuthenticationError",
+    "ConfigurationError",
+    "InvalidResponseError",
+    "NotFoundError",
+    "OutcomeUnknownError",
+    "PaymentsError",
+    "PermissionDeniedError",
+    "PollTimeoutError",
+    "Problem",
+    "RateLimitedError",
+    "ServerError",
+    "ServiceErrorDetail",
+    "TransportError",
+    "ValidationError",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One validation problem: where (a JSON path such as ``$.grpHdr.msgId``) and what."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceErrorDetail:
+    """One entry of the service's error envelope ``{"errors": [...]}``."""
+
+    code: str | None
+    message: str | None = None
+    level: str | None = None
+    description: str | None = None
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.code, self.message or self.description) if p]
+        return ": ".join(parts) if parts else "(no detail)"
+
+
+class PaymentsError(Exception):
+    """Root of every exception raised by payments-async.
+
+    Attributes:
+        method: HTTP method of the exchange, when there was one.
+        path: URL path of the exchange (never the query or a token).
+        status: HTTP status received, if any.
+        request_id: the client-generated ``X-Request-ID`` of the exchange.
+        attempt: the attempt number (1-based) that produced this error.
+        errors: the service's error entries, when its body carried the error envelope.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        attempt: int | None = None,
+        errors: Sequence[ServiceErrorDetail] = (),
+    ) -> None:
+        self.message = message
+        self.method = method
+        self.path = path
+        self.status = status
+        self.request_id = request_id
+        self.attempt = attempt
+        self.errors: tuple[ServiceErrorDetail, ...] = tuple(errors)
+        super().__init__(message)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The service's error codes, in the order it sent them."""
+        return tuple(e.code for e in self.errors if e.code)
+
+    def __str__(self) -> str:
+        head: list[str] = []
+        if self.method and self.path:
+            head.append(f"{self.method} {self.path}")
+        if self.status is not None:
+            head.append(f"-> {self.status}")
+        ctx: list[str] = []
+        if self.request_id:
+            ctx.append(f"request_id={self.request_id}")
+        if self.attempt is not None:
+            ctx.append(f"attempt={self.attempt}")
+        text = self.message
+        if self.errors:
+            text += " [" + "; ".join(str(e) for e in self.errors) + "]"
+        prefix = " ".join(head)
+        suffix = f" ({', '.join(ctx)})" if ctx else ""
+        return f"{prefix}: {text}{suffix}" if prefix else f"{text}{suffix}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+class ValidationError(PaymentsError, ValueError):
+    """Input breaks an ISO 20022 / SEPA / service rule; raised before any network I/O.
+
+    Attributes:
+        problems: every problem found, each with its JSON path.
+    """
+
+    def __init__(self, problems: Sequence[Problem], *, message: str | None = None) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        n = len(self.problems)
+        summary = message or f"{n} validation problem{'s' if n != 1 else ''}"
+        detail = "; ".join(str(p) for p in self.problems)
+        super().__init__(f"{summary}: {detail}" if detail else summary)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The JSON paths of the problems, in order."""
+        return tuple(p.path for p in self.problems)
+
+
+class ConfigurationError(PaymentsError):
+    """The client is set up wrongly: a bad key, missing credentials, an unsafe base URL."""
+
+
+class TransportError(PaymentsError):
+    """The request got no HTTP answer: connection refused or dropped, or a timeout.
+
+    Attributes:
+        request_sent: False when the failure happened before any byte of the request
+            could have reached the service (e.g. connection refused), so a POST was
+            certainly not stored; True when it may have been.
+    """
+
+    def __init__(self, message: str, *, request_sent: bool = True, **context: Any) -> None:
+        self.request_sent = request_sent
+        super().__init__(message, **context)
+
+
+class OutcomeUnknownError(PaymentsError):
+    """A POST may have been stored by the service, but no answer said so.
+
+    The service is idempotent on the message id, so resubmitting the *same* message (same
+    ``grpHdr.msgId`` / ``assgnmt.id``) is safe: it answers 200 with the existing
+    ``paymentsServiceId`` if the earlier attempt was stored, 201 if it was not.
+
+    Attributes:
+        message_id: ``grpHdr.msgId`` (pacs.008) or ``assgnmt.id`` (camt.056) to resubmit.
+    """
+
+    def __init__(self, message: str, *, message_id: str, **context: Any) -> None:
+        self.message_id = message_id
+        super().__init__(f"{message} (message_id={message_id})", **context)
+
+
+class PollTimeoutError(PaymentsError, TimeoutError):
+    """A waiter's deadline passed before a final status appeared.
+
+    Attributes:
+        payments_service_id: the id that was polled.
+        last_status: the last raw status code seen, or None if none was read.
+    """
+
+    def __init__(
+        self, message: str, *, payments_service_id: str, last_status: str | None
+    ) -> None:
+        self.payments_service_id = payments_service_id
+        self.last_status = last_status
+        super().__init__(
+            f"{message} (payments_service_id={payments_service_id}, last_status={last_status})"
+        )
+
+
+class ApiError(PaymentsError):
+    """The service answered with an error status (a 4xx not covered by a subclass)."""
+
+
+class AuthenticationError(ApiError):
+    """401: the access token, assertion or SCA token was refused (after one refresh)."""
+
+
+class PermissionDeniedError(ApiError):
+    """403: this client may not see or do this."""
+
+
+class NotFoundError(ApiError):
+    """404: no message with that ``paymentsServiceId`` (for this client)."""
+
+
+class RateLimitedError(ApiError):
+    """429: too many requests.
+
+    Attributes:
+        retry_after: seconds the service asked us to wait, when it said so.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **context: Any):
+        self.retry_after = retry_after
+        super().__init__(message, **context)
+
+
+class ServerError(ApiError):
+    """5xx: the service failed."""
+
+
+class InvalidResponseError(ApiError):
+    """A success status whose body does not decode as the spec describes."""

@@ -1,0 +1,218 @@
+"""The one place that talks aiohttp: send bytes, read a bounded body, map failures to ours."""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from ._constants import (
+    CONNECT_TIMEOUT,
+    CONNECTION_LIMIT,
+    MAX_RESPONSE_BYTES,
+    READ_TIMEOUT,
+)
+from ._errors import ConfigurationError, InvalidResponseError, TransportError
+
+__all__ = ["Response", "Transport", "check_base_url"]
+
+_READ_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """What came back: status, headers (case-insensitive) and the whole, bounded body."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    elapsed: float
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_base_url(base_url: str | URL) -> URL:
+    """Return ``base_url`` as a URL, refusing anything but https (http only on loopback).
+
+    Raises:
+        ConfigurationError: the scheme is not https, or http points off the machine.
+    """
+    url = URL(str(base_url))
+    if not url.is_absolute() or url.host is None:
+        raise ConfigurationError(f"base_url must be an absolute URL, got {str(url)!r}")
+    if url.scheme == "https":
+        pass
+    elif url.scheme == "http":
+        if not _is_loopback(url.host):
+            raise ConfigurationError(
+                f"base_url must be https; plain http is only allowed on loopback "
+                f"(the local sandbox), got host {url.host!r}"
+            )
+    else:
+        raise ConfigurationError(f"base_url must be https, got scheme {url.scheme!r}")
+    if url.user or url.password or url.query_string or url.fragment:
+        raise ConfigurationError("base_url must not carry credentials, a query or a fragment")
+    return url.with_path(url.path.rstrip("/"))
+
+
+class Transport:
+    """An aiohttp session (owned or borrowed) behind one ``request`` coroutine.
+
+    Args:
+        base_url: the service's base address (https, or http on loopback).
+        session: an existing ``aiohttp.ClientSession`` to borrow; it is not closed here.
+        ssl_context: a custom ``ssl.SSLContext`` (TLS verification is on by default).
+        connect_timeout: seconds to establish a connection.
+        read_timeout: seconds to wait for each read of the response.
+        connection_limit: the connector's bound on open connections.
+        max_response_bytes: bodies longer than this are refused.
+    """
+
+    def __init__(
+        self,
+        base_url: str | URL,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+        connection_limit: int = CONNECTION_LIMIT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.base_url = check_base_url(base_url)
+        self._base = str(self.base_url)
+        self._session = session
+        self._owns_session = session is None
+        self._ssl_context = ssl_context
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._connection_limit = connection_limit
+        self._max_response_bytes = max_response_bytes
+        self._closed = False
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        # Created lazily so that it binds to the running loop, never at import or __init__.
+        if self._session is None:
+            if self._closed:
+                raise ConfigurationError("the client is closed")
+            connector = aiohttp.TCPConnector(
+                limit=self._connection_limit,
+                ssl=self._ssl_context if self._ssl_context is not None else True,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=aiohttp.ClientTimeout(
+                    total=None, connect=self._connect_timeout, sock_read=self._read_timeout
+                ),
+                raise_for_status=False,
+                trust_env=False,
+            )
+        return self._session
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes | None = None,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        attempt: int | None = None,
+    ) -> Response:
+        """Send ``body`` exactly as given and return the whole response.
+
+        Args:
+            method: HTTP method.
+            path: path below the base URL, starting with ``/``.
+            headers: all request headers (the caller builds them).
+            body: the exact bytes to send, or None.
+            timeout: overall seconds for this attempt, or None for the read timeout only.
+            request_id: for error context.
+            attempt: for error context.
+
+        Raises:
+            TransportError: no HTTP answer (``request_sent`` tells if it may have arrived).
+            InvalidResponseError: the body is larger than the size limit.
+        """
+        session = self._get_session()
+        ctx: dict[str, Any] = {
+            "method": method,
+            "path": path,
+            "request_id": request_id,
+            "attempt": attempt,
+        }
+        start = time.monotonic()
+        client_timeout = aiohttp.ClientTimeout(
+            total=timeout, connect=self._connect_timeout, sock_read=self._read_timeout
+        )
+        try:
+            async with session.request(
+                method,
+                self._base + path,
+                data=body,
+                headers=dict(headers),
+                timeout=client_timeout,
+                allow_redirects=False,
+            ) as resp:
+                limit = self._max_response_bytes
+                if resp.content_length is not None and resp.content_length > limit:
+                    raise InvalidResponseError(
+                        f"response body of {resp.content_length} bytes exceeds the "
+                        f"{limit}-byte limit",
+                        status=resp.status,
+                        **ctx,
+                    )
+                chunks: list[bytes] = []
+                size = 0
+                while True:
+                    chunk = await resp.content.read(_READ_CHUNK)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > limit:
+                        raise InvalidResponseError(
+                            f"response body exceeds the {limit}-byte limit",
+                            status=resp.status,
+                            **ctx,
+                        )
+                    chunks.append(chunk)
+                return Response(
+                    status=resp.status,
+                    headers=resp.headers,
+                    body=b"".join(chunks),
+                    elapsed=time.monotonic() - start,
+                )
+        except aiohttp.ClientConnectorError as exc:
+            # Includes TLS failures: no HTTP request reached the service.
+            raise TransportError(
+                f"cannot connect: {type(exc).__name__}", request_sent=False, **ctx
+            ) from exc
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise TransportError("connect timeout", request_sent=False, **ctx) from exc
+        except TimeoutError as exc:
+            raise TransportError("timed out waiting for the response", **ctx) from exc
+        except aiohttp.ClientPayloadError as exc:
+            raise TransportError("response body truncated", **ctx) from exc
+        except aiohttp.ClientError as exc:
+            raise TransportError(f"connection failed: {type(exc).__name__}", **ctx) from exc
+
+    async def aclose(self) -> None:
+        """Close the session if we own it; a borrowed one is left open."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None and self._owns_session:
+            await session.close()
