@@ -196,9 +196,7 @@ class PollTimeoutError(PaymentsError, TimeoutError):
         last_status: the last raw status code seen, or None if none was read.
     """
 
-    def __init__(
-        self, message: str, *, payments_service_id: str, last_status: str | None
-    ) -> None:
+    def __init__(self, message: str, *, payments_service_id: str, last_status: str | None) -> None:
         self.payments_service_id = payments_service_id
         self.last_status = last_status
         super().__init__(
