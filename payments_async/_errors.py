@@ -205,7 +205,15 @@ class PollTimeoutError(PaymentsError, TimeoutError):
 
 
 class ApiError(PaymentsError):
-    """The service answered with an error status (a 4xx not covered by a subclass)."""
+    """The service answered with an error status (a 4xx not covered by a subclass).
+
+    Attributes:
+        retry_after: seconds the service asked us to wait (``Retry-After``), if it did.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **context: Any):
+        self.retry_after = retry_after
+        super().__init__(message, **context)
 
 
 class AuthenticationError(ApiError):
@@ -221,15 +229,7 @@ class NotFoundError(ApiError):
 
 
 class RateLimitedError(ApiError):
-    """429: too many requests.
-
-    Attributes:
-        retry_after: seconds the service asked us to wait, when it said so.
-    """
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **context: Any):
-        self.retry_after = retry_after
-        super().__init__(message, **context)
+    """429: too many requests; ``retry_after`` says how long the service asked us to wait."""
 
 
 class ServerError(ApiError):

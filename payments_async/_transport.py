@@ -18,9 +18,28 @@ from ._constants import (
     MAX_RESPONSE_BYTES,
     READ_TIMEOUT,
 )
-from ._errors import ConfigurationError, InvalidResponseError, TransportError
+from ._errors import (
+    ApiError,
+    AuthenticationError,
+    ConfigurationError,
+    InvalidResponseError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+)
+from ._retry import parse_retry_after
+from .iso20022._common import decode_error_envelope
 
-__all__ = ["Response", "Transport", "check_base_url"]
+__all__ = ["Response", "Transport", "check_base_url", "error_from_response"]
+
+_STATUS_ERRORS: dict[int, tuple[type[ApiError], str]] = {
+    401: (AuthenticationError, "not authenticated"),
+    403: (PermissionDeniedError, "permission denied"),
+    404: (NotFoundError, "not found"),
+    429: (RateLimitedError, "rate limited"),
+}
 
 _READ_CHUNK = 64 * 1024
 
@@ -66,6 +85,40 @@ def check_base_url(base_url: str | URL) -> URL:
     if url.user or url.password or url.query_string or url.fragment:
         raise ConfigurationError("base_url must not carry credentials, a query or a fragment")
     return url.with_path(url.path.rstrip("/"))
+
+
+def error_from_response(
+    resp: Response,
+    *,
+    method: str,
+    path: str,
+    request_id: str | None = None,
+    attempt: int | None = None,
+) -> ApiError:
+    """The typed error for a non-success response, with the service's codes if it sent any.
+
+    A non-JSON body (a gateway's HTML page, plain text) is described by its content type
+    and size only: bodies can echo input and are never copied into messages.
+    """
+    status = resp.status
+    if status >= 500:
+        cls, text = ServerError, "server error"
+    else:
+        cls, text = _STATUS_ERRORS.get(status, (ApiError, "request refused"))
+    envelope = decode_error_envelope(resp.body)
+    if envelope is None and resp.body:
+        ctype = resp.headers.get("Content-Type", "unknown content type")
+        text += f" (non-JSON body: {ctype.split(';')[0]}, {len(resp.body)} bytes)"
+    return cls(
+        text,
+        method=method,
+        path=path,
+        status=status,
+        request_id=request_id,
+        attempt=attempt,
+        errors=envelope.details() if envelope is not None else (),
+        retry_after=parse_retry_after(resp.headers.get("Retry-After")),
+    )
 
 
 class Transport:

@@ -1,0 +1,214 @@
+"""Retry decisions (pure), backoff maths, a shared retry budget, and the tenacity policy."""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import tenacity
+
+from ._constants import (
+    RETRY_AFTER_CAP,
+    RETRY_ATTEMPTS,
+    RETRY_BUDGET_CAPACITY,
+    RETRY_BUDGET_COST,
+    RETRY_BUDGET_REFILL,
+    RETRY_BUDGET_TIMEOUT_COST,
+    RETRY_TIMEOUT,
+    RETRY_WAIT_EXP_BASE,
+    RETRY_WAIT_INITIAL,
+    RETRY_WAIT_MAX,
+    RETRYABLE_STATUSES,
+)
+from ._errors import ApiError, TransportError
+
+__all__ = [
+    "RetryBudget",
+    "RetryPolicy",
+    "is_retryable",
+    "parse_retry_after",
+]
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date).
+
+    Returns None when the header is absent or unreadable; never a negative number.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return float(int(text))
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether an error is worth another attempt: transport failures, 408/429/5xx.
+
+    400, 401, 403, 404 and validation errors are never retried (401 gets exactly one
+    token refresh elsewhere, not a retry here).
+    """
+    if isinstance(exc, TransportError):
+        return True
+    if isinstance(exc, ApiError):
+        return exc.status in RETRYABLE_STATUSES
+    return False
+
+
+class RetryBudget:
+    """A token bucket shared by all operations of one client (botocore "standard" mode).
+
+    Each retry takes ``cost`` tokens (``timeout_cost`` after a timeout or dropped
+    connection); each success gives ``refill`` back. When the bucket cannot pay for a
+    retry, the error is raised at once: a failing service is not hammered by every
+    caller's retries at the same time.
+    """
+
+    def __init__(
+        self,
+        capacity: int = RETRY_BUDGET_CAPACITY,
+        *,
+        cost: int = RETRY_BUDGET_COST,
+        timeout_cost: int = RETRY_BUDGET_TIMEOUT_COST,
+        refill: int = RETRY_BUDGET_REFILL,
+    ) -> None:
+        self.capacity = capacity
+        self.cost = cost
+        self.timeout_cost = timeout_cost
+        self.refill = refill
+        self._level = capacity
+        self._lock = threading.Lock()
+
+    @property
+    def level(self) -> int:
+        """Tokens left in the bucket."""
+        return self._level
+
+    def try_acquire(self, exc: BaseException) -> bool:
+        """Take the price of one retry after ``exc``; False when the budget is spent."""
+        price = self.timeout_cost if isinstance(exc, TransportError) else self.cost
+        with self._lock:
+            if self._level < price:
+                return False
+            self._level -= price
+            return True
+
+    def record_success(self) -> None:
+        """Give tokens back after a successful exchange."""
+        with self._lock:
+            self._level = min(self.capacity, self._level + self.refill)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When and how long to retry one operation (stamina-style named defaults).
+
+    Backoff is exponential with full jitter: before attempt ``n+1`` we sleep a uniform
+    random time in ``[0, min(wait_max, wait_initial * wait_exp_base ** (n - 1))]``, or the
+    service's ``Retry-After`` (capped at ``retry_after_cap``) when it sent one. We stop
+    after ``attempts`` attempts or when the next sleep would pass ``timeout`` seconds from
+    the first attempt, whichever comes first.
+
+    Args:
+        attempts: maximum number of attempts, the first included.
+        timeout: overall deadline in seconds for all attempts and waits.
+        wait_initial: the first backoff ceiling in seconds.
+        wait_max: the largest backoff ceiling in seconds.
+        wait_exp_base: growth factor of the ceiling.
+        retry_after_cap: the longest ``Retry-After`` we honour.
+        budget: the shared retry budget, or None for none.
+    """
+
+    attempts: int = RETRY_ATTEMPTS
+    timeout: float = RETRY_TIMEOUT
+    wait_initial: float = RETRY_WAIT_INITIAL
+    wait_max: float = RETRY_WAIT_MAX
+    wait_exp_base: float = RETRY_WAIT_EXP_BASE
+    retry_after_cap: float = RETRY_AFTER_CAP
+    budget: RetryBudget | None = field(default_factory=RetryBudget, compare=False)
+
+    @classmethod
+    def for_testing(cls, attempts: int = RETRY_ATTEMPTS, timeout: float = 5.0) -> RetryPolicy:
+        """A policy that retries like the real one but never sleeps (for tests)."""
+        return cls(
+            attempts=attempts,
+            timeout=timeout,
+            wait_initial=0.0,
+            wait_max=0.0,
+            retry_after_cap=0.0,
+            budget=None,
+        )
+
+    def with_timeout(self, timeout: float) -> RetryPolicy:
+        """The same policy with another overall deadline."""
+        return replace(self, timeout=timeout)
+
+    def backoff(self, attempt: int, exc: BaseException | None, rng: random.Random) -> float:
+        """Seconds to sleep after failed attempt number ``attempt`` (1-based)."""
+        if isinstance(exc, ApiError) and exc.retry_after is not None:
+            return min(exc.retry_after, self.retry_after_cap)
+        ceiling = min(self.wait_max, self.wait_initial * self.wait_exp_base ** (attempt - 1))
+        return rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
+
+    def retrying(
+        self,
+        *,
+        retry_on: Callable[[BaseException], bool] = is_retryable,
+        rng: random.Random | None = None,
+        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+    ) -> tenacity.AsyncRetrying:
+        """A tenacity ``AsyncRetrying`` that applies this policy.
+
+        Args:
+            retry_on: which exceptions earn another attempt; each operation states it.
+            rng: random source for the jitter (seed it for repeatable tests).
+            before_sleep: called before each sleep (logging, metrics hooks).
+        """
+        source = rng or random.Random()
+        budget = self.budget
+
+        def should_retry(state: tenacity.RetryCallState) -> bool:
+            outcome = state.outcome
+            if outcome is None or not outcome.failed:
+                if budget is not None:
+                    budget.record_success()
+                return False
+            exc = outcome.exception()
+            if exc is None or not retry_on(exc):
+                return False
+            return budget is None or budget.try_acquire(exc)
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            return self.backoff(state.attempt_number, exc, source)
+
+        return tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(self.attempts)
+            | tenacity.stop_before_delay(self.timeout),
+            wait=wait,
+            retry=should_retry,
+            reraise=True,
+            before_sleep=before_sleep,
+        )
+
