@@ -101,6 +101,7 @@ def error_from_response(
     and size only: bodies can echo input and are never copied into messages.
     """
     status = resp.status
+    cls: type[ApiError]
     if status >= 500:
         cls, text = ServerError, "server error"
     else:
