@@ -43,12 +43,20 @@ def encode(msg: object) -> bytes:
     return _ENCODER.encode(msg)
 
 
-def decode_with(decoder: msgspec.json.Decoder[T], data: bytes | str, what: str) -> T:
-    """Decode with a prebuilt decoder; msgspec's errors become our ``ValidationError``."""
+def decode_with(
+    decoder: msgspec.json.Decoder[T], data: bytes | str, what: str, *, root: str | None = None
+) -> T:
+    """Decode with a prebuilt decoder; msgspec's errors become our ``ValidationError``.
+
+    ``root`` names the key the decoded value sat under, so error paths read
+    ``$.<root>.…`` when only that part of a document is decoded.
+    """
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
         path, _, msg = _split_msgspec_error(str(exc))
+        if root is not None:
+            path = f"$.{root}{path[1:]}"
         raise ValidationError([Problem(path, msg)], message=f"invalid {what}") from exc
     except msgspec.DecodeError as exc:
         raise ValidationError([Problem("$", str(exc))], message=f"malformed {what}") from exc
