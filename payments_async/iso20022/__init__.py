@@ -10,8 +10,19 @@ from ._common import (
     decode_token_response,
     encode,
 )
+from ._validate import find_problems, validate
+from .builders import build_cancellation, build_credit_transfer
 from .camt029 import Camt029, Resolution, decode_camt029
 from .camt056 import Camt056, CancellationRequest, decode_camt056
+from .codes import (
+    CancellationResolution,
+    Outcome,
+    PaymentStatus,
+    classify_cancellation_status,
+    classify_payment_status,
+    summarize_resolution,
+    summarize_status_report,
+)
 from .pacs002 import Pacs002, StatusReport, decode_pacs002
 from .pacs008 import CreditTransfer, Pacs008, decode_pacs008
 
@@ -19,15 +30,22 @@ __all__ = [
     "Camt029",
     "Camt056",
     "CancellationRequest",
+    "CancellationResolution",
     "CreditTransfer",
     "ErrorEnvelope",
     "ErrorItem",
+    "Outcome",
     "Pacs002",
     "Pacs008",
+    "PaymentStatus",
     "Resolution",
     "StatusReport",
     "SubmissionResult",
     "TokenResponse",
+    "build_cancellation",
+    "build_credit_transfer",
+    "classify_cancellation_status",
+    "classify_payment_status",
     "decode_camt029",
     "decode_camt056",
     "decode_error_envelope",
@@ -36,4 +54,8 @@ __all__ = [
     "decode_submission",
     "decode_token_response",
     "encode",
+    "find_problems",
+    "summarize_resolution",
+    "summarize_status_report",
+    "validate",
 ]

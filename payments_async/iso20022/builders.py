@@ -1,0 +1,357 @@
+"""Builders for the common case: a SEPA credit transfer and a cancellation request."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+
+from .._errors import Problem, ValidationError
+from ._validate import validate
+from .camt056 import (
+    Assignment,
+    AssignmentParty,
+    Camt056,
+    CancellationReason,
+    CancellationReasonInformation,
+    CancellationRequest,
+    CancellationTransaction,
+    ControlData,
+    OrganisationIdentification,
+    OriginalTransactionReference,
+    Originator,
+    OriginatorIdentification,
+    UnderlyingTransaction,
+)
+from .pacs008 import (
+    AccountIdentification,
+    ActiveCurrencyAndAmount,
+    Agent,
+    CashAccount,
+    ClearingSystemMemberIdentification,
+    CreditorReferenceInformation,
+    CreditTransfer,
+    CreditTransferTransaction,
+    FinancialInstitutionIdentification,
+    GenericAccountIdentification,
+    GroupHeader,
+    LocalInstrument,
+    Pacs008,
+    Party,
+    PaymentIdentification,
+    PaymentTypeInformation,
+    PostalAddress,
+    RemittanceInformation,
+    ServiceLevel,
+    SettlementInstruction,
+    StructuredRemittanceInformation,
+)
+
+__all__ = ["build_cancellation", "build_credit_transfer", "format_utc", "new_id"]
+
+_PACS008_AMOUNT = "$.fitoFICstmrCdtTrf.cdtTrfTxInf[0].intrBkSttlmAmt.value"
+_CAMT056_AMOUNT = "$.fitoFIPmtCxlReq.undrlyg[0].txInf[0].orgnlTxRef.intrBkSttlmAmt.value"
+_CENT = Decimal("0.01")
+
+
+def new_id(prefix: str) -> str:
+    """A fresh unique identifier: ``prefix`` + uuid4 hex, cut to 35 characters.
+
+    Lowercase hex and an alphanumeric prefix keep it inside Max35Text and the SEPA
+    character set; 122 random bits keep it unique.
+
+    Args:
+        prefix: a short alphanumeric prefix saying what the id is for (e.g. ``"MSG"``).
+
+    Returns:
+        The identifier.
+    """
+    return f"{prefix}{uuid.uuid4().hex}"[:35]
+
+
+def format_utc(moment: datetime | None = None) -> str:
+    """An ISO 8601 date-time in UTC with the ``Z`` designator, in milliseconds.
+
+    Args:
+        moment: an aware datetime; None for now. A naive one is refused.
+
+    Returns:
+        For example ``"2024-08-01T08:00:00.000Z"``.
+
+    Raises:
+        ValueError: ``moment`` is naive (its zone would be a guess).
+    """
+    if moment is None:
+        moment = datetime.now(UTC)
+    elif moment.tzinfo is None:
+        raise ValueError("a naive datetime has no zone; pass an aware one")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _to_decimal(amount: object, path: str) -> Decimal:
+    """Turn a Decimal, int or decimal string into a Decimal; refuse floats and junk."""
+    if isinstance(amount, bool | float):
+        raise ValidationError(
+            [Problem(path, f"give the amount as Decimal or str, not {type(amount).__name__}")]
+        )
+    if isinstance(amount, Decimal):
+        value = amount
+    elif isinstance(amount, int):
+        value = Decimal(amount)
+    elif isinstance(amount, str):
+        try:
+            value = Decimal(amount.strip())
+        except InvalidOperation:
+            raise ValidationError(
+                [Problem(path, f"not a decimal number: {amount[:40]!r}")]
+            ) from None
+    else:
+        raise ValidationError(
+            [Problem(path, f"expected Decimal or str, got {type(amount).__name__}")]
+        )
+    if not value.is_finite():
+        return value  # validate() reports it with its path
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent > 0:
+        value = value.quantize(Decimal(1))  # 1E+2 -> 100: plain digits on the wire
+    elif isinstance(exponent, int) and exponent < -2 and value == value.quantize(_CENT):
+        value = value.quantize(_CENT)  # 10.500 -> 10.50: only zeros are dropped
+    return value
+
+
+def _iban(value: str) -> str:
+    return value.replace(" ", "").upper()
+
+
+def _bic(value: str) -> str:
+    return value.strip().upper()
+
+
+def _address(lines: Sequence[str] | None) -> PostalAddress | None:
+    return PostalAddress(adr_line=list(lines)) if lines else None
+
+
+def build_credit_transfer(
+    *,
+    debtor_name: str,
+    debtor_iban: str,
+    debtor_agent_id: str,
+    creditor_name: str,
+    creditor_iban: str,
+    creditor_agent_id: str,
+    amount: Decimal | str,
+    currency: str = "EUR",
+    remittance: str | None = None,
+    message_id: str | None = None,
+    end_to_end_id: str | None = None,
+    tx_id: str | None = None,
+    uetr: str | None = None,
+    debtor_address: Sequence[str] | None = None,
+    creditor_address: Sequence[str] | None = None,
+    debtor_account_name: str | None = None,
+    creditor_account_name: str | None = None,
+    creditor_reference: str | None = None,
+    charge_bearer: str = "SLEV",
+    service_level: str = "SEPA",
+    local_instrument: str | None = None,
+    created_at: datetime | None = None,
+) -> Pacs008:
+    """Build and validate a one-transaction SEPA credit transfer (pacs.008).
+
+    Generated unless given: ``grpHdr.msgId`` (keep it: resubmitting the same message is
+    how a retry stays idempotent), ``endToEndId``, ``txId`` and a UETR. ``creDtTm`` is now
+    in UTC, ``nbOfTxs`` is counted, ``sttlmMtd`` is CLRG and the service level SEPA.
+    IBANs lose their spaces and are upper-cased.
+
+    Args:
+        debtor_name: who pays (Max140Text, SEPA characters).
+        debtor_iban: the debtor's IBAN, sent as ``dbtrAcct.id.othr.id``.
+        debtor_agent_id: the debtor's bank, sent as ``clrSysMmbId.mmbId``.
+        creditor_name: who is paid.
+        creditor_iban: the creditor's IBAN, sent as ``cdtrAcct.id.othr.id``.
+        creditor_agent_id: the creditor's bank, sent as ``clrSysMmbId.mmbId``.
+        amount: a ``Decimal`` or a decimal string; floats are refused (they lose digits).
+        currency: ISO 4217 code; SEPA is EUR.
+        remittance: one unstructured remittance line (Max140Text).
+        message_id: ``grpHdr.msgId``; generated when None.
+        end_to_end_id: ``pmtId.endToEndId``; generated when None.
+        tx_id: ``pmtId.txId``; generated when None.
+        uetr: lowercase UUID v4; generated when None.
+        debtor_address: up to two address lines.
+        creditor_address: up to two address lines.
+        debtor_account_name: ``dbtrAcct.nm``.
+        creditor_account_name: ``cdtrAcct.nm``.
+        creditor_reference: a structured creditor reference (``rmtInf.strd``).
+        charge_bearer: ``chrgBr``; SEPA uses SLEV.
+        service_level: ``pmtTpInf.svcLvl[0].prtry``.
+        local_instrument: ``pmtTpInf.lclInstrm.prtry``, if any.
+        created_at: aware datetime for ``creDtTm``; now when None.
+
+    Returns:
+        A valid message, ready for ``encode()``.
+
+    Raises:
+        ValidationError: any input breaks a rule; every problem is listed with its path.
+    """
+    value = _to_decimal(amount, _PACS008_AMOUNT)
+    rmt: RemittanceInformation | None = None
+    if remittance is not None or creditor_reference is not None:
+        rmt = RemittanceInformation(
+            ustrd=[remittance] if remittance is not None else None,
+            strd=(
+                [
+                    StructuredRemittanceInformation(
+                        cdtr_ref_inf=CreditorReferenceInformation(ref=creditor_reference)
+                    )
+                ]
+                if creditor_reference is not None
+                else None
+            ),
+        )
+    tx = CreditTransferTransaction(
+        pmt_id=PaymentIdentification(
+            end_to_end_id=end_to_end_id if end_to_end_id is not None else new_id("E2E"),
+            tx_id=tx_id if tx_id is not None else new_id("TX"),
+            uetr=uetr if uetr is not None else str(uuid.uuid4()),
+        ),
+        pmt_tp_inf=PaymentTypeInformation(
+            svc_lvl=[ServiceLevel(prtry=service_level)],
+            lcl_instrm=LocalInstrument(prtry=local_instrument) if local_instrument else None,
+        ),
+        intr_bk_sttlm_amt=ActiveCurrencyAndAmount(value=value, ccy=currency),
+        chrg_br=charge_bearer,
+        dbtr=Party(nm=debtor_name, pstl_adr=_address(debtor_address)),
+        dbtr_acct=CashAccount(
+            id=AccountIdentification(othr=GenericAccountIdentification(id=_iban(debtor_iban))),
+            nm=debtor_account_name,
+        ),
+        dbtr_agt=Agent(
+            fin_instn_id=FinancialInstitutionIdentification(
+                clr_sys_mmb_id=ClearingSystemMemberIdentification(mmb_id=debtor_agent_id)
+            )
+        ),
+        cdtr_agt=Agent(
+            fin_instn_id=FinancialInstitutionIdentification(
+                clr_sys_mmb_id=ClearingSystemMemberIdentification(mmb_id=creditor_agent_id)
+            )
+        ),
+        cdtr=Party(nm=creditor_name, pstl_adr=_address(creditor_address)),
+        cdtr_acct=CashAccount(
+            id=AccountIdentification(othr=GenericAccountIdentification(id=_iban(creditor_iban))),
+            nm=creditor_account_name,
+        ),
+        rmt_inf=rmt,
+    )
+    txs = [tx]
+    msg = Pacs008(
+        fito_fi_cstmr_cdt_trf=CreditTransfer(
+            grp_hdr=GroupHeader(
+                msg_id=message_id if message_id is not None else new_id("MSG"),
+                cre_dt_tm=format_utc(created_at),
+                nb_of_txs=str(len(txs)),
+                sttlm_inf=SettlementInstruction(sttlm_mtd="CLRG"),
+            ),
+            cdt_trf_tx_inf=txs,
+        )
+    )
+    validate(msg)
+    return msg
+
+
+def build_cancellation(
+    *,
+    original_end_to_end_id: str,
+    amount: Decimal | str | None,
+    creditor_agent_bic: str,
+    creditor_iban: str,
+    assigner_bic: str,
+    assignee_bic: str,
+    reason: str = "CUST",
+    originator_name: str | None = None,
+    originator_bic: str | None = None,
+    assignment_id: str | None = None,
+    cancellation_id: str | None = None,
+    currency: str = "EUR",
+    service_level: str = "SEPA",
+    creditor_agent_address: PostalAddress | None = None,
+    created_at: datetime | None = None,
+) -> Camt056:
+    """Build and validate a camt.056 request to cancel one SEPA credit transfer.
+
+    Generated unless given: ``assgnmt.id`` (keep it: resubmitting the same id is how a
+    retry stays idempotent) and ``cxlId``. ``assgnmt.creDtTm`` is now in UTC and
+    ``ctrlData.nbOfTxs`` is ``"1"``. The originator is named by ``originator_name`` and
+    identified by ``originator_bic``, which defaults to the assigner's BIC.
+
+    Args:
+        original_end_to_end_id: ``endToEndId`` of the payment to cancel.
+        amount: its amount (``Decimal`` or decimal string; floats are refused), or None
+            to leave ``orgnlTxRef.intrBkSttlmAmt`` out.
+        creditor_agent_bic: BIC of the creditor's bank in the original payment.
+        creditor_iban: the creditor's IBAN in the original payment.
+        assigner_bic: BIC of the assigner (the customer's agent).
+        assignee_bic: BIC of the assignee (the merchant's agent).
+        reason: SEPA recall reason: DUPL, TECH, FRAD, AC03, AM09 or CUST.
+        originator_name: ``cxlRsnInf[0].orgtr.nm``.
+        originator_bic: ``cxlRsnInf[0].orgtr.id.orgId.anyBIC``; the assigner's BIC if None.
+        assignment_id: ``assgnmt.id``; generated when None.
+        cancellation_id: ``cxlId``; generated when None.
+        currency: must be EUR (the service's rule); another value fails validation.
+        service_level: ``orgnlTxRef.pmtTpInf.svcLvl[0].prtry``.
+        creditor_agent_address: postal address of the creditor's bank, if wanted.
+        created_at: aware datetime for ``assgnmt.creDtTm``; now when None.
+
+    Returns:
+        A valid message, ready for ``encode()``.
+
+    Raises:
+        ValidationError: any input breaks a rule; every problem is listed with its path.
+    """
+    money: ActiveCurrencyAndAmount | None = None
+    if amount is not None:
+        money = ActiveCurrencyAndAmount(value=_to_decimal(amount, _CAMT056_AMOUNT), ccy=currency)
+    assigner = _bic(assigner_bic)
+    tx = CancellationTransaction(
+        cxl_id=cancellation_id if cancellation_id is not None else new_id("CXL"),
+        orgnl_end_to_end_id=original_end_to_end_id,
+        cxl_rsn_inf=[
+            CancellationReasonInformation(
+                orgtr=Originator(
+                    nm=originator_name,
+                    id=OriginatorIdentification(
+                        org_id=OrganisationIdentification(
+                            any_bic=_bic(originator_bic) if originator_bic else assigner
+                        )
+                    ),
+                ),
+                rsn=CancellationReason(cd=reason),
+            )
+        ],
+        orgnl_tx_ref=OriginalTransactionReference(
+            intr_bk_sttlm_amt=money,
+            pmt_tp_inf=PaymentTypeInformation(svc_lvl=[ServiceLevel(prtry=service_level)]),
+            cdtr_agt=Agent(
+                fin_instn_id=FinancialInstitutionIdentification(
+                    bicfi=_bic(creditor_agent_bic), pstl_adr=creditor_agent_address
+                )
+            ),
+            cdtr_acct=CashAccount(
+                id=AccountIdentification(iban=_iban(creditor_iban)), ccy=currency
+            ),
+        ),
+    )
+    msg = Camt056(
+        fito_fi_pmt_cxl_req=CancellationRequest(
+            assgnmt=Assignment(
+                id=assignment_id if assignment_id is not None else new_id("ASG"),
+                assgnr=AssignmentParty.from_bic(assigner),
+                assgne=AssignmentParty.from_bic(_bic(assignee_bic)),
+                cre_dt_tm=format_utc(created_at),
+            ),
+            ctrl_data=ControlData(nb_of_txs="1"),
+            undrlyg=[UnderlyingTransaction(tx_inf=[tx])],
+        )
+    )
+    validate(msg)
+    return msg
