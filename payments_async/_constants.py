@@ -32,6 +32,11 @@ TOKEN_REFRESH_LEEWAY: Final = 60.0  # refresh this long before expires_in runs o
 TOKEN_REFRESH_FRACTION: Final = 0.2  # ...or this share of a short lifetime, if smaller
 TOKEN_RETRY_INITIAL: Final = 0.5  # backoff of a failed background refresh
 TOKEN_RETRY_MAX: Final = 30.0
+# (issue 3, auth) token fetch bounds, added with _tokens.py:
+TOKEN_FETCH_DEADLINE: Final = 30.0  # one token fetch, all its retries included
+TOKEN_ATTEMPT_TIMEOUT: Final = 10.0  # one token request
+TOKEN_REFRESH_MIN_INTERVAL: Final = 1.0  # never refresh sooner than this after obtaining
+# (end issue 3)
 
 # --- HTTP -------------------------------------------------------------------------------
 CONNECT_TIMEOUT: Final = 5.0
