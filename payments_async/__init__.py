@@ -1,1 +1,78 @@
-"""payments-async."""
+"""payments-async: asyncio client for the Payments Initiation and Cancellation Service.
+
+Submit ISO 20022 pacs.008 credit transfers, read their pacs.002 status, request SEPA
+cancellations with camt.056 and wait for the camt.029 outcome, with background token
+refresh, SCA tokens signed over the exact request bytes, and retries that never
+duplicate a payment.
+"""
+
+from ._client import CancellationOutcome, Hooks, PaymentsClient, RequestEvent, Submission
+from ._credentials import Credentials
+from ._errors import (
+    ApiError,
+    AuthenticationError,
+    ConfigurationError,
+    InvalidResponseError,
+    NotFoundError,
+    OutcomeUnknownError,
+    PaymentsError,
+    PermissionDeniedError,
+    PollTimeoutError,
+    Problem,
+    RateLimitedError,
+    ServerError,
+    ServiceErrorDetail,
+    TransportError,
+    ValidationError,
+)
+from ._keys import generate_key_pair
+from ._polling import PollPolicy
+from ._retry import RetryBudget, RetryPolicy
+from .iso20022 import (
+    Camt029,
+    Camt056,
+    Outcome,
+    Pacs002,
+    Pacs008,
+    PaymentStatus,
+    build_cancellation,
+    build_credit_transfer,
+)
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "ApiError",
+    "AuthenticationError",
+    "Camt029",
+    "Camt056",
+    "CancellationOutcome",
+    "ConfigurationError",
+    "Credentials",
+    "Hooks",
+    "InvalidResponseError",
+    "NotFoundError",
+    "Outcome",
+    "OutcomeUnknownError",
+    "Pacs002",
+    "Pacs008",
+    "PaymentStatus",
+    "PaymentsClient",
+    "PaymentsError",
+    "PermissionDeniedError",
+    "PollPolicy",
+    "PollTimeoutError",
+    "Problem",
+    "RateLimitedError",
+    "RequestEvent",
+    "RetryBudget",
+    "RetryPolicy",
+    "ServerError",
+    "ServiceErrorDetail",
+    "Submission",
+    "TransportError",
+    "ValidationError",
+    "build_cancellation",
+    "build_credit_transfer",
+    "generate_key_pair",
+]

@@ -148,6 +148,11 @@ class ValidationError(PaymentsError, ValueError):
         detail = "; ".join(str(p) for p in self.problems)
         super().__init__(f"{summary}: {detail}" if detail else summary)
 
+    @classmethod
+    def single(cls, path: str, message: str) -> ValidationError:
+        """A ValidationError with one problem."""
+        return cls([Problem(path, message)])
+
     @property
     def paths(self) -> tuple[str, ...]:
         """The JSON paths of the problems, in order."""

@@ -1,0 +1,739 @@
+"""PaymentsClient: the four operations of the service through one request pipeline."""
+
+from __future__ import annotations
+
+import logging
+import random
+import ssl
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import aiohttp
+import tenacity
+
+from ._constants import (
+    CAMT029_PATH,
+    CAMT056_PATH,
+    CLIENT_ID_HEADER,
+    CONNECT_TIMEOUT,
+    CONNECTION_LIMIT,
+    JSON_CONTENT_TYPE,
+    MAX_RESPONSE_BYTES,
+    PACS002_PATH,
+    PACS008_PATH,
+    POLL_TIMEOUT,
+    READ_TIMEOUT,
+    REQUEST_ID_HEADER,
+    SCA_HEADER,
+    SCA_RESIGN_MARGIN,
+    USER_AGENT,
+)
+from ._credentials import Credentials, RequestSigner
+from ._errors import (
+    ConfigurationError,
+    InvalidResponseError,
+    OutcomeUnknownError,
+    PaymentsError,
+    ServerError,
+    TransportError,
+    ValidationError,
+)
+from ._polling import PollPolicy, poll_until_final
+from ._retry import RetryPolicy
+from ._tokens import TokenSession
+from ._transport import Response, Transport, error_from_response
+from .iso20022 import (
+    Camt029,
+    Camt056,
+    CancellationResolution,
+    Outcome,
+    Pacs002,
+    Pacs008,
+    PaymentStatus,
+    decode_camt029,
+    decode_pacs002,
+    decode_submission,
+    encode,
+    summarize_resolution,
+    summarize_status_report,
+    validate,
+)
+
+__all__ = ["CancellationOutcome", "Hooks", "PaymentsClient", "RequestEvent", "Submission"]
+
+logger = logging.getLogger("payments_async")
+T = TypeVar("T")
+
+_MIN_ATTEMPT_TIMEOUT = 0.05  # seconds: an attempt started at the deadline still gets a try
+
+_RETURN_ADVICE = (
+    "the cancellation was rejected: ask the beneficiary of the original payment to return "
+    "the funds with a pacs.004 return request"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """The result of submitting a pacs.008 or camt.056.
+
+    Attributes:
+        payments_service_id: the service's id of the stored message; read its status with it.
+        message_id: the id we sent (``grpHdr.msgId`` or ``assgnmt.id``).
+        echoed_id: the id the service echoed (``paymentId``), if it did.
+        status: the service's status at submission (``PENDING``).
+        creation_date_time: when the service stored it (no zone designator, as sent).
+        created: True for 201 (stored now); False for 200 (an earlier attempt or an
+            earlier call had stored it: the message exists exactly once).
+        attempts: how many HTTP attempts this call took.
+        request_id: the ``X-Request-ID`` of the call.
+    """
+
+    payments_service_id: str
+    message_id: str
+    echoed_id: str | None
+    status: str | None
+    creation_date_time: str | None
+    created: bool
+    attempts: int
+    request_id: str
+
+    @property
+    def replayed(self) -> bool:
+        """True when the service answered 200: the message had been stored before."""
+        return not self.created
+
+
+@dataclass(frozen=True, slots=True)
+class CancellationOutcome:
+    """The final answer to a cancellation request (from camt.029).
+
+    Attributes:
+        payments_service_id: the cancellation's id.
+        outcome: ``Outcome.ACCEPTED`` or ``Outcome.REJECTED`` (or ``UNKNOWN`` for a final
+            code we cannot classify, surfaced rather than guessed).
+        status: raw ``sts.conf``.
+        tx_statuses: raw ``txCxlSts`` codes.
+        reason_codes: ``cxlStsRsnInf[].rsn.cd`` codes.
+        reason_texts: ``addtlInf`` texts (nulls dropped).
+        return_request_needed: True when rejected: the funds can only come back through a
+            pacs.004 return requested from the beneficiary.
+        message: a sentence for people.
+        resolution: the decoded camt.029.
+    """
+
+    payments_service_id: str
+    outcome: Outcome
+    status: str | None
+    tx_statuses: tuple[str, ...]
+    reason_codes: tuple[str, ...]
+    reason_texts: tuple[str, ...]
+    return_request_needed: bool
+    message: str
+    resolution: Camt029
+
+    @property
+    def accepted(self) -> bool:
+        """True when the payment was cancelled."""
+        return self.outcome is Outcome.ACCEPTED
+
+    @property
+    def rejected(self) -> bool:
+        """True when the cancellation was refused (see ``return_request_needed``)."""
+        return self.outcome is Outcome.REJECTED
+
+    @classmethod
+    def from_resolution(
+        cls, payments_service_id: str, resolution: Camt029, summary: CancellationResolution
+    ) -> CancellationOutcome:
+        """Build the outcome from a camt.029 and its classification."""
+        rejected = summary.outcome is Outcome.REJECTED
+        if summary.outcome is Outcome.ACCEPTED:
+            message = "the cancellation was accepted: the payment will not be executed"
+        elif rejected:
+            reasons = ", ".join(summary.reason_codes) or "no reason code"
+            message = f"{_RETURN_ADVICE} (reason: {reasons})"
+        else:
+            message = f"final status {summary.status!r} could not be classified"
+        return cls(
+            payments_service_id=payments_service_id,
+            outcome=summary.outcome,
+            status=summary.status,
+            tx_statuses=summary.tx_statuses,
+            reason_codes=summary.reason_codes,
+            reason_texts=summary.reason_texts,
+            return_request_needed=rejected,
+            message=message,
+            resolution=resolution,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEvent:
+    """What a hook is told about one HTTP attempt (never a body or a secret).
+
+    Attributes:
+        method: HTTP method.
+        path: URL path.
+        request_id: the call's ``X-Request-ID``.
+        attempt: 1-based attempt number.
+        status: HTTP status, or None when no answer came.
+        elapsed: seconds the attempt took.
+        error: the error of a failed attempt, if any.
+    """
+
+    method: str
+    path: str
+    request_id: str
+    attempt: int
+    status: int | None
+    elapsed: float
+    error: PaymentsError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """Optional callables for metrics. Exceptions raised by a hook are logged, not raised.
+
+    Args:
+        on_request: called after every HTTP attempt.
+        on_retry: called before sleeping for a retry, with the failed attempt's event.
+        on_token_refresh: called with the new token's lifetime in seconds.
+    """
+
+    on_request: Callable[[RequestEvent], None] | None = None
+    on_retry: Callable[[RequestEvent], None] | None = None
+    on_token_refresh: Callable[[float], None] | None = None
+
+
+def _call_hook(hook: Callable[[Any], None] | None, arg: object) -> None:
+    if hook is None:
+        return
+    try:
+        hook(arg)
+    except Exception:
+        logger.exception("payments_async hook %r failed", hook)
+
+
+class _ScaToken:
+    """The SCA token of one POST: signed once, re-signed on retry only near expiry."""
+
+    __slots__ = ("_body", "_payment_id", "_signer", "expires_at", "value")
+
+    def __init__(self, signer: RequestSigner, body: bytes, payment_id: str | None) -> None:
+        self._signer = signer
+        self._body = body
+        self._payment_id = payment_id
+        self.value = ""
+        self.expires_at = 0.0
+        self.refresh()
+
+    def refresh(self) -> None:
+        signed = self._signer.sign_sca_token(self._body, payment_id=self._payment_id)
+        self.value = signed.value
+        self.expires_at = signed.expires_at
+
+    def current(self) -> str:
+        if self.expires_at - time.time() < SCA_RESIGN_MARGIN:
+            self.refresh()
+        return self.value
+
+
+class PaymentsClient:
+    """Async client of the Payments Initiation and Cancellation Service.
+
+    Use it as an async context manager; it owns one ``aiohttp.ClientSession`` with
+    keep-alive and a bounded connector, or borrows the one you pass (and then leaves it
+    open)::
+
+        async with PaymentsClient(credentials, base_url=url) as client:
+            sub = await client.request_cancellation(cancellation)
+            outcome = await client.wait_for_cancellation_outcome(sub.payments_service_id)
+
+    Every POST is validated, encoded once, and those exact bytes are hashed into the SCA
+    token and sent. Retries resend the same bytes with the same message id, so the
+    service's idempotency guarantees a message is stored at most once.
+
+    Args:
+        credentials: who we are (see ``Credentials``).
+        base_url: the service's base address; https, or http on loopback (the sandbox).
+        session: an ``aiohttp.ClientSession`` to borrow instead of owning one.
+        ssl_context: a custom ``ssl.SSLContext``; TLS verification is on by default.
+        retry: the retry policy of every operation.
+        poll: the polling schedule of the waiters.
+        connect_timeout: seconds to connect.
+        read_timeout: seconds to wait for each read of a response.
+        connection_limit: at most this many open connections.
+        max_response_bytes: refuse response bodies larger than this.
+        hooks: metrics callbacks.
+    """
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        base_url: str,
+        session: aiohttp.ClientSession | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        retry: RetryPolicy | None = None,
+        poll: PollPolicy | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+        connection_limit: int = CONNECTION_LIMIT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        hooks: Hooks | None = None,
+    ) -> None:
+        if not isinstance(credentials, Credentials):
+            raise ConfigurationError("credentials must be a payments_async.Credentials")
+        self._credentials = credentials
+        self._signer = credentials.signer()
+        self._transport = Transport(
+            base_url,
+            session=session,
+            ssl_context=ssl_context,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            connection_limit=connection_limit,
+            max_response_bytes=max_response_bytes,
+        )
+        self._retry = retry or RetryPolicy()
+        self._poll = poll or PollPolicy()
+        self._hooks = hooks or Hooks()
+        self._rng = random.Random()
+        on_refresh = self._hooks.on_token_refresh
+        self._tokens = TokenSession(
+            self._transport,
+            credentials,
+            on_refresh=(lambda token: _call_hook(on_refresh, token.remaining()))
+            if on_refresh is not None
+            else None,
+        )
+        self._base_headers: dict[str, str] = {
+            CLIENT_ID_HEADER: credentials.client_id,
+            "Accept": JSON_CONTENT_TYPE,
+            "User-Agent": USER_AGENT,
+        }
+
+    @property
+    def base_url(self) -> str:
+        """The service's base address."""
+        return str(self._transport.base_url)
+
+    def __repr__(self) -> str:
+        return (
+            f"PaymentsClient(base_url={self.base_url!r}, client_id={self._credentials.client_id!r})"
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the token refresher and close the session (if we own it)."""
+        try:
+            await self._tokens.aclose()
+        finally:
+            await self._transport.aclose()
+
+    # --- the operations ------------------------------------------------------------------
+
+    async def access_token_lifetime(self) -> float:
+        """Obtain (or reuse) the access token; return the seconds it has left.
+
+        Useful to check credentials before a bulk run; the token itself never leaves the
+        client.
+        """
+        token = await self._tokens.get()
+        return token.remaining()
+
+    async def submit_credit_transfer(self, transfer: Pacs008) -> Submission:
+        """Submit a pacs.008 credit transfer (``POST /payments/pacs008/v10``).
+
+        Returns:
+            The submission; ``created`` is False when the service already had this
+            ``grpHdr.msgId`` (200) — the payment then exists once, not twice.
+
+        Raises:
+            ValidationError: the message breaks a rule; nothing was sent.
+            OutcomeUnknownError: retries ran out after an attempt that may have been
+                stored; resubmit the same message to learn the outcome.
+            ApiError: the service refused it (see the error tree).
+        """
+        if not isinstance(transfer, Pacs008):
+            raise TypeError("submit_credit_transfer expects a Pacs008 message")
+        return await self._submit(PACS008_PATH, transfer, transfer.message_id)
+
+    async def request_cancellation(self, cancellation: Camt056) -> Submission:
+        """Request the cancellation of a payment with a camt.056 (``POST /payments/camt056/v08``).
+
+        Returns:
+            The submission (status PENDING); wait for the answer with
+            ``wait_for_cancellation_outcome(submission.payments_service_id)``.
+
+        Raises:
+            ValidationError: the message breaks a rule; nothing was sent.
+            OutcomeUnknownError: retries ran out after an attempt that may have been
+                stored; resubmit the same message (same ``assgnmt.id``).
+            ApiError: the service refused it.
+        """
+        if not isinstance(cancellation, Camt056):
+            raise TypeError("request_cancellation expects a Camt056 message")
+        return await self._submit(CAMT056_PATH, cancellation, cancellation.message_id)
+
+    async def get_credit_transfer_status(self, payments_service_id: str) -> Pacs002:
+        """Read a credit transfer's pacs.002 status report once.
+
+        Raises:
+            NotFoundError: no such payment for this client.
+            ApiError: any other refusal.
+        """
+        path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
+        resp, request_id, attempt = await self._get(path)
+        return self._decode(decode_pacs002, resp, "GET", path, request_id, attempt)
+
+    async def get_cancellation_outcome(self, payments_service_id: str) -> Camt029:
+        """Read a cancellation's camt.029 resolution once (it may still be pending).
+
+        Raises:
+            NotFoundError: no such cancellation for this client.
+            ApiError: any other refusal.
+        """
+        path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
+        resp, request_id, attempt = await self._get(path)
+        return self._decode(decode_camt029, resp, "GET", path, request_id, attempt)
+
+    async def wait_for_cancellation_outcome(
+        self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
+    ) -> CancellationOutcome:
+        """Poll camt.029 until a final code (ACCC, RJTC, CNCL, RJCR, ACCR, ...) appears.
+
+        Args:
+            payments_service_id: the id returned by ``request_cancellation``.
+            timeout: overall deadline in seconds.
+
+        Returns:
+            The outcome; when rejected, ``return_request_needed`` is True.
+
+        Raises:
+            PollTimeoutError: no final code before the deadline (carries the last one).
+            NotFoundError: the id stayed unknown past the grace period.
+        """
+
+        def status_of(res: Camt029) -> tuple[bool, str | None]:
+            summary = summarize_resolution(res)
+            return summary.is_final, summary.status or next(iter(summary.tx_statuses), None)
+
+        deadline = time.monotonic() + timeout
+        resolution = await poll_until_final(
+            lambda: self._get_decoded_until(
+                f"{CAMT029_PATH}/{_check_id(payments_service_id)}", decode_camt029, deadline
+            ),
+            status_of,
+            payments_service_id=payments_service_id,
+            timeout=timeout,
+            policy=self._poll,
+            what="cancellation outcome",
+            rng=self._rng,
+        )
+        return CancellationOutcome.from_resolution(
+            payments_service_id, resolution, summarize_resolution(resolution)
+        )
+
+    async def wait_for_payment_status(
+        self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
+    ) -> PaymentStatus:
+        """Poll pacs.002 until a final status (ACCC, ACSC, RJCT, ...) appears.
+
+        Raises:
+            PollTimeoutError: no final status before the deadline (carries the last one).
+            NotFoundError: the id stayed unknown past the grace period.
+        """
+
+        def status_of(report: Pacs002) -> tuple[bool, str | None]:
+            summary = summarize_status_report(report)
+            return summary.is_final, summary.status
+
+        deadline = time.monotonic() + timeout
+        report = await poll_until_final(
+            lambda: self._get_decoded_until(
+                f"{PACS002_PATH}/{_check_id(payments_service_id)}", decode_pacs002, deadline
+            ),
+            status_of,
+            payments_service_id=payments_service_id,
+            timeout=timeout,
+            policy=self._poll,
+            what="payment status",
+            rng=self._rng,
+        )
+        return summarize_status_report(report)
+
+    # --- the pipeline --------------------------------------------------------------------
+
+    async def _submit(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
+        validate(message)  # raises ValidationError before any I/O
+        body = encode(message)  # encoded once: these bytes are signed and sent, every attempt
+        sca = _ScaToken(self._signer, body, message_id)
+        request_id = uuid.uuid4().hex
+        maybe_stored = False
+        attempt_no = 0
+
+        async def attempt(n: int, timeout: float) -> Response:
+            nonlocal maybe_stored, attempt_no
+            attempt_no = n
+            try:
+                return await self._attempt("POST", path, request_id, n, body, sca, timeout)
+            except TransportError as exc:
+                maybe_stored = maybe_stored or exc.request_sent
+                raise
+            except ServerError:
+                maybe_stored = True  # a 5xx can come after the service committed
+                raise
+
+        try:
+            resp = await self._with_retries("POST", path, request_id, attempt, self._retry)
+        except (TransportError, ServerError, InvalidResponseError) as exc:
+            if isinstance(exc, InvalidResponseError):
+                maybe_stored = True
+            if not maybe_stored:
+                raise
+            raise OutcomeUnknownError(
+                f"outcome unknown after {attempt_no} attempt(s): {exc.message}; resubmit the "
+                f"same message to learn it",
+                message_id=message_id,
+                method="POST",
+                path=path,
+                status=exc.status,
+                request_id=request_id,
+                attempt=attempt_no,
+            ) from exc
+        try:
+            result = decode_submission(resp.body)
+        except ValidationError as exc:
+            raise OutcomeUnknownError(
+                f"the service answered {resp.status} with an unreadable body; resubmit the "
+                "same message to learn its id",
+                message_id=message_id,
+                method="POST",
+                path=path,
+                status=resp.status,
+                request_id=request_id,
+                attempt=attempt_no,
+            ) from exc
+        return Submission(
+            payments_service_id=result.payments_service_id,
+            message_id=message_id,
+            echoed_id=result.payment_id,
+            status=result.status,
+            creation_date_time=result.creation_date_time,
+            created=resp.status == 201,
+            attempts=attempt_no,
+            request_id=request_id,
+        )
+
+    async def _get(self, path: str, policy: RetryPolicy | None = None) -> tuple[Response, str, int]:
+        request_id = uuid.uuid4().hex
+        last = 0
+
+        async def attempt(n: int, timeout: float) -> Response:
+            nonlocal last
+            last = n
+            return await self._attempt("GET", path, request_id, n, None, None, timeout)
+
+        resp = await self._with_retries("GET", path, request_id, attempt, policy or self._retry)
+        return resp, request_id, last
+
+    async def _get_decoded_until(
+        self, path: str, decoder: Callable[[bytes], T], deadline: float
+    ) -> T:
+        remaining = deadline - time.monotonic()
+        policy = self._retry.with_timeout(max(0.0, min(self._retry.timeout, remaining)))
+        resp, request_id, attempt = await self._get(path, policy)
+        return self._decode(decoder, resp, "GET", path, request_id, attempt)
+
+    async def _with_retries(
+        self,
+        method: str,
+        path: str,
+        request_id: str,
+        attempt: Callable[[int, float], Any],
+        policy: RetryPolicy,
+    ) -> Response:
+        deadline = time.monotonic() + policy.timeout
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome is not None else None
+            err = exc if isinstance(exc, PaymentsError) else None
+            wait = state.upcoming_sleep
+            logger.debug(
+                "retry %s %s after attempt %d: %s; sleeping %.3fs (request_id=%s)",
+                method,
+                path,
+                state.attempt_number,
+                err,
+                wait,
+                request_id,
+            )
+            _call_hook(
+                self._hooks.on_retry,
+                RequestEvent(
+                    method,
+                    path,
+                    request_id,
+                    state.attempt_number,
+                    err.status if err else None,
+                    wait,
+                    err,
+                ),
+            )
+
+        retrying = policy.retrying(rng=self._rng, before_sleep=before_sleep)
+        counter = 0
+
+        async def call() -> Response:
+            # Each attempt gets what is left of the deadline, so the deadline holds even
+            # when the service stops answering mid-response.
+            nonlocal counter
+            counter += 1
+            remaining = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
+            result: Response = await attempt(counter, remaining)
+            return result
+
+        return await retrying(call)
+
+    async def _attempt(
+        self,
+        method: str,
+        path: str,
+        request_id: str,
+        attempt: int,
+        body: bytes | None,
+        sca: _ScaToken | None,
+        timeout: float,
+    ) -> Response:
+        token = await self._tokens.get()
+        resp = await self._send_once(
+            method, path, request_id, attempt, body, sca, token.value, timeout
+        )
+        if resp.status == 401:
+            # One refresh, one resend: the token may have been revoked or expired early.
+            self._tokens.invalidate(token)
+            logger.debug("%s %s -> 401; refreshing the token once", method, path)
+            token = await self._tokens.get()
+            resp = await self._send_once(
+                method, path, request_id, attempt, body, sca, token.value, timeout
+            )
+        if 200 <= resp.status < 300:
+            return resp
+        raise error_from_response(
+            resp, method=method, path=path, request_id=request_id, attempt=attempt
+        )
+
+    async def _send_once(
+        self,
+        method: str,
+        path: str,
+        request_id: str,
+        attempt: int,
+        body: bytes | None,
+        sca: _ScaToken | None,
+        bearer: str,
+        timeout: float,
+    ) -> Response:
+        headers = dict(self._base_headers)
+        headers["Authorization"] = "Bearer " + bearer
+        headers[REQUEST_ID_HEADER] = request_id
+        if body is not None:
+            headers["Content-Type"] = JSON_CONTENT_TYPE
+        if sca is not None:
+            headers[SCA_HEADER] = sca.current()
+        start = time.monotonic()
+        try:
+            resp = await self._transport.request(
+                method,
+                path,
+                headers=headers,
+                body=body,
+                timeout=timeout,
+                request_id=request_id,
+                attempt=attempt,
+            )
+        except PaymentsError as exc:
+            elapsed = time.monotonic() - start
+            logger.debug(
+                "%s %s failed after %.1f ms: %s (request_id=%s, attempt=%d)",
+                method,
+                path,
+                elapsed * 1000,
+                exc.message,
+                request_id,
+                attempt,
+            )
+            _call_hook(
+                self._hooks.on_request,
+                RequestEvent(method, path, request_id, attempt, exc.status, elapsed, exc),
+            )
+            raise
+        logger.debug(
+            "%s %s -> %d in %.1f ms (request_id=%s, attempt=%d)",
+            method,
+            path,
+            resp.status,
+            resp.elapsed * 1000,
+            request_id,
+            attempt,
+        )
+        _call_hook(
+            self._hooks.on_request,
+            RequestEvent(method, path, request_id, attempt, resp.status, resp.elapsed),
+        )
+        return resp
+
+    @staticmethod
+    def _decode(
+        decoder: Callable[[bytes], T],
+        resp: Response,
+        method: str,
+        path: str,
+        request_id: str,
+        attempt: int,
+    ) -> T:
+        ctype = resp.headers.get("Content-Type", "")
+        context: Mapping[str, Any] = {
+            "method": method,
+            "path": path,
+            "status": resp.status,
+            "request_id": request_id,
+            "attempt": attempt,
+        }
+        if "json" not in ctype.lower():
+            raise InvalidResponseError(
+                f"expected a JSON body, got content type {ctype.split(';')[0] or 'none'!r}",
+                **context,
+            )
+        try:
+            return decoder(resp.body)
+        except ValidationError as exc:
+            raise InvalidResponseError(f"unexpected body: {exc.message}", **context) from exc
+
+
+def _check_id(payments_service_id: str) -> str:
+    """Refuse an id that would change the URL path (slashes, dots, controls, empty)."""
+    if (
+        not isinstance(payments_service_id, str)
+        or not payments_service_id
+        or len(payments_service_id) > 128
+        or not all(c.isalnum() or c in "-_" for c in payments_service_id)
+        or not payments_service_id.isascii()
+    ):
+        raise ValidationError.single("$.paymentsServiceId", "must be 1-128 of [A-Za-z0-9_-]")
+    return payments_service_id

@@ -1,0 +1,62 @@
+"""The public surface is a contract: exactly these names, sorted, each importable."""
+
+import payments_async
+
+INTENDED = {
+    "ApiError",
+    "AuthenticationError",
+    "Camt029",
+    "Camt056",
+    "CancellationOutcome",
+    "ConfigurationError",
+    "Credentials",
+    "Hooks",
+    "InvalidResponseError",
+    "NotFoundError",
+    "Outcome",
+    "OutcomeUnknownError",
+    "Pacs002",
+    "Pacs008",
+    "PaymentStatus",
+    "PaymentsClient",
+    "PaymentsError",
+    "PermissionDeniedError",
+    "PollPolicy",
+    "PollTimeoutError",
+    "Problem",
+    "RateLimitedError",
+    "RequestEvent",
+    "RetryBudget",
+    "RetryPolicy",
+    "ServerError",
+    "ServiceErrorDetail",
+    "Submission",
+    "TransportError",
+    "ValidationError",
+    "build_cancellation",
+    "build_credit_transfer",
+    "generate_key_pair",
+}
+
+
+def test_all_is_exactly_the_sorted_intended_names() -> None:
+    assert payments_async.__all__ == sorted(INTENDED)
+
+
+def test_every_public_name_resolves_and_is_documented() -> None:
+    for name in payments_async.__all__:
+        obj = getattr(payments_async, name)
+        assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_every_error_derives_from_the_root() -> None:
+    for name in payments_async.__all__:
+        obj = getattr(payments_async, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, payments_async.PaymentsError), name
+
+
+def test_no_private_module_leaks_into_the_namespace() -> None:
+    public = {n for n in vars(payments_async) if not n.startswith("_")}
+    # subpackages users import explicitly are allowed beside __all__
+    assert public - set(payments_async.__all__) <= {"iso20022", "sandbox", "testing", "bulk", "cli"}
