@@ -1,0 +1,290 @@
+"""Hypothesis strategies for the ISO 20022 messages: arbitrary (round trips) and valid ones."""
+
+from __future__ import annotations
+
+import string
+import uuid
+from decimal import Decimal
+
+from hypothesis import strategies as st
+
+from payments_async.iso20022 import camt029 as c29
+from payments_async.iso20022 import camt056 as c56
+from payments_async.iso20022 import pacs002 as p02
+from payments_async.iso20022 import pacs008 as p08
+
+SEPA_CHARS = string.ascii_letters + string.digits + "/-?:().,'+ "
+
+# --- arbitrary values: anything the codec must carry unchanged -----------------------------
+
+any_text = st.text(max_size=40)
+opt_text = st.none() | any_text
+any_decimal = st.decimals(allow_nan=False, allow_infinity=False, places=None)
+
+
+def _opt(strategy: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+    return st.none() | strategy
+
+
+def _opt_list(strategy: st.SearchStrategy[object], max_size: int = 3) -> st.SearchStrategy[object]:
+    return st.none() | st.lists(strategy, max_size=max_size)
+
+
+any_amount = st.builds(p08.ActiveCurrencyAndAmount, value=any_decimal, ccy=any_text)
+any_address = st.builds(
+    p08.PostalAddress, twn_nm=opt_text, ctry=opt_text, adr_line=_opt_list(any_text)
+)
+any_account = st.builds(
+    p08.CashAccount,
+    id=st.builds(
+        p08.AccountIdentification,
+        othr=_opt(st.builds(p08.GenericAccountIdentification, id=any_text)),
+        iban=opt_text,
+    ),
+    nm=opt_text,
+    ccy=opt_text,
+)
+any_agent = st.builds(
+    p08.Agent,
+    fin_instn_id=st.builds(
+        p08.FinancialInstitutionIdentification,
+        bicfi=opt_text,
+        clr_sys_mmb_id=_opt(st.builds(p08.ClearingSystemMemberIdentification, mmb_id=any_text)),
+        pstl_adr=_opt(any_address),
+    ),
+)
+any_pmt_tp_inf = st.builds(
+    p08.PaymentTypeInformation,
+    svc_lvl=_opt_list(st.builds(p08.ServiceLevel, prtry=any_text)),
+    lcl_instrm=_opt(st.builds(p08.LocalInstrument, prtry=any_text)),
+)
+any_credit_tx = st.builds(
+    p08.CreditTransferTransaction,
+    pmt_id=st.builds(
+        p08.PaymentIdentification, end_to_end_id=any_text, tx_id=opt_text, uetr=opt_text
+    ),
+    pmt_tp_inf=_opt(any_pmt_tp_inf),
+    intr_bk_sttlm_amt=any_amount,
+    chrg_br=opt_text,
+    dbtr=st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address)),
+    dbtr_acct=any_account,
+    dbtr_agt=any_agent,
+    cdtr_agt=any_agent,
+    cdtr=st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address)),
+    cdtr_acct=any_account,
+    rmt_inf=_opt(
+        st.builds(
+            p08.RemittanceInformation,
+            ustrd=_opt_list(any_text),
+            strd=_opt_list(
+                st.builds(
+                    p08.StructuredRemittanceInformation,
+                    cdtr_ref_inf=_opt(st.builds(p08.CreditorReferenceInformation, ref=any_text)),
+                    addtl_rmt_inf=_opt_list(any_text),
+                )
+            ),
+        )
+    ),
+)
+any_pacs008 = st.builds(
+    p08.Pacs008,
+    fito_fi_cstmr_cdt_trf=st.builds(
+        p08.CreditTransfer,
+        grp_hdr=st.builds(
+            p08.GroupHeader,
+            msg_id=any_text,
+            cre_dt_tm=any_text,
+            nb_of_txs=any_text,
+            sttlm_inf=st.builds(p08.SettlementInstruction, sttlm_mtd=any_text),
+        ),
+        cdt_trf_tx_inf=st.lists(any_credit_tx, max_size=2),
+    ),
+)
+
+any_party56 = st.builds(c56.AssignmentParty.from_bic, any_text)
+any_camt056 = st.builds(
+    c56.Camt056,
+    fito_fi_pmt_cxl_req=st.builds(
+        c56.CancellationRequest,
+        assgnmt=st.builds(
+            c56.Assignment, id=any_text, assgnr=any_party56, assgne=any_party56, cre_dt_tm=opt_text
+        ),
+        ctrl_data=_opt(st.builds(c56.ControlData, nb_of_txs=any_text)),
+        undrlyg=st.lists(
+            st.builds(
+                c56.UnderlyingTransaction,
+                tx_inf=st.lists(
+                    st.builds(
+                        c56.CancellationTransaction,
+                        cxl_id=any_text,
+                        orgnl_end_to_end_id=opt_text,
+                        cxl_rsn_inf=st.lists(
+                            st.builds(
+                                c56.CancellationReasonInformation,
+                                orgtr=_opt(
+                                    st.builds(
+                                        c56.Originator,
+                                        nm=opt_text,
+                                        id=_opt(
+                                            st.builds(
+                                                c56.OriginatorIdentification,
+                                                org_id=st.builds(
+                                                    c56.OrganisationIdentification,
+                                                    any_bic=any_text,
+                                                ),
+                                            )
+                                        ),
+                                    )
+                                ),
+                                rsn=st.builds(c56.CancellationReason, cd=any_text),
+                            ),
+                            max_size=2,
+                        ),
+                        orgnl_tx_ref=st.builds(
+                            c56.OriginalTransactionReference,
+                            intr_bk_sttlm_amt=_opt(any_amount),
+                            pmt_tp_inf=_opt(any_pmt_tp_inf),
+                            cdtr_agt=_opt(any_agent),
+                            cdtr_acct=_opt(any_account),
+                        ),
+                    ),
+                    max_size=2,
+                ),
+            ),
+            max_size=2,
+        ),
+    ),
+)
+
+any_addtl_inf = _opt_list(st.none() | any_text)
+any_pacs002 = st.builds(
+    p02.Pacs002,
+    fito_fi_pmt_sts_rpt=st.builds(
+        p02.StatusReport,
+        grp_hdr=_opt(st.builds(p02.GroupHeader, msg_id=opt_text, cre_dt_tm=opt_text)),
+        orgnl_grp_inf_and_sts=_opt(
+            st.builds(
+                p02.OriginalGroupInformation,
+                orgnl_msg_id=opt_text,
+                orgnl_msg_nm_id=opt_text,
+                grp_sts=opt_text,
+            )
+        ),
+        tx_inf_and_sts=st.lists(
+            st.builds(
+                p02.PaymentTransactionStatus,
+                sts_id=opt_text,
+                orgnl_instr_id=opt_text,
+                orgnl_end_to_end_id=opt_text,
+                orgnl_tx_id=opt_text,
+                orgnl_uetr=opt_text,
+                tx_sts=opt_text,
+                sts_rsn_inf=_opt_list(
+                    st.builds(
+                        p02.StatusReasonInformation,
+                        rsn=_opt(st.builds(p02.StatusReason, cd=opt_text, prtry=opt_text)),
+                        addtl_inf=any_addtl_inf,
+                    )
+                ),
+                accptnc_dt_tm=opt_text,
+            ),
+            max_size=3,
+        ),
+    ),
+)
+
+any_party29 = st.builds(
+    c29.AssignmentParty,
+    agt=_opt(
+        st.builds(
+            c29.AssignmentAgent,
+            fin_instn_id=_opt(st.builds(c29.AssignmentInstitution, bicfi=opt_text)),
+        )
+    ),
+)
+any_camt029 = st.builds(
+    c29.Camt029,
+    rsltn_of_invstgtn=st.builds(
+        c29.Resolution,
+        assgnmt=_opt(
+            st.builds(
+                c29.Assignment,
+                id=opt_text,
+                assgnr=_opt(any_party29),
+                assgne=_opt(any_party29),
+                cre_dt_tm=opt_text,
+            )
+        ),
+        sts=_opt(st.builds(c29.InvestigationStatus, conf=opt_text)),
+        cxl_dtls=_opt_list(
+            st.builds(
+                c29.CancellationDetails,
+                orgnl_grp_inf_and_sts=_opt(
+                    st.builds(
+                        c29.OriginalGroupInformation,
+                        orgnl_msg_id=opt_text,
+                        orgnl_msg_nm_id=opt_text,
+                    )
+                ),
+                orgnl_pmt_inf_and_sts=_opt_list(
+                    st.builds(
+                        c29.OriginalPaymentInformation,
+                        orgnl_pmt_inf_id=opt_text,
+                        tx_inf_and_sts=_opt_list(
+                            st.builds(
+                                c29.OriginalTransaction,
+                                orgnl_end_to_end_id=opt_text,
+                                orgnl_tx_id=opt_text,
+                            )
+                        ),
+                    )
+                ),
+                tx_inf_and_sts=_opt_list(
+                    st.builds(
+                        c29.TransactionCancellationStatus,
+                        cxl_sts_id=opt_text,
+                        orgnl_end_to_end_id=opt_text,
+                        tx_cxl_sts=opt_text,
+                        cxl_sts_rsn_inf=_opt_list(
+                            st.builds(
+                                c29.CancellationStatusReasonInformation,
+                                rsn=_opt(
+                                    st.builds(
+                                        c29.CancellationStatusReason, cd=opt_text, prtry=opt_text
+                                    )
+                                ),
+                                addtl_inf=any_addtl_inf,
+                            )
+                        ),
+                    )
+                ),
+            )
+        ),
+    ),
+)
+
+# --- valid values: what the ISO/SEPA rules accept ------------------------------------------
+
+
+def sepa_text(max_size: int) -> st.SearchStrategy[str]:
+    """1..max_size characters of the SEPA set."""
+    return st.text(alphabet=SEPA_CHARS, min_size=1, max_size=max_size)
+
+
+sepa_id = sepa_text(35).filter(lambda s: not (s.startswith("/") or s.endswith("/") or "//" in s))
+bic = st.from_regex(r"[A-Z0-9]{4}[A-Z]{2}[A-Z0-9]{2}([A-Z0-9]{3})?", fullmatch=True)
+eur_amount = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("999999999.99"), places=2)
+uetr = st.builds(lambda: str(uuid.uuid4()))
+
+
+def iban_with_check_digits(country: str, bban: str) -> str:
+    """An IBAN with correct mod-97 check digits for this country and BBAN."""
+    numeric = "".join(str(int(c, 36)) for c in (bban + country + "00").upper())
+    return f"{country}{98 - int(numeric) % 97:02d}{bban}"
+
+
+iban = st.builds(
+    iban_with_check_digits,
+    st.from_regex(r"[A-Z]{2}", fullmatch=True),
+    st.from_regex(r"[A-Z0-9]{10,30}", fullmatch=True),
+)
