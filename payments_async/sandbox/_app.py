@@ -1,0 +1,752 @@
+"""The sandbox as an aiohttp.web application: token endpoint, four API routes, control routes."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import ipaddress
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import msgspec
+from aiohttp import web
+
+from .._constants import (
+    CAMT029_PATH,
+    CAMT056_PATH,
+    CLIENT_ID_HEADER,
+    FORM_CONTENT_TYPE,
+    JSON_CONTENT_TYPE,
+    JWT_BEARER_GRANT,
+    JWT_LEEWAY,
+    PACS002_PATH,
+    PACS008_PATH,
+    SANDBOX_ASSERTION,
+    SANDBOX_SCA_TOKEN,
+    SCA_HEADER,
+    TOKEN_PATH,
+    TOKEN_SCOPE,
+)
+from .._errors import ConfigurationError, ValidationError
+from .._jwt import JwtVerificationError, verify_assertion, verify_sca_token
+from ..iso20022 import decode_camt056, decode_pacs008, encode, validate
+from ._config import SHUTDOWN_TIMEOUT, FaultConfig, SandboxConfig
+from ._lifecycle import CancellationRecord, PaymentRecord
+from ._messages import cancellation_outcome_body, payment_status_body, submission_body
+from ._responses import ErrorCode, error_response, json_response, problems_response
+from ._state import DuplicateIdError, SandboxState, token_digest
+
+__all__ = ["STATE_KEY", "SandboxServer", "create_app"]
+
+logger = logging.getLogger("payments_async.sandbox")
+
+STATE_KEY: Final = web.AppKey("payments_async.sandbox.state", SandboxState)
+CONTROL_PREFIX: Final = "/_sandbox"
+
+_API_ROUTES: Final = frozenset({"pacs008", "pacs002", "camt056", "camt029"})
+_JSON_ACCEPT: Final = ("application/json", "application/*", "*/*")
+_GATEWAY_HTML: Final = (
+    b"<html><head><title>502 Bad Gateway</title></head>"
+    b"<body><h1>502 Bad Gateway</h1><p>sandbox: injected fault</p></body></html>"
+)
+_DROPPED: Final = "dropped"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _state(request: web.Request) -> SandboxState:
+    return request.app[STATE_KEY]
+
+
+# --- fault injection, stats and the access log: one middleware ----------------------------
+
+
+def _drop(request: web.Request) -> web.Response:
+    """Close the connection without answering; the response returned is never sent."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()
+    request["status"] = _DROPPED
+    return web.Response(status=500)
+
+
+def _fault_response(kind: str, state: SandboxState) -> web.Response:
+    if kind == "error_500":
+        return error_response(500, ErrorCode.INTERNAL_ERROR, "Injected fault: internal error")
+    if kind == "error_502":
+        return web.Response(status=502, body=_GATEWAY_HTML, content_type="text/html")
+    if kind == "error_503":
+        return error_response(
+            503, ErrorCode.SERVICE_UNAVAILABLE, "Injected fault: service unavailable"
+        )
+    retry_after = str(state.faults.config.retry_after)
+    return error_response(
+        429,
+        ErrorCode.RATE_LIMITED,
+        "Injected fault: too many requests",
+        headers={"Retry-After": retry_after},
+    )
+
+
+@web.middleware
+async def _middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    start = time.perf_counter()
+    state = _state(request)
+    route = request.match_info.route.name or "other"
+    state.stats.requests[route] += 1
+    status: int | str = 500
+    try:
+        response = await _dispatch(request, handler, state, route)
+        status = request.get("status") or response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        code = ErrorCode.METHOD_NOT_ALLOWED if exc.status == 405 else ErrorCode.NOT_FOUND
+        if exc.status in (404, 405):
+            return error_response(exc.status, code, exc.reason)
+        raise
+    finally:
+        state.stats.responses[str(status)] += 1
+        if logger.isEnabledFor(logging.INFO):
+            ms = (time.perf_counter() - start) * 1000
+            client = request.get("client_id")
+            logger.info(
+                "%s %s %s client=%s %.1fms",
+                request.method,
+                request.path,
+                status,
+                client,
+                ms,
+                extra={
+                    "http_method": request.method,
+                    "http_path": request.path,
+                    "http_status": status,
+                    "client_id": client,
+                    "duration_ms": round(ms, 3),
+                },
+            )
+
+
+async def _dispatch(
+    request: web.Request, handler: Handler, state: SandboxState, route: str
+) -> web.StreamResponse:
+    if route not in _API_ROUTES and route != "token":
+        return await handler(request)
+    if not state.faults.applies(route == "token"):
+        return await handler(request)
+    decision = state.faults.draw()
+    if decision.delay:
+        state.stats.faults["latency"] += 1
+        await asyncio.sleep(decision.delay)
+    kind = decision.kind
+    if kind is None:
+        return await handler(request)
+    state.stats.faults[kind] += 1
+    if kind == "drop_before":
+        return _drop(request)
+    if kind == "commit_then_drop":
+        await handler(request)
+        return _drop(request)
+    return _fault_response(kind, state)
+
+
+# --- POST /oauth/token --------------------------------------------------------------------
+
+
+def _accepts_json(accept: str) -> bool:
+    accept = accept.lower()
+    return any(t in accept for t in _JSON_ACCEPT)
+
+
+def _parse_basic(header: str) -> tuple[str, str] | None:
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic" or not value.strip():
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    client_id, sep, secret = decoded.partition(":")
+    if not sep:
+        return None
+    return client_id, secret
+
+
+_FORM_KEYS: Final = frozenset({"grant_type", "assertion", "scope"})
+
+
+def _token_error(status: int, code: str, message: str) -> web.Response:
+    headers = {"Cache-Control": "no-store"}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Basic realm="sandbox"'
+    return error_response(status, code, message, headers=headers)
+
+
+async def _token(request: web.Request) -> web.Response:
+    state = _state(request)
+    config = state.config
+    state.stats.token_requests += 1
+    outage = state.token_outage_status()
+    if outage is not None:
+        return error_response(
+            outage, ErrorCode.TOKEN_ENDPOINT_UNAVAILABLE, "Token endpoint unavailable (switch)"
+        )
+    if request.content_type != FORM_CONTENT_TYPE:
+        return _token_error(
+            400, ErrorCode.INVALID_REQUEST, f"Content-Type must be {FORM_CONTENT_TYPE}"
+        )
+    accept = request.headers.get("Accept")
+    if accept is None:
+        return _token_error(400, ErrorCode.INVALID_REQUEST, "Accept header is required")
+    if not _accepts_json(accept):
+        return _token_error(406, ErrorCode.NOT_ACCEPTABLE, "Accept must allow application/json")
+    auth = request.headers.get("Authorization")
+    if auth is None:
+        return _token_error(
+            401, ErrorCode.INVALID_CLIENT, "HTTP Basic client authentication required"
+        )
+    basic = _parse_basic(auth)
+    if basic is None:
+        return _token_error(
+            400, ErrorCode.INVALID_REQUEST, "Authorization must be Basic base64(client_id:secret)"
+        )
+    client_id, secret = basic
+    request["client_id"] = client_id
+    form = await request.post()
+    keys = list(form.keys())
+    if set(keys) != _FORM_KEYS or len(keys) != len(_FORM_KEYS):
+        missing = sorted(_FORM_KEYS - set(keys))
+        extra = sorted(set(keys) - _FORM_KEYS)
+        detail = []
+        if missing:
+            detail.append(f"missing: {', '.join(missing)}")
+        if extra:
+            detail.append(f"unexpected: {', '.join(extra)}")
+        if not detail:
+            detail.append("a key is repeated")
+        return _token_error(
+            400,
+            ErrorCode.INVALID_REQUEST,
+            "Form keys must be exactly grant_type, assertion, scope (" + "; ".join(detail) + ")",
+        )
+    grant_type, assertion, scope = form["grant_type"], form["assertion"], form["scope"]
+    if grant_type != JWT_BEARER_GRANT:
+        return _token_error(
+            400, ErrorCode.UNSUPPORTED_GRANT_TYPE, f"grant_type must be {JWT_BEARER_GRANT}"
+        )
+    if scope != TOKEN_SCOPE:
+        return _token_error(400, ErrorCode.INVALID_SCOPE, f"scope must be {TOKEN_SCOPE}")
+    if not isinstance(assertion, str) or not assertion:
+        return _token_error(400, ErrorCode.INVALID_REQUEST, "assertion must be a non-empty string")
+    client = state.registry.get(client_id)
+    if client is None or not client.secret_matches(secret):
+        return _token_error(401, ErrorCode.INVALID_CLIENT, "Unknown client or wrong client secret")
+    if not (
+        client.predefined and config.accept_predefined_tokens and assertion == SANDBOX_ASSERTION
+    ):
+        now = state.now()
+        leeway = config.jwt_leeway if config.jwt_leeway is not None else JWT_LEEWAY
+        try:
+            claims = verify_assertion(
+                assertion, keys=client.keys, client_id=client_id, now=now, leeway=leeway
+            )
+        except JwtVerificationError as exc:
+            return _token_error(401, ErrorCode.INVALID_GRANT, f"Assertion refused: {exc.reason}")
+        seen = state.assertion_jtis.check_and_add(
+            f"{client_id}\x00{claims['jti']}",
+            token_digest(assertion),
+            float(claims["exp"]) + leeway,
+            now,
+        )
+        if seen != "new":
+            return _token_error(401, ErrorCode.ASSERTION_REPLAYED, "Assertion jti was already used")
+    token = state.issue_token(client_id)
+    lifetime = config.token_lifetime
+    body = {
+        "access_token": token,
+        "token_type": "bearer",
+        "expires_in": str(lifetime) if config.expires_in_as_string else lifetime,
+        "scope": TOKEN_SCOPE,
+    }
+    return json_response(
+        200, msgspec.json.encode(body), {"Cache-Control": "no-store", "Pragma": "no-cache"}
+    )
+
+
+# --- API checks -------------------------------------------------------------------------
+
+
+def _authorize(
+    request: web.Request, state: SandboxState, *, post: bool, accept_required: bool
+) -> str | web.Response:
+    """Check the headers of an API call; the client id, or the error response."""
+    headers = request.headers
+    auth = headers.get("Authorization")
+    if auth is None or auth[:7].lower() != "bearer " or not auth[7:].strip():
+        return error_response(
+            401,
+            ErrorCode.TOKEN_MISSING,
+            "Authorization: Bearer <access token> is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    missing = []
+    claimed = headers.get(CLIENT_ID_HEADER)
+    if claimed is None:
+        missing.append(CLIENT_ID_HEADER)
+    accept = headers.get("Accept")
+    if accept is None and accept_required:
+        missing.append("Accept")
+    if post:
+        if "Content-Type" not in headers:
+            missing.append("Content-Type")
+        if SCA_HEADER not in headers:
+            missing.append(SCA_HEADER)
+    if missing:
+        return error_response(
+            400,
+            ErrorCode.HEADER_MISSING,
+            f"Required header(s) missing: {', '.join(missing)}",
+            description=", ".join(missing),
+        )
+    if post and request.content_type != JSON_CONTENT_TYPE:
+        return error_response(
+            415, ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"Content-Type must be {JSON_CONTENT_TYPE}"
+        )
+    if accept is not None and not _accepts_json(accept):
+        return error_response(
+            406, ErrorCode.NOT_ACCEPTABLE, f"Accept must allow {JSON_CONTENT_TYPE}"
+        )
+    owner, expired = state.token_owner(auth[7:].strip())
+    if owner is None:
+        return error_response(
+            401,
+            ErrorCode.TOKEN_INVALID,
+            "Access token unknown or revoked",
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+    if expired:
+        return error_response(
+            401,
+            ErrorCode.TOKEN_EXPIRED,
+            "Access token expired",
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+    if claimed != owner:
+        return error_response(
+            401,
+            ErrorCode.CLIENT_ID_MISMATCH,
+            f"{CLIENT_ID_HEADER} does not match the client the access token was issued to",
+        )
+    request["client_id"] = owner
+    return owner
+
+
+def _check_sca(
+    request: web.Request, state: SandboxState, client_id: str, body: bytes
+) -> web.Response | None:
+    """Verify the sca-token against the raw body bytes; None when it passes."""
+    token = request.headers[SCA_HEADER]
+    client = state.registry.get(client_id)
+    if client is None:  # removed since the token was issued: cannot happen today
+        return error_response(401, ErrorCode.TOKEN_INVALID, "Client no longer registered")
+    config = state.config
+    if client.predefined and config.accept_predefined_tokens and token == SANDBOX_SCA_TOKEN:
+        return None
+    now = state.now()
+    leeway = config.jwt_leeway if config.jwt_leeway is not None else JWT_LEEWAY
+    try:
+        claims = verify_sca_token(token, body, keys=client.keys, now=now, leeway=leeway)
+    except JwtVerificationError as exc:
+        reason = exc.reason
+        if reason.startswith("hd does not match"):
+            code = ErrorCode.SCA_BODY_HASH_MISMATCH
+        elif reason == "token expired":
+            code = ErrorCode.SCA_TOKEN_EXPIRED
+        else:
+            code = ErrorCode.SCA_TOKEN_INVALID
+        return error_response(401, code, f"sca-token refused: {reason}")
+    digest = token_digest(token)
+    keep_until = float(claims["exp"]) + leeway
+    jti = state.sca_jtis.check_and_add(f"{client_id}\x00{claims['jti']}", digest, keep_until, now)
+    nonce = state.sca_nonces.check_and_add(
+        f"{client_id}\x00{claims['nonce']}", digest, keep_until, now
+    )
+    if "replay" in (jti, nonce) or (
+        not config.allow_identical_sca_retry and "same-token" in (jti, nonce)
+    ):
+        which = "nonce" if nonce != "new" else "jti"
+        return error_response(
+            401, ErrorCode.SCA_TOKEN_REPLAYED, f"sca-token {which} was already used"
+        )
+    return None
+
+
+def _other_client(state: SandboxState) -> web.Response:
+    if state.config.other_client_status == 403:
+        return error_response(403, ErrorCode.FORBIDDEN, "This message belongs to another client")
+    return _not_found()
+
+
+def _not_found() -> web.Response:
+    return error_response(404, ErrorCode.NOT_FOUND, "No message with this paymentsServiceId")
+
+
+def _body_hash(msg: object) -> str:
+    # The hash of the canonical re-encoding: the same content sent with other whitespace
+    # or key order is the same message; any change of a value is a different one.
+    return hashlib.sha256(encode(msg)).hexdigest()
+
+
+async def _post_pacs008(request: web.Request) -> web.Response:
+    state = _state(request)
+    client_id = _authorize(request, state, post=True, accept_required=False)
+    if isinstance(client_id, web.Response):
+        return client_id
+    body = await request.read()  # the raw bytes: hd is checked against exactly these
+    refused = _check_sca(request, state, client_id, body)
+    if refused is not None:
+        return refused
+    try:
+        msg = decode_pacs008(body)
+        validate(msg)
+    except ValidationError as exc:
+        return problems_response(exc.problems, summary=exc.message)
+    try:
+        record, created = state.submit_payment(client_id, msg, _body_hash(msg))
+    except DuplicateIdError as exc:
+        return _duplicate("grpHdr.msgId", exc.payments_service_id)
+    out = submission_body(
+        record.payments_service_id,
+        record.msg_id,
+        record.created_at,
+        wrap=state.config.wrap_payment_result,
+    )
+    return json_response(201 if created else 200, out)
+
+
+async def _post_camt056(request: web.Request) -> web.Response:
+    state = _state(request)
+    client_id = _authorize(request, state, post=True, accept_required=True)
+    if isinstance(client_id, web.Response):
+        return client_id
+    body = await request.read()
+    refused = _check_sca(request, state, client_id, body)
+    if refused is not None:
+        return refused
+    try:
+        msg = decode_camt056(body)
+        validate(msg)
+    except ValidationError as exc:
+        return problems_response(exc.problems, summary=exc.message)
+    try:
+        record, created = state.submit_cancellation(client_id, msg, _body_hash(msg))
+    except DuplicateIdError as exc:
+        return _duplicate("assgnmt.id", exc.payments_service_id)
+    out = submission_body(
+        record.payments_service_id, record.assignment_id, record.created_at, wrap=True
+    )
+    return json_response(201 if created else 200, out)
+
+
+def _duplicate(field: str, payments_service_id: str) -> web.Response:
+    return error_response(
+        400,
+        ErrorCode.DUPLICATE_MESSAGE_ID,
+        f"{field} was already submitted with a different body",
+        description=f"stored as paymentsServiceId {payments_service_id}",
+    )
+
+
+class _BodyCache:
+    """Encoded GET bodies by id, rebuilt only when the status changes."""
+
+    def __init__(self) -> None:
+        self._bodies: dict[str, tuple[object, bytes]] = {}
+
+    def get(self, key: str, status: object) -> bytes | None:
+        hit = self._bodies.get(key)
+        return hit[1] if hit is not None and hit[0] == status else None
+
+    def put(self, key: str, status: object, body: bytes) -> None:
+        self._bodies[key] = (status, body)
+
+
+_BODIES_KEY: Final = web.AppKey("payments_async.sandbox.bodies", _BodyCache)
+
+
+async def _get_pacs002(request: web.Request) -> web.Response:
+    state = _state(request)
+    client_id = _authorize(request, state, post=False, accept_required=False)
+    if isinstance(client_id, web.Response):
+        return client_id
+    psid = request.match_info["payments_service_id"]
+    record: PaymentRecord | None = state.payments.get(psid)
+    if record is None:
+        return _not_found()
+    if record.client_id != client_id:
+        return _other_client(state)
+    status = record.status_at(state.now())
+    cache = request.app[_BODIES_KEY]
+    body = cache.get(psid, status)
+    if body is None:
+        if record.cancel_effective_at is not None and status.final:
+            at = record.cancel_effective_at
+        else:
+            at = record.processed_at if status.final else record.created_at
+        body = payment_status_body(record, status, at)
+        cache.put(psid, status, body)
+    return json_response(200, body)
+
+
+async def _get_camt029(request: web.Request) -> web.Response:
+    state = _state(request)
+    client_id = _authorize(request, state, post=False, accept_required=True)
+    if isinstance(client_id, web.Response):
+        return client_id
+    psid = request.match_info["payments_service_id"]
+    record: CancellationRecord | None = state.cancellations.get(psid)
+    if record is None:
+        return _not_found()
+    if record.client_id != client_id:
+        return _other_client(state)
+    status = record.status_at(state.now())
+    cache = request.app[_BODIES_KEY]
+    body = cache.get(psid, status)
+    if body is None:
+        at = record.settles_at if status.final else record.created_at
+        body = cancellation_outcome_body(record, status, at)
+        cache.put(psid, status, body)
+    return json_response(200, body)
+
+
+# --- control routes (/_sandbox/..., no auth: the sandbox binds to loopback) ---------------
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return json_response(status, msgspec.json.encode(data))
+
+
+async def _read_json_object(request: web.Request) -> dict[str, Any] | web.Response:
+    raw = await request.read()
+    if not raw.strip():
+        return {}
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return error_response(400, ErrorCode.INVALID_REQUEST, "Body must be a JSON object")
+    if not isinstance(data, dict):
+        return error_response(400, ErrorCode.INVALID_REQUEST, "Body must be a JSON object")
+    return data
+
+
+async def _get_stats(request: web.Request) -> web.Response:
+    return _json(_state(request).snapshot())
+
+
+async def _get_faults(request: web.Request) -> web.Response:
+    return _json(_state(request).faults.config.to_dict())
+
+
+async def _set_faults(request: web.Request) -> web.Response:
+    data = await _read_json_object(request)
+    if isinstance(data, web.Response):
+        return data
+    try:
+        faults = FaultConfig.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        return error_response(400, ErrorCode.INVALID_REQUEST, str(exc))
+    _state(request).set_faults(faults)
+    return _json(faults.to_dict())
+
+
+async def _revoke_tokens(request: web.Request) -> web.Response:
+    return _json({"revoked": _state(request).revoke_tokens()})
+
+
+async def _token_outage(request: web.Request) -> web.Response:
+    data = await _read_json_object(request)
+    if isinstance(data, web.Response):
+        return data
+    seconds = data.get("seconds", 0)
+    status = data.get("status", 503)
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or seconds < 0
+        or not isinstance(status, int)
+        or not 400 <= status <= 599
+    ):
+        return error_response(
+            400,
+            ErrorCode.INVALID_REQUEST,
+            'Expected {"seconds": >= 0, "status": 400..599 (default 503)}',
+        )
+    _state(request).fail_token_endpoint(float(seconds), status)
+    return _json({"seconds": seconds, "status": status})
+
+
+async def _get_messages(request: web.Request) -> web.Response:
+    return _json(_state(request).messages(request.query.get("client_id")))
+
+
+async def _register_client(request: web.Request) -> web.Response:
+    data = await _read_json_object(request)
+    if isinstance(data, web.Response):
+        return data
+    fields = ("client_id", "client_secret", "public_key_pem", "kid", "iss")
+    values = [data.get(f) for f in fields]
+    if not all(isinstance(v, str) and v for v in values):
+        return error_response(
+            400, ErrorCode.INVALID_REQUEST, f"Expected non-empty strings: {', '.join(fields)}"
+        )
+    client_id, secret, pem, kid, iss = (str(v) for v in values)
+    try:
+        _state(request).register_client(client_id, secret, pem, kid=kid, iss=iss)
+    except ConfigurationError as exc:
+        return error_response(400, ErrorCode.INVALID_REQUEST, exc.message)
+    return _json({"client_id": client_id, "kid": kid, "iss": iss}, status=201)
+
+
+# --- assembly -------------------------------------------------------------------------
+
+
+def create_app(config: SandboxConfig | None = None) -> web.Application:
+    """Build the sandbox application.
+
+    Args:
+        config: the configuration; defaults to ``SandboxConfig()``.
+
+    Returns:
+        An ``aiohttp.web.Application``; its state is ``app[STATE_KEY]``. Its SQLite file
+        (if any) is closed when the application is cleaned up.
+    """
+    config = config or SandboxConfig()
+    state = SandboxState(config)
+    app = web.Application(middlewares=[_middleware])
+    app[STATE_KEY] = state
+    app[_BODIES_KEY] = _BodyCache()
+    r = app.router
+    r.add_post(TOKEN_PATH, _token, name="token")
+    r.add_post(PACS008_PATH, _post_pacs008, name="pacs008")
+    r.add_get(PACS002_PATH + "/{payments_service_id}", _get_pacs002, name="pacs002")
+    r.add_post(CAMT056_PATH, _post_camt056, name="camt056")
+    r.add_get(CAMT029_PATH + "/{payments_service_id}", _get_camt029, name="camt029")
+    r.add_get(CONTROL_PREFIX + "/stats", _get_stats, name="control-stats")
+    r.add_get(CONTROL_PREFIX + "/faults", _get_faults, name="control-faults-get")
+    r.add_post(CONTROL_PREFIX + "/faults", _set_faults, name="control-faults")
+    r.add_post(CONTROL_PREFIX + "/revoke-tokens", _revoke_tokens, name="control-revoke")
+    r.add_post(CONTROL_PREFIX + "/token-outage", _token_outage, name="control-outage")
+    r.add_get(CONTROL_PREFIX + "/messages", _get_messages, name="control-messages")
+    r.add_post(CONTROL_PREFIX + "/clients", _register_client, name="control-clients")
+
+    async def _close(_: web.Application) -> None:
+        state.close()
+
+    app.on_cleanup.append(_close)
+    return app
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class SandboxServer:
+    """The sandbox on a real socket, as an async context manager.
+
+    ``async with SandboxServer(SandboxConfig()) as sb:`` binds ``config.host`` (loopback)
+    on ``config.port`` (0: a free port) and stops it on exit.
+
+    Args:
+        config: the configuration; defaults to ``SandboxConfig()``.
+
+    Raises:
+        ConfigurationError: a non-loopback host without ``allow_non_loopback``.
+    """
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        if not self.config.allow_non_loopback and not _is_loopback(self.config.host):
+            raise ConfigurationError(
+                f"refusing to bind {self.config.host!r}: the sandbox's control routes have "
+                "no authentication; bind a loopback address or set allow_non_loopback"
+            )
+        self.app = create_app(self.config)
+        self.state: SandboxState = self.app[STATE_KEY]
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port.
+
+        Raises:
+            RuntimeError: the server is not started.
+        """
+        if self._port is None:
+            raise RuntimeError("the sandbox server is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """``http://<host>:<port>``, the base URL clients use."""
+        host = self.config.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Bind and start serving."""
+        runner = web.AppRunner(
+            self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handle_signals=False
+        )
+        await runner.setup()
+        try:
+            site = web.TCPSite(
+                runner, self.config.host, self.config.port, backlog=self.config.backlog
+            )
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """Stop serving and close the state (and its SQLite file)."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> SandboxServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def register_client(
+        self, client_id: str, secret: str, public_key_pem: str | bytes, *, kid: str, iss: str
+    ) -> None:
+        """Register a client and its public key (see ``SandboxState.register_client``).
+
+        Raises:
+            ConfigurationError: the key is under 2048 bits, malformed or not RSA.
+        """
+        self.state.register_client(client_id, secret, public_key_pem, kid=kid, iss=iss)
+
+    def stats(self) -> dict[str, Any]:
+        """The counters, as ``GET /_sandbox/stats`` returns them."""
+        return self.state.snapshot()
+
+    def set_faults(self, faults: FaultConfig) -> None:
+        """Replace the fault settings (and reseed)."""
+        self.state.set_faults(faults)

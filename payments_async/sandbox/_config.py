@@ -1,0 +1,215 @@
+"""The sandbox's configuration: one frozen object, every default named on this screen."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+__all__ = [
+    "DEFAULT_AMOUNT_LIMIT",
+    "DEFAULT_BACKLOG",
+    "DEFAULT_FAULT_LATENCY",
+    "DEFAULT_HOST",
+    "DEFAULT_OTHER_CLIENT_STATUS",
+    "DEFAULT_PORT",
+    "DEFAULT_PROCESSING_DELAY",
+    "DEFAULT_REJECT_IBANS",
+    "DEFAULT_RETRY_AFTER",
+    "DEFAULT_SETTLEMENT_DELAY",
+    "DEFAULT_TOKEN_LIFETIME",
+    "REJECT_IBAN_AC04",
+    "REJECT_IBAN_AC06",
+    "SHUTDOWN_TIMEOUT",
+    "FaultConfig",
+    "SandboxConfig",
+]
+
+# --- Where the sandbox listens ------------------------------------------------------------
+DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: the control routes have no auth
+DEFAULT_PORT: Final = 8765  # for ``python -m payments_async.sandbox``; tests use port 0
+DEFAULT_BACKLOG: Final = 2048  # listen backlog: benchmarks open thousands of connections
+SHUTDOWN_TIMEOUT: Final = 1.0  # seconds in-flight requests get when the server stops
+
+# --- Tokens --------------------------------------------------------------------------------
+DEFAULT_TOKEN_LIFETIME: Final = 3600  # seconds, sent as expires_in (the service's is unpublished)
+
+# --- Timing of the lifecycle (computed lazily from timestamps at read time) ----------------
+DEFAULT_PROCESSING_DELAY: Final = 5.0  # seconds a payment stays PEND before ACCC/RJCT
+DEFAULT_SETTLEMENT_DELAY: Final = 2.0  # seconds a cancellation stays PDCR before its outcome
+
+# --- Reject rules (documented in docs/sandbox.md) -----------------------------------------
+# Valid IBANs (mod-97 checked) reserved for the sandbox's reject rule: a pacs.008 whose
+# creditor account is one of them ends RJCT with the mapped ISO status reason code.
+REJECT_IBAN_AC04: Final = "DE76999999990000000404"  # AC04: closed account number
+REJECT_IBAN_AC06: Final = "DE22999999990000000406"  # AC06: blocked account
+DEFAULT_REJECT_IBANS: Final[Mapping[str, str]] = MappingProxyType(
+    {REJECT_IBAN_AC04: "AC04", REJECT_IBAN_AC06: "AC06"}
+)
+# A payment above this amount ends RJCT with AM02 (amount above the allowed maximum).
+DEFAULT_AMOUNT_LIMIT: Final = Decimal("1000000.00")
+
+# --- Visibility of other clients' messages -------------------------------------------------
+DEFAULT_OTHER_CLIENT_STATUS: Final = 404  # don't reveal that another client's id exists
+
+# --- Faults --------------------------------------------------------------------------------
+DEFAULT_FAULT_LATENCY: Final = 5.0  # seconds added when the latency fault fires
+DEFAULT_RETRY_AFTER: Final = 1  # seconds sent in Retry-After with an injected 429
+
+
+@dataclass(frozen=True, slots=True)
+class FaultConfig:
+    """Fault injection: shares of requests that fail, off by default, seeded.
+
+    The exclusive faults (``error_500`` ... ``commit_then_drop``) are drawn with one random
+    number per request, so their shares must add up to at most 1. Latency is drawn
+    independently and adds ``latency_seconds`` before the request is handled.
+
+    Attributes:
+        error_500: share of API requests answered 500 without being handled.
+        error_502: share answered 502 with a gateway's HTML body (not JSON).
+        error_503: share answered 503 without being handled.
+        rate_limit_429: share answered 429 with ``Retry-After: retry_after``.
+        drop_before: share whose connection is closed without an answer, nothing stored.
+        commit_then_drop: share that are handled (state changes) and then the connection is
+            closed without an answer.
+        latency: share delayed by ``latency_seconds`` before being handled.
+        latency_seconds: the added delay; pick it above the client's read timeout to make
+            the client give up while the sandbox still stores the request.
+        retry_after: seconds in the ``Retry-After`` header of an injected 429.
+        apply_to_token: also inject faults into ``POST /oauth/token`` (off by default).
+        seed: seed of the ``random.Random`` drawing the faults; same seed, same sequence.
+    """
+
+    error_500: float = 0.0
+    error_502: float = 0.0
+    error_503: float = 0.0
+    rate_limit_429: float = 0.0
+    drop_before: float = 0.0
+    commit_then_drop: float = 0.0
+    latency: float = 0.0
+    latency_seconds: float = DEFAULT_FAULT_LATENCY
+    retry_after: int = DEFAULT_RETRY_AFTER
+    apply_to_token: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        shares = self.exclusive_shares()
+        for name, value in (*shares, ("latency", self.latency)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"fault share {name} must be within [0, 1], got {value}")
+        if sum(v for _, v in shares) > 1.0 + 1e-9:
+            raise ValueError("the exclusive fault shares add up to more than 1")
+        if self.latency_seconds < 0 or self.retry_after < 0:
+            raise ValueError("latency_seconds and retry_after must not be negative")
+
+    def exclusive_shares(self) -> tuple[tuple[str, float], ...]:
+        """The mutually exclusive faults as ``(kind, share)`` pairs, in drawing order."""
+        return (
+            ("error_500", self.error_500),
+            ("error_502", self.error_502),
+            ("error_503", self.error_503),
+            ("rate_limit_429", self.rate_limit_429),
+            ("drop_before", self.drop_before),
+            ("commit_then_drop", self.commit_then_drop),
+        )
+
+    @property
+    def enabled(self) -> bool:
+        """True when any fault can fire."""
+        return self.latency > 0 or any(v > 0 for _, v in self.exclusive_shares())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict (what ``GET /_sandbox/faults`` returns)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FaultConfig:
+        """Build from a JSON object; unknown keys are refused, missing ones take defaults.
+
+        Raises:
+            ValueError: an unknown key, a value of the wrong type or out of range.
+        """
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"unknown fault settings: {', '.join(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            default = getattr(cls(), key)
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise ValueError(f"{key} must be a boolean")
+            elif isinstance(default, int):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError(f"{key} must be an integer")
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{key} must be a number")
+            kwargs[key] = value
+        return cls(**kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    """Everything the sandbox can be told, each default named in this module.
+
+    Attributes:
+        host: address to bind; loopback unless ``allow_non_loopback`` is set.
+        port: port to bind; 0 picks a free one (what tests use).
+        allow_non_loopback: permit binding a non-loopback address. The ``/_sandbox/``
+            control routes need no authentication, so this is off by default.
+        backlog: listen backlog of the socket.
+        token_lifetime: seconds an access token lives (``expires_in``).
+        expires_in_as_string: send ``expires_in`` as a quoted string, like the spec's
+            sample body, instead of a number.
+        processing_delay: seconds a payment stays ``PEND`` before its final status.
+        settlement_delay: seconds a cancellation stays ``PDCR`` before its outcome.
+        reject_creditor_ibans: creditor IBAN -> ISO reason code; such payments end RJCT.
+        amount_limit: payments above this amount end RJCT with AM02; None disables it.
+        wrap_payment_result: answer a pacs.008 POST with ``{"data": {...}}`` like the
+            camt.056 one (True) or with the bare submission result (False).
+        other_client_status: status for another client's ``paymentsServiceId``: 404
+            (default: existence is not revealed) or 403.
+        accept_predefined_tokens: accept ``SANDBOX_ASSERTION`` / ``SANDBOX_SCA_TOKEN``
+            from the predefined client.
+        allow_identical_sca_retry: an exact retransmission (same ``sca-token``, hence same
+            body) is not refused as a replayed nonce/jti; idempotency answers it. A token
+            whose nonce or jti was seen in a *different* token is always refused.
+        persist_path: SQLite file keeping clients, payments and cancellations across
+            restarts; None keeps everything in memory.
+        faults: fault injection settings (off by default).
+        clock: wall-clock source in epoch seconds; used for every timestamp, token expiry
+            and JWT check, so tests can inject a manual clock.
+        jwt_leeway: clock skew tolerated when checking JWT ``exp``/``nbf``/``iat``.
+    """
+
+    host: str = DEFAULT_HOST
+    port: int = 0
+    allow_non_loopback: bool = False
+    backlog: int = DEFAULT_BACKLOG
+    token_lifetime: int = DEFAULT_TOKEN_LIFETIME
+    expires_in_as_string: bool = False
+    processing_delay: float = DEFAULT_PROCESSING_DELAY
+    settlement_delay: float = DEFAULT_SETTLEMENT_DELAY
+    reject_creditor_ibans: Mapping[str, str] = field(default_factory=lambda: DEFAULT_REJECT_IBANS)
+    amount_limit: Decimal | None = DEFAULT_AMOUNT_LIMIT
+    wrap_payment_result: bool = True
+    other_client_status: int = DEFAULT_OTHER_CLIENT_STATUS
+    accept_predefined_tokens: bool = True
+    allow_identical_sca_retry: bool = True
+    persist_path: Path | str | None = None
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    clock: Callable[[], float] = time.time
+    jwt_leeway: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.token_lifetime <= 0:
+            raise ValueError("token_lifetime must be positive")
+        if self.processing_delay < 0 or self.settlement_delay < 0:
+            raise ValueError("processing_delay and settlement_delay must not be negative")
+        if self.other_client_status not in (403, 404):
+            raise ValueError("other_client_status must be 403 or 404")

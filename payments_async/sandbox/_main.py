@@ -1,0 +1,178 @@
+"""Run the sandbox as a process: ``python -m payments_async.sandbox``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from decimal import Decimal
+
+from .._constants import (
+    SANDBOX_ASSERTION,
+    SANDBOX_CLIENT_ID,
+    SANDBOX_CLIENT_SECRET,
+    SANDBOX_ISSUER,
+    SANDBOX_KEY_ID,
+    SANDBOX_SCA_TOKEN,
+)
+from .._errors import ConfigurationError
+from ._app import CONTROL_PREFIX, SandboxServer
+from ._config import DEFAULT_HOST, DEFAULT_PORT, FaultConfig, SandboxConfig
+
+__all__ = ["banner", "build_parser", "main", "run"]
+
+
+def banner(url: str) -> str:
+    """What the sandbox prints on start: its URL and the predefined credentials."""
+    return "\n".join(
+        [
+            f"payments-async sandbox listening on {url}",
+            f"  client id             {SANDBOX_CLIENT_ID}",
+            f"  client secret         {SANDBOX_CLIENT_SECRET}",
+            f"  key id (kid)          {SANDBOX_KEY_ID}",
+            f"  issuer (iss)          {SANDBOX_ISSUER}",
+            f"  predefined assertion  {SANDBOX_ASSERTION}",
+            f"  predefined sca-token  {SANDBOX_SCA_TOKEN}",
+            f"  control routes        {url}{CONTROL_PREFIX}/stats, /messages, /faults "
+            "(no auth: loopback only)",
+            "Press Ctrl+C to stop.",
+        ]
+    )
+
+
+def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.ArgumentParser:
+    """The command-line options (the CLI's ``sandbox`` command reuses them)."""
+    d = SandboxConfig()
+    p = argparse.ArgumentParser(prog=prog, description="Run the local payments sandbox.")
+    p.add_argument("--host", default=DEFAULT_HOST, help="address to bind (loopback)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free port)")
+    p.add_argument(
+        "--allow-non-loopback",
+        action="store_true",
+        help="permit a non-loopback --host (the control routes have no auth)",
+    )
+    p.add_argument("--persist", metavar="PATH", help="keep state in this SQLite file")
+    p.add_argument("--token-lifetime", type=int, default=d.token_lifetime, metavar="S")
+    p.add_argument("--expires-in-as-string", action="store_true")
+    p.add_argument("--processing-delay", type=float, default=d.processing_delay, metavar="S")
+    p.add_argument("--settlement-delay", type=float, default=d.settlement_delay, metavar="S")
+    p.add_argument(
+        "--amount-limit",
+        default=str(d.amount_limit),
+        metavar="EUR",
+        help="payments above it end RJCT/AM02 ('none' disables)",
+    )
+    p.add_argument("--other-client-status", type=int, choices=(403, 404), default=404)
+    p.add_argument("--seed", type=int, default=0, help="seed of the fault injector")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND=SHARE",
+        help="e.g. error_503=0.1, drop_before=0.05, latency=0.1 (repeatable)",
+    )
+    p.add_argument("--latency-seconds", type=float, default=FaultConfig().latency_seconds)
+    p.add_argument("--log-level", default="INFO", help="of the access log (stderr)")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> SandboxConfig:
+    """Turn parsed options into a ``SandboxConfig``.
+
+    Raises:
+        ValueError: a malformed ``--fault`` or ``--amount-limit``.
+    """
+    faults: dict[str, object] = {"seed": args.seed, "latency_seconds": args.latency_seconds}
+    for item in args.fault:
+        kind, sep, share = item.partition("=")
+        if not sep:
+            raise ValueError(f"--fault expects KIND=SHARE, got {item!r}")
+        faults[kind.strip()] = float(share)
+    limit = None if args.amount_limit.lower() == "none" else Decimal(args.amount_limit)
+    return SandboxConfig(
+        host=args.host,
+        port=args.port,
+        allow_non_loopback=args.allow_non_loopback,
+        persist_path=args.persist,
+        token_lifetime=args.token_lifetime,
+        expires_in_as_string=args.expires_in_as_string,
+        processing_delay=args.processing_delay,
+        settlement_delay=args.settlement_delay,
+        amount_limit=limit,
+        other_client_status=args.other_client_status,
+        faults=FaultConfig.from_dict(faults),
+    )
+
+
+async def serve(
+    config: SandboxConfig,
+    *,
+    ready: Callable[[SandboxServer], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve until ``stop`` is set, SIGINT or SIGTERM.
+
+    Args:
+        config: the configuration.
+        ready: called once the server listens (prints the banner by default).
+        stop: an event that ends serving when set.
+    """
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        async with SandboxServer(config) as server:
+            if ready is None:
+                print(banner(server.url), flush=True)
+            else:
+                ready(server)
+            await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+def run(
+    config: SandboxConfig | None = None, *, host: str | None = None, port: int | None = None
+) -> None:
+    """Run the sandbox in the foreground until interrupted (blocking).
+
+    Args:
+        config: the configuration; ``SandboxConfig(port=DEFAULT_PORT)`` if None.
+        host: overrides ``config.host``.
+        port: overrides ``config.port``.
+    """
+    config = config or SandboxConfig(port=DEFAULT_PORT)
+    if host is not None:
+        config = replace(config, host=host)
+    if port is not None:
+        config = replace(config, port=port)
+    asyncio.run(serve(config))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m payments_async.sandbox``; returns the exit status.
+
+    Args:
+        argv: the arguments (without the program name); ``sys.argv[1:]`` if None.
+    """
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        config = config_from_args(args)
+        run(config)
+    except (ConfigurationError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+        return 1
+    return 0

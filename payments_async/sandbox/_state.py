@@ -1,0 +1,446 @@
+"""The sandbox's state: clients, access tokens, replay caches, messages, counters.
+
+Every per-request operation is a few dict lookups. Statuses are computed from timestamps
+when read (see ``_lifecycle``), so nothing here needs a timer or a background task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._config import FaultConfig, SandboxConfig
+from ._faults import FAULT_KINDS, FaultInjector
+from ._lifecycle import (
+    ACCC,
+    RJCT,
+    CancellationRecord,
+    PaymentRecord,
+    format_creation_date_time,
+)
+from ._registry import ClientRecord, Registry
+from ._store import SqliteStore
+
+if TYPE_CHECKING:
+    from ..iso20022 import Camt056, Pacs008
+
+__all__ = ["DuplicateIdError", "ReplayCache", "SandboxState", "Stats"]
+
+_SWEEP_MIN = 4096  # replay/token maps are swept of expired entries past this size
+
+
+class DuplicateIdError(Exception):
+    """A message id already stored by this client arrived with a different body.
+
+    Attributes:
+        payments_service_id: the id of the message stored first.
+    """
+
+    def __init__(self, payments_service_id: str) -> None:
+        self.payments_service_id = payments_service_id
+        super().__init__(payments_service_id)
+
+
+class ReplayCache:
+    """Keys (``jti``/``nonce``) seen until their token expires, with the token they came in.
+
+    A key is a replay when it was seen in a *different* token; an identical token (a plain
+    retransmission) may be let through by the caller.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[float, bytes]] = {}
+        self._sweep_at = _SWEEP_MIN
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def check_and_add(self, key: str, token_digest: bytes, expires_at: float, now: float) -> str:
+        """Record ``key``; say whether it is ``"new"``, ``"same-token"`` or ``"replay"``."""
+        seen = self._seen.get(key)
+        if seen is not None and seen[0] >= now:
+            return "same-token" if seen[1] == token_digest else "replay"
+        self._seen[key] = (expires_at, token_digest)
+        if len(self._seen) > self._sweep_at:
+            self._sweep(now)
+        return "new"
+
+    def _sweep(self, now: float) -> None:
+        self._seen = {k: v for k, v in self._seen.items() if v[0] >= now}
+        self._sweep_at = max(_SWEEP_MIN, 2 * len(self._seen))
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counters tests read to prove nothing was lost or duplicated.
+
+    Attributes:
+        requests: requests by route name (``token``, ``pacs008``, ``pacs002``, ``camt056``,
+            ``camt029``, ``control``, ``other``).
+        responses: responses by status code (as text), injected faults included.
+        faults: injected faults by kind (``error_500`` ... ``latency``).
+        payments_stored: pacs.008 messages stored (first submissions).
+        cancellations_stored: camt.056 messages stored (first submissions).
+        replays_answered: resubmissions of a stored id with the same body (200).
+        duplicates_refused: resubmissions of a stored id with a different body (400).
+        token_requests: ``POST /oauth/token`` requests received.
+        tokens_issued: access tokens issued.
+    """
+
+    requests: Counter[str] = field(default_factory=Counter)
+    responses: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    payments_stored: int = 0
+    cancellations_stored: int = 0
+    replays_answered: int = 0
+    duplicates_refused: int = 0
+    token_requests: int = 0
+    tokens_issued: int = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready copy (what ``GET /_sandbox/stats`` returns)."""
+        return {
+            "requests": dict(self.requests),
+            "responses": dict(self.responses),
+            "faults": {kind: self.faults.get(kind, 0) for kind in FAULT_KINDS},
+            "faults_total": sum(self.faults.values()),
+            "payments_stored": self.payments_stored,
+            "cancellations_stored": self.cancellations_stored,
+            "replays_answered": self.replays_answered,
+            "duplicates_refused": self.duplicates_refused,
+            "token_requests": self.token_requests,
+            "tokens_issued": self.tokens_issued,
+        }
+
+
+def token_digest(token: str) -> bytes:
+    """A short fingerprint of a token, so replay caches don't keep tokens themselves."""
+    return hashlib.sha256(token.encode("ascii", errors="replace")).digest()[:16]
+
+
+class SandboxState:
+    """All mutable state of one sandbox; handlers call it, tests read it.
+
+    Args:
+        config: the sandbox configuration.
+    """
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.clock = config.clock
+        self.registry = Registry()
+        self.stats = Stats()
+        self.faults = FaultInjector(config.faults)
+        self.payments: dict[str, PaymentRecord] = {}
+        self.cancellations: dict[str, CancellationRecord] = {}
+        self._payment_ids: dict[tuple[str, str], str] = {}  # (client, msgId) -> id
+        self._cancellation_ids: dict[tuple[str, str], str] = {}  # (client, assgnmt.id) -> id
+        self._by_end_to_end: dict[tuple[str, str], list[str]] = {}  # (client, e2e) -> ids
+        self._tokens: dict[str, tuple[str, float]] = {}  # token -> (client, expires_at)
+        self._token_sweep_at = _SWEEP_MIN
+        self.assertion_jtis = ReplayCache()
+        self.sca_nonces = ReplayCache()
+        self.sca_jtis = ReplayCache()
+        self._token_outage_until = 0.0
+        self._token_outage_status = 503
+        self._store: SqliteStore | None = None
+        if config.persist_path is not None:
+            self._store = SqliteStore(config.persist_path)
+            self._load(self._store)
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the SQLite file, if any."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _load(self, store: SqliteStore) -> None:
+        for client_id, secret, kid, iss, pem in store.load_clients():
+            self.registry.register(client_id, secret, pem, kid=kid, iss=iss)
+        for p in store.load_payments():
+            self._index_payment(p)
+        for c in store.load_cancellations():
+            c.accepted = bool(c.accepted)
+            self.cancellations[c.payments_service_id] = c
+            self._cancellation_ids[(c.client_id, c.assignment_id)] = c.payments_service_id
+
+    def now(self) -> float:
+        """The sandbox's clock (epoch seconds)."""
+        return self.clock()
+
+    # --- clients ---------------------------------------------------------------------
+
+    def register_client(
+        self, client_id: str, secret: str, public_key_pem: str | bytes, *, kid: str, iss: str
+    ) -> ClientRecord:
+        """Register a client key (see :meth:`Registry.register`) and persist it.
+
+        Raises:
+            ConfigurationError: the key is under 2048 bits, malformed or not RSA, or the
+                secret differs from the existing client's.
+        """
+        record = self.registry.register(client_id, secret, public_key_pem, kid=kid, iss=iss)
+        if self._store is not None:
+            self._store.save_client(client_id, secret, kid, iss, record.key_pems[kid])
+        return record
+
+    # --- access tokens ---------------------------------------------------------------
+
+    def issue_token(self, client_id: str) -> str:
+        """Issue an opaque access token for ``client_id``, valid ``token_lifetime`` s."""
+        now = self.clock()
+        token = secrets.token_urlsafe(32)
+        self._tokens[token] = (client_id, now + self.config.token_lifetime)
+        self.stats.tokens_issued += 1
+        if len(self._tokens) > self._token_sweep_at:
+            self._tokens = {t: v for t, v in self._tokens.items() if v[1] > now}
+            self._token_sweep_at = max(_SWEEP_MIN, 2 * len(self._tokens))
+        return token
+
+    def token_owner(self, token: str) -> tuple[str | None, bool]:
+        """``(client_id, expired)`` of an access token; ``(None, False)`` if unknown."""
+        entry = self._tokens.get(token)
+        if entry is None:
+            return None, False
+        return entry[0], self.clock() >= entry[1]
+
+    def revoke_tokens(self) -> int:
+        """Forget every access token; clients get 401 and must fetch new ones."""
+        n = len(self._tokens)
+        self._tokens = {}
+        return n
+
+    @property
+    def active_tokens(self) -> int:
+        """Access tokens issued and not yet expired or revoked."""
+        now = self.clock()
+        return sum(1 for _, exp in self._tokens.values() if exp > now)
+
+    def fail_token_endpoint(self, seconds: float, status: int = 503) -> None:
+        """Make ``POST /oauth/token`` answer ``status`` for the next ``seconds``."""
+        self._token_outage_until = self.clock() + seconds
+        self._token_outage_status = status
+
+    def token_outage_status(self) -> int | None:
+        """The status the token endpoint must answer now, or None when it works."""
+        if self._token_outage_until and self.clock() < self._token_outage_until:
+            return self._token_outage_status
+        return None
+
+    # --- faults ----------------------------------------------------------------------
+
+    def set_faults(self, faults: FaultConfig) -> None:
+        """Replace the fault settings (and reseed)."""
+        self.faults.configure(faults)
+
+    # --- payments --------------------------------------------------------------------
+
+    def _index_payment(self, p: PaymentRecord) -> None:
+        self.payments[p.payments_service_id] = p
+        self._payment_ids[(p.client_id, p.msg_id)] = p.payments_service_id
+        self._by_end_to_end.setdefault((p.client_id, p.end_to_end_id), []).append(
+            p.payments_service_id
+        )
+
+    def _decide_payment(self, msg: Pacs008) -> tuple[str, str | None]:
+        tx = msg.fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0]
+        acct = tx.cdtr_acct.id
+        iban = acct.othr.id if acct.othr is not None else acct.iban
+        reason = self.config.reject_creditor_ibans.get(iban or "")
+        if reason is not None:
+            return RJCT, reason
+        limit = self.config.amount_limit
+        if limit is not None and tx.intr_bk_sttlm_amt.value > limit:
+            return RJCT, "AM02"
+        return ACCC, None
+
+    def submit_payment(
+        self, client_id: str, msg: Pacs008, body_hash: str
+    ) -> tuple[PaymentRecord, bool]:
+        """Store a pacs.008 or find the one stored under its ``grpHdr.msgId``.
+
+        Returns:
+            The record and True when it was created now (201), False for a replay (200).
+
+        Raises:
+            DuplicateIdError: the id is stored with a different body.
+        """
+        key = (client_id, msg.message_id)
+        existing = self._payment_ids.get(key)
+        if existing is not None:
+            record = self.payments[existing]
+            if record.body_hash != body_hash:
+                self.stats.duplicates_refused += 1
+                raise DuplicateIdError(existing)
+            self.stats.replays_answered += 1
+            return record, False
+        now = self.clock()
+        tx = msg.fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0]
+        code, reason = self._decide_payment(msg)
+        record = PaymentRecord(
+            payments_service_id=f"pmt-{uuid.uuid4().hex}",
+            client_id=client_id,
+            msg_id=msg.message_id,
+            end_to_end_id=tx.pmt_id.end_to_end_id,
+            tx_id=tx.pmt_id.tx_id,
+            uetr=tx.pmt_id.uetr,
+            body_hash=body_hash,
+            created_at=now,
+            processed_at=now + self.config.processing_delay,
+            final_code=code,
+            final_reason=reason,
+        )
+        self._index_payment(record)
+        self.stats.payments_stored += 1
+        if self._store is not None:
+            self._store.save_payment(record)
+        return record, True
+
+    # --- cancellations ---------------------------------------------------------------
+
+    def submit_cancellation(
+        self, client_id: str, msg: Camt056, body_hash: str
+    ) -> tuple[CancellationRecord, bool]:
+        """Store a camt.056 (deciding its outcome now) or find the one stored under its id.
+
+        The decision follows the spec's business rule: accepted when the original payment
+        (same client, ``orgnlEndToEndId``) has not been processed at this instant, which
+        also stops that payment; rejected ARDT when it has been (or was already cancelled),
+        NOOR when no such payment exists. It becomes visible after ``settlement_delay``.
+
+        Returns:
+            The record and True when it was created now (201), False for a replay (200).
+
+        Raises:
+            DuplicateIdError: the id is stored with a different body.
+        """
+        key = (client_id, msg.message_id)
+        existing = self._cancellation_ids.get(key)
+        if existing is not None:
+            record = self.cancellations[existing]
+            if record.body_hash != body_hash:
+                self.stats.duplicates_refused += 1
+                raise DuplicateIdError(existing)
+            self.stats.replays_answered += 1
+            return record, False
+
+        now = self.clock()
+        body = msg.fito_fi_pmt_cxl_req
+        tx = body.undrlyg[0].tx_inf[0]
+        psid = f"cxl-{uuid.uuid4().hex}"
+        settles_at = now + self.config.settlement_delay
+        e2e = tx.orgnl_end_to_end_id
+        accepted, reason, text, original = self._decide_cancellation(client_id, e2e, now)
+        if accepted and original is not None:
+            original.cancelled_by = psid
+            original.cancel_effective_at = settles_at
+            if self._store is not None:
+                self._store.save_payment(original)
+        record = CancellationRecord(
+            payments_service_id=psid,
+            client_id=client_id,
+            assignment_id=msg.message_id,
+            body_hash=body_hash,
+            created_at=now,
+            settles_at=settles_at,
+            assigner_bic=body.assgnmt.assgnr.agt.fin_instn_id.bicfi,
+            assignee_bic=body.assgnmt.assgne.agt.fin_instn_id.bicfi,
+            cancellation_id=tx.cxl_id,
+            original_end_to_end_id=e2e,
+            original_payment_id=original.payments_service_id if original else None,
+            accepted=accepted,
+            reason_code=reason,
+            reason_text=text,
+        )
+        self.cancellations[psid] = record
+        self._cancellation_ids[key] = psid
+        self.stats.cancellations_stored += 1
+        if self._store is not None:
+            self._store.save_cancellation(record)
+        return record, True
+
+    def _decide_cancellation(
+        self, client_id: str, e2e: str | None, now: float
+    ) -> tuple[bool, str | None, str | None, PaymentRecord | None]:
+        ids = self._by_end_to_end.get((client_id, e2e)) if e2e else None
+        if not ids:
+            return (
+                False,
+                "NOOR",
+                f"Original payment not found: no payment with endToEndId {e2e!r}",
+                None,
+            )
+        candidates = [self.payments[i] for i in reversed(ids)]
+        for p in candidates:
+            if p.cancelled_by is None and not p.is_processed(now):
+                return True, None, None, p
+        latest = candidates[0]
+        if latest.cancelled_by is not None:
+            text = f"Original payment already cancelled by {latest.cancelled_by}"
+        else:
+            text = (
+                f"Original payment already processed "
+                f"({latest.status_at(now).code}); request a return (pacs.004)"
+            )
+        return False, "ARDT", text, latest
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters plus sizes of the state (``GET /_sandbox/stats``)."""
+        out = self.stats.snapshot()
+        out["payments"] = len(self.payments)
+        out["cancellations"] = len(self.cancellations)
+        out["clients"] = len(self.registry)
+        out["active_tokens"] = self.active_tokens
+        return out
+
+    # --- reads -----------------------------------------------------------------------
+
+    def messages(self, client_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Every stored payment and cancellation with its status now (for inspection).
+
+        Args:
+            client_id: only this client's messages, when given.
+        """
+        now = self.clock()
+        payments = []
+        for p in self.payments.values():
+            if client_id is not None and p.client_id != client_id:
+                continue
+            st = p.status_at(now)
+            payments.append(
+                {
+                    "paymentsServiceId": p.payments_service_id,
+                    "clientId": p.client_id,
+                    "msgId": p.msg_id,
+                    "endToEndId": p.end_to_end_id,
+                    "status": st.code,
+                    "reason": st.reason,
+                    "cancelledBy": p.cancelled_by,
+                    "creationDateTime": format_creation_date_time(p.created_at),
+                }
+            )
+        cancellations = []
+        for c in self.cancellations.values():
+            if client_id is not None and c.client_id != client_id:
+                continue
+            cs = c.status_at(now)
+            cancellations.append(
+                {
+                    "paymentsServiceId": c.payments_service_id,
+                    "clientId": c.client_id,
+                    "assignmentId": c.assignment_id,
+                    "originalEndToEndId": c.original_end_to_end_id,
+                    "originalPaymentsServiceId": c.original_payment_id,
+                    "status": cs.conf,
+                    "txCxlSts": cs.tx_status,
+                    "reason": cs.reason,
+                    "creationDateTime": format_creation_date_time(c.created_at),
+                }
+            )
+        return {"payments": payments, "cancellations": cancellations}
