@@ -1,0 +1,280 @@
+"""PaymentsClient against the sandbox over real HTTP on 127.0.0.1: the mission end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from decimal import Decimal
+
+import aiohttp
+import pytest
+
+from payments_async import (
+    ApiError,
+    Camt056,
+    NotFoundError,
+    Outcome,
+    OutcomeUnknownError,
+    Pacs008,
+    PaymentsClient,
+    PollPolicy,
+    PollTimeoutError,
+    RetryPolicy,
+    build_cancellation,
+    build_credit_transfer,
+)
+from payments_async.iso20022 import encode
+from payments_async.sandbox import FaultConfig, SandboxConfig
+from payments_async.testing import SandboxHandle, sandbox_server
+
+FAST_POLL = PollPolicy(initial=0.02, maximum=0.05, not_found_grace=0.5)
+CREDITOR_IBAN = "FR1420041010050500013M02606"
+
+
+def transfer(amount: str = "10.00") -> Pacs008:
+    return build_credit_transfer(
+        debtor_name="Alice Example",
+        debtor_iban="DE89370400440532013000",
+        debtor_agent_id="37040044",
+        creditor_name="Bob Example",
+        creditor_iban=CREDITOR_IBAN,
+        creditor_agent_id="20041010",
+        amount=Decimal(amount),
+        remittance="Invoice 42",
+    )
+
+
+def cancellation_for(payment: Pacs008, reason: str = "DUPL") -> Camt056:
+    return build_cancellation(
+        original_end_to_end_id=payment.end_to_end_id,
+        amount=Decimal("10.00"),
+        creditor_agent_bic="BNPAFRPPXXX",
+        creditor_iban=CREDITOR_IBAN,
+        assigner_bic="COBADEFFXXX",
+        assignee_bic="BNPAFRPPXXX",
+        reason=reason,
+    )
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[SandboxHandle]:
+    config = SandboxConfig(processing_delay=0.4, settlement_delay=0.1)
+    async with sandbox_server(config) as sb:
+        yield sb
+
+
+def client_for(sb: SandboxHandle, **kwargs: object) -> PaymentsClient:
+    assert sb.credentials is not None
+    kwargs.setdefault("retry", RetryPolicy.for_testing(attempts=6, timeout=10))
+    kwargs.setdefault("poll", FAST_POLL)
+    return PaymentsClient(sb.credentials, base_url=sb.url, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_full_flow_accepted_cancellation(sandbox: SandboxHandle) -> None:
+    async with client_for(sandbox) as client:
+        assert await client.access_token_lifetime() > 0
+        payment = transfer()
+        sub = await client.submit_credit_transfer(payment)
+        assert sub.created
+        assert sub.echoed_id == payment.message_id
+        report = await client.get_credit_transfer_status(sub.payments_service_id)
+        assert report is not None
+
+        # cancelled while the payment is still unprocessed: accepted
+        cxl = await client.request_cancellation(cancellation_for(payment))
+        assert cxl.created
+        assert cxl.status == "PENDING"
+        outcome = await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=10)
+        assert outcome.outcome is Outcome.ACCEPTED
+        assert not outcome.return_request_needed
+        # an accepted cancellation stops the payment: it never becomes ACCC
+        status = await client.wait_for_payment_status(sub.payments_service_id, timeout=10)
+        assert status.outcome is Outcome.REJECTED
+
+
+async def test_full_flow_rejected_cancellation(sandbox: SandboxHandle) -> None:
+    async with client_for(sandbox) as client:
+        payment = transfer()
+        sub = await client.submit_credit_transfer(payment)
+        status = await client.wait_for_payment_status(sub.payments_service_id, timeout=10)
+        assert status.outcome is Outcome.ACCEPTED
+        assert status.status == "ACCC"
+
+        cxl = await client.request_cancellation(cancellation_for(payment))
+        outcome = await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=10)
+        assert outcome.outcome is Outcome.REJECTED
+        assert outcome.return_request_needed
+        assert outcome.reason_codes  # e.g. ARDT: already processed
+        assert "pacs.004" in outcome.message
+
+
+async def test_unknown_original_payment_is_rejected(sandbox: SandboxHandle) -> None:
+    async with client_for(sandbox) as client:
+        cxl = await client.request_cancellation(cancellation_for(transfer()))
+        outcome = await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=10)
+        assert outcome.rejected
+        assert "NOOR" in outcome.reason_codes
+
+
+async def test_resubmission_is_replayed_with_the_same_id(sandbox: SandboxHandle) -> None:
+    async with client_for(sandbox) as client:
+        payment = transfer()
+        first = await client.submit_credit_transfer(payment)
+        again = await client.submit_credit_transfer(payment)
+        assert first.created
+        assert again.replayed
+        assert again.payments_service_id == first.payments_service_id
+        cxl = cancellation_for(payment)
+        c1 = await client.request_cancellation(cxl)
+        c2 = await client.request_cancellation(cxl)
+        assert c2.replayed
+        assert c2.payments_service_id == c1.payments_service_id
+    stats = sandbox.server.stats()
+    assert stats["payments_stored"] == 1
+    assert stats["cancellations_stored"] == 1
+    assert stats["replays_answered"] == 2
+
+
+async def test_predefined_sandbox_tokens_work(sandbox: SandboxHandle) -> None:
+    async with PaymentsClient(
+        sandbox.sandbox_credentials, base_url=sandbox.url, poll=FAST_POLL
+    ) as client:
+        sub = await client.request_cancellation(cancellation_for(transfer()))
+        assert sub.created
+
+
+async def test_the_signed_bytes_are_the_sent_bytes(sandbox: SandboxHandle) -> None:
+    """The sandbox recomputes hd from the raw bytes it received; re-serialising breaks it."""
+    assert sandbox.credentials is not None
+    signer = sandbox.credentials.signer()
+    async with client_for(sandbox) as client:
+        ok = await client.request_cancellation(cancellation_for(transfer()))
+        assert ok.created  # the sandbox's hd over the received bytes matched ours
+
+        message = cancellation_for(transfer())
+        body = encode(message)
+        reserialised = json.dumps(json.loads(body), indent=1).encode()
+        token = await client._tokens.get()
+        headers = {
+            "Authorization": f"Bearer {token.value}",
+            "X-Service-Client-Id": sandbox.credentials.client_id,
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "sca-token": signer.sca_token(body),
+        }
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                f"{sandbox.url}/payments/camt056/v08", data=reserialised, headers=headers
+            ) as resp,
+        ):
+            assert resp.status == 401
+            payload = await resp.json()
+        assert payload["errors"][0]["code"]
+
+
+async def test_404_is_not_retried(sandbox: SandboxHandle) -> None:
+    async with client_for(sandbox) as client:
+        with pytest.raises(NotFoundError) as info:
+            await client.get_cancellation_outcome("does-not-exist")
+        assert info.value.attempt == 1
+    assert sandbox.server.stats()["requests"].get("camt029") == 1
+
+
+async def test_400_is_not_retried(sandbox: SandboxHandle) -> None:
+    async with client_for(sandbox) as client:
+        payment = transfer()
+        await client.submit_credit_transfer(payment)
+        changed = transfer()
+        changed.fito_fi_cstmr_cdt_trf.grp_hdr.msg_id = payment.message_id  # same id, new body
+        with pytest.raises(ApiError) as info:
+            await client.submit_credit_transfer(changed)
+        assert info.value.status == 400
+        assert info.value.codes
+    stats = sandbox.server.stats()
+    assert stats["requests"]["pacs008"] == 2
+    assert stats["payments_stored"] == 1
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        FaultConfig(error_500=0.3, seed=1),
+        FaultConfig(error_503=0.3, seed=2),
+        FaultConfig(rate_limit_429=0.3, retry_after=0, seed=3),
+        FaultConfig(drop_before=0.3, seed=4),
+        FaultConfig(commit_then_drop=0.3, seed=5),
+    ],
+    ids=["500", "503", "429", "drop", "commit-then-drop"],
+)
+async def test_faulty_service_stores_each_message_exactly_once(faults: FaultConfig) -> None:
+    config = SandboxConfig(processing_delay=0.2, settlement_delay=0.05, faults=faults)
+    async with (
+        sandbox_server(config) as sb,
+        client_for(sb, retry=RetryPolicy.for_testing(attempts=10, timeout=20)) as client,
+    ):
+        payments = [transfer() for _ in range(15)]
+        subs = [await client.submit_credit_transfer(p) for p in payments]
+        cxls = [await client.request_cancellation(cancellation_for(p)) for p in payments]
+        outcomes = [
+            await client.wait_for_cancellation_outcome(c.payments_service_id, timeout=10)
+            for c in cxls
+        ]
+        stats = sb.server.stats()
+    assert stats["faults_total"] > 0
+    assert stats["payments_stored"] == len(payments)
+    assert stats["cancellations_stored"] == len(payments)
+    assert len({s.payments_service_id for s in subs}) == len(payments)
+    assert all(o.outcome in (Outcome.ACCEPTED, Outcome.REJECTED) for o in outcomes)
+    if faults.commit_then_drop:
+        # a retry after a committed-then-dropped POST is answered 200: reported honestly
+        assert any(s.replayed and s.attempts > 1 for s in subs + cxls)
+
+
+async def test_outcome_unknown_then_resubmit_resolves_it() -> None:
+    config = SandboxConfig(faults=FaultConfig(commit_then_drop=1.0, seed=7))
+    async with sandbox_server(config) as sb:
+        payment = transfer()
+        async with client_for(sb, retry=RetryPolicy.for_testing(attempts=2)) as client:
+            with pytest.raises(OutcomeUnknownError) as info:
+                await client.submit_credit_transfer(payment)
+            assert info.value.message_id == payment.message_id
+            sb.server.set_faults(FaultConfig())
+            again = await client.submit_credit_transfer(payment)
+        assert again.replayed  # the first attempt had been stored
+        assert sb.server.stats()["payments_stored"] == 1
+
+
+async def test_deadline_holds_when_the_service_is_slow() -> None:
+    config = SandboxConfig(faults=FaultConfig(latency=1.0, latency_seconds=5.0, seed=1))
+    async with sandbox_server(config) as sb, client_for(
+        sb, read_timeout=0.2, retry=RetryPolicy.for_testing(attempts=10, timeout=0.6)
+    ) as client:
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknownError):
+            await client.request_cancellation(cancellation_for(transfer()))
+        assert time.monotonic() - start < 2.0
+
+
+async def test_waiter_deadline_reports_last_status() -> None:
+    config = SandboxConfig(settlement_delay=60)
+    async with sandbox_server(config) as sb, client_for(sb) as client:
+        cxl = await client.request_cancellation(cancellation_for(transfer()))
+        with pytest.raises(PollTimeoutError) as info:
+            await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=0.3)
+        assert info.value.last_status == "PDCR"
+
+
+async def test_many_concurrent_waiters_share_the_session() -> None:
+    config = SandboxConfig(processing_delay=5, settlement_delay=0.3)
+    async with sandbox_server(config) as sb, client_for(sb, connection_limit=8) as client:
+        payments = [transfer() for _ in range(40)]
+        subs = await asyncio.gather(
+            *(client.request_cancellation(cancellation_for(p)) for p in payments)
+        )
+        outcomes = await asyncio.gather(
+            *(client.wait_for_cancellation_outcome(s.payments_service_id, timeout=15) for s in subs)
+        )
+    assert all(o.rejected for o in outcomes)  # the originals were never submitted: NOOR
