@@ -120,6 +120,13 @@ def _to_decimal(amount: object, path: str) -> Decimal:
     return value
 
 
+def _created(moment: datetime | None, path: str) -> str:
+    try:
+        return format_utc(moment)
+    except ValueError as exc:
+        raise ValidationError([Problem(path, str(exc))]) from None
+
+
 def _iban(value: str) -> str:
     return value.replace(" ", "").upper()
 
@@ -186,7 +193,7 @@ def build_credit_transfer(
         charge_bearer: ``chrgBr``; SEPA uses SLEV.
         service_level: ``pmtTpInf.svcLvl[0].prtry``.
         local_instrument: ``pmtTpInf.lclInstrm.prtry``, if any.
-        created_at: aware datetime for ``creDtTm``; now when None.
+        created_at: aware datetime for ``creDtTm``; now when None; a naive one is refused.
 
     Returns:
         A valid message, ready for ``encode()``.
@@ -248,7 +255,7 @@ def build_credit_transfer(
         fito_fi_cstmr_cdt_trf=CreditTransfer(
             grp_hdr=GroupHeader(
                 msg_id=message_id if message_id is not None else new_id("MSG"),
-                cre_dt_tm=format_utc(created_at),
+                cre_dt_tm=_created(created_at, "$.fitoFICstmrCdtTrf.grpHdr.creDtTm"),
                 nb_of_txs=str(len(txs)),
                 sttlm_inf=SettlementInstruction(sttlm_mtd="CLRG"),
             ),
@@ -300,7 +307,7 @@ def build_cancellation(
         currency: must be EUR (the service's rule); another value fails validation.
         service_level: ``orgnlTxRef.pmtTpInf.svcLvl[0].prtry``.
         creditor_agent_address: postal address of the creditor's bank, if wanted.
-        created_at: aware datetime for ``assgnmt.creDtTm``; now when None.
+        created_at: aware datetime for ``assgnmt.creDtTm``; now when None; naive is refused.
 
     Returns:
         A valid message, ready for ``encode()``.
@@ -347,7 +354,7 @@ def build_cancellation(
                 id=assignment_id if assignment_id is not None else new_id("ASG"),
                 assgnr=AssignmentParty.from_bic(assigner),
                 assgne=AssignmentParty.from_bic(_bic(assignee_bic)),
-                cre_dt_tm=format_utc(created_at),
+                cre_dt_tm=_created(created_at, "$.fitoFIPmtCxlReq.assgnmt.creDtTm"),
             ),
             ctrl_data=ControlData(nb_of_txs="1"),
             undrlyg=[UnderlyingTransaction(tx_inf=[tx])],
