@@ -141,6 +141,9 @@ async def _dispatch(
     decision = state.faults.draw()
     if decision.delay:
         state.stats.faults["latency"] += 1
+        # Receive the whole request first: a client that gives up during the delay still
+        # has its request handled (and stored), the "outcome unknown" case.
+        await request.read()
         await asyncio.sleep(decision.delay)
     kind = decision.kind
     if kind is None:
