@@ -52,6 +52,14 @@ def _check_bits(bits: int, what: str) -> None:
         )
 
 
+def _show_path(path: Path) -> str:
+    """A path for an error message, unless the "path" is really key text put there by mistake."""
+    text = str(path)
+    if _PEM_MARKER in text or "\n" in text or len(text) > 1024:
+        return "(a value that looks like key text, not a file path)"
+    return repr(text)
+
+
 def _read_pem(src: bytes | str | os.PathLike[str], what: str) -> bytes:
     """Return PEM bytes from PEM bytes, PEM text or a file path."""
     if isinstance(src, bytes):
@@ -62,13 +70,13 @@ def _read_pem(src: bytes | str | os.PathLike[str], what: str) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        raise ConfigurationError(f"{what} file not found: {str(path)!r}") from None
+        raise ConfigurationError(f"{what} file not found: {_show_path(path)}") from None
     except IsADirectoryError:
-        raise ConfigurationError(f"{what} path is a directory: {str(path)!r}") from None
+        raise ConfigurationError(f"{what} path is a directory: {_show_path(path)}") from None
     except OSError as exc:
         # The OS message names the problem (permission denied...), never file contents.
         raise ConfigurationError(
-            f"cannot read {what} file {str(path)!r}: {exc.strerror or type(exc).__name__}"
+            f"cannot read {what} file {_show_path(path)}: {exc.strerror or type(exc).__name__}"
         ) from None
 
 
