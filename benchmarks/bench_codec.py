@@ -1,0 +1,309 @@
+"""Codec speed: msgspec structs vs json+dataclasses vs pydantic v2, on pacs.008 and camt.029.
+
+All three implementations have the same shape: the dataclasses and the pydantic models are
+generated from our Structs (via ``msgspec.inspect``), with the same wire names and the
+same optional fields, so the comparison is about the codec and not about the model.
+
+    .venv/bin/python benchmarks/bench_codec.py            # full run
+    .venv/bin/python benchmarks/bench_codec.py --quick    # smoke test (tiny counts)
+
+Notes on fairness, printed with the results:
+- stdlib ``json`` cannot write a ``Decimal`` as a JSON number, so that variant writes
+  ``float(value)`` (inexact for some amounts); pydantic v2 writes ``Decimal`` as a string
+  by default. Only the msgspec variant writes the exact digits as a number.
+- Decoding validates types in msgspec and pydantic; the stdlib variant converts with a
+  precompiled per-class plan (the fastest hand-written way we know) and checks nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import sys
+import timeit
+from collections.abc import Callable
+from decimal import Decimal
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import msgspec.inspect as mi
+import pydantic
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from payments_async.iso20022 import (  # noqa: E402
+    Camt029,
+    Pacs008,
+    decode_camt029,
+    decode_pacs008,
+    encode,
+)
+
+FIXTURES = ROOT / "tests" / "fixtures"
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "codec.json"
+
+
+# --- models of the same shape, generated from the Structs ----------------------------------
+
+
+class _Plan:
+    """Per-class conversion plan for the stdlib variant: (attr, wire name, converter)."""
+
+    def __init__(self) -> None:
+        self.fields: list[tuple[str, str, Callable[[Any], Any] | None]] = []
+
+
+def _unwrap(t: mi.Type) -> mi.Type:
+    while isinstance(t, mi.Metadata):
+        t = t.type
+    return t
+
+
+def _non_none(t: mi.UnionType) -> list[mi.Type]:
+    return [_unwrap(m) for m in t.types if not isinstance(_unwrap(m), mi.NoneType)]
+
+
+class DataclassFamily:
+    """Dataclasses mirroring the Structs, plus dict <-> dataclass converters."""
+
+    def __init__(self) -> None:
+        self.classes: dict[type, type] = {}
+        self.plans: dict[type, _Plan] = {}
+
+    def model(self, struct: type) -> type:
+        if struct in self.classes:
+            return self.classes[struct]
+        info = mi.type_info(struct)
+        assert isinstance(info, mi.StructType)
+        spec = []
+        for f in info.fields:
+            spec.append(
+                (
+                    f.name,
+                    self._annotation(f.type),
+                    dataclasses.field(default=None, metadata={"wire": f.encode_name}),
+                )
+            )
+        cls = dataclasses.make_dataclass(f"DC{struct.__name__}", spec, kw_only=True, slots=True)
+        self.classes[struct] = cls
+        plan = _Plan()
+        self.plans[cls] = plan
+        plan.fields = [(f.name, f.encode_name, self._decoder(f.type)) for f in info.fields]
+        return cls
+
+    def _annotation(self, t: mi.Type) -> Any:
+        t = _unwrap(t)
+        if isinstance(t, mi.StructType):
+            return self.model(t.cls)
+        if isinstance(t, mi.ListType):
+            return list[self._annotation(t.item_type)]  # type: ignore[misc]
+        if isinstance(t, mi.UnionType):
+            members = tuple(self._annotation(m) for m in _non_none(t))
+            return Optional[Union[members]]  # noqa: UP007, UP045 -- built at runtime
+        return {mi.StrType: str, mi.DecimalType: Decimal, mi.IntType: int}.get(type(t), Any)
+
+    def _decoder(self, t: mi.Type) -> Callable[[Any], Any] | None:
+        t = _unwrap(t)
+        if isinstance(t, mi.UnionType):
+            members = _non_none(t)
+            t = members[0] if len(members) == 1 else t
+        if isinstance(t, mi.StructType):
+            cls = self.model(t.cls)
+            return lambda d: self.from_dict(cls, d)
+        if isinstance(t, mi.ListType):
+            item = self._decoder(t.item_type)
+            if item is None:
+                return None
+            return lambda xs: [item(x) if x is not None else None for x in xs]
+        return None  # str, int and Decimal come out of json.loads ready to use
+
+    def from_dict(self, cls: type, data: dict[str, Any]) -> Any:
+        kwargs = {}
+        for attr, wire, conv in self.plans[cls].fields:
+            if wire in data:
+                v = data[wire]
+                kwargs[attr] = conv(v) if conv is not None and v is not None else v
+        return cls(**kwargs)
+
+    def to_dict(self, obj: Any) -> Any:
+        if dataclasses.is_dataclass(obj):
+            out = {}
+            for attr, wire, _ in self.plans[type(obj)].fields:
+                v = getattr(obj, attr)
+                if v is not None:
+                    out[wire] = self.to_dict(v)
+            return out
+        if isinstance(obj, list):
+            return [self.to_dict(x) for x in obj]
+        if isinstance(obj, Decimal):
+            return float(obj)
+        return obj
+
+
+class PydanticFamily:
+    """pydantic v2 models mirroring the Structs (aliases = wire names, same optionals)."""
+
+    def __init__(self) -> None:
+        self.models: dict[type, type[pydantic.BaseModel]] = {}
+
+    def model(self, struct: type) -> type[pydantic.BaseModel]:
+        if struct in self.models:
+            return self.models[struct]
+        info = mi.type_info(struct)
+        assert isinstance(info, mi.StructType)
+        fields: dict[str, Any] = {}
+        for f in info.fields:
+            annotation = self._annotation(f.type)
+            default = ... if f.required else None
+            fields[f.name] = (annotation, pydantic.Field(default, alias=f.encode_name))
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"PM{struct.__name__}",
+            __config__=pydantic.ConfigDict(populate_by_name=True),
+            **fields,
+        )
+        self.models[struct] = model
+        return model  # type: ignore[no-any-return]
+
+    def _annotation(self, t: mi.Type) -> Any:
+        t = _unwrap(t)
+        if isinstance(t, mi.StructType):
+            return self.model(t.cls)
+        if isinstance(t, mi.ListType):
+            return list[self._annotation(t.item_type)]  # type: ignore[misc]
+        if isinstance(t, mi.UnionType):
+            members = tuple(self._annotation(m) for m in _non_none(t))
+            return Optional[Union[members]]  # noqa: UP007, UP045 -- built at runtime
+        return {mi.StrType: str, mi.DecimalType: Decimal, mi.IntType: int}.get(type(t), Any)
+
+
+# --- timing -------------------------------------------------------------------------------
+
+
+def measure(fn: Callable[[], object], *, quick: bool) -> float:
+    """Operations per second: best of several repeats (best = least disturbed by others)."""
+    timer = timeit.Timer(fn)
+    if quick:
+        number, repeat = 20, 1
+    else:
+        number, _ = timer.autorange()  # enough calls for >= 0.2 s
+        repeat = 5
+    best = min(timer.repeat(repeat=repeat, number=number))
+    return number / best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke test")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write JSON")
+    args = parser.parse_args(argv)
+
+    dcs = DataclassFamily()
+    pds = PydanticFamily()
+    samples: dict[str, tuple[type, Callable[[bytes], Any], Path]] = {
+        "pacs.008": (Pacs008, decode_pacs008, (FIXTURES / "pacs008_credit_transfer.json")),
+        "camt.029": (Camt029, decode_camt029, (FIXTURES / "camt029_resolution.json")),
+    }
+
+    rows: list[dict[str, Any]] = []
+    for name, (struct, decode, path) in samples.items():
+        wire = encode(decode(path.read_bytes()))  # compact, our own encoding
+        ours = decode(wire)
+        dc_cls = dcs.model(struct)
+        dc_obj = dcs.from_dict(dc_cls, json.loads(wire, parse_float=Decimal))
+        pd_cls = pds.model(struct)
+        pd_obj = pd_cls.model_validate_json(wire)
+
+        # Same content, whatever the implementation (numbers compared as Decimals).
+        reference = json.loads(wire, parse_float=Decimal)
+        for produced in (
+            json.dumps(dcs.to_dict(dc_obj)).encode(),
+            pd_obj.model_dump_json(by_alias=True, exclude_none=True).encode(),
+        ):
+            assert _numbers_as_decimal(json.loads(produced)) == _numbers_as_decimal(reference)
+
+        impls: dict[str, dict[str, Callable[[], object]]] = {
+            "msgspec (ours)": {
+                "encode": lambda ours=ours: encode(ours),
+                "decode": lambda decode=decode, wire=wire: decode(wire),
+            },
+            "json + dataclasses": {
+                "encode": lambda o=dc_obj: json.dumps(dcs.to_dict(o)).encode(),
+                "decode": lambda c=dc_cls, w=wire: dcs.from_dict(
+                    c, json.loads(w, parse_float=Decimal)
+                ),
+            },
+            "pydantic v2": {
+                "encode": lambda o=pd_obj: o.model_dump_json(by_alias=True, exclude_none=True),
+                "decode": lambda c=pd_cls, w=wire: c.model_validate_json(w),
+            },
+        }
+        for op in ("encode", "decode"):
+            for impl, fns in impls.items():
+                ops = measure(fns[op], quick=args.quick)
+                rows.append(
+                    {
+                        "message": name,
+                        "op": op,
+                        "impl": impl,
+                        "ops_per_s": round(ops, 1),
+                        "us_per_op": round(1e6 / ops, 3),
+                        "bytes": len(wire),
+                    }
+                )
+
+    ours_by = {
+        (r["message"], r["op"]): r["ops_per_s"] for r in rows if r["impl"] == "msgspec (ours)"
+    }
+    for r in rows:
+        r["ours_x_faster"] = round(ours_by[(r["message"], r["op"])] / r["ops_per_s"], 2)
+
+    print(f"{'message':9} {'op':7} {'implementation':20} {'ops/s':>12} {'µs/op':>9} {'ours ×':>7}")
+    for r in rows:
+        print(
+            f"{r['message']:9} {r['op']:7} {r['impl']:20} {r['ops_per_s']:>12,.0f} "
+            f"{r['us_per_op']:>9.2f} {r['ours_x_faster']:>7.2f}"
+        )
+    print(
+        "\nours × = how many times faster msgspec is than that row (1.00 = itself).\n"
+        "stdlib json writes Decimal as float (inexact); pydantic writes Decimal as a string."
+    )
+
+    result = {
+        "benchmark": "codec",
+        "quick": args.quick,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "versions": {p: metadata.version(p) for p in ("msgspec", "pydantic")},
+        "rows": rows,
+        "notes": [
+            "ops_per_s is the best of 5 repeats of an autoranged loop (>= 0.2 s each)",
+            "json + dataclasses writes Decimal as float; pydantic v2 writes Decimal as a string",
+        ],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def _numbers_as_decimal(node: Any) -> Any:
+    # Normalise every number (and numeric string: pydantic writes Decimal as a string) so
+    # the three outputs can be compared for content.
+    if isinstance(node, dict):
+        return {k: _numbers_as_decimal(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_numbers_as_decimal(v) for v in node]
+    if isinstance(node, bool) or node is None:
+        return node
+    try:
+        return Decimal(str(node)).normalize()
+    except ArithmeticError:
+        return node
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
