@@ -161,6 +161,8 @@ async def _dispatch(
 
 
 def _accepts_json(accept: str) -> bool:
+    if accept == JSON_CONTENT_TYPE:
+        return True
     accept = accept.lower()
     return any(t in accept for t in _JSON_ACCEPT)
 

@@ -48,6 +48,7 @@ class FaultInjector:
         self._config = config
         self._rng = random.Random(config.seed)
         self._cumulative = self._build(config)
+        self._enabled = config.enabled
 
     @staticmethod
     def _build(config: FaultConfig) -> tuple[tuple[float, str], ...]:
@@ -69,15 +70,16 @@ class FaultInjector:
         self._config = config
         self._rng = random.Random(config.seed)
         self._cumulative = self._build(config)
+        self._enabled = config.enabled
 
     def applies(self, is_token_route: bool) -> bool:
         """True when faults may fire on this kind of route."""
-        return self._config.enabled and (not is_token_route or self._config.apply_to_token)
+        return self._enabled and (not is_token_route or self._config.apply_to_token)
 
     def draw(self) -> FaultDecision:
         """The fault for the next request."""
         cfg = self._config
-        if not cfg.enabled:
+        if not self._enabled:
             return _NO_FAULT
         u = self._rng.random()
         kind: str | None = None
