@@ -192,11 +192,12 @@ class JwtSigner:
     # Hot path: every POST signs one SCA token. The compact JWS is built here rather than
     # with joserfc: the header segment is encoded once, the claims are a msgspec Struct,
     # and the only per-call cryptography is one RSA signature. Measured on the dev VM
-    # (2 shared cores, 2048-bit key, 2 KiB body, median of 9 x 300 calls): raw
-    # ``key.sign(...)`` 472 µs; ``sca_token`` 492 µs (1.04x; the non-signing work is
-    # 11.5 µs: two uuid4, one SHA-256, msgspec, base64); joserfc's serialize_compact with a
-    # pre-imported key and a prebuilt registry 516 µs (1.09x), twice our overhead.
-    # Verification (the sandbox only) goes through joserfc, restricted to RS256.
+    # (2 shared cores, 2048-bit key, 2 KiB body, medians of 9-21 x 300 interleaved calls,
+    # two runs): raw ``key.sign(...)`` 472 / 292 µs; ``sca_token`` 492 / 305 µs
+    # (1.04x both runs; the non-signing work alone is 8-12 µs: two uuid4, one SHA-256,
+    # msgspec, base64); joserfc's serialize_compact with a pre-imported key and a
+    # prebuilt registry 516 / 309 µs (1.09x / 1.06x). Verification (the sandbox only)
+    # goes through joserfc, restricted to RS256.
     def _sign(self, claims: msgspec.Struct) -> str:
         signing_input = self._header_segment + _b64url(_ENCODER.encode(claims))
         signature = self._key.sign(signing_input, _PKCS1, _SHA256)
