@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
@@ -57,6 +58,7 @@ _UETR = re.compile(r"[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _COUNTRY = re.compile(r"[A-Z]{2}")
 _NB_OF_TXS = re.compile(r"[0-9]{1,15}")
+_IBAN_LETTERS = {ord(c): str(i) for i, c in enumerate(string.ascii_uppercase, start=10)}
 
 ISO_4217: frozenset[str] = frozenset(
     """
@@ -135,8 +137,7 @@ def check_iban(v: Any) -> str | None:
         return f"expected a string, got {type(v).__name__}"
     if _IBAN.fullmatch(v) is None:
         return f"not an IBAN: {v[:40]!r}"
-    rearranged = (v[4:] + v[:4]).upper()
-    digits = "".join(str(int(c, 36)) for c in rearranged)
+    digits = (v[4:] + v[:4]).upper().translate(_IBAN_LETTERS)
     if int(digits) % 97 != 1:
         return f"IBAN check digits are wrong (mod-97): {v!r}"
     return None
