@@ -495,15 +495,15 @@ class PaymentsClient:
             except TransportError as exc:
                 maybe_stored = maybe_stored or exc.request_sent
                 raise
-            except ServerError:
-                maybe_stored = True  # a 5xx can come after the service committed
+            except (ServerError, InvalidResponseError):
+                maybe_stored = True  # a 5xx or a garbled answer can come after a commit
                 raise
 
         try:
             resp = await self._with_retries("POST", path, request_id, attempt, self._retry)
-        except (TransportError, ServerError, InvalidResponseError) as exc:
-            if isinstance(exc, InvalidResponseError):
-                maybe_stored = True
+        except PaymentsError as exc:
+            # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
+            # attempt may have been stored, the honest answer is "unknown", not "failed".
             if not maybe_stored:
                 raise
             raise OutcomeUnknownError(
