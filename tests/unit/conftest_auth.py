@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 
-import aiohttp
-import aioresponses.core as aioresponses_core
 import pytest
-from aioresponses import aioresponses
+from aioresponses import CallbackResult, aioresponses
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 from payments_async._keys import generate_private_key
@@ -18,30 +14,10 @@ from payments_async._keys import generate_private_key
 BASE_URL = "https://payments.example.test"
 
 
-# aiohttp < 3.14 takes no ``stream_writer``; the shim only fills it in where it is required.
-_NEEDS_STREAM_WRITER = (
-    "stream_writer" in inspect.signature(aiohttp.ClientResponse.__init__).parameters
-)
-
-
-class _CompatClientResponse(aiohttp.ClientResponse):
-    """aioresponses 0.7.9 predates aiohttp 3.14's required ``stream_writer`` argument.
-
-    Known upstream (pnuckowski/aioresponses#289, fix proposed in #288): supply a stand-in
-    writer whose upload is already complete, which is what a replayed response is. On
-    aiohttp < 3.14 this class changes nothing.
-    """
-
-    def __init__(self, method: str, url: Any, **kwargs: Any) -> None:
-        if _NEEDS_STREAM_WRITER:
-            kwargs.setdefault("stream_writer", SimpleNamespace(output_size=0))
-        super().__init__(method, url, **kwargs)
-
-
 @pytest.fixture(scope="session")
-def rsa_key() -> RSAPrivateKey:
-    """One 2048-bit key for the whole run: generating RSA keys is slow."""
-    return generate_private_key(2048)
+def rsa_key(rsa_private_key: RSAPrivateKey) -> RSAPrivateKey:
+    """The suite's one 2048-bit key (tests/conftest.py): generating RSA keys is slow."""
+    return rsa_private_key
 
 
 @pytest.fixture(scope="session")
@@ -51,9 +27,8 @@ def other_rsa_key() -> RSAPrivateKey:
 
 
 @pytest.fixture
-def mock_http(monkeypatch: pytest.MonkeyPatch) -> Iterator[aioresponses]:
-    """aioresponses, made to work with aiohttp 3.14."""
-    monkeypatch.setattr(aioresponses_core, "ClientResponse", _CompatClientResponse)
+def mock_http() -> Iterator[aioresponses]:
+    """aioresponses (the test extra pins aiohttp < 3.14, which it supports)."""
     with aioresponses() as mocked:
         yield mocked
 
@@ -81,7 +56,7 @@ class TokenServer:
         self.issued: list[str] = []
         self.gate: Any = None  # an asyncio.Event the endpoint waits on, when set
 
-    async def respond(self, url: Any, **kwargs: Any) -> aioresponses_core.CallbackResult:
+    async def respond(self, url: Any, **kwargs: Any) -> CallbackResult:
         self.calls.append(kwargs)
         if self.gate is not None:
             await self.gate.wait()
@@ -97,13 +72,11 @@ class TokenServer:
                 "expires_in": self.expires_in,
                 "scope": "makePayments",
             }
-            return aioresponses_core.CallbackResult(status=200, payload=payload)
+            return CallbackResult(status=200, payload=payload)
         status, payload = step
         if isinstance(payload, bytes | str):
-            return aioresponses_core.CallbackResult(
-                status=status, body=payload, content_type="text/html"
-            )
-        return aioresponses_core.CallbackResult(status=status, payload=payload)
+            return CallbackResult(status=status, body=payload, content_type="text/html")
+        return CallbackResult(status=status, payload=payload)
 
 
 @pytest.fixture
