@@ -6,7 +6,7 @@
 
     async def test_pay() -> None:
         async with sandbox_server() as sb:
-            async with PaymentsClient(sb.url, sb.credentials) as client:
+            async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
                 ...
 
 With pytest, ``pytest_plugins = ["payments_async.testing"]`` in a ``conftest.py`` gives
