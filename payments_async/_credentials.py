@@ -39,18 +39,13 @@ class RequestSigner(Protocol):
 
     The token session and the client use only this, so they do not care whether tokens
     are signed with the client's key or are the sandbox's predefined values. The
-    ``sign_*`` methods return a :class:`~payments_async._jwt.SignedToken` (value and
-    expiry); the bare names return only the token text.
+    methods return a :class:`~payments_async._jwt.SignedToken` (value and expiry).
     """
 
     def sign_assertion(
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
     ) -> SignedToken:
         """The authentication JWT for the token request, with its expiry."""
-        ...
-
-    def assertion(self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME) -> str:
-        """The authentication JWT for the token request."""
         ...
 
     def sign_sca_token(
@@ -62,17 +57,6 @@ class RequestSigner(Protocol):
         lifetime: float = SCA_TOKEN_LIFETIME,
     ) -> SignedToken:
         """The SCA JWT for these exact body bytes, with its expiry."""
-        ...
-
-    def sca_token(
-        self,
-        body: bytes,
-        *,
-        payment_id: str | None = None,
-        now: float | None = None,
-        lifetime: float = SCA_TOKEN_LIFETIME,
-    ) -> str:
-        """The SCA JWT for these exact body bytes."""
         ...
 
 
@@ -93,9 +77,6 @@ class _KeySigner:
     ) -> SignedToken:
         return self._jwt.sign_assertion(self._client_id, now=now, lifetime=lifetime)
 
-    def assertion(self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME) -> str:
-        return self._jwt.sign_assertion(self._client_id, now=now, lifetime=lifetime).value
-
     def sign_sca_token(
         self,
         body: bytes,
@@ -105,16 +86,6 @@ class _KeySigner:
         lifetime: float = SCA_TOKEN_LIFETIME,
     ) -> SignedToken:
         return self._jwt.sign_sca_token(body, payment_id=payment_id, now=now, lifetime=lifetime)
-
-    def sca_token(
-        self,
-        body: bytes,
-        *,
-        payment_id: str | None = None,
-        now: float | None = None,
-        lifetime: float = SCA_TOKEN_LIFETIME,
-    ) -> str:
-        return self.sign_sca_token(body, payment_id=payment_id, now=now, lifetime=lifetime).value
 
 
 class _SandboxSigner:
@@ -133,9 +104,6 @@ class _SandboxSigner:
     ) -> SignedToken:
         return self._ASSERTION
 
-    def assertion(self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME) -> str:
-        return SANDBOX_ASSERTION
-
     def sign_sca_token(
         self,
         body: bytes,
@@ -145,16 +113,6 @@ class _SandboxSigner:
         lifetime: float = SCA_TOKEN_LIFETIME,
     ) -> SignedToken:
         return self._SCA
-
-    def sca_token(
-        self,
-        body: bytes,
-        *,
-        payment_id: str | None = None,
-        now: float | None = None,
-        lifetime: float = SCA_TOKEN_LIFETIME,
-    ) -> str:
-        return SANDBOX_SCA_TOKEN
 
 
 class Credentials:

@@ -293,7 +293,7 @@ class TokenSession:
         return ceiling * (0.5 + random.random() / 2)
 
     async def _request_token(self, attempt: int, deadline: float) -> AccessToken:
-        assertion = self._signer.assertion()
+        assertion = self._signer.sign_assertion().value
         body = urlencode(
             {"grant_type": JWT_BEARER_GRANT, "assertion": assertion, "scope": TOKEN_SCOPE}
         ).encode("ascii")

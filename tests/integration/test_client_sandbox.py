@@ -162,7 +162,7 @@ async def test_the_signed_bytes_are_the_sent_bytes(sandbox: SandboxHandle) -> No
             "X-Service-Client-Id": sandbox.credentials.client_id,
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "sca-token": signer.sca_token(body),
+            "sca-token": signer.sign_sca_token(body).value,
         }
         async with (
             aiohttp.ClientSession() as http,
@@ -249,9 +249,12 @@ async def test_outcome_unknown_then_resubmit_resolves_it() -> None:
 
 async def test_deadline_holds_when_the_service_is_slow() -> None:
     config = SandboxConfig(faults=FaultConfig(latency=1.0, latency_seconds=5.0, seed=1))
-    async with sandbox_server(config) as sb, client_for(
-        sb, read_timeout=0.2, retry=RetryPolicy.for_testing(attempts=10, timeout=0.6)
-    ) as client:
+    async with (
+        sandbox_server(config) as sb,
+        client_for(
+            sb, read_timeout=0.2, retry=RetryPolicy.for_testing(attempts=10, timeout=0.6)
+        ) as client,
+    ):
         start = time.monotonic()
         with pytest.raises(OutcomeUnknownError):
             await client.request_cancellation(cancellation_for(transfer()))

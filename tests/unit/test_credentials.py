@@ -88,11 +88,14 @@ def test_private_key_is_loaded_once_from_any_source(rsa_key: RSAPrivateKey, key_
 def test_signed_mode_tokens_verify(creds: Credentials, rsa_key: RSAPrivateKey) -> None:
     keys = {KEY_ID: RegisteredKey(KEY_ID, ISSUER, rsa_key.public_key())}
     signer = creds.signer()
-    assert verify_assertion(signer.assertion(), keys=keys, client_id=CLIENT_ID)["sub"] == CLIENT_ID
+    assert (
+        verify_assertion(signer.sign_assertion().value, keys=keys, client_id=CLIENT_ID)["sub"]
+        == CLIENT_ID
+    )
     signed = signer.sign_sca_token(b"{}", payment_id="P")
     assert verify_sca_token(signed.value, b"{}", keys=keys)["payment_id"] == "P"
     assert 170 < signed.remaining() <= 180
-    assert signer.sign_assertion().value != signer.assertion()  # fresh jti each time
+    assert signer.sign_assertion().value != signer.sign_assertion().value  # fresh jti each time
 
 
 def test_sandbox_mode_sends_the_predefined_tokens() -> None:
@@ -102,8 +105,8 @@ def test_sandbox_mode_sends_the_predefined_tokens() -> None:
     assert creds.sandbox_tokens is True
     assert creds.private_key is None
     signer = creds.signer()
-    assert signer.assertion() == SANDBOX_ASSERTION
-    assert signer.sca_token(b"anything", payment_id="x") == SANDBOX_SCA_TOKEN
+    assert signer.sign_assertion().value == SANDBOX_ASSERTION
+    assert signer.sign_sca_token(b"anything", payment_id="x").value == SANDBOX_SCA_TOKEN
     assert signer.sign_sca_token(b"{}").value == SANDBOX_SCA_TOKEN
     assert signer.sign_sca_token(b"{}").expires_at == math.inf
     assert signer.sign_assertion().value == SANDBOX_ASSERTION
