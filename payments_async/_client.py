@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import aiohttp
 import tenacity
@@ -67,6 +67,17 @@ __all__ = ["CancellationOutcome", "Hooks", "PaymentsClient", "RequestEvent", "Su
 
 logger = logging.getLogger("payments_async")
 T = TypeVar("T")
+M = TypeVar("M")
+S = TypeVar("S", bound="_Summary")
+
+
+class _Summary(Protocol):
+    @property
+    def is_final(self) -> bool: ...
+
+    @property
+    def status(self) -> str | None: ...
+
 
 _MIN_ATTEMPT_TIMEOUT = 0.05  # seconds: an attempt started at the deadline still gets a try
 
@@ -429,25 +440,16 @@ class PaymentsClient:
             NotFoundError: the id stayed unknown past the grace period.
         """
 
-        def status_of(res: Camt029) -> tuple[bool, str | None]:
-            summary = summarize_resolution(res)
-            return summary.is_final, summary.status or next(iter(summary.tx_statuses), None)
-
-        deadline = time.monotonic() + timeout
-        resolution = await poll_until_final(
-            lambda: self._get_decoded_until(
-                f"{CAMT029_PATH}/{_check_id(payments_service_id)}", decode_camt029, deadline
-            ),
-            status_of,
-            payments_service_id=payments_service_id,
-            timeout=timeout,
-            policy=self._poll,
-            what="cancellation outcome",
-            rng=self._rng,
+        path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
+        resolution, summary = await self._wait(
+            path,
+            decode_camt029,
+            summarize_resolution,
+            payments_service_id,
+            timeout,
+            "cancellation outcome",
         )
-        return CancellationOutcome.from_resolution(
-            payments_service_id, resolution, summarize_resolution(resolution)
-        )
+        return CancellationOutcome.from_resolution(payments_service_id, resolution, summary)
 
     async def wait_for_payment_status(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
@@ -459,23 +461,47 @@ class PaymentsClient:
             NotFoundError: the id stayed unknown past the grace period.
         """
 
-        def status_of(report: Pacs002) -> tuple[bool, str | None]:
-            summary = summarize_status_report(report)
-            return summary.is_final, summary.status
+        path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
+        _, status = await self._wait(
+            path,
+            decode_pacs002,
+            summarize_status_report,
+            payments_service_id,
+            timeout,
+            "payment status",
+        )
+        return status
 
+    async def _wait(
+        self,
+        path: str,
+        decoder: Callable[[bytes], M],
+        summarize: Callable[[M], S],
+        payments_service_id: str,
+        timeout: float,
+        what: str,
+    ) -> tuple[M, S]:
+        """Poll ``path`` until the summary of its message is final; both waiters use it."""
         deadline = time.monotonic() + timeout
-        report = await poll_until_final(
-            lambda: self._get_decoded_until(
-                f"{PACS002_PATH}/{_check_id(payments_service_id)}", decode_pacs002, deadline
-            ),
+
+        async def fetch() -> tuple[M, S]:
+            message = await self._get_decoded_until(path, decoder, deadline)
+            return message, summarize(message)
+
+        def status_of(result: tuple[M, S]) -> tuple[bool, str | None]:
+            summary = result[1]
+            tx_statuses: tuple[str, ...] = getattr(summary, "tx_statuses", ())
+            return summary.is_final, summary.status or next(iter(tx_statuses), None)
+
+        return await poll_until_final(
+            fetch,
             status_of,
             payments_service_id=payments_service_id,
             timeout=timeout,
             policy=self._poll,
-            what="payment status",
+            what=what,
             rng=self._rng,
         )
-        return summarize_status_report(report)
 
     # --- the pipeline --------------------------------------------------------------------
 
