@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from typing import Any
@@ -39,6 +41,8 @@ from payments_async import (
     build_cancellation,
     build_credit_transfer,
 )
+from payments_async._client import _ScaToken
+from payments_async._jwt import SignedToken
 from payments_async.iso20022 import encode
 
 BASE = "http://127.0.0.1:9"
@@ -454,3 +458,48 @@ async def test_callback_exceptions_never_escape_untyped(
     mocked.get(CAMT029, callback=explode, repeat=True)
     with pytest.raises(TransportError):
         await client.get_cancellation_outcome("PS-1")
+
+
+async def test_cancelling_a_waiter_stops_polling_at_once(mocked: aioresponses) -> None:
+    mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"), repeat=True)
+    async with PaymentsClient(
+        Credentials.sandbox(), base_url=BASE, poll=PollPolicy(initial=0.02, maximum=0.02)
+    ) as c:
+        task = asyncio.create_task(c.wait_for_cancellation_outcome("PS-1", timeout=30))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        polled = len(_gets(mocked))
+        assert polled >= 2
+        await asyncio.sleep(0.1)
+        assert len(_gets(mocked)) == polled  # nothing polls after the cancellation
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+def _gets(m: aioresponses) -> list[Any]:
+    return [c for (meth, _), cs in m.requests.items() if meth == "GET" for c in cs]
+
+
+class _ShortLivedSigner:
+    """Signs 'tokens' that expire in ``lifetime`` seconds, counting how often it signs."""
+
+    def __init__(self, lifetime: float) -> None:
+        self.lifetime = lifetime
+        self.signed = 0
+
+    def sign_sca_token(self, body: bytes, *, payment_id: str | None = None) -> SignedToken:
+        self.signed += 1
+        return SignedToken(f"sca-{self.signed}", time.time() + self.lifetime)
+
+
+def test_sca_token_is_resigned_only_near_expiry() -> None:
+    fresh = _ShortLivedSigner(lifetime=180)
+    sca = _ScaToken(fresh, b"{}", "MSG-1")  # type: ignore[arg-type]
+    assert [sca.current() for _ in range(3)] == ["sca-1"] * 3
+    assert fresh.signed == 1
+
+    expiring = _ShortLivedSigner(lifetime=5)  # less than SCA_RESIGN_MARGIN left
+    sca = _ScaToken(expiring, b"{}", "MSG-1")  # type: ignore[arg-type]
+    assert sca.current() == "sca-2"
+    assert sca.current() == "sca-3"  # each rebuild is a new token (fresh nonce)
