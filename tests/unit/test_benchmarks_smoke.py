@@ -1,0 +1,139 @@
+"""Smoke test of the benchmarks: each script runs with ``--quick`` and writes its JSON.
+
+The numbers are not checked (a shared machine makes them noise at these counts); what is
+checked is that every script still runs against the current library, prints its table
+and writes JSON with the keys the runner, the chart and the README rely on.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks"
+TIMEOUT = 90  # seconds per script; each takes a few seconds with --quick
+
+
+def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+@pytest.fixture(scope="module")
+def post_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench-post")
+    proc = run("bench_post.py", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Signed POST" in proc.stdout
+    assert "Ratios" in proc.stdout
+    return out
+
+
+def test_post_writes_rows_ratios_and_signing_limit(post_out: Path) -> None:
+    data = load(post_out / "post.json")
+    assert {"machine", "signing", "rows", "ratios", "step_costs_us", "targets_met_at_c64"} <= set(
+        data
+    )
+    variants = {(r["variant"], r["concurrency"]) for r in data["rows"]}
+    for c in (1, 16, 64):
+        assert {("ours", c), ("peer", c), ("bare", c), ("ours-prebuilt", c)} <= variants
+    assert ("ours+pool", 64) in variants
+    for row in data["rows"]:
+        assert row["errors"] == 0, row
+        assert {"rps", "p50_ms", "p99_ms", "cpu_us_per_req"} <= set(row)
+    assert data["signing"]["sign_cpu_us"] > 0
+    assert {"ours_over_peer_rps", "ours_over_signing_limit_rps", "ours_cpu_over_one_signature"} <= (
+        set(data["ratios"]["64"])
+    )
+
+
+def test_runner_draws_the_chart_and_summarizes_targets(post_out: Path) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(BENCH))
+    post = load(post_out / "post.json")
+    png = post_out / "throughput.png"
+    run_all.draw_chart(post, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    targets = run_all.summary_rows({"post": post})
+    assert any("signing limit" in t["target"] for t in targets)
+
+
+def test_get(tmp_path: Path) -> None:
+    proc = run("bench_get.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "GET reads" in proc.stdout
+    data = load(tmp_path / "get.json")
+    assert {"rows", "ratios", "worst_ours_cpu_over_bare_cpu", "targets_met"} <= set(data)
+    assert {r["variant"] for r in data["rows"]} == {"ours", "bare", "peer"}
+    assert all(r["errors"] == 0 for r in data["rows"])
+
+
+def test_polling(tmp_path: Path) -> None:
+    proc = run("bench_polling.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Polling at scale" in proc.stdout
+    r = load(tmp_path / "polling.json")["result"]
+    assert r["errors"] == {}
+    assert r["gets"] == r["gets_seen_by_sandbox"]
+    assert {"rss_growth_mb", "cpu_us_per_poll", "requests_per_waiter_mean", "lag_max_s"} <= set(r)
+
+
+def test_bulk(tmp_path: Path) -> None:
+    proc = run("bench_bulk.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = load(tmp_path / "bulk.json")
+    if "skipped" in data:
+        pytest.skip(data["skipped"])
+    assert "bulk-cancel of" in proc.stdout
+    assert {"journal_overhead_pct", "rows_per_s_on", "rows_per_s_off"} <= set(data["summary"])
+    assert all(r["rows"] == data["rows"] for r in data["runs"])
+
+
+def test_codec(tmp_path: Path) -> None:
+    if not (BENCH / "bench_codec.py").exists():
+        pytest.skip("bench_codec.py not present")
+    proc = run("bench_codec.py", "--out", str(tmp_path / "codec.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {"benchmark", "rows"} <= set(load(tmp_path / "codec.json"))
+
+
+def test_run_all_writes_latest(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "run_all.py"),
+            "--quick",
+            *("--only", "codec,polling"),
+            *("--out", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Issue 7 targets" in proc.stdout
+    latest = load(tmp_path / "latest.json")
+    assert {"machine", "runs", "targets", "results"} <= set(latest)
+    assert "polling" in latest["results"]
