@@ -1,0 +1,82 @@
+"""Bulk cancellation: many camt.056 requests from a CSV/JSONL file, resumable after a crash.
+
+::
+
+    report = await bulk_cancel(client, "payments.csv", concurrency=32)
+
+Every row's ids are fixed and committed to a SQLite journal (WAL) before anything is
+sent, and every state change is committed as it happens, so the same call after a crash
+resumes without creating anything twice. See ``examples/README.md`` for the columns.
+"""
+
+from ._input import (
+    COLUMNS,
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    BulkInput,
+    BulkRow,
+    RowError,
+    build_row_message,
+    check_row,
+    read_input,
+)
+from ._journal import (
+    Journal,
+    JournalError,
+    MemoryJournal,
+    PlannedRow,
+    RowState,
+    SqliteJournal,
+    journal_counts,
+)
+from ._results import RESULT_COLUMNS, result_record, write_results
+from ._runner import (
+    DEFAULT_CONCURRENCY,
+    MAX_WAITING,
+    BulkCounts,
+    BulkInputError,
+    BulkReport,
+    BulkRunner,
+    ProgressSink,
+    bulk_cancel,
+    connection_limit_for,
+    default_journal_path,
+    default_results_path,
+    new_run_id,
+    plan_rows,
+)
+
+__all__ = [
+    "COLUMNS",
+    "DEFAULT_CONCURRENCY",
+    "MAX_WAITING",
+    "OPTIONAL_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "RESULT_COLUMNS",
+    "BulkCounts",
+    "BulkInput",
+    "BulkInputError",
+    "BulkReport",
+    "BulkRow",
+    "BulkRunner",
+    "Journal",
+    "JournalError",
+    "MemoryJournal",
+    "PlannedRow",
+    "ProgressSink",
+    "RowError",
+    "RowState",
+    "SqliteJournal",
+    "build_row_message",
+    "bulk_cancel",
+    "check_row",
+    "connection_limit_for",
+    "default_journal_path",
+    "default_results_path",
+    "journal_counts",
+    "new_run_id",
+    "plan_rows",
+    "read_input",
+    "result_record",
+    "write_results",
+]

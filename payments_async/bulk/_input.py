@@ -1,0 +1,384 @@
+"""Read a bulk cancellation file (CSV or JSONL) and check every row before anything is sent."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Final
+
+from .._errors import ValidationError
+from ..iso20022 import Camt056, build_cancellation
+
+__all__ = [
+    "COLUMNS",
+    "OPTIONAL_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "BulkInput",
+    "BulkRow",
+    "RowError",
+    "build_row_message",
+    "check_row",
+    "read_input",
+]
+
+REQUIRED_COLUMNS: Final = (
+    "original_end_to_end_id",
+    "amount",
+    "creditor_agent_bic",
+    "creditor_iban",
+    "reason",
+    "assigner_bic",
+    "assignee_bic",
+)
+"""Columns every row must fill."""
+
+OPTIONAL_COLUMNS: Final = ("currency", "originator_name", "assignment_id")
+"""Columns that may be absent or empty (currency defaults to EUR)."""
+
+COLUMNS: Final = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
+"""Every column the reader knows, in the order the example file uses."""
+
+_HEADER_LINE: Final = 1
+
+# A validation problem's JSON path -> the input column it came from (first match wins).
+_PATH_TO_COLUMN: Final = (
+    ("orgnlEndToEndId", "original_end_to_end_id"),
+    ("intrBkSttlmAmt.value", "amount"),
+    ("intrBkSttlmAmt.ccy", "currency"),
+    ("cdtrAcct.ccy", "currency"),
+    ("cdtrAgt", "creditor_agent_bic"),
+    ("cdtrAcct", "creditor_iban"),
+    ("rsn.cd", "reason"),
+    ("orgtr.nm", "originator_name"),
+    ("orgtr.id", "assigner_bic"),
+    ("assgnr", "assigner_bic"),
+    ("assgne", "assignee_bic"),
+    ("assgnmt.id", "assignment_id"),
+    ("cxlId", "assignment_id"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RowError:
+    """One problem in the input file.
+
+    Attributes:
+        line: the line number in the file (1 is the CSV header).
+        column: the column concerned, or None for the whole row.
+        message: what is wrong.
+    """
+
+    line: int
+    column: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}"
+        return (
+            f"{where}: {self.column}: {self.message}" if self.column else f"{where}: {self.message}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BulkRow:
+    """One valid input row: the facts a camt.056 needs about the payment to cancel.
+
+    Attributes:
+        line: the line number in the file; the row's key in the journal and results.
+        original_end_to_end_id: ``endToEndId`` of the payment to cancel.
+        amount: its amount.
+        currency: its currency (EUR).
+        creditor_agent_bic: BIC of the creditor's bank.
+        creditor_iban: the creditor's IBAN.
+        reason: SEPA recall reason code (DUPL, TECH, FRAD, AC03, AM09, CUST).
+        assigner_bic: the customer's agent.
+        assignee_bic: the merchant's agent.
+        originator_name: who asks for the cancellation, if given.
+        assignment_id: ``assgnmt.id`` given by the file, or None to have one generated.
+    """
+
+    line: int
+    original_end_to_end_id: str
+    amount: Decimal
+    currency: str
+    creditor_agent_bic: str
+    creditor_iban: str
+    reason: str
+    assigner_bic: str
+    assignee_bic: str
+    originator_name: str | None = None
+    assignment_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkInput:
+    """A bulk file read and checked.
+
+    Attributes:
+        path: the file.
+        sha256: digest of its bytes; a journal is bound to it.
+        rows: the valid rows, in file order.
+        errors: every problem found, in line order.
+        invalid_lines: lines of the rows that have errors.
+    """
+
+    path: Path
+    sha256: str
+    rows: tuple[BulkRow, ...]
+    errors: tuple[RowError, ...]
+    invalid_lines: tuple[int, ...]
+
+    @property
+    def fatal(self) -> bool:
+        """True when the file as a whole is unusable (bad header, no rows): nothing can run."""
+        return any(e.line == _HEADER_LINE for e in self.errors) or (
+            not self.rows and not self.invalid_lines
+        )
+
+    @property
+    def total(self) -> int:
+        """Data rows in the file, valid or not."""
+        return len(self.rows) + len(self.invalid_lines)
+
+
+def build_row_message(row: BulkRow, *, assignment_id: str, cancellation_id: str) -> Camt056:
+    """The camt.056 that cancels one row's payment, with the ids fixed by the plan.
+
+    Raises:
+        ValidationError: the row breaks an ISO/SEPA rule (every problem listed).
+    """
+    return build_cancellation(
+        original_end_to_end_id=row.original_end_to_end_id,
+        amount=row.amount,
+        currency=row.currency,
+        creditor_agent_bic=row.creditor_agent_bic,
+        creditor_iban=row.creditor_iban,
+        reason=row.reason,
+        assigner_bic=row.assigner_bic,
+        assignee_bic=row.assignee_bic,
+        originator_name=row.originator_name,
+        assignment_id=assignment_id,
+        cancellation_id=cancellation_id,
+    )
+
+
+def _column_of(path: str) -> str | None:
+    for fragment, column in _PATH_TO_COLUMN:
+        if fragment in path:
+            return column
+    return None
+
+
+def _records(text: str, path: Path) -> Iterator[tuple[int, Mapping[str, object] | None, str]]:
+    """Yield ``(line, record, problem)``: a record, or None and why the line is unreadable."""
+    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        for n, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+                continue
+            if not isinstance(obj, dict):
+                yield n, None, "expected a JSON object"
+                continue
+            yield n, obj, ""
+        return
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        return
+    except csv.Error as exc:
+        yield _HEADER_LINE, None, f"unreadable CSV header: {exc}"
+        return
+    names = [h.strip() for h in header]
+    yield _HEADER_LINE, {"__header__": names}, ""
+    start = reader.line_num + 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield reader.line_num, None, f"unreadable CSV: {exc}"
+            return
+        line = start
+        start = reader.line_num + 1
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) != len(names):
+            yield line, None, f"expected {len(names)} fields, found {len(cells)}"
+            continue
+        yield line, dict(zip(names, cells, strict=True)), ""
+
+
+def _check_columns(names: list[str]) -> list[RowError]:
+    errors = [
+        RowError(_HEADER_LINE, None, f"unknown column {name!r} (known: {', '.join(COLUMNS)})")
+        for name in names
+        if name not in COLUMNS
+    ]
+    missing = [c for c in REQUIRED_COLUMNS if c not in names]
+    if missing:
+        errors.append(RowError(_HEADER_LINE, None, f"missing column(s): {', '.join(missing)}"))
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        errors.append(RowError(_HEADER_LINE, None, f"duplicate column(s): {', '.join(dupes)}"))
+    return errors
+
+
+def _text(record: Mapping[str, object], key: str, line: int, out: list[RowError]) -> str | None:
+    value = record.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool) and key == "amount":
+        return repr(value) if isinstance(value, float) else str(value)
+    if not isinstance(value, str):
+        out.append(RowError(line, key, f"expected text, got {type(value).__name__}"))
+        return None
+    return value.strip() or None
+
+
+def _parse_row(
+    line: int,
+    record: Mapping[str, object],
+    check: Callable[[BulkRow], list[RowError]],
+    jsonl: bool,
+) -> tuple[BulkRow | None, list[RowError]]:
+    errors: list[RowError] = []
+    if jsonl:
+        errors.extend(
+            RowError(line, None, f"unknown field {key!r}") for key in record if key not in COLUMNS
+        )
+    values = {key: _text(record, key, line, errors) for key in COLUMNS}
+    for key in REQUIRED_COLUMNS:
+        if values[key] is None and not any(e.column == key for e in errors):
+            errors.append(RowError(line, key, "required, but empty"))
+    amount: Decimal | None = None
+    if values["amount"] is not None:
+        try:
+            amount = Decimal(values["amount"])
+        except InvalidOperation:
+            errors.append(RowError(line, "amount", f"not a decimal number: {values['amount']!r}"))
+    if errors:
+        return None, errors
+    assert amount is not None  # every required value is present past this point
+    row = BulkRow(
+        line=line,
+        original_end_to_end_id=values["original_end_to_end_id"] or "",
+        amount=amount,
+        currency=(values["currency"] or "EUR").upper(),
+        creditor_agent_bic=values["creditor_agent_bic"] or "",
+        creditor_iban=values["creditor_iban"] or "",
+        reason=(values["reason"] or "").upper(),
+        assigner_bic=values["assigner_bic"] or "",
+        assignee_bic=values["assignee_bic"] or "",
+        originator_name=values["originator_name"],
+        assignment_id=values["assignment_id"],
+    )
+    problems = check(row)
+    return (None, problems) if problems else (row, [])
+
+
+def check_row(row: BulkRow) -> list[RowError]:
+    """Every ISO/SEPA problem of one row, found by building its camt.056.
+
+    Args:
+        row: the parsed row.
+
+    Returns:
+        The problems, each named by input column; empty when the row is valid.
+    """
+    try:
+        build_row_message(
+            row,
+            assignment_id=row.assignment_id or "BC-CHECK",
+            cancellation_id="CX-CHECK",
+        )
+    except ValidationError as exc:
+        return [RowError(row.line, _column_of(p.path), p.message) for p in exc.problems]
+    return []
+
+
+def read_input(
+    path: str | Path, *, check: Callable[[BulkRow], list[RowError]] = check_row
+) -> BulkInput:
+    """Read a CSV or JSONL bulk file and check every row; nothing is sent.
+
+    The format follows the suffix: ``.jsonl``/``.ndjson``/``.json`` is one JSON object per
+    line, anything else is CSV with a header row. Every problem is collected (never only
+    the first), with the file's line number. Two rows for the same original end-to-end id
+    or the same ``assignment_id`` are refused: the second would only be rejected, or
+    stored as a replay of the first.
+
+    Args:
+        path: the input file.
+        check: the per-row ISO/SEPA check (the default builds each row's camt.056).
+
+    Returns:
+        The valid rows and every error.
+
+    Raises:
+        OSError: the file cannot be read.
+        UnicodeDecodeError: the file is not UTF-8.
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    text = data.decode("utf-8-sig")
+    jsonl = path.suffix.lower() in (".jsonl", ".ndjson", ".json")
+    rows: list[BulkRow] = []
+    errors: list[RowError] = []
+    invalid: list[int] = []
+    seen_e2e: dict[str, int] = {}
+    seen_ids: dict[str, int] = {}
+    header_ok = True
+    for line, record, problem in _records(text, path):
+        if record is None:
+            errors.append(RowError(line, None, problem))
+            invalid.append(line)
+            continue
+        if "__header__" in record:
+            names = record["__header__"]
+            assert isinstance(names, list)
+            header_errors = _check_columns(names)
+            errors.extend(header_errors)
+            header_ok = not header_errors
+            continue
+        if not header_ok:
+            invalid.append(line)
+            continue
+        row, problems = _parse_row(line, record, check, jsonl)
+        if row is not None:
+            first = seen_e2e.setdefault(row.original_end_to_end_id, line)
+            if first != line:
+                problems.append(
+                    RowError(line, "original_end_to_end_id", f"same payment as line {first}")
+                )
+            if row.assignment_id is not None:
+                first = seen_ids.setdefault(row.assignment_id, line)
+                if first != line:
+                    problems.append(
+                        RowError(line, "assignment_id", f"already used on line {first}")
+                    )
+        if problems:
+            errors.extend(problems)
+            invalid.append(line)
+        elif row is not None:
+            rows.append(row)
+    if not rows and not errors:
+        errors.append(RowError(_HEADER_LINE, None, "no rows to cancel"))
+    return BulkInput(
+        path=path,
+        sha256=hashlib.sha256(data).hexdigest(),
+        rows=tuple(rows),
+        errors=tuple(errors),
+        invalid_lines=tuple(invalid),
+    )

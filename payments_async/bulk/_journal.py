@@ -1,0 +1,612 @@
+"""The durable journal of a bulk run: one SQLite file (WAL) recording every row's state.
+
+A row moves through ``planned -> sent -> acknowledged -> final``. The plan (the fixed
+``assgnmt.id`` and ``cxlId`` of every row, and the exact camt.056 bytes to send) is
+committed in one transaction *before* anything is sent, so a killed run resumed with the
+same command resends a row only with its recorded id: the service answers 200 and
+nothing is created twice.
+
+Commits are grouped, not deferred: a state change is queued, every change queued during
+the same turn of the event loop is written in one transaction, and the coroutine that
+made the change resumes only after that transaction has committed. So the runner never
+takes the next step of a row (send, poll, report) before the change it depends on is in
+the file, yet 10,000 rows do not cost 40,000 commits. ``synchronous=NORMAL`` in WAL mode
+survives a killed process (SIGKILL included); only a power loss can drop the last
+transactions, which a resume then redoes safely with the recorded ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+__all__ = [
+    "ACKNOWLEDGED",
+    "FINAL",
+    "INVALID",
+    "PLANNED",
+    "SENT",
+    "Journal",
+    "JournalError",
+    "MemoryJournal",
+    "PlannedRow",
+    "RowState",
+    "SqliteJournal",
+    "journal_counts",
+]
+
+PLANNED: Final = "planned"
+"""The ids and body are fixed and committed; nothing sent yet (or not known to be)."""
+SENT: Final = "sent"
+"""The request is about to go out or went out; its answer is not recorded."""
+ACKNOWLEDGED: Final = "acknowledged"
+"""The service stored it (201) or had it already (200): ``paymentsServiceId`` is known."""
+FINAL: Final = "final"
+"""The outcome is known (accepted, rejected, unknown) or the service refused the row."""
+INVALID: Final = "invalid"
+"""The input row failed validation and was skipped (``--skip-invalid``)."""
+
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rows (
+    line INTEGER PRIMARY KEY,
+    original_end_to_end_id TEXT,
+    assignment_id TEXT UNIQUE,
+    cancellation_id TEXT,
+    body BLOB,
+    state TEXT NOT NULL,
+    payments_service_id TEXT,
+    created INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT,
+    status TEXT,
+    reason_codes TEXT,
+    reason_text TEXT,
+    return_request_needed INTEGER,
+    error TEXT,
+    updated_at REAL NOT NULL
+);
+"""
+
+_COLUMNS: Final = (
+    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
+    "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
+    "return_request_needed, error"
+)
+
+
+class JournalError(Exception):
+    """The journal cannot be used: unreadable, another schema, or another input file."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRow:
+    """One row as planned: fixed ids and the exact request body, or why it is invalid.
+
+    Attributes:
+        line: the row's line number in the input file (its key).
+        original_end_to_end_id: the payment to cancel.
+        assignment_id: ``assgnmt.id``, the idempotency key of the camt.056.
+        cancellation_id: ``cxlId``.
+        body: the encoded camt.056, sent byte for byte on every attempt and every resume.
+        error: for an invalid row, the validation problems (and no ids or body).
+    """
+
+    line: int
+    original_end_to_end_id: str | None
+    assignment_id: str | None
+    cancellation_id: str | None
+    body: bytes | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RowState:
+    """A row as the journal knows it.
+
+    Attributes:
+        line: the row's line number in the input file.
+        original_end_to_end_id: the payment to cancel.
+        assignment_id: ``assgnmt.id``.
+        cancellation_id: ``cxlId``.
+        body: the camt.056 bytes to (re)send.
+        state: one of ``planned``, ``sent``, ``acknowledged``, ``final``, ``invalid``.
+        payments_service_id: the service's id of the cancellation, once acknowledged.
+        created: True when the service answered 201, False for 200 (it had it already).
+        attempts: submissions made for this row, over every run.
+        outcome: ``accepted``, ``rejected``, ``unknown`` or ``failed`` once final.
+        status: the raw final ``sts.conf`` (or ``txCxlSts``).
+        reason_codes: the rejection reason codes.
+        reason_text: the service's reason texts, or a sentence for people.
+        return_request_needed: True when rejected: ask the beneficiary for a pacs.004.
+        error: the last error met on this row (kept for a failed row until it succeeds).
+    """
+
+    line: int
+    original_end_to_end_id: str | None
+    assignment_id: str | None
+    cancellation_id: str | None
+    body: bytes | None
+    state: str
+    payments_service_id: str | None = None
+    created: bool | None = None
+    attempts: int = 0
+    outcome: str | None = None
+    status: str | None = None
+    reason_codes: tuple[str, ...] = ()
+    reason_text: str | None = None
+    return_request_needed: bool = False
+    error: str | None = None
+
+    @property
+    def is_done(self) -> bool:
+        """True when a run leaves this row alone (final or invalid)."""
+        return self.state in (FINAL, INVALID)
+
+
+class Journal(Protocol):
+    """What the runner needs from a journal; both implementations below provide it."""
+
+    @property
+    def path(self) -> Path | None:
+        """The journal file, or None when nothing is kept on disk."""
+        ...
+
+    @property
+    def run_id(self) -> str:
+        """The random id of this bulk run, part of every generated ``assgnmt.id``."""
+        ...
+
+    def is_planned(self) -> bool:
+        """True when the plan is already recorded (a resumed run)."""
+        ...
+
+    def plan(self, rows: Sequence[PlannedRow]) -> None:
+        """Record every row's fixed ids and body in one committed transaction."""
+        ...
+
+    def rows(self) -> list[RowState]:
+        """Every row, in line order."""
+        ...
+
+    async def mark_sent(self, line: int) -> None:
+        """The row is about to be sent (one more attempt)."""
+        ...
+
+    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
+        """The service answered with the cancellation's ``paymentsServiceId``."""
+        ...
+
+    async def mark_final(
+        self,
+        line: int,
+        *,
+        outcome: str,
+        status: str | None,
+        reason_codes: Sequence[str],
+        reason_text: str | None,
+        return_request_needed: bool,
+    ) -> None:
+        """The row's outcome is known; a later run leaves it alone."""
+        ...
+
+    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
+        """Record an error; ``final`` when retrying cannot help (the service refused it)."""
+        ...
+
+    def close(self) -> None:
+        """Write what is queued and release the file."""
+        ...
+
+
+def _now() -> float:
+    return time.time()
+
+
+class _Memory:
+    """Row bookkeeping shared by both journals (the SQLite one mirrors it on disk)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, RowState] = {}
+
+    def _load(self, rows: Iterable[PlannedRow]) -> None:
+        for r in rows:
+            self._rows[r.line] = RowState(
+                line=r.line,
+                original_end_to_end_id=r.original_end_to_end_id,
+                assignment_id=r.assignment_id,
+                cancellation_id=r.cancellation_id,
+                body=r.body,
+                state=INVALID if r.error is not None else PLANNED,
+                error=r.error,
+            )
+
+    def _update(self, line: int, **changes: Any) -> None:
+        self._rows[line] = replace(self._rows[line], **changes)
+
+    def rows(self) -> list[RowState]:
+        """Every row, in line order."""
+        return [self._rows[k] for k in sorted(self._rows)]
+
+
+class MemoryJournal(_Memory):
+    """A journal that keeps nothing on disk (``--no-journal``): no resume after a crash.
+
+    It exists so a run can do without the file (and a benchmark can measure its cost);
+    a killed run without a journal cannot be resumed without risking new ids.
+
+    Args:
+        run_id: the id generated ``assgnmt.id`` values are built from.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self._run_id = run_id
+        self._planned = False
+
+    @property
+    def path(self) -> Path | None:
+        """Always None: nothing is written."""
+        return None
+
+    @property
+    def run_id(self) -> str:
+        """The random id of this bulk run."""
+        return self._run_id
+
+    def is_planned(self) -> bool:
+        """True once :meth:`plan` ran."""
+        return self._planned
+
+    def plan(self, rows: Sequence[PlannedRow]) -> None:
+        """Keep the plan in memory."""
+        self._load(rows)
+        self._planned = True
+
+    async def mark_sent(self, line: int) -> None:
+        """Count one more attempt."""
+        row = self._rows[line]
+        self._update(line, state=SENT, attempts=row.attempts + 1)
+
+    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
+        """Keep the ``paymentsServiceId``."""
+        self._update(
+            line,
+            state=ACKNOWLEDGED,
+            payments_service_id=payments_service_id,
+            created=created,
+            error=None,
+        )
+
+    async def mark_final(
+        self,
+        line: int,
+        *,
+        outcome: str,
+        status: str | None,
+        reason_codes: Sequence[str],
+        reason_text: str | None,
+        return_request_needed: bool,
+    ) -> None:
+        """Keep the outcome."""
+        self._update(
+            line,
+            state=FINAL,
+            outcome=outcome,
+            status=status,
+            reason_codes=tuple(reason_codes),
+            reason_text=reason_text,
+            return_request_needed=return_request_needed,
+            error=None,
+        )
+
+    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
+        """Keep the error (and make the row final when retrying cannot help)."""
+        if final:
+            self._update(line, state=FINAL, outcome="failed", error=error)
+        else:
+            self._update(line, error=error)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class SqliteJournal(_Memory):
+    """The journal file: SQLite in WAL mode, every state change committed before it counts.
+
+    Open it with :meth:`open`. The file records the input it belongs to (a SHA-256 of
+    its bytes): resuming with a different input is refused rather than guessed at.
+
+    Args:
+        connection: an open connection with the schema in place.
+        path: the file.
+        run_id: this run's id (read back from the file on resume).
+        planned: True when the file already holds a plan.
+    """
+
+    def __init__(
+        self, connection: sqlite3.Connection, path: Path, run_id: str, *, planned: bool
+    ) -> None:
+        super().__init__()
+        self._db = connection
+        self._path = path
+        self._run_id = run_id
+        self._planned = planned
+        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None] | None]] = []
+        self._flush_scheduled = False
+        self.commits = 0  # transactions written, for benchmarks and tests
+        if planned:
+            self._read_rows()
+
+    @classmethod
+    def open(cls, path: str | Path, *, input_sha256: str, new_run_id: str) -> SqliteJournal:
+        """Open (or create) the journal for an input file.
+
+        Args:
+            path: the journal file; created with its directory if missing.
+            input_sha256: the input's digest; an existing journal must record the same.
+            new_run_id: the run id to record when the file is new.
+
+        Raises:
+            JournalError: the file is not a journal of this version, or it belongs to a
+                different input file.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(path, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {str(path)!r}: {exc}") from exc
+        if not meta:
+            db.execute("BEGIN")
+            db.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [
+                    ("schema", str(SCHEMA_VERSION)),
+                    ("input_sha256", input_sha256),
+                    ("run_id", new_run_id),
+                    ("created_at", str(_now())),
+                    ("planned", "0"),
+                ],
+            )
+            db.execute("COMMIT")
+            return cls(db, path, new_run_id, planned=False)
+        if meta.get("schema") != str(SCHEMA_VERSION):
+            db.close()
+            raise JournalError(
+                f"{str(path)!r} is not a bulk journal of this version "
+                f"(schema {meta.get('schema')!r}); use another --journal path"
+            )
+        if meta.get("input_sha256") != input_sha256:
+            db.close()
+            raise JournalError(
+                f"journal {str(path)!r} belongs to a different input file (its contents "
+                "changed since the run started); resume with the original file, or start a "
+                "new run with another --journal path"
+            )
+        return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1")
+
+    @property
+    def path(self) -> Path:
+        """The journal file."""
+        return self._path
+
+    @property
+    def run_id(self) -> str:
+        """The run id recorded in the file."""
+        return self._run_id
+
+    def is_planned(self) -> bool:
+        """True when the file holds the plan (this is a resumed run)."""
+        return self._planned
+
+    def plan(self, rows: Sequence[PlannedRow]) -> None:
+        """Record every row and mark the plan complete, all in one transaction.
+
+        Either the whole plan is in the file or none of it: a run killed while planning
+        starts over with a fresh plan, and nothing had been sent.
+        """
+        if self._planned:
+            raise JournalError("the journal already holds a plan")
+        now = _now()
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            db.executemany(
+                "INSERT INTO rows (line, original_end_to_end_id, assignment_id, "
+                "cancellation_id, body, state, error, updated_at) VALUES (?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        r.line,
+                        r.original_end_to_end_id,
+                        r.assignment_id,
+                        r.cancellation_id,
+                        r.body,
+                        INVALID if r.error is not None else PLANNED,
+                        r.error,
+                        now,
+                    )
+                    for r in rows
+                ],
+            )
+            db.execute("UPDATE meta SET value = '1' WHERE key = 'planned'")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self.commits += 1
+        self._load(rows)
+        self._planned = True
+
+    def _read_rows(self) -> None:
+        for rec in self._db.execute(f"SELECT {_COLUMNS} FROM rows ORDER BY line"):  # noqa: S608
+            (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
+            (outcome, status, codes, text, rrn, error) = rec[9:]
+            self._rows[line] = RowState(
+                line=line,
+                original_end_to_end_id=e2e,
+                assignment_id=aid,
+                cancellation_id=cid,
+                body=body,
+                state=state,
+                payments_service_id=psid,
+                created=None if created is None else bool(created),
+                attempts=attempts,
+                outcome=outcome,
+                status=status,
+                reason_codes=tuple(json.loads(codes)) if codes else (),
+                reason_text=text,
+                return_request_needed=bool(rrn),
+                error=error,
+            )
+
+    # --- group commit ----------------------------------------------------------------------
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._pending.append((sql, params, fut))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        return fut
+
+    def _flush(self) -> None:
+        """Write every queued change in one transaction, then wake their coroutines."""
+        self._flush_scheduled = False
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        db = self._db
+        try:
+            db.execute("BEGIN")
+            for sql, params, _ in batch:
+                db.execute(sql, params)
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            error = JournalError(f"cannot write journal {str(self._path)!r}: {exc}")
+            for _, _, fut in batch:
+                if fut is not None and not fut.done():
+                    fut.set_exception(error)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.commits += 1
+        for _, _, fut in batch:
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    async def mark_sent(self, line: int) -> None:
+        """Commit ``sent`` (one more attempt) before the request goes out."""
+        row = self._rows[line]
+        self._update(line, state=SENT, attempts=row.attempts + 1)
+        await self._write(
+            "UPDATE rows SET state = ?, attempts = attempts + 1, updated_at = ? WHERE line = ?",
+            (SENT, _now(), line),
+        )
+
+    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
+        """Commit the ``paymentsServiceId`` before the row is waited on."""
+        self._update(
+            line,
+            state=ACKNOWLEDGED,
+            payments_service_id=payments_service_id,
+            created=created,
+            error=None,
+        )
+        await self._write(
+            "UPDATE rows SET state = ?, payments_service_id = ?, created = ?, error = NULL, "
+            "updated_at = ? WHERE line = ?",
+            (ACKNOWLEDGED, payments_service_id, int(created), _now(), line),
+        )
+
+    async def mark_final(
+        self,
+        line: int,
+        *,
+        outcome: str,
+        status: str | None,
+        reason_codes: Sequence[str],
+        reason_text: str | None,
+        return_request_needed: bool,
+    ) -> None:
+        """Commit the outcome; the row counts as done only after this returns."""
+        codes = tuple(reason_codes)
+        self._update(
+            line,
+            state=FINAL,
+            outcome=outcome,
+            status=status,
+            reason_codes=codes,
+            reason_text=reason_text,
+            return_request_needed=return_request_needed,
+            error=None,
+        )
+        await self._write(
+            "UPDATE rows SET state = ?, outcome = ?, status = ?, reason_codes = ?, "
+            "reason_text = ?, return_request_needed = ?, error = NULL, updated_at = ? "
+            "WHERE line = ?",
+            (
+                FINAL,
+                outcome,
+                status,
+                json.dumps(list(codes)),
+                reason_text,
+                int(return_request_needed),
+                _now(),
+                line,
+            ),
+        )
+
+    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
+        """Commit an error; a ``final`` one ends the row as ``failed``."""
+        if final:
+            self._update(line, state=FINAL, outcome="failed", error=error)
+            await self._write(
+                "UPDATE rows SET state = ?, outcome = 'failed', error = ?, updated_at = ? "
+                "WHERE line = ?",
+                (FINAL, error, _now(), line),
+            )
+        else:
+            self._update(line, error=error)
+            await self._write(
+                "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?", (error, _now(), line)
+            )
+
+    def close(self) -> None:
+        """Commit anything still queued (an interrupted run's last changes), then close."""
+        if self._pending:
+            self._flush()
+        self._db.close()
+
+
+def journal_counts(path: str | Path) -> dict[str, int]:
+    """Rows per state in a journal file, read without disturbing a running writer.
+
+    Args:
+        path: the journal file.
+
+    Returns:
+        ``{state: count}``; empty when the plan is not written yet.
+    """
+    db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+    try:
+        return dict(db.execute("SELECT state, COUNT(*) FROM rows GROUP BY state").fetchall())
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        db.close()

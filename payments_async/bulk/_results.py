@@ -1,0 +1,109 @@
+"""Write a bulk run's results file (CSV or JSONL): one line per input row, in file order."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+from ._journal import FINAL, INVALID, RowState
+
+__all__ = ["RESULT_COLUMNS", "result_record", "write_results"]
+
+RESULT_COLUMNS: Final = (
+    "line",
+    "original_end_to_end_id",
+    "assignment_id",
+    "cancellation_id",
+    "payments_service_id",
+    "replayed",
+    "outcome",
+    "status",
+    "reason_codes",
+    "reason",
+    "return_request_needed",
+    "attempts",
+)
+"""The columns of the results file, in order."""
+
+
+def _outcome(row: RowState) -> str:
+    if row.state == FINAL:
+        return row.outcome or "unknown"
+    if row.state == INVALID:
+        return "invalid"
+    # Not final: the run stopped (interrupted, or the service kept failing) before the
+    # outcome was known. A rerun of the same command picks the row up where it is.
+    return "failed" if row.error else "pending"
+
+
+def result_record(row: RowState) -> dict[str, Any]:
+    """One row of the results file as a dict (JSON types; CSV writes them as text).
+
+    ``outcome`` is ``accepted``, ``rejected``, ``unknown`` (a final code we cannot
+    classify), ``failed`` (the service refused the row, or it could not be completed:
+    rerun to resume), ``invalid`` (skipped input row) or ``pending`` (the run stopped
+    before its outcome). ``reason`` carries the service's reason text or the error.
+    """
+    outcome = _outcome(row)
+    reason = row.reason_text if outcome in ("accepted", "rejected", "unknown") else row.error
+    return {
+        "line": row.line,
+        "original_end_to_end_id": row.original_end_to_end_id,
+        "assignment_id": row.assignment_id,
+        "cancellation_id": row.cancellation_id,
+        "payments_service_id": row.payments_service_id,
+        "replayed": None if row.created is None else not row.created,
+        "outcome": outcome,
+        "status": row.status,
+        "reason_codes": list(row.reason_codes),
+        "reason": reason or None,
+        "return_request_needed": row.return_request_needed,
+        "attempts": row.attempts,
+    }
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
+    """Write the results file atomically (a temporary file renamed over the old one).
+
+    The format follows the suffix: ``.jsonl``/``.ndjson``/``.json`` writes one JSON object
+    per line, anything else CSV with a header.
+
+    Args:
+        path: where to write.
+        rows: the rows, in the order to write them.
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    jsonl = path.suffix.lower() in (".jsonl", ".ndjson", ".json")
+    with tmp.open("w", encoding="utf-8", newline="") as fh:
+        if jsonl:
+            for row in rows:
+                fh.write(json.dumps(result_record(row), separators=(",", ":")) + "\n")
+        else:
+            writer = csv.writer(fh)
+            writer.writerow(RESULT_COLUMNS)
+            for row in rows:
+                rec = result_record(row)
+                writer.writerow([_csv_cell(rec[c]) for c in RESULT_COLUMNS])
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+    return path

@@ -1,0 +1,519 @@
+"""Run a bulk cancellation: plan, submit with bounded concurrency, wait, journal every step."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+from .._client import CancellationOutcome, PaymentsClient
+from .._constants import POLL_TIMEOUT
+from .._errors import (
+    ApiError,
+    AuthenticationError,
+    PaymentsError,
+    PermissionDeniedError,
+    RateLimitedError,
+    ServerError,
+    ValidationError,
+)
+from .._polling import PollPolicy, poll_until_final
+from ..iso20022 import Camt029, decode_camt056, encode, summarize_resolution
+from ._input import BulkInput, RowError, build_row_message, read_input
+from ._journal import (
+    ACKNOWLEDGED,
+    Journal,
+    MemoryJournal,
+    PlannedRow,
+    RowState,
+    SqliteJournal,
+)
+from ._results import write_results
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "MAX_WAITING",
+    "BulkCounts",
+    "BulkInputError",
+    "BulkReport",
+    "BulkRunner",
+    "ProgressSink",
+    "bulk_cancel",
+    "connection_limit_for",
+    "default_journal_path",
+    "default_results_path",
+    "new_run_id",
+    "plan_rows",
+]
+
+logger = logging.getLogger("payments_async.bulk")
+
+DEFAULT_CONCURRENCY: Final = 32
+"""HTTP requests (submissions and outcome reads) in flight at once."""
+
+_SPARE_CONNECTIONS: Final = 4  # for token refreshes beside the bulk requests
+
+MAX_WAITING: Final = 10_000
+"""At most this many rows submitted and waiting for their outcome; more wait to be sent."""
+
+
+class BulkInputError(Exception):
+    """The input file has problems; nothing was sent.
+
+    Attributes:
+        errors: every problem, with its line number.
+    """
+
+    def __init__(self, errors: Sequence[RowError]) -> None:
+        self.errors = tuple(errors)
+        n = len(self.errors)
+        super().__init__(f"{n} problem{'s' if n != 1 else ''} in the input; nothing was sent")
+
+
+@dataclass(slots=True)
+class BulkCounts:
+    """Counters of a run, as the progress bar and the summary show them.
+
+    Attributes:
+        total: rows this run has to finish (not final before it started).
+        submitted: rows the service acknowledged during this run (201 or 200).
+        replayed: of those, rows it already had (200): resent with their recorded id.
+        accepted: rows whose cancellation was accepted during this run.
+        rejected: rows whose cancellation was rejected during this run.
+        unknown: rows that ended with a final code nobody can classify.
+        failed: rows that met an error during this run (see the results file).
+    """
+
+    total: int = 0
+    submitted: int = 0
+    replayed: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    unknown: int = 0
+    failed: int = 0
+
+    @property
+    def done(self) -> int:
+        """Rows that need nothing more from this run (final or failed)."""
+        return self.accepted + self.rejected + self.unknown + self.failed
+
+
+class ProgressSink(Protocol):
+    """Where a run reports progress (the CLI's rich bar, or nothing)."""
+
+    def update(self, counts: BulkCounts) -> None:
+        """Called after every change of the counters."""
+        ...
+
+
+@dataclass(slots=True)
+class BulkReport:
+    """What a run did, for the summary and the exit code.
+
+    Attributes:
+        counts: this run's counters.
+        rows: every row as the journal knows it after the run.
+        results_path: the results file written.
+        journal_path: the journal file, or None with ``--no-journal``.
+        resumed: True when a journal of an earlier run was picked up.
+        already_final: rows that were final before this run started (left alone).
+        elapsed: seconds the run took (planning and writing included).
+        interrupted: True when the run was stopped before it finished.
+        journal_commits: transactions written to the journal during the run.
+    """
+
+    counts: BulkCounts
+    rows: list[RowState]
+    results_path: Path
+    journal_path: Path | None
+    resumed: bool
+    already_final: int
+    elapsed: float
+    interrupted: bool = False
+    journal_commits: int = 0
+    totals: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """True when every valid row has a final outcome."""
+        return self.totals.get("pending", 0) == 0 and self.totals.get("failed_retryable", 0) == 0
+
+
+def connection_limit_for(concurrency: int) -> int:
+    """The client ``connection_limit`` a run with this concurrency needs (a few spare)."""
+    return concurrency + _SPARE_CONNECTIONS
+
+
+def default_results_path(input_path: str | Path) -> Path:
+    """``<input stem>.results.csv`` beside the input (``.jsonl`` for a JSONL input)."""
+    p = Path(input_path)
+    suffix = ".jsonl" if p.suffix.lower() in (".jsonl", ".ndjson", ".json") else ".csv"
+    return p.with_name(f"{p.stem}.results{suffix}")
+
+
+def default_journal_path(results_path: str | Path) -> Path:
+    """The journal beside the results: ``<results stem>.journal.sqlite``."""
+    p = Path(results_path)
+    return p.with_name(f"{p.stem}.journal.sqlite")
+
+
+def new_run_id() -> str:
+    """A random 12-character run id (upper-case hex)."""
+    return secrets.token_hex(6).upper()
+
+
+def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
+    """Fix every row's ids and encode its camt.056, before anything is sent.
+
+    A row's ``assgnmt.id`` is the file's ``assignment_id`` or ``BC-<run id>-<line>``; its
+    ``cxlId`` is ``CX-<run id>-<line>``. Both are unique per run and at most 35 characters.
+
+    Args:
+        bulk: the input read and checked.
+        run_id: the run's id.
+
+    Returns:
+        One planned row per data row; invalid rows carry their errors and no body.
+    """
+    planned: list[PlannedRow] = []
+    for row in bulk.rows:
+        aid = row.assignment_id or f"BC-{run_id}-{row.line}"
+        cid = f"CX-{run_id}-{row.line}"
+        msg = build_row_message(row, assignment_id=aid, cancellation_id=cid)
+        planned.append(PlannedRow(row.line, row.original_end_to_end_id, aid, cid, encode(msg)))
+    by_line: dict[int, list[str]] = {}
+    for err in bulk.errors:
+        text = f"{err.column}: {err.message}" if err.column else err.message
+        by_line.setdefault(err.line, []).append(text)
+    planned.extend(
+        PlannedRow(line, None, None, None, None, error="; ".join(by_line.get(line, ["invalid"])))
+        for line in bulk.invalid_lines
+    )
+    planned.sort(key=lambda r: r.line)
+    return planned
+
+
+def _is_final_refusal(exc: PaymentsError) -> bool:
+    """True when resending the same row cannot help: the service refused the message."""
+    if isinstance(exc, ValidationError):
+        return True
+    if isinstance(exc, AuthenticationError | PermissionDeniedError | RateLimitedError):
+        return False  # a setup or load problem: a rerun may well succeed
+    return isinstance(exc, ApiError) and not isinstance(exc, ServerError) and exc.status == 400
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).replace("\n", " ")
+    return f"{type(exc).__name__}: {text}"
+
+
+class BulkRunner:
+    """Submits every unfinished row of a journal and waits for each outcome.
+
+    Rows in state ``planned`` or ``sent`` are (re)sent with their recorded body (same
+    ``assgnmt.id``: a row the service already has is answered 200 with its id); rows
+    ``acknowledged`` are only waited on; ``final`` rows are not touched.
+
+    Args:
+        client: the client; its ``connection_limit`` must exceed ``concurrency`` (see
+            :func:`connection_limit_for`) so no request waits inside the pool.
+        journal: where every state change is committed.
+        concurrency: HTTP requests (submissions and polls) in flight at once.
+        timeout: seconds to wait for each row's outcome.
+        progress: told about every change of the counters.
+        max_waiting: rows submitted and not yet final, at most.
+        poll: the polling schedule of the outcome reads.
+    """
+
+    def __init__(
+        self,
+        client: PaymentsClient,
+        journal: Journal,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        timeout: float = POLL_TIMEOUT,
+        progress: ProgressSink | None = None,
+        max_waiting: int = MAX_WAITING,
+        poll: PollPolicy | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._client = client
+        self._journal = journal
+        self._concurrency = concurrency
+        self._timeout = timeout
+        self._progress = progress
+        self._poll = poll or PollPolicy()
+        self._requests = asyncio.Semaphore(concurrency)
+        self._waiting = asyncio.Semaphore(max(max_waiting, concurrency))
+        self.counts = BulkCounts()
+
+    def _changed(self) -> None:
+        if self._progress is not None:
+            self._progress.update(self.counts)
+
+    async def run(self) -> BulkCounts:
+        """Finish every row that is not final; return this run's counters.
+
+        Cancelling the task stops at once: what was committed stays committed, and a
+        later run picks every row up from its recorded state.
+
+        Raises:
+            JournalError: the journal could not be written (the run stops).
+        """
+        todo = [r for r in self._journal.rows() if not r.is_done]
+        self.counts.total = len(todo)
+        self._changed()
+        queue: asyncio.Queue[RowState] = asyncio.Queue()
+        for row in todo:
+            queue.put_nowait(row)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(min(self._concurrency, max(1, len(todo)))):
+                    tg.create_task(self._submitter(queue, tg))
+        except BaseExceptionGroup as group:
+            # One failure (a journal that cannot be written) stops every task; raise it
+            # as itself rather than wrapped, so callers can catch it by type.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        return self.counts
+
+    async def _submitter(self, queue: asyncio.Queue[RowState], tg: asyncio.TaskGroup) -> None:
+        while True:
+            try:
+                row = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await self._waiting.acquire()
+            if row.state == ACKNOWLEDGED and row.payments_service_id is not None:
+                psid: str | None = row.payments_service_id
+            else:
+                psid = await self._submit(row)
+            if psid is None:
+                self._waiting.release()
+                continue
+            tg.create_task(self._wait(row.line, psid))
+
+    async def _submit(self, row: RowState) -> str | None:
+        assert row.body is not None  # only invalid rows lack a body, and they are done
+        journal = self._journal
+        await journal.mark_sent(row.line)  # committed before the request goes out
+        try:
+            msg = decode_camt056(row.body)
+            async with self._requests:
+                sub = await self._client.request_cancellation(msg)
+        except PaymentsError as exc:
+            final = _is_final_refusal(exc)
+            logger.debug("line %d: submission failed (final=%s): %s", row.line, final, exc)
+            await journal.mark_error(row.line, _one_line(exc), final=final)
+            self.counts.failed += 1
+            self._changed()
+            return None
+        await journal.mark_acknowledged(row.line, sub.payments_service_id, sub.created)
+        self.counts.submitted += 1
+        if sub.replayed:
+            self.counts.replayed += 1
+        self._changed()
+        return sub.payments_service_id
+
+    async def _wait(self, line: int, payments_service_id: str) -> None:
+        try:
+            try:
+                outcome = await self._poll_outcome(payments_service_id)
+            except PaymentsError as exc:
+                logger.debug("line %d: waiting failed: %s", line, exc)
+                await self._journal.mark_error(line, _one_line(exc), final=False)
+                self.counts.failed += 1
+                self._changed()
+                return
+            await self._record(line, outcome)
+        finally:
+            self._waiting.release()
+
+    async def _poll_outcome(self, payments_service_id: str) -> CancellationOutcome:
+        """The client's poll schedule, with every read taking a request slot.
+
+        Thousands of rows wait at once; if each polled on its own, their reads would
+        queue inside the connection pool, where waiting counts against the connect
+        timeout, and the timeouts would be retried into more queueing. Here at most
+        ``concurrency`` requests are ever in flight, and a busy moment only stretches the
+        intervals between polls.
+        """
+
+        async def fetch() -> Camt029:
+            async with self._requests:
+                return await self._client.get_cancellation_outcome(payments_service_id)
+
+        def status_of(res: Camt029) -> tuple[bool, str | None]:
+            summary = summarize_resolution(res)
+            return summary.is_final, summary.status or next(iter(summary.tx_statuses), None)
+
+        resolution = await poll_until_final(
+            fetch,
+            status_of,
+            payments_service_id=payments_service_id,
+            timeout=self._timeout,
+            policy=self._poll,
+            what="cancellation outcome",
+        )
+        return CancellationOutcome.from_resolution(
+            payments_service_id, resolution, summarize_resolution(resolution)
+        )
+
+    async def _record(self, line: int, outcome: CancellationOutcome) -> None:
+        name = outcome.outcome.value
+        await self._journal.mark_final(
+            line,
+            outcome=name,
+            status=outcome.status or next(iter(outcome.tx_statuses), None),
+            reason_codes=outcome.reason_codes,
+            reason_text="; ".join(outcome.reason_texts) or None,
+            return_request_needed=outcome.return_request_needed,
+        )
+        if name == "accepted":
+            self.counts.accepted += 1
+        elif name == "rejected":
+            self.counts.rejected += 1
+        else:
+            self.counts.unknown += 1
+        self._changed()
+
+
+def _totals(rows: Sequence[RowState]) -> dict[str, int]:
+    """Rows by outcome over every run: accepted, rejected, unknown, failed, invalid, pending."""
+    out = {
+        "accepted": 0,
+        "rejected": 0,
+        "unknown": 0,
+        "failed": 0,
+        "failed_retryable": 0,
+        "invalid": 0,
+        "pending": 0,
+    }
+    for r in rows:
+        if r.state == "final":
+            out[r.outcome or "unknown"] = out.get(r.outcome or "unknown", 0) + 1
+        elif r.state == "invalid":
+            out["invalid"] += 1
+        elif r.error:
+            out["failed_retryable"] += 1
+        else:
+            out["pending"] += 1
+    return out
+
+
+async def bulk_cancel(
+    client: PaymentsClient,
+    input_path: str | Path,
+    *,
+    results_path: str | Path | None = None,
+    journal_path: str | Path | None = None,
+    use_journal: bool = True,
+    skip_invalid: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    timeout: float = POLL_TIMEOUT,
+    progress: ProgressSink | None = None,
+    stop: asyncio.Event | None = None,
+    poll: PollPolicy | None = None,
+    on_plan: Callable[[BulkInput, bool], Awaitable[None] | None] | None = None,
+) -> BulkReport:
+    """Cancel every payment listed in a CSV/JSONL file, resumably.
+
+    Reads and checks every row first (raising :class:`BulkInputError` with every problem
+    and nothing sent, unless ``skip_invalid``). Then opens the journal beside the results:
+    when it already holds a plan for this same input, the run resumes it; otherwise the
+    plan (fixed ids and bodies) is committed before the first request. Finally it writes
+    the results file, one line per input row.
+
+    Args:
+        client: the client to send with.
+        input_path: the CSV or JSONL file.
+        results_path: where to write the results; :func:`default_results_path` if None.
+        journal_path: the journal file; :func:`default_journal_path` if None.
+        use_journal: False keeps the plan in memory only (no resume after a crash).
+        skip_invalid: plan only the valid rows; invalid ones are reported as ``invalid``.
+        concurrency: HTTP requests in flight at once.
+        timeout: seconds to wait for each row's outcome.
+        progress: told about every change of the counters.
+        stop: when set, the run stops promptly (state stays committed) and the report
+            says ``interrupted``.
+        poll: the polling schedule of the outcome reads (``PollPolicy()`` if None).
+        on_plan: called with the checked input and whether the run resumes, before sending.
+
+    Returns:
+        The report; the results file is written even when the run was interrupted.
+
+    Raises:
+        BulkInputError: the input has problems (and ``skip_invalid`` is off, or nothing
+            valid is left); nothing was sent and no journal was created.
+        JournalError: the journal belongs to another input, or cannot be written.
+        OSError: the input cannot be read or the results cannot be written.
+    """
+    start = time.monotonic()
+    bulk = read_input(input_path)
+    if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.rows):
+        raise BulkInputError(bulk.errors)
+    results = Path(results_path) if results_path is not None else default_results_path(input_path)
+    journal: Journal
+    if use_journal:
+        jpath = Path(journal_path) if journal_path is not None else default_journal_path(results)
+        journal = SqliteJournal.open(jpath, input_sha256=bulk.sha256, new_run_id=new_run_id())
+    else:
+        journal = MemoryJournal(new_run_id())
+    interrupted = False
+    try:
+        resumed = journal.is_planned()
+        if not resumed:
+            journal.plan(plan_rows(bulk, journal.run_id))
+        already_final = sum(1 for r in journal.rows() if r.is_done)
+        if on_plan is not None:
+            maybe = on_plan(bulk, resumed)
+            if maybe is not None:
+                await maybe
+        runner = BulkRunner(
+            client,
+            journal,
+            concurrency=concurrency,
+            timeout=timeout,
+            progress=progress,
+            poll=poll,
+        )
+        work = asyncio.ensure_future(runner.run())
+        stopper = asyncio.ensure_future((stop or asyncio.Event()).wait())
+        try:
+            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not work.done():
+                interrupted = True
+                work.cancel()
+            stopper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stopper
+            try:
+                await work
+            except asyncio.CancelledError:
+                if not interrupted:
+                    raise
+        rows = journal.rows()
+        write_results(results, rows)
+        return BulkReport(
+            counts=runner.counts,
+            rows=rows,
+            results_path=results,
+            journal_path=journal.path,
+            resumed=resumed,
+            already_final=already_final,
+            elapsed=time.monotonic() - start,
+            interrupted=interrupted,
+            journal_commits=getattr(journal, "commits", 0),
+            totals=_totals(rows),
+        )
+    finally:
+        journal.close()

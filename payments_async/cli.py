@@ -1,0 +1,944 @@
+"""The ``payments-async`` command line: a demo, one command per operation, bulk cancellation.
+
+click and rich are imported here (and in ``bulk``'s progress display) only: the library
+itself does not need them. Install them with the ``cli`` extra.
+
+Exit codes scripts can rely on: 0 ok; 1 a business failure (a rejected cancellation, a
+payment ending RJCT); 2 a usage or validation error (nothing was sent); 3 a service or
+transport error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shlex
+import signal
+import sys
+import tomllib
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Final, NoReturn, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from . import __version__
+from ._client import CancellationOutcome, PaymentsClient, Submission
+from ._constants import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, POLL_TIMEOUT
+from ._credentials import Credentials
+from ._errors import ConfigurationError, PaymentsError, ValidationError
+from ._keys import generate_key_pair, load_public_key, public_key_pem
+from .iso20022 import (
+    Camt056,
+    Outcome,
+    PaymentStatus,
+    decode_camt056,
+    decode_pacs008,
+    summarize_resolution,
+    summarize_status_report,
+)
+
+__all__ = ["EXIT_BUSINESS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVICE", "EXIT_USAGE", "main"]
+
+EXIT_OK: Final = 0
+"""Everything asked for was done."""
+EXIT_BUSINESS: Final = 1
+"""The service said no: a rejected cancellation, a payment ending RJCT."""
+EXIT_USAGE: Final = 2
+"""Bad options, a bad file or invalid input: nothing was sent."""
+EXIT_SERVICE: Final = 3
+"""The service failed or could not be reached (after retries)."""
+EXIT_INTERRUPTED: Final = 130
+"""Stopped with Ctrl-C (or SIGTERM)."""
+
+ENV_BASE_URL: Final = "PAYMENTS_BASE_URL"
+SANDBOX_URL: Final = "http://127.0.0.1:8765"  # where ``payments-async sandbox`` listens
+
+T = TypeVar("T")
+logger = logging.getLogger("payments_async.cli")
+
+
+class CliError(Exception):
+    """An error to report in one line with an exit code (raised inside commands)."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+@dataclass(slots=True)
+class Settings:
+    """The global options, shared by every command."""
+
+    base_url: str | None = None
+    credentials_file: Path | None = None
+    sandbox: bool = False
+    json: bool = False
+    verbose: int = 0
+    argv: list[str] | None = None
+    out: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
+    err: Console = field(
+        default_factory=lambda: Console(stderr=True, highlight=False, soft_wrap=True)
+    )
+
+    def emit(self, data: Mapping[str, Any]) -> None:
+        """Print one JSON object on stdout (``--json``)."""
+        click.echo(json.dumps(data, default=str, separators=(",", ":")))
+
+    def say(self, text: str | Text = "") -> None:
+        """Print a line for people on stdout (nothing with ``--json``)."""
+        if not self.json:
+            self.out.print(text)
+
+
+# --- credentials and the client ---------------------------------------------------------------
+
+
+def load_credentials_file(path: Path) -> Credentials:
+    """Credentials from a JSON or TOML file.
+
+    Keys: ``client_id``, ``client_secret``, ``key_id``, ``issuer`` and
+    ``private_key_file`` (relative paths are read from the file's directory). A TOML file
+    may put them in a ``[credentials]`` table.
+
+    Raises:
+        CliError: the file is unreadable, malformed or incomplete.
+        ConfigurationError: the key is unusable.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read credentials file {str(path)!r}: {exc.strerror}") from None
+    data: Any
+    try:
+        if path.suffix.lower() == ".toml":
+            data = tomllib.loads(raw.decode("utf-8"))
+            data = data.get("credentials", data)
+        else:
+            data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CliError(f"credentials file {str(path)!r} is not valid: {exc}") from None
+    if not isinstance(data, dict):
+        raise CliError(f"credentials file {str(path)!r} must hold an object")
+    keys = ("client_id", "client_secret", "key_id", "issuer", "private_key_file")
+    missing = [k for k in keys if not isinstance(data.get(k), str) or not data.get(k)]
+    if missing:
+        raise CliError(f"credentials file {str(path)!r} lacks: {', '.join(missing)}")
+    key_file = Path(data["private_key_file"]).expanduser()
+    if not key_file.is_absolute():
+        key_file = path.parent / key_file
+    return Credentials(
+        data["client_id"],
+        data["client_secret"],
+        key_id=data["key_id"],
+        issuer=data["issuer"],
+        private_key=key_file,
+    )
+
+
+def _credentials(settings: Settings) -> Credentials:
+    if settings.sandbox:
+        return Credentials.sandbox()
+    if settings.credentials_file is not None:
+        return load_credentials_file(settings.credentials_file)
+    try:
+        return Credentials.from_env()
+    except ConfigurationError as exc:
+        raise CliError(
+            f"{exc.message}; pass --credentials FILE, set the PAYMENTS_* variables, or use "
+            "--sandbox for the sandbox's predefined client"
+        ) from None
+
+
+def _base_url(settings: Settings) -> str:
+    if settings.base_url:
+        return settings.base_url
+    if settings.sandbox:
+        return SANDBOX_URL
+    raise CliError(f"no service address: pass --base-url URL or set {ENV_BASE_URL}")
+
+
+def _client(settings: Settings, **kwargs: Any) -> PaymentsClient:
+    return PaymentsClient(_credentials(settings), base_url=_base_url(settings), **kwargs)
+
+
+# --- running a command: one-line errors and exit codes ----------------------------------------
+
+
+def _fail(settings: Settings, message: str, code: int) -> NoReturn:
+    if settings.json:
+        click.echo(json.dumps({"error": message, "exit_code": code}), err=True)
+    else:
+        settings.err.print(Text(f"error: {message}", style="red"))
+    raise SystemExit(code)
+
+
+def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
+    """Run a command's coroutine; map every error to one line and an exit code."""
+    try:
+        code = asyncio.run(_call(coro_fn))
+    except CliError as exc:
+        _maybe_trace(settings)
+        _fail(settings, str(exc), exc.code)
+    except (ValidationError, ConfigurationError) as exc:
+        _maybe_trace(settings)
+        _fail(settings, str(exc), EXIT_USAGE)
+    except PaymentsError as exc:
+        _maybe_trace(settings)
+        _fail(settings, str(exc), EXIT_SERVICE)
+    except KeyboardInterrupt:
+        _fail(settings, "interrupted", EXIT_INTERRUPTED)
+    raise SystemExit(code)
+
+
+async def _call(coro_fn: Callable[[], Awaitable[int]]) -> int:
+    return await coro_fn()
+
+
+def _maybe_trace(settings: Settings) -> None:
+    if settings.verbose:
+        settings.err.print_exception()
+
+
+def _read_json_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+
+
+# --- the group ---------------------------------------------------------------------------------
+
+_HELP = """Client of the Payments Initiation and Cancellation Service.
+
+\b
+Try it without any setup:
+  payments-async demo                  the whole flow against an embedded sandbox
+  payments-async sandbox               run the sandbox (port 8765) for the commands below
+  payments-async --sandbox token       get a token from it with its predefined client
+
+\b
+Credentials, in this order: --sandbox (the sandbox's predefined client), --credentials
+FILE (JSON or TOML: client_id, client_secret, key_id, issuer, private_key_file), or the
+environment (PAYMENTS_CLIENT_ID, PAYMENTS_CLIENT_SECRET, PAYMENTS_KEY_ID, PAYMENTS_ISSUER,
+PAYMENTS_PRIVATE_KEY_FILE). The service address: --base-url or PAYMENTS_BASE_URL.
+
+\b
+Exit codes: 0 ok, 1 business failure (cancellation rejected, payment RJCT),
+2 usage or validation error (nothing sent), 3 service or transport error, 130 interrupted.
+"""
+
+
+@click.group(help=_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--base-url",
+    envvar=ENV_BASE_URL,
+    metavar="URL",
+    help=f"Service address (env {ENV_BASE_URL}); {SANDBOX_URL} with --sandbox.",
+)
+@click.option(
+    "--credentials",
+    "credentials_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="JSON/TOML file: client_id, client_secret, key_id, issuer, private_key_file.",
+)
+@click.option("--sandbox", is_flag=True, help="Use the sandbox's predefined client (no keys).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+@click.option("-v", "--verbose", count=True, help="Log requests to stderr; show tracebacks.")
+@click.version_option(__version__, prog_name="payments-async")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    base_url: str | None,
+    credentials_file: Path | None,
+    sandbox: bool,
+    as_json: bool,
+    verbose: int,
+) -> None:
+    """The command group (see ``_HELP``)."""
+    argv = ctx.obj if isinstance(ctx.obj, list) else None
+    ctx.obj = Settings(
+        base_url=base_url,
+        credentials_file=credentials_file,
+        sandbox=sandbox,
+        json=as_json,
+        verbose=verbose,
+        argv=argv,
+    )
+    if verbose:
+        logging.basicConfig(
+            level=logging.DEBUG, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+        )
+
+
+pass_settings = click.make_pass_decorator(Settings)
+
+
+# --- keygen ------------------------------------------------------------------------------------
+
+
+def _kid_for(pem: bytes) -> str:
+    import hashlib
+
+    der = "".join(pem.decode("ascii").strip().splitlines()[1:-1])
+    return "kid-" + hashlib.sha256(der.encode("ascii")).hexdigest()[:16]
+
+
+@cli.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(),
+    show_default=True,
+    help="Where to write <name>-private.pem and <name>-public.pem.",
+)
+@click.option("--name", default="client", show_default=True, help="File name stem.")
+@click.option(
+    "--bits",
+    type=click.IntRange(min=MIN_RSA_BITS),
+    default=DEFAULT_KEYGEN_BITS,
+    show_default=True,
+    help="RSA modulus size (the service requires at least 2048).",
+)
+@click.option("--kid", help="Key id to register (default: from the key's fingerprint).")
+@click.option("--iss", default=None, help="Issuer to register (default: the --name).")
+@pass_settings
+def keygen(
+    settings: Settings, directory: Path, name: str, bits: int, kid: str | None, iss: str | None
+) -> None:
+    """Write a new RSA key pair and print what to register with the service.
+
+    The private key file is created with mode 0600 and never overwritten. Register the
+    public key PEM together with the kid and iss printed here; use the same values in
+    your credentials file.
+    """
+    try:
+        files = generate_key_pair(directory, name=name, bits=bits)
+    except ConfigurationError as exc:
+        _fail(settings, exc.message, EXIT_USAGE)
+    pem = public_key_pem(load_public_key(files.public_key_path.read_bytes()))
+    kid = kid or _kid_for(pem)
+    iss = iss or name
+    if settings.json:
+        settings.emit(
+            {
+                "private_key_file": str(files.private_key_path),
+                "public_key_file": str(files.public_key_path),
+                "bits": bits,
+                "kid": kid,
+                "iss": iss,
+                "public_key_pem": pem.decode("ascii"),
+            }
+        )
+        return
+    say = settings.say
+    say(f"Wrote an RSA-{bits} key pair:")
+    say(f"  private key  {files.private_key_path}  (mode 0600: keep it secret)")
+    say(f"  public key   {files.public_key_path}")
+    say("")
+    say("Register with the service:")
+    say(f"  kid  {kid}")
+    say(f"  iss  {iss}")
+    say("  public key (PEM, unencrypted, SubjectPublicKeyInfo):")
+    say(Text(pem.decode("ascii").rstrip()))
+    say("")
+    say("Then a credentials file (JSON) for --credentials:")
+    example = {
+        "client_id": "<your client id>",
+        "client_secret": "<your client secret>",
+        "key_id": kid,
+        "issuer": iss,
+        "private_key_file": str(files.private_key_path),
+    }
+    say(Text(json.dumps(example, indent=2)))
+
+
+# --- sandbox -----------------------------------------------------------------------------------
+
+
+@cli.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def sandbox(args: tuple[str, ...]) -> None:
+    """Run the local sandbox (the service's emulator) until Ctrl-C.
+
+    Options are those of ``python -m payments_async.sandbox`` (see ``sandbox --help``):
+    --port (8765), --processing-delay S, --settlement-delay S, --fault KIND=SHARE, ...
+    """
+    from .sandbox import main as sandbox_main
+
+    raise SystemExit(sandbox_main(list(args)))
+
+
+# --- single operations -------------------------------------------------------------------------
+
+
+def _submission_dict(sub: Submission) -> dict[str, Any]:
+    return {
+        "payments_service_id": sub.payments_service_id,
+        "message_id": sub.message_id,
+        "status": sub.status,
+        "creation_date_time": sub.creation_date_time,
+        "created": sub.created,
+        "replayed": sub.replayed,
+        "http_status": 201 if sub.created else 200,
+        "attempts": sub.attempts,
+    }
+
+
+def _say_submission(settings: Settings, what: str, sub: Submission) -> None:
+    how = "201 created" if sub.created else "200 replayed (the service had it already)"
+    settings.say(f"{what} submitted: {how}")
+    settings.say(f"  paymentsServiceId  {sub.payments_service_id}")
+    settings.say(f"  message id         {sub.message_id}")
+    settings.say(f"  status             {sub.status}  at {sub.creation_date_time}")
+
+
+def _status_dict(st: PaymentStatus, psid: str) -> dict[str, Any]:
+    return {
+        "payments_service_id": psid,
+        "outcome": st.outcome.value,
+        "status": st.status,
+        "final": st.is_final,
+        "reason_codes": list(st.reason_codes),
+        "reason_texts": list(st.reason_texts),
+        "end_to_end_id": st.end_to_end_id,
+    }
+
+
+def _outcome_dict(o: CancellationOutcome) -> dict[str, Any]:
+    return {
+        "payments_service_id": o.payments_service_id,
+        "outcome": o.outcome.value,
+        "status": o.status,
+        "tx_statuses": list(o.tx_statuses),
+        "reason_codes": list(o.reason_codes),
+        "reason_texts": list(o.reason_texts),
+        "return_request_needed": o.return_request_needed,
+        "message": o.message,
+    }
+
+
+def _say_outcome(settings: Settings, o: CancellationOutcome) -> None:
+    style = {"accepted": "green", "rejected": "yellow"}.get(o.outcome.value, "red")
+    codes = "/".join(c for c in (o.status, *o.tx_statuses) if c)
+    settings.say(Text(f"cancellation {o.outcome.value.upper()} ({codes})", style=style))
+    if o.reason_codes or o.reason_texts:
+        settings.say(f"  reason  {' '.join(o.reason_codes)} {'; '.join(o.reason_texts)}".rstrip())
+    settings.say(f"  {o.message}")
+
+
+@cli.command()
+@pass_settings
+def token(settings: Settings) -> None:
+    """Obtain an access token: checks the credentials and the service address.
+
+    The token itself is never printed; its lifetime is.
+    """
+
+    async def go() -> int:
+        async with _client(settings) as client:
+            lifetime = await client.access_token_lifetime()
+        if settings.json:
+            settings.emit({"ok": True, "expires_in": round(lifetime, 1)})
+        else:
+            settings.say(f"access token obtained; it expires in {lifetime:.0f} s")
+        return EXIT_OK
+
+    _run(settings, go)
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@pass_settings
+def pay(settings: Settings, file: Path) -> None:
+    """Submit a credit transfer: FILE is a pacs.008 JSON (root fitoFICstmrCdtTrf).
+
+    Resubmitting the same file is safe: the service answers 200 with the same
+    paymentsServiceId (it is idempotent on grpHdr.msgId).
+    """
+
+    async def go() -> int:
+        msg = decode_pacs008(_read_json_file(file))
+        async with _client(settings) as client:
+            sub = await client.submit_credit_transfer(msg)
+        if settings.json:
+            settings.emit(_submission_dict(sub) | {"end_to_end_id": msg.end_to_end_id})
+        else:
+            _say_submission(settings, "pacs.008", sub)
+            settings.say(f"  end-to-end id      {msg.end_to_end_id}")
+        return EXIT_OK
+
+    _run(settings, go)
+
+
+@cli.command()
+@click.argument("payments_service_id", metavar="ID")
+@click.option("--wait", is_flag=True, help="Poll until the status is final.")
+@click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
+@pass_settings
+def status(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
+    """Read a credit transfer's status (pacs.002). Exit 1 when it ended RJCT."""
+
+    async def go() -> int:
+        async with _client(settings) as client:
+            if wait:
+                st = await client.wait_for_payment_status(payments_service_id, timeout=timeout)
+            else:
+                report = await client.get_credit_transfer_status(payments_service_id)
+                st = summarize_status_report(report)
+        if settings.json:
+            settings.emit(_status_dict(st, payments_service_id))
+        else:
+            state = "final" if st.is_final else "not final yet"
+            settings.say(
+                f"payment {payments_service_id}: {st.status} ({st.outcome.value}, {state})"
+            )
+            if st.reason_codes or st.reason_texts:
+                reasons = f"{' '.join(st.reason_codes)} {'; '.join(st.reason_texts)}"
+                settings.say(f"  reason  {reasons.strip()}")
+        return EXIT_BUSINESS if st.outcome is Outcome.REJECTED else EXIT_OK
+
+    _run(settings, go)
+
+
+def _cancellation_from_json(raw: bytes, path: Path) -> Camt056:
+    """A camt.056 document, or one bulk-style row object turned into one."""
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise CliError(f"{str(path)!r} is not JSON: {exc}") from None
+    if isinstance(obj, dict) and "fitoFIPmtCxlReq" in obj:
+        return decode_camt056(raw)
+    if not isinstance(obj, dict):
+        raise CliError(f"{str(path)!r} must hold a JSON object")
+    from .bulk._input import COLUMNS, REQUIRED_COLUMNS
+    from .iso20022 import build_cancellation
+
+    unknown = sorted(set(obj) - set(COLUMNS))
+    missing = [c for c in REQUIRED_COLUMNS if not obj.get(c)]
+    if unknown or missing:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if unknown:
+            parts.append(f"unknown {', '.join(unknown)}")
+        raise CliError(
+            f"{str(path)!r}: {'; '.join(parts)} (give a camt.056 with root fitoFIPmtCxlReq, "
+            f"or an object with {', '.join(COLUMNS)})"
+        )
+    return build_cancellation(
+        original_end_to_end_id=str(obj["original_end_to_end_id"]),
+        amount=Decimal(str(obj["amount"])),
+        currency=str(obj.get("currency") or "EUR"),
+        creditor_agent_bic=str(obj["creditor_agent_bic"]),
+        creditor_iban=str(obj["creditor_iban"]),
+        reason=str(obj["reason"]),
+        assigner_bic=str(obj["assigner_bic"]),
+        assignee_bic=str(obj["assignee_bic"]),
+        originator_name=obj.get("originator_name") or None,
+        assignment_id=obj.get("assignment_id") or None,
+    )
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--wait", is_flag=True, help="Then wait for the outcome (camt.029).")
+@click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
+@pass_settings
+def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
+    """Request a cancellation (camt.056). Exit 1 when --wait sees it rejected.
+
+    FILE is a camt.056 JSON (root fitoFIPmtCxlReq), or one object with the bulk columns
+    (original_end_to_end_id, amount, creditor_agent_bic, creditor_iban, reason,
+    assigner_bic, assignee_bic, ...). A camt.056 file can be resent as is: the service
+    answers 200 with the same paymentsServiceId. An object is built into a new message
+    on every run; give it an assignment_id so that a second run is refused by the
+    service (same id, other creation time) instead of creating a second request.
+    """
+
+    async def go() -> int:
+        msg = _cancellation_from_json(_read_json_file(file), file)
+        async with _client(settings) as client:
+            sub = await client.request_cancellation(msg)
+            outcome = None
+            if wait:
+                outcome = await client.wait_for_cancellation_outcome(
+                    sub.payments_service_id, timeout=timeout
+                )
+        if settings.json:
+            data = _submission_dict(sub)
+            if outcome is not None:
+                data["outcome"] = _outcome_dict(outcome)
+            settings.emit(data)
+        else:
+            _say_submission(settings, "camt.056", sub)
+            if outcome is not None:
+                _say_outcome(settings, outcome)
+        rejected = outcome is not None and outcome.outcome is Outcome.REJECTED
+        return EXIT_BUSINESS if rejected else EXIT_OK
+
+    _run(settings, go)
+
+
+@cli.command()
+@click.argument("payments_service_id", metavar="ID")
+@click.option("--wait", is_flag=True, help="Poll until the outcome is final.")
+@click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
+@pass_settings
+def outcome(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
+    """Read a cancellation's outcome (camt.029). Exit 1 when it was rejected."""
+
+    async def go() -> int:
+        async with _client(settings) as client:
+            if wait:
+                result = await client.wait_for_cancellation_outcome(
+                    payments_service_id, timeout=timeout
+                )
+            else:
+                res = await client.get_cancellation_outcome(payments_service_id)
+                summary = summarize_resolution(res)
+                if summary.outcome is Outcome.PENDING:
+                    if settings.json:
+                        settings.emit(
+                            {
+                                "payments_service_id": payments_service_id,
+                                "outcome": "pending",
+                                "status": summary.status,
+                            }
+                        )
+                    else:
+                        settings.say(
+                            f"cancellation {payments_service_id}: pending ({summary.status}); "
+                            "use --wait to wait for the outcome"
+                        )
+                    return EXIT_OK
+                result = CancellationOutcome.from_resolution(payments_service_id, res, summary)
+        if settings.json:
+            settings.emit(_outcome_dict(result))
+        else:
+            _say_outcome(settings, result)
+        return EXIT_BUSINESS if result.outcome is Outcome.REJECTED else EXIT_OK
+
+    _run(settings, go)
+
+
+# --- demo --------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--processing-delay",
+    type=float,
+    default=1.0,
+    show_default=True,
+    metavar="S",
+    help="Seconds the embedded sandbox keeps a payment unprocessed.",
+)
+@pass_settings
+def demo(settings: Settings, processing_delay: float) -> None:
+    """Run the whole flow against an embedded sandbox and narrate it (a few seconds).
+
+    Starts the sandbox on a free loopback port, registers a client with a freshly
+    generated RSA key, then: token, pacs.008 submitted, pacs.002 read, a cancellation
+    accepted (payment still unprocessed), a cancellation rejected (payment processed:
+    ask for a pacs.004 return), and a resubmission answered 200 (replayed).
+    """
+    from ._demo import run_demo
+
+    async def go() -> int:
+        return await run_demo(settings.out, processing_delay=processing_delay)
+
+    _run(settings, go)
+
+
+# --- bulk-cancel -------------------------------------------------------------------------------
+
+
+class _RateColumn(ProgressColumn):
+    """Rows per second."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f} rows/s" if speed else "- rows/s", style="cyan")
+
+
+class _RichProgress:
+    """The live bar: submitted / accepted / rejected / failed, rate and ETA (on stderr)."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]cancelling"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "submitted {task.fields[submitted]} [green]accepted {task.fields[accepted]}"
+                "[/] [yellow]rejected {task.fields[rejected]}[/] [red]failed "
+                "{task.fields[failed]}[/]"
+            ),
+            _RateColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._task = self._progress.add_task(
+            "bulk", total=None, submitted=0, accepted=0, rejected=0, failed=0
+        )
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[_RichProgress]:
+        with self._progress:
+            yield self
+
+    def update(self, counts: Any) -> None:
+        self._progress.update(
+            self._task,
+            total=counts.total,
+            completed=counts.done,
+            submitted=counts.submitted,
+            accepted=counts.accepted,
+            rejected=counts.rejected,
+            failed=counts.failed,
+        )
+
+
+def _resume_command(settings: Settings, input_path: Path) -> str:
+    if settings.argv is not None:
+        return shlex.join(["payments-async", *settings.argv])
+    return f"payments-async ... bulk-cancel {shlex.quote(str(input_path))} ... (the same command)"
+
+
+@cli.command("bulk-cancel")
+@click.argument(
+    "input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1, max=1000),
+    default=32,
+    show_default=True,
+    help="HTTP requests (submissions and outcome reads) in flight at once.",
+)
+@click.option(
+    "--results",
+    "results_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Results file, .csv or .jsonl [default: INPUT's stem + .results.csv/.jsonl].",
+)
+@click.option(
+    "--journal",
+    "journal_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Journal file [default: beside the results, <results stem>.journal.sqlite].",
+)
+@click.option(
+    "--no-journal",
+    is_flag=True,
+    help="Keep no journal: faster, but a crashed run cannot be resumed safely.",
+)
+@click.option("--skip-invalid", is_flag=True, help="Send the valid rows; report invalid ones.")
+@click.option(
+    "--timeout",
+    type=float,
+    default=POLL_TIMEOUT,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for each row's outcome.",
+)
+@pass_settings
+def bulk_cancel_cmd(
+    settings: Settings,
+    input_path: Path,
+    concurrency: int,
+    results_path: Path | None,
+    journal_path: Path | None,
+    no_journal: bool,
+    skip_invalid: bool,
+    timeout: float,
+) -> None:
+    """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row).
+
+    \b
+    Columns: original_end_to_end_id, amount, creditor_agent_bic, creditor_iban,
+    reason (DUPL TECH FRAD AC03 AM09 CUST), assigner_bic, assignee_bic; optional:
+    currency (EUR), originator_name, assignment_id. See examples/README.md.
+
+    Every row is checked first; any problem is listed with its line number and nothing
+    is sent (exit 2), unless --skip-invalid. Each row's ids are fixed in the journal
+    before anything is sent, so running the same command again after a crash or Ctrl-C
+    resumes: final rows are left alone, rows in flight are resent with their recorded id
+    (the service answers 200) and waited on.
+
+    \b
+    Exit: 0 all cancellations accepted; 1 all rows final, some rejected (see
+    return_request_needed in the results); 2 bad input; 3 some rows could not be
+    completed (rerun the same command); 130 interrupted (rerun to resume).
+    """
+    from .bulk import BulkInputError, JournalError, bulk_cancel, connection_limit_for
+
+    show_bar = not settings.json and settings.err.is_terminal
+
+    async def go() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+        bar = _RichProgress(settings.err) if show_bar else None
+        try:
+            limit = connection_limit_for(concurrency)
+            async with _client(settings, connection_limit=limit) as client:
+                if not settings.json:
+                    settings.err.print(f"checking {input_path} ...")
+
+                def planned(bulk: Any, resumed: bool) -> None:
+                    if settings.json:
+                        return
+                    if resumed:
+                        settings.err.print(
+                            f"resuming the run recorded in its journal ({bulk.total} rows)"
+                        )
+                    else:
+                        settings.err.print(f"{len(bulk.rows)} rows planned")
+
+                with bar.running() if bar is not None else contextlib.nullcontext():
+                    report = await bulk_cancel(
+                        client,
+                        input_path,
+                        results_path=results_path,
+                        journal_path=journal_path,
+                        use_journal=not no_journal,
+                        skip_invalid=skip_invalid,
+                        concurrency=concurrency,
+                        timeout=timeout,
+                        progress=bar,
+                        stop=stop,
+                        on_plan=planned,
+                    )
+        except BulkInputError as exc:
+            if settings.json:
+                settings.emit(
+                    {
+                        "error": str(exc),
+                        "problems": [
+                            {"line": e.line, "column": e.column, "message": e.message}
+                            for e in exc.errors
+                        ],
+                    }
+                )
+            else:
+                for err in exc.errors:
+                    settings.err.print(Text(f"{input_path}: {err}", style="red"))
+            raise CliError(str(exc), EXIT_USAGE) from None
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+        return _bulk_summary(settings, report, input_path)
+
+    _run(settings, go)
+
+
+def _bulk_summary(settings: Settings, report: Any, input_path: Path) -> int:
+    t = report.totals
+    rate = report.counts.done / report.elapsed if report.elapsed > 0 else 0.0
+    if report.interrupted:
+        code = EXIT_INTERRUPTED
+    elif t.get("failed_retryable", 0) or t.get("pending", 0) or t.get("failed", 0):
+        code = EXIT_SERVICE
+    elif t.get("rejected", 0) or t.get("unknown", 0):
+        code = EXIT_BUSINESS
+    else:
+        code = EXIT_OK
+    if settings.json:
+        settings.emit(
+            {
+                "rows": len(report.rows),
+                "accepted": t.get("accepted", 0),
+                "rejected": t.get("rejected", 0),
+                "unknown": t.get("unknown", 0),
+                "failed": t.get("failed", 0) + t.get("failed_retryable", 0),
+                "invalid": t.get("invalid", 0),
+                "pending": t.get("pending", 0),
+                "this_run": {
+                    "submitted": report.counts.submitted,
+                    "replayed": report.counts.replayed,
+                    "finished": report.counts.done,
+                },
+                "already_final": report.already_final,
+                "resumed": report.resumed,
+                "interrupted": report.interrupted,
+                "elapsed_s": round(report.elapsed, 3),
+                "rows_per_s": round(rate, 1),
+                "results": str(report.results_path),
+                "journal": str(report.journal_path) if report.journal_path else None,
+                "exit_code": code,
+            }
+        )
+    else:
+        table = Table(title="bulk cancellation", show_edge=False)
+        table.add_column("outcome")
+        table.add_column("rows", justify="right")
+        for name, label in (
+            ("accepted", "accepted"),
+            ("rejected", "rejected (ask for a pacs.004 return)"),
+            ("unknown", "unknown final code"),
+            ("failed", "refused by the service"),
+            ("failed_retryable", "not completed (rerun to resume)"),
+            ("pending", "pending (rerun to resume)"),
+            ("invalid", "invalid input, skipped"),
+        ):
+            if t.get(name, 0) or name in ("accepted", "rejected"):
+                table.add_row(label, str(t.get(name, 0)))
+        settings.out.print(table)
+        run = report.counts
+        settings.say(
+            f"this run: {run.submitted} submitted ({run.replayed} replayed with their "
+            f"recorded id), {run.done} finished in {report.elapsed:.1f} s ({rate:,.0f} rows/s); "
+            f"{report.already_final} were final before it"
+        )
+        settings.say(f"results: {report.results_path}")
+        if report.journal_path is not None:
+            settings.say(f"journal: {report.journal_path}")
+        if code in (EXIT_INTERRUPTED, EXIT_SERVICE):
+            verb = "interrupted" if report.interrupted else "not every row was completed"
+            resume = "resume" if report.journal_path else "see the results"
+            settings.err.print(f"{verb}; to {resume}, run the same command again:")
+            settings.err.print(Text(f"  {_resume_command(settings, input_path)}"))
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``payments-async`` console script and ``python -m payments_async``.
+
+    Args:
+        argv: the arguments without the program name; ``sys.argv[1:]`` if None.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    cli.main(args=args, prog_name="payments-async", obj=args)

@@ -1,0 +1,176 @@
+"""The bulk journal: the plan before anything is sent, every change committed when awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from payments_async.bulk import (
+    JournalError,
+    MemoryJournal,
+    PlannedRow,
+    SqliteJournal,
+    journal_counts,
+    plan_rows,
+    read_input,
+)
+from payments_async.iso20022 import decode_camt056, encode
+
+HEADER = (
+    "original_end_to_end_id,amount,creditor_agent_bic,creditor_iban,reason,assigner_bic,"
+    "assignee_bic,assignment_id"
+)
+
+
+def _rows(n: int) -> list[PlannedRow]:
+    return [PlannedRow(i, f"E2E-{i}", f"BC-X-{i}", f"CX-X-{i}", b"{}") for i in range(2, n + 2)]
+
+
+def _states(path: Path) -> dict[int, str]:
+    """Read the file through a second connection, as a resumed process would."""
+    db = sqlite3.connect(path)
+    try:
+        return dict(db.execute("SELECT line, state FROM rows").fetchall())
+    finally:
+        db.close()
+
+
+def test_plan_is_committed_in_one_transaction_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="RUN1")
+    assert not j.is_planned()
+    j.plan([*_rows(3), PlannedRow(5, None, None, None, None, error="amount: bad")])
+    assert _states(path) == {2: "planned", 3: "planned", 4: "planned", 5: "invalid"}
+    j.close()
+    again = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="OTHER")
+    assert again.is_planned()
+    assert again.run_id == "RUN1"  # the recorded run id wins: same ids on resume
+    rows = again.rows()
+    assert [r.assignment_id for r in rows[:3]] == ["BC-X-2", "BC-X-3", "BC-X-4"]
+    assert rows[3].error == "amount: bad"
+    assert rows[3].is_done
+    assert (tmp_path / "j.sqlite-wal").exists() or True  # WAL file may be checkpointed away
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+    again.close()
+
+
+def test_a_journal_of_another_input_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R").close()
+    with pytest.raises(JournalError, match="different input file"):
+        SqliteJournal.open(path, input_sha256="b" * 64, new_run_id="R")
+
+
+def test_a_file_that_is_not_a_journal_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.execute("INSERT INTO meta VALUES ('schema', '99')")
+    db.commit()
+    db.close()
+    with pytest.raises(JournalError, match="not a bulk journal"):
+        SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R")
+
+
+async def test_each_change_is_in_the_file_when_its_await_returns(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R")
+    j.plan(_rows(2))
+    await j.mark_sent(2)
+    assert _states(path)[2] == "sent"
+    await j.mark_acknowledged(2, "cxl-1", created=True)
+    assert _states(path)[2] == "acknowledged"
+    await j.mark_final(
+        2,
+        outcome="rejected",
+        status="RJTC",
+        reason_codes=["ARDT"],
+        reason_text="already processed",
+        return_request_needed=True,
+    )
+    await j.mark_error(3, "ServerError: 503", final=False)
+    j.close()
+    reopened = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R")
+    row2, row3 = reopened.rows()
+    assert (row2.state, row2.payments_service_id, row2.created, row2.attempts) == (
+        "final",
+        "cxl-1",
+        True,
+        1,
+    )
+    assert (row2.outcome, row2.reason_codes, row2.return_request_needed) == (
+        "rejected",
+        ("ARDT",),
+        True,
+    )
+    assert (row3.state, row3.error) == ("planned", "ServerError: 503")
+    assert journal_counts(path) == {"final": 1, "planned": 1}
+    reopened.close()
+
+
+async def test_changes_made_together_share_one_commit(tmp_path: Path) -> None:
+    j = SqliteJournal.open(tmp_path / "j.sqlite", input_sha256="a" * 64, new_run_id="R")
+    j.plan(_rows(200))
+    before = j.commits
+    await asyncio.gather(*(j.mark_sent(line) for line in range(2, 202)))
+    assert j.commits == before + 1  # 200 changes, one transaction, all durable on return
+    assert set(_states(j.path).values()) == {"sent"}
+    j.close()
+
+
+async def test_a_failed_write_fails_the_awaiting_step(tmp_path: Path) -> None:
+    j = SqliteJournal.open(tmp_path / "j.sqlite", input_sha256="a" * 64, new_run_id="R")
+    j.plan(_rows(1))
+    j._db.execute("DROP TABLE rows")  # simulate a broken file
+    with pytest.raises(JournalError, match="cannot write journal"):
+        await j.mark_sent(2)
+    j.close()
+
+
+async def test_close_writes_what_is_still_queued(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R")
+    j.plan(_rows(1))
+    task = asyncio.ensure_future(j.mark_acknowledged(2, "cxl-9", created=False))
+    await asyncio.sleep(0)  # queued, flush scheduled but not yet run
+    j.close()
+    await task
+    assert _states(path)[2] == "acknowledged"
+
+
+async def test_memory_journal_keeps_the_same_states() -> None:
+    j = MemoryJournal("R")
+    j.plan(_rows(1))
+    await j.mark_sent(2)
+    await j.mark_acknowledged(2, "cxl-1", created=False)
+    await j.mark_error(2, "refused", final=True)
+    (row,) = j.rows()
+    assert (row.state, row.outcome, row.error, row.attempts) == ("final", "failed", "refused", 1)
+    assert j.path is None
+
+
+def test_plan_fixes_ids_and_bodies_that_resend_byte_for_byte(tmp_path: Path) -> None:
+    p = tmp_path / "in.csv"
+    p.write_text(
+        HEADER
+        + "\nE2E-1,12.50,COBADEFFXXX,DE89370400440532013000,DUPL,BNPAFRPPXXX,COBADEFFXXX,"
+        + "\nE2E-2,7,COBADEFFXXX,DE89370400440532013000,CUST,BNPAFRPPXXX,COBADEFFXXX,MY-ID-2"
+        + "\nE2E-3,oops,COBADEFFXXX,DE89370400440532013000,CUST,BNPAFRPPXXX,COBADEFFXXX,\n",
+        encoding="utf-8",
+    )
+    planned = plan_rows(read_input(p), "0123456789AB")
+    assert [r.assignment_id for r in planned] == ["BC-0123456789AB-2", "MY-ID-2", None]
+    assert [r.cancellation_id for r in planned[:2]] == ["CX-0123456789AB-2", "CX-0123456789AB-3"]
+    assert planned[2].error is not None
+    assert "amount" in planned[2].error
+    for row in planned[:2]:
+        assert row.body is not None
+        msg = decode_camt056(row.body)
+        assert msg.message_id == row.assignment_id
+        assert encode(msg) == row.body  # a resend after a crash is the very same message
+        assert len(row.assignment_id or "") <= 35
