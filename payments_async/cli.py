@@ -28,12 +28,11 @@ import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
     Progress,
     ProgressColumn,
     Task,
+    TaskProgressColumn,
     TextColumn,
-    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
@@ -681,24 +680,22 @@ class _RateColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.0f} rows/s" if speed else "- rows/s", style="cyan")
+        return Text(f"{speed:,.0f}/s" if speed else "-/s", style="cyan")
 
 
 class _RichProgress:
     """The live bar: submitted / accepted / rejected / failed, rate and ETA (on stderr)."""
 
     def __init__(self, console: Console) -> None:
+        # Fits 80 columns: a narrow bar, percent, the four counters, rate and ETA.
         self._progress = Progress(
-            TextColumn("[bold]cancelling"),
-            BarColumn(),
-            MofNCompleteColumn(),
+            BarColumn(bar_width=12),
+            TaskProgressColumn(),
             TextColumn(
-                "submitted {task.fields[submitted]} [green]accepted {task.fields[accepted]}"
-                "[/] [yellow]rejected {task.fields[rejected]}[/] [red]failed "
-                "{task.fields[failed]}[/]"
+                "sub {task.fields[submitted]} [green]acc {task.fields[accepted]}[/] "
+                "[yellow]rej {task.fields[rejected]}[/] [red]fail {task.fields[failed]}[/]"
             ),
             _RateColumn(),
-            TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
             console=console,
