@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import ssl
@@ -44,7 +45,7 @@ from ._errors import (
 )
 from ._polling import PollPolicy, poll_until_final
 from ._retry import RetryPolicy
-from ._tokens import TokenSession
+from ._tokens import AccessToken, TokenSession
 from ._transport import Response, Transport, error_from_response
 from .iso20022 import (
     Camt029,
@@ -646,7 +647,7 @@ class PaymentsClient:
         sca: _ScaToken | None,
         timeout: float,
     ) -> Response:
-        token = await self._tokens.get()
+        token = await self._access_token(timeout, method, path, request_id, attempt)
         resp = await self._send_once(
             method, path, request_id, attempt, body, sca, token.value, timeout
         )
@@ -654,7 +655,7 @@ class PaymentsClient:
             # One refresh, one resend: the token may have been revoked or expired early.
             self._tokens.invalidate(token)
             logger.debug("%s %s -> 401; refreshing the token once", method, path)
-            token = await self._tokens.get()
+            token = await self._access_token(timeout, method, path, request_id, attempt)
             resp = await self._send_once(
                 method, path, request_id, attempt, body, sca, token.value, timeout
             )
@@ -663,6 +664,26 @@ class PaymentsClient:
         raise error_from_response(
             resp, method=method, path=path, request_id=request_id, attempt=attempt
         )
+
+    async def _access_token(
+        self, timeout: float, method: str, path: str, request_id: str, attempt: int
+    ) -> AccessToken:
+        """The cached token at no cost, or a fetch bounded by the operation's deadline."""
+        if self._tokens.current is not None:
+            return await self._tokens.get()
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._tokens.get()
+        except TimeoutError as exc:
+            # The shared fetch goes on for other callers; this operation's time is up.
+            raise TransportError(
+                "no access token before the operation's deadline",
+                request_sent=False,
+                method=method,
+                path=path,
+                request_id=request_id,
+                attempt=attempt,
+            ) from exc
 
     async def _send_once(
         self,

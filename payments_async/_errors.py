@@ -170,10 +170,20 @@ class TransportError(PaymentsError):
         request_sent: False when the failure happened before any byte of the request
             could have reached the service (e.g. connection refused), so a POST was
             certainly not stored; True when it may have been.
+        retryable: False when trying again cannot help (a TLS certificate that is not
+            trusted): the error is raised at once instead of being retried.
     """
 
-    def __init__(self, message: str, *, request_sent: bool = True, **context: Any) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_sent: bool = True,
+        retryable: bool = True,
+        **context: Any,
+    ) -> None:
         self.request_sent = request_sent
+        self.retryable = retryable
         super().__init__(message, **context)
 
 

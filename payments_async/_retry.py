@@ -66,11 +66,11 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 def is_retryable(exc: BaseException) -> bool:
     """Whether an error is worth another attempt: transport failures, 408/429/5xx.
 
-    400, 401, 403, 404 and validation errors are never retried (401 gets exactly one
-    token refresh elsewhere, not a retry here).
+    400, 401, 403, 404, validation errors and TLS failures (an untrusted certificate
+    stays untrusted) are never retried; 401 gets exactly one token refresh elsewhere.
     """
     if isinstance(exc, TransportError):
-        return True
+        return exc.retryable
     if isinstance(exc, ApiError):
         return exc.status in RETRYABLE_STATUSES
     return False
@@ -211,4 +211,3 @@ class RetryPolicy:
             reraise=True,
             before_sleep=before_sleep,
         )
-

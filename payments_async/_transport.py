@@ -222,12 +222,12 @@ class Transport:
                 timeout=client_timeout,
                 allow_redirects=False,
             ) as resp:
+                ctx["status"] = resp.status  # errors from here on carry the status
                 limit = self._max_response_bytes
                 if resp.content_length is not None and resp.content_length > limit:
                     raise InvalidResponseError(
                         f"response body of {resp.content_length} bytes exceeds the "
                         f"{limit}-byte limit",
-                        status=resp.status,
                         **ctx,
                     )
                 chunks: list[bytes] = []
@@ -239,9 +239,7 @@ class Transport:
                     size += len(chunk)
                     if size > limit:
                         raise InvalidResponseError(
-                            f"response body exceeds the {limit}-byte limit",
-                            status=resp.status,
-                            **ctx,
+                            f"response body exceeds the {limit}-byte limit", **ctx
                         )
                     chunks.append(chunk)
                 return Response(
@@ -250,8 +248,17 @@ class Transport:
                     body=b"".join(chunks),
                     elapsed=time.monotonic() - start,
                 )
+        except aiohttp.ClientSSLError as exc:
+            # Certificate not trusted, wrong host name, handshake refused: no HTTP request
+            # reached the service, and trying again cannot change the answer.
+            raise TransportError(
+                f"TLS failed: {type(exc).__name__} (pass an ssl_context that trusts the "
+                "service's certificate if it uses a private CA)",
+                request_sent=False,
+                retryable=False,
+                **ctx,
+            ) from exc
         except aiohttp.ClientConnectorError as exc:
-            # Includes TLS failures: no HTTP request reached the service.
             raise TransportError(
                 f"cannot connect: {type(exc).__name__}", request_sent=False, **ctx
             ) from exc

@@ -113,30 +113,43 @@ def _to_decimal(amount: object, path: str) -> Decimal:
     if not value.is_finite():
         return value  # validate() reports it with its path
     exponent = value.as_tuple().exponent
-    if isinstance(exponent, int) and exponent > 0:
-        value = value.quantize(Decimal(1))  # 1E+2 -> 100: plain digits on the wire
-    elif isinstance(exponent, int) and exponent < -2 and value == value.quantize(_CENT):
-        value = value.quantize(_CENT)  # 10.500 -> 10.50: only zeros are dropped
+    try:
+        if isinstance(exponent, int) and exponent > 0:
+            value = value.quantize(Decimal(1))  # 1E+2 -> 100: plain digits on the wire
+        elif isinstance(exponent, int) and exponent < -2 and value == value.quantize(_CENT):
+            value = value.quantize(_CENT)  # 10.500 -> 10.50: only zeros are dropped
+    except ArithmeticError:
+        pass  # too many digits to tidy: validate() reports the amount with its path
     return value
 
 
 def _created(moment: datetime | None, path: str) -> str:
+    if moment is not None and not isinstance(moment, datetime):
+        raise ValidationError([Problem(path, f"expected a datetime, got {type(moment).__name__}")])
     try:
         return format_utc(moment)
     except ValueError as exc:
         raise ValidationError([Problem(path, str(exc))]) from None
 
 
+# The normalisers tidy strings only: a value of the wrong type goes into the message as it
+# is, and validate() names it with its path (a builder never raises anything else).
+
+
 def _iban(value: str) -> str:
-    return value.replace(" ", "").upper()
+    return value.replace(" ", "").upper() if isinstance(value, str) else value
 
 
 def _bic(value: str) -> str:
-    return value.strip().upper()
+    return value.strip().upper() if isinstance(value, str) else value
 
 
 def _address(lines: Sequence[str] | None) -> PostalAddress | None:
-    return PostalAddress(adr_line=list(lines)) if lines else None
+    if not lines:
+        return None
+    if isinstance(lines, list | tuple):
+        return PostalAddress(adr_line=list(lines))
+    return PostalAddress(adr_line=lines)  # type: ignore[arg-type]  # validate() names it
 
 
 def build_credit_transfer(
