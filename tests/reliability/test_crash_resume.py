@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import importlib.util
 import random
 import signal
 import sys
@@ -29,11 +28,6 @@ from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
-
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("payments_async.cli") is None,
-    reason="payments-async bulk-cancel (payments_async/cli.py) has not landed yet",
-)
 
 COLUMNS = (
     "original_end_to_end_id",

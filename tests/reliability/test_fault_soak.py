@@ -44,6 +44,7 @@ SOAK_FAULTS = FaultConfig(
     seed=20240801,
 )
 CONCURRENCY = 40
+FORCED_UNKNOWN = 6  # payments and as many cancellations sent while every attempt fails
 # Operation mix: credit transfers, cancellations, single reads, waiters.
 MIX = (("pay", 0.35), ("cancel", 0.20), ("read", 0.25), ("wait", 0.20))
 
@@ -142,6 +143,17 @@ async def _run(sb: SandboxHandle, operations: int, seed: int) -> Ledger:
                 await _operation(client, ledger, queue.get_nowait(), rng)
 
         await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        # Then a burst where every attempt fails (half stored then dropped, half dropped
+        # before): each of these ends in OutcomeUnknownError, so both ways of resolving
+        # one (200: it had been stored; 201: it had not) are exercised in every run.
+        sb.server.set_faults(FaultConfig(commit_then_drop=0.5, drop_before=0.5, seed=seed))
+        for _ in range(FORCED_UNKNOWN):
+            ledger.ops["forced"] += 1
+            await _submit(client, ledger, payment())
+        e2e = ledger.paid_e2e[0][0]
+        for _ in range(FORCED_UNKNOWN):
+            ledger.ops["forced"] += 1
+            await _submit(client, ledger, cancellation(e2e))
         # Requests the sandbox delayed past our timeout are still being handled: let
         # them finish before reading its state.
         await asyncio.sleep(LATENCY + 0.3)
@@ -196,7 +208,10 @@ def _verify(
     phantoms = {mid: exc for mid, exc in ledger.refused.items() if mid in stored}
     stats = sb.server.stats()
     figures = {
-        "operations": sum(v for k, v in ledger.ops.items() if not k.startswith("resolved")),
+        "operations": sum(
+            v for k, v in ledger.ops.items() if not k.startswith("resolved") and k != "forced"
+        ),
+        "forced_unknown_burst": ledger.ops["forced"],
         "ops_by_kind": dict(ledger.ops),
         "http_attempts": sum(ledger.attempts.values()),
         "faults_injected": stats["faults"],
@@ -244,7 +259,13 @@ async def test_fault_soak_reduced() -> None:
     async with sandbox_server(_config()) as sb:
         start = time.monotonic()
         ledger = await _run(sb, operations=300, seed=1)
-        _verify(sb, ledger, "fault soak (default, 300 ops)", time.monotonic() - start)
+        _verify(
+            sb,
+            ledger,
+            "fault soak (default, 300 ops)",
+            time.monotonic() - start,
+            2 * FORCED_UNKNOWN,
+        )
 
 
 @pytest.mark.soak
@@ -253,7 +274,9 @@ async def test_fault_soak_5000_operations() -> None:
     async with sandbox_server(_config()) as sb:
         start = time.monotonic()
         ledger = await _run(sb, operations=5000, seed=5000)
-        _verify(sb, ledger, "fault soak (soak, 5000 ops)", time.monotonic() - start, 5)
+        _verify(
+            sb, ledger, "fault soak (soak, 5000 ops)", time.monotonic() - start, 2 * FORCED_UNKNOWN
+        )
 
 
 async def test_rate_limited_after_a_stored_attempt_is_outcome_unknown() -> None:

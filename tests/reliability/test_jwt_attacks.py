@@ -11,7 +11,7 @@ import hmac
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -324,6 +324,8 @@ async def test_access_token_of_another_client_is_refused(world: World) -> None:
     REFUSED.append("access token: issued to another client")
 
 
-def test_zz_report_refusals() -> None:
+@pytest.fixture(scope="module", autouse=True)
+def _report_refusals() -> Iterator[None]:
+    yield
     if REFUSED:
         record("JWT attacks refused with 401", count=len(REFUSED), attacks=sorted(REFUSED))
