@@ -335,7 +335,7 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], title: 
         if v is None:
             return "-"
         if isinstance(v, bool):
-            return "on" if v else "off"
+            return "yes" if v else "no"
         if isinstance(v, float):
             return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
         if isinstance(v, int):

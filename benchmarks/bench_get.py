@@ -97,7 +97,13 @@ async def _create_ids(client: PaymentsClient, m: int) -> dict[str, list[str]]:
 
 
 async def run(
-    sb: SandboxProcess, key: Any, counts: dict[int, int], warmup: int, m: int
+    sb: SandboxProcess,
+    key: Any,
+    counts: dict[int, int],
+    warmup: int,
+    m: int,
+    profile: bool,
+    extra: dict[str, Any],
 ) -> list[dict[str, Any]]:
     creds = Credentials(
         BENCH_CLIENT_ID, BENCH_CLIENT_SECRET, key_id=BENCH_KID, issuer=BENCH_ISS, private_key=key
@@ -169,6 +175,21 @@ async def run(
 
             return [("ours", op_ours), ("bare", op_bare), ("peer", op_peer)]
 
+        if profile:
+            import cProfile
+            import time
+
+            from bench_post import profile_breakdown
+
+            op = variants("camt029")[0][1]
+            n = counts[16]
+            prof = cProfile.Profile(time.process_time)
+            c0 = time.process_time()
+            prof.enable()
+            await closed_loop(op, n, 16, collect=False)
+            prof.disable()
+            extra["profile_ours_camt029_c16"] = profile_breakdown(prof, n, time.process_time() - c0)
+
         for route in ROUTES:
             for c in CONCURRENCY_LEVELS:
                 for name, op in variants(route):
@@ -202,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     with sandbox_process("--processing-delay", "0", "--settlement-delay", "0") as sb:
         sb.register(pem)
         print(f"sandbox {sb.url} (pid {sb.proc.pid})", flush=True)
-        rows = asyncio.run(run(sb, key, counts, warmup, m))
+        extra: dict[str, Any] = {}
+        rows = asyncio.run(run(sb, key, counts, warmup, m, args.profile, extra))
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     by = {(r["route"], r["variant"], r["concurrency"]): r for r in rows}
     ratios: dict[str, Any] = {}
@@ -229,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratios,
         "worst_ours_cpu_over_bare_cpu": worst,
         "targets_met": targets,
+        **extra,
     }
     print()
     print(
@@ -258,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print("Targets:", targets)
+    if "profile_ours_camt029_c16" in extra:
+        prof = extra["profile_ours_camt029_c16"]
+        print(
+            "Profile of ours (camt029, c=16), self µs/req:", prof["self_us_per_req_under_profiler"]
+        )
     path = write_result(args.out, NAME, result)
     print(f"wrote {path}")
     return 0

@@ -368,7 +368,9 @@ async def run_variants(
 
         if do_profile:
             n = counts[64]
-            prof = cProfile.Profile()
+            # CPU time, not wall time: on a shared machine wall time charges whatever was
+            # running when this process was descheduled to the function that was running.
+            prof = cProfile.Profile(time.process_time)
             c0 = time.process_time()
             prof.enable()
             await closed_loop(op_ours, n, 64, collect=False)

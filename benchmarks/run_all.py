@@ -45,7 +45,7 @@ def run_script(name: str, out: Path, quick: bool) -> dict[str, Any]:
         cmd += ["--out", str(out / "codec.json")]  # bench_codec takes a file path
     else:
         cmd += ["--out", str(out)]
-    if name == "post" and not quick:
+    if name in ("post", "get") and not quick:
         cmd.append("--profile")
     print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
     t0 = time.perf_counter()
@@ -104,7 +104,7 @@ def draw_chart(post: dict[str, Any], path: Path) -> None:
     ax.set_xticks(levels)
     ax.set_xticklabels([str(c) for c in levels])
     ax.set_xlabel("concurrency (requests in flight)")
-    ax.set_ylabel("signed POSTs per second")
+    ax.set_ylabel("camt.056 POSTs per second")
     m = post.get("machine", {})
     ax.set_title(
         f"camt.056 submissions vs concurrency ({m.get('nproc')} cores, load "
@@ -217,8 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         runs[name] = run_script(name, args.out, args.quick)
         data = load(args.out, name)
         if data is not None:
-            if name == "post" and "profile" in data:
-                data["profile"].pop("cumulative_text", None)  # kept in post.json only
+            for key in ("profile", "profile_ours_camt029_c16"):
+                if key in data:
+                    data[key].pop("cumulative_text", None)  # kept in <name>.json only
             results[name] = data
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     combined = {
