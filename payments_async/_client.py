@@ -409,9 +409,7 @@ class PaymentsClient:
             NotFoundError: no such payment for this client.
             ApiError: any other refusal.
         """
-        path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
-        resp, request_id, attempt = await self._get(path)
-        return self._decode(decode_pacs002, resp, "GET", path, request_id, attempt)
+        return await self._read(f"{PACS002_PATH}/{_check_id(payments_service_id)}", decode_pacs002)
 
     async def get_cancellation_outcome(self, payments_service_id: str) -> Camt029:
         """Read a cancellation's camt.029 resolution once (it may still be pending).
@@ -420,9 +418,7 @@ class PaymentsClient:
             NotFoundError: no such cancellation for this client.
             ApiError: any other refusal.
         """
-        path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
-        resp, request_id, attempt = await self._get(path)
-        return self._decode(decode_camt029, resp, "GET", path, request_id, attempt)
+        return await self._read(f"{CAMT029_PATH}/{_check_id(payments_service_id)}", decode_camt029)
 
     async def wait_for_cancellation_outcome(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
@@ -486,7 +482,7 @@ class PaymentsClient:
         deadline = time.monotonic() + timeout
 
         async def fetch() -> tuple[M, S]:
-            message = await self._get_decoded_until(path, decoder, deadline)
+            message = await self._read(path, decoder, deadline)
             return message, summarize(message)
 
         def status_of(result: tuple[M, S]) -> tuple[bool, str | None]:
@@ -579,11 +575,14 @@ class PaymentsClient:
         resp = await self._with_retries("GET", path, request_id, attempt, policy or self._retry)
         return resp, request_id, last
 
-    async def _get_decoded_until(
-        self, path: str, decoder: Callable[[bytes], T], deadline: float
+    async def _read(
+        self, path: str, decoder: Callable[[bytes], T], deadline: float | None = None
     ) -> T:
-        remaining = deadline - time.monotonic()
-        policy = self._retry.with_timeout(max(0.0, min(self._retry.timeout, remaining)))
+        """GET ``path`` with retries (within ``deadline`` if given) and decode the body."""
+        policy = self._retry
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            policy = policy.with_timeout(max(0.0, min(policy.timeout, remaining)))
         resp, request_id, attempt = await self._get(path, policy)
         return self._decode(decoder, resp, "GET", path, request_id, attempt)
 
