@@ -14,7 +14,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
 
 import aiohttp
-import tenacity
+import tenacity  # for the before_sleep hook's RetryCallState
 
 from ._constants import (
     CAMT029_PATH,
@@ -622,7 +622,6 @@ class PaymentsClient:
                 ),
             )
 
-        retrying = policy.retrying(rng=self._rng, before_sleep=before_sleep)
         counter = 0
 
         async def call() -> Response:
@@ -634,7 +633,7 @@ class PaymentsClient:
             result: Response = await attempt(counter, remaining)
             return result
 
-        return await retrying(call)
+        return await policy.run(call, rng=self._rng, before_sleep=before_sleep, deadline=deadline)
 
     async def _attempt(
         self,

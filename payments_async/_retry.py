@@ -7,8 +7,9 @@ import math
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import tenacity
 
@@ -26,6 +27,8 @@ from ._constants import (
     RETRYABLE_STATUSES,
 )
 from ._errors import ApiError, TransportError
+
+T = TypeVar("T")
 
 __all__ = [
     "RetryBudget",
@@ -171,12 +174,61 @@ class RetryPolicy:
         ceiling = min(self.wait_max, self.wait_initial * self.wait_exp_base ** (attempt - 1))
         return rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
 
+    async def run(
+        self,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        retry_on: Callable[[BaseException], bool] = is_retryable,
+        rng: random.Random | None = None,
+        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+        deadline: float | None = None,
+    ) -> T:
+        """Await ``fn()``, retrying it under this policy.
+
+        The first attempt runs outside tenacity, so a call that succeeds at once costs
+        nothing extra (tenacity's machinery is ~20-50 µs a call, a tenth of a request's
+        CPU). After a retryable failure, tenacity takes over with that failure as its
+        attempt 1, so waits, stops and the budget see exactly what they would have seen.
+
+        Args:
+            fn: one attempt.
+            retry_on: which exceptions earn another attempt; each operation states it.
+            rng: random source for the jitter.
+            before_sleep: called before each sleep (logging, metrics hooks).
+            deadline: absolute ``time.monotonic()`` deadline; ``timeout`` from now if None.
+        """
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
+        try:
+            result = await fn()
+        except Exception as exc:
+            if not retry_on(exc):
+                raise
+            first: BaseException | None = exc
+        else:
+            if self.budget is not None:
+                self.budget.record_success()
+            return result
+
+        async def again() -> T:
+            nonlocal first
+            if first is not None:
+                failed, first = first, None
+                raise failed  # tenacity's attempt 1 is the one that already failed
+            return await fn()
+
+        retrying = self.retrying(
+            retry_on=retry_on, rng=rng, before_sleep=before_sleep, deadline=deadline
+        )
+        return await retrying(again)
+
     def retrying(
         self,
         *,
         retry_on: Callable[[BaseException], bool] = is_retryable,
         rng: random.Random | None = None,
         before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+        deadline: float | None = None,
     ) -> tenacity.AsyncRetrying:
         """A tenacity ``AsyncRetrying`` that applies this policy.
 
@@ -184,9 +236,17 @@ class RetryPolicy:
             retry_on: which exceptions earn another attempt; each operation states it.
             rng: random source for the jitter (seed it for repeatable tests).
             before_sleep: called before each sleep (logging, metrics hooks).
+            deadline: absolute ``time.monotonic()`` deadline; ``timeout`` from now if None.
         """
         source = rng or random.Random()
         budget = self.budget
+        attempts = self.attempts
+        end = time.monotonic() + self.timeout if deadline is None else deadline
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            # Stop on attempts, or when the coming sleep would pass the deadline.
+            upcoming = state.upcoming_sleep or 0.0
+            return state.attempt_number >= attempts or time.monotonic() + upcoming >= end
 
         def should_retry(state: tenacity.RetryCallState) -> bool:
             outcome = state.outcome
@@ -204,8 +264,7 @@ class RetryPolicy:
             return self.backoff(state.attempt_number, exc, source)
 
         return tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt(self.attempts)
-            | tenacity.stop_before_delay(self.timeout),
+            stop=stop,
             wait=wait,
             retry=should_retry,
             reraise=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+from typing import Any
 
 import pytest
 
@@ -164,3 +165,60 @@ async def test_deadline_stops_before_a_sleep_that_would_pass_it() -> None:
     with pytest.raises(RateLimitedError):
         await policy.retrying()(failing)
     assert calls == 1  # the 2 s Retry-After would pass the 0.5 s deadline
+
+
+async def test_run_succeeds_at_once_without_retrying() -> None:
+    budget = RetryBudget(capacity=10, cost=5, refill=1)
+    budget.try_acquire(ServerError("x", status=500))
+
+    async def ok() -> str:
+        return "done"
+
+    assert await RetryPolicy(budget=budget).run(ok) == "done"
+    assert budget.level == 6  # a success on the fast path refills the budget too
+
+
+async def test_run_retries_with_the_first_failure_counted_as_attempt_one() -> None:
+    calls = 0
+    sleeps: list[int] = []
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise ServerError("boom", status=503)
+        return "done"
+
+    def before_sleep(state: Any) -> None:
+        sleeps.append(state.attempt_number)
+
+    policy = RetryPolicy.for_testing(attempts=3)
+    assert await policy.run(flaky, before_sleep=before_sleep) == "done"
+    assert calls == 3  # not 4: the replayed first failure is not a second request
+    assert sleeps == [1, 2]
+
+
+async def test_run_gives_up_after_attempts_counting_the_first() -> None:
+    calls = 0
+
+    async def failing() -> None:
+        nonlocal calls
+        calls += 1
+        raise TransportError("reset")
+
+    with pytest.raises(TransportError):
+        await RetryPolicy.for_testing(attempts=4).run(failing)
+    assert calls == 4
+
+
+async def test_run_does_not_retry_what_is_not_retryable() -> None:
+    calls = 0
+
+    async def refused() -> None:
+        nonlocal calls
+        calls += 1
+        raise NotFoundError("no", status=404)
+
+    with pytest.raises(NotFoundError):
+        await RetryPolicy.for_testing().run(refused)
+    assert calls == 1
