@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
+import re
 import ssl
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeVar
@@ -501,43 +503,28 @@ class PaymentsClient:
         )
 
     # --- the pipeline --------------------------------------------------------------------
+    #
+    # caller -> _submit/_read -> _exchange (retries) -> _attempt (token, one resend after a
+    # 401) -> Transport.request. Kept flat: every frame here is held by each of thousands
+    # of concurrent waiters while its poll waits for a free connection.
 
     async def _submit(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
         validate(message)  # raises ValidationError before any I/O
         body = encode(message)  # encoded once: these bytes are signed and sent, every attempt
-        sca = _ScaToken(self._signer, body, message_id)
-        request_id = uuid.uuid4().hex
-        maybe_stored = False
-        attempt_no = 0
-
-        async def attempt(n: int, timeout: float) -> Response:
-            nonlocal maybe_stored, attempt_no
-            attempt_no = n
-            try:
-                return await self._attempt("POST", path, request_id, n, body, sca, timeout)
-            except TransportError as exc:
-                maybe_stored = maybe_stored or exc.request_sent
-                raise
-            except (ServerError, InvalidResponseError):
-                maybe_stored = True  # a 5xx or a garbled answer can come after a commit
-                raise
-
+        op = _Operation("POST", path, body, _ScaToken(self._signer, body, message_id))
         try:
-            resp = await self._with_retries("POST", path, request_id, attempt, self._retry)
+            resp = await self._exchange(op, time.monotonic() + self._retry.timeout)
         except PaymentsError as exc:
             # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
             # attempt may have been stored, the honest answer is "unknown", not "failed".
-            if not maybe_stored:
+            if not op.maybe_stored:
                 raise
             raise OutcomeUnknownError(
-                f"outcome unknown after {attempt_no} attempt(s): {exc.message}; resubmit the "
-                f"same message to learn it",
+                f"outcome unknown after {op.attempts} attempt(s): {exc.message}; resubmit "
+                f"the same message to learn it",
                 message_id=message_id,
-                method="POST",
-                path=path,
                 status=exc.status,
-                request_id=request_id,
-                attempt=attempt_no,
+                **op.context(),
             ) from exc
         try:
             result = decode_submission(resp.body)
@@ -546,11 +533,8 @@ class PaymentsClient:
                 f"the service answered {resp.status} with an unreadable body; resubmit the "
                 "same message to learn its id",
                 message_id=message_id,
-                method="POST",
-                path=path,
                 status=resp.status,
-                request_id=request_id,
-                attempt=attempt_no,
+                **op.context(),
             ) from exc
         return Submission(
             payments_service_id=result.payments_service_id,
@@ -559,62 +543,75 @@ class PaymentsClient:
             status=result.status,
             creation_date_time=result.creation_date_time,
             created=resp.status == 201,
-            attempts=attempt_no,
-            request_id=request_id,
+            attempts=op.attempts,
+            request_id=op.request_id,
         )
-
-    async def _get(self, path: str, policy: RetryPolicy | None = None) -> tuple[Response, str, int]:
-        request_id = uuid.uuid4().hex
-        last = 0
-
-        async def attempt(n: int, timeout: float) -> Response:
-            nonlocal last
-            last = n
-            return await self._attempt("GET", path, request_id, n, None, None, timeout)
-
-        resp = await self._with_retries("GET", path, request_id, attempt, policy or self._retry)
-        return resp, request_id, last
 
     async def _read(
         self, path: str, decoder: Callable[[bytes], T], deadline: float | None = None
     ) -> T:
         """GET ``path`` with retries (within ``deadline`` if given) and decode the body."""
-        policy = self._retry
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            policy = policy.with_timeout(max(0.0, min(policy.timeout, remaining)))
-        resp, request_id, attempt = await self._get(path, policy)
-        return self._decode(decoder, resp, "GET", path, request_id, attempt)
-
-    async def _with_retries(
-        self,
-        method: str,
-        path: str,
-        request_id: str,
-        attempt: Callable[[int, float], Any],
-        policy: RetryPolicy,
-    ) -> Response:
-        deadline = time.monotonic() + policy.timeout
-
-        def before_sleep(state: tenacity.RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            err = exc if isinstance(exc, PaymentsError) else None
-            wait = state.upcoming_sleep
-            logger.debug(
-                "retry %s %s after attempt %d: %s; sleeping %.3fs (request_id=%s)",
-                method,
-                path,
-                state.attempt_number,
-                err,
-                wait,
-                request_id,
+        op = _Operation("GET", path)
+        end = time.monotonic() + self._retry.timeout
+        resp = await self._exchange(op, end if deadline is None else min(end, deadline))
+        ctype = resp.headers.get("Content-Type", "")
+        if "json" not in ctype.lower():
+            raise InvalidResponseError(
+                f"expected a JSON body, got content type {ctype.split(';')[0] or 'none'!r}",
+                status=resp.status,
+                **op.context(),
             )
+        try:
+            return decoder(resp.body)
+        except ValidationError as exc:
+            raise InvalidResponseError(
+                f"unexpected body: {exc.message}", status=resp.status, **op.context()
+            ) from exc
+
+    async def _exchange(self, op: _Operation, deadline: float) -> Response:
+        """Attempts under the retry policy until a 2xx, a final error or the deadline."""
+
+        async def attempt() -> Response:
+            op.attempts += 1
+            # Each attempt gets what is left of the deadline, so the deadline holds even
+            # when the service stops answering mid-response.
+            remaining = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
+            try:
+                return await self._attempt(op, remaining)
+            except TransportError as exc:
+                op.maybe_stored = op.maybe_stored or exc.request_sent
+                raise
+            except (ServerError, InvalidResponseError):
+                op.maybe_stored = True  # a 5xx or a garbled answer can come after a commit
+                raise
+
+        return await self._retry.run(
+            attempt,
+            rng=self._rng,
+            before_sleep=functools.partial(self._before_retry, op),
+            deadline=deadline,
+        )
+
+    def _before_retry(self, op: _Operation, state: tenacity.RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        err = exc if isinstance(exc, PaymentsError) else None
+        wait = state.upcoming_sleep
+        logger.debug(
+            "retry %s %s after attempt %d: %s; sleeping %.3fs (request_id=%s)",
+            op.method,
+            op.path,
+            state.attempt_number,
+            err,
+            wait,
+            op.request_id,
+        )
+        if self._hooks.on_retry is not None:
             _call_hook(
                 self._hooks.on_retry,
                 RequestEvent(
-                    method,
-                    path,
-                    request_id,
+                    op.method,
+                    op.path,
+                    op.request_id,
                     state.attempt_number,
                     err.status if err else None,
                     wait,
@@ -622,50 +619,67 @@ class PaymentsClient:
                 ),
             )
 
-        counter = 0
-
-        async def call() -> Response:
-            # Each attempt gets what is left of the deadline, so the deadline holds even
-            # when the service stops answering mid-response.
-            nonlocal counter
-            counter += 1
-            remaining = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-            result: Response = await attempt(counter, remaining)
-            return result
-
-        return await policy.run(call, rng=self._rng, before_sleep=before_sleep, deadline=deadline)
-
-    async def _attempt(
-        self,
-        method: str,
-        path: str,
-        request_id: str,
-        attempt: int,
-        body: bytes | None,
-        sca: _ScaToken | None,
-        timeout: float,
-    ) -> Response:
-        token = await self._access_token(timeout, method, path, request_id, attempt)
-        resp = await self._send_once(
-            method, path, request_id, attempt, body, sca, token.value, timeout
-        )
-        if resp.status == 401:
-            # One refresh, one resend: the token may have been revoked or expired early.
+    async def _attempt(self, op: _Operation, timeout: float) -> Response:
+        """One attempt; a 401 invalidates that exact token and resends once with a new one."""
+        token = await self._access_token(op, timeout)
+        headers = dict(self._base_headers)
+        headers[REQUEST_ID_HEADER] = op.request_id
+        if op.body is not None:
+            headers["Content-Type"] = JSON_CONTENT_TYPE
+        if op.sca is not None:
+            headers[SCA_HEADER] = op.sca.current()
+        for resend in (False, True):
+            headers["Authorization"] = "Bearer " + token.value
+            start = time.monotonic()
+            try:
+                resp = await self._transport.request(
+                    op.method,
+                    op.path,
+                    headers=headers,
+                    body=op.body,
+                    timeout=timeout,
+                    request_id=op.request_id,
+                    attempt=op.attempts,
+                )
+            except PaymentsError as exc:
+                self._observe(op, exc.status, time.monotonic() - start, exc)
+                raise
+            self._observe(op, resp.status, resp.elapsed, None)
+            if resp.status != 401 or resend:
+                break
+            # The token may have been revoked or expired early: one refresh, one resend.
             self._tokens.invalidate(token)
-            logger.debug("%s %s -> 401; refreshing the token once", method, path)
-            token = await self._access_token(timeout, method, path, request_id, attempt)
-            resp = await self._send_once(
-                method, path, request_id, attempt, body, sca, token.value, timeout
-            )
+            logger.debug("%s %s -> 401; refreshing the token once", op.method, op.path)
+            token = await self._access_token(op, timeout)
         if 200 <= resp.status < 300:
             return resp
         raise error_from_response(
-            resp, method=method, path=path, request_id=request_id, attempt=attempt
+            resp, method=op.method, path=op.path, request_id=op.request_id, attempt=op.attempts
         )
 
-    async def _access_token(
-        self, timeout: float, method: str, path: str, request_id: str, attempt: int
-    ) -> AccessToken:
+    def _observe(
+        self, op: _Operation, status: int | None, elapsed: float, error: PaymentsError | None
+    ) -> None:
+        """Log one HTTP exchange at DEBUG and tell the on_request hook (ids, no secrets)."""
+        logger.debug(
+            "%s %s -> %s in %.1f ms (request_id=%s, attempt=%d)%s",
+            op.method,
+            op.path,
+            status if error is None else "error",
+            elapsed * 1000,
+            op.request_id,
+            op.attempts,
+            f": {error.message}" if error is not None else "",
+        )
+        if self._hooks.on_request is not None:
+            _call_hook(
+                self._hooks.on_request,
+                RequestEvent(
+                    op.method, op.path, op.request_id, op.attempts, status, elapsed, error
+                ),
+            )
+
+    async def _access_token(self, op: _Operation, timeout: float) -> AccessToken:
         """The cached token at no cost, or a fetch bounded by the operation's deadline."""
         if self._tokens.current is not None:
             return await self._tokens.get()
@@ -677,108 +691,45 @@ class PaymentsClient:
             raise TransportError(
                 "no access token before the operation's deadline",
                 request_sent=False,
-                method=method,
-                path=path,
-                request_id=request_id,
-                attempt=attempt,
+                **op.context(),
             ) from exc
 
-    async def _send_once(
+
+class _Operation:
+    """One call's state across its attempts: the same request id, bytes and SCA token."""
+
+    __slots__ = ("attempts", "body", "maybe_stored", "method", "path", "request_id", "sca")
+
+    def __init__(
         self,
         method: str,
         path: str,
-        request_id: str,
-        attempt: int,
-        body: bytes | None,
-        sca: _ScaToken | None,
-        bearer: str,
-        timeout: float,
-    ) -> Response:
-        headers = dict(self._base_headers)
-        headers["Authorization"] = "Bearer " + bearer
-        headers[REQUEST_ID_HEADER] = request_id
-        if body is not None:
-            headers["Content-Type"] = JSON_CONTENT_TYPE
-        if sca is not None:
-            headers[SCA_HEADER] = sca.current()
-        start = time.monotonic()
-        try:
-            resp = await self._transport.request(
-                method,
-                path,
-                headers=headers,
-                body=body,
-                timeout=timeout,
-                request_id=request_id,
-                attempt=attempt,
-            )
-        except PaymentsError as exc:
-            elapsed = time.monotonic() - start
-            logger.debug(
-                "%s %s failed after %.1f ms: %s (request_id=%s, attempt=%d)",
-                method,
-                path,
-                elapsed * 1000,
-                exc.message,
-                request_id,
-                attempt,
-            )
-            _call_hook(
-                self._hooks.on_request,
-                RequestEvent(method, path, request_id, attempt, exc.status, elapsed, exc),
-            )
-            raise
-        logger.debug(
-            "%s %s -> %d in %.1f ms (request_id=%s, attempt=%d)",
-            method,
-            path,
-            resp.status,
-            resp.elapsed * 1000,
-            request_id,
-            attempt,
-        )
-        _call_hook(
-            self._hooks.on_request,
-            RequestEvent(method, path, request_id, attempt, resp.status, resp.elapsed),
-        )
-        return resp
+        body: bytes | None = None,
+        sca: _ScaToken | None = None,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.body = body
+        self.sca = sca
+        self.request_id = uuid.uuid4().hex
+        self.attempts = 0
+        self.maybe_stored = False  # True once an attempt may have reached the service
 
-    @staticmethod
-    def _decode(
-        decoder: Callable[[bytes], T],
-        resp: Response,
-        method: str,
-        path: str,
-        request_id: str,
-        attempt: int,
-    ) -> T:
-        ctype = resp.headers.get("Content-Type", "")
-        context: Mapping[str, Any] = {
-            "method": method,
-            "path": path,
-            "status": resp.status,
-            "request_id": request_id,
-            "attempt": attempt,
+    def context(self) -> dict[str, Any]:
+        """The fields every error of this call carries."""
+        return {
+            "method": self.method,
+            "path": self.path,
+            "request_id": self.request_id,
+            "attempt": self.attempts,
         }
-        if "json" not in ctype.lower():
-            raise InvalidResponseError(
-                f"expected a JSON body, got content type {ctype.split(';')[0] or 'none'!r}",
-                **context,
-            )
-        try:
-            return decoder(resp.body)
-        except ValidationError as exc:
-            raise InvalidResponseError(f"unexpected body: {exc.message}", **context) from exc
+
+
+_SERVICE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def _check_id(payments_service_id: str) -> str:
     """Refuse an id that would change the URL path (slashes, dots, controls, empty)."""
-    if (
-        not isinstance(payments_service_id, str)
-        or not payments_service_id
-        or len(payments_service_id) > 128
-        or not all(c.isalnum() or c in "-_" for c in payments_service_id)
-        or not payments_service_id.isascii()
-    ):
+    if not isinstance(payments_service_id, str) or not _SERVICE_ID.fullmatch(payments_service_id):
         raise ValidationError.single("$.paymentsServiceId", "must be 1-128 of [A-Za-z0-9_-]")
     return payments_service_id
