@@ -1,0 +1,98 @@
+"""The poll schedule (pure) and the shared poll loop, without any server."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+import random
+
+import pytest
+
+from payments_async import NotFoundError, PollPolicy, PollTimeoutError
+from payments_async._errors import ApiError, ServerError, TransportError
+from payments_async._polling import poll_until_final
+
+
+def test_intervals_grow_geometrically_up_to_the_maximum() -> None:
+    policy = PollPolicy(initial=0.5, maximum=4.0, multiplier=2.0, jitter=0.0)
+    got = list(itertools.islice(policy.intervals(random.Random(0)), 6))
+    assert got == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+
+
+def test_jitter_stays_within_its_share() -> None:
+    policy = PollPolicy(initial=1.0, maximum=1.0, jitter=0.1)
+    got = list(itertools.islice(policy.intervals(random.Random(1)), 500))
+    assert all(0.9 <= g <= 1.1 for g in got)
+    assert max(got) - min(got) > 0.15  # it does spread the waiters
+
+
+FAST = PollPolicy(initial=0.001, maximum=0.001, jitter=0.0, not_found_grace=0.05)
+
+
+def _scripted(*steps: object) -> tuple[list[int], Callable[[], Awaitable[str]]]:
+    calls: list[int] = []
+    queue = list(steps)
+
+    async def fetch() -> str:
+        calls.append(1)
+        step = queue.pop(0) if len(queue) > 1 else queue[0]
+        if isinstance(step, BaseException):
+            raise step
+        assert isinstance(step, str)
+        return step
+
+    return calls, fetch
+
+
+def _status(code: str) -> tuple[bool, str | None]:
+    return code in {"ACCC", "RJCT"}, code
+
+
+async def test_returns_the_first_final_result() -> None:
+    calls, fetch = _scripted("PEND", "PEND", "ACCC")
+    result = await poll_until_final(
+        fetch, _status, payments_service_id="p", timeout=5, policy=FAST, what="t"
+    )
+    assert result == "ACCC"
+    assert len(calls) == 3
+
+
+async def test_transient_errors_and_early_404_are_polled_through() -> None:
+    calls, fetch = _scripted(
+        NotFoundError("not yet", status=404),
+        ServerError("blip", status=503),
+        TransportError("reset"),
+        "RJCT",
+    )
+    result = await poll_until_final(
+        fetch, _status, payments_service_id="p", timeout=5, policy=FAST, what="t"
+    )
+    assert result == "RJCT"
+    assert len(calls) == 4
+
+
+async def test_a_final_error_stops_at_once() -> None:
+    calls, fetch = _scripted(ApiError("bad", status=400))
+    with pytest.raises(ApiError):
+        await poll_until_final(
+            fetch, _status, payments_service_id="p", timeout=5, policy=FAST, what="t"
+        )
+    assert len(calls) == 1
+
+
+async def test_404_after_the_grace_period_is_raised() -> None:
+    _, fetch = _scripted(NotFoundError("unknown", status=404))
+    with pytest.raises(NotFoundError):
+        await poll_until_final(
+            fetch, _status, payments_service_id="p", timeout=5, policy=FAST, what="t"
+        )
+
+
+async def test_deadline_raises_with_the_last_status_seen() -> None:
+    _, fetch = _scripted("PEND")
+    with pytest.raises(PollTimeoutError) as info:
+        await poll_until_final(
+            fetch, _status, payments_service_id="p-9", timeout=0.02, policy=FAST, what="t"
+        )
+    assert info.value.last_status == "PEND"
+    assert info.value.payments_service_id == "p-9"
