@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
 import random
+from collections.abc import Awaitable, Callable
 
 import pytest
 
