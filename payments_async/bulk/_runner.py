@@ -23,8 +23,7 @@ from .._errors import (
     ServerError,
     ValidationError,
 )
-from .._polling import PollPolicy, poll_until_final
-from ..iso20022 import Camt029, decode_camt056, encode, summarize_resolution
+from ..iso20022 import decode_camt056, encode
 from ._input import BulkInput, RowError, build_row_message, read_input
 from ._journal import (
     ACKNOWLEDGED,
@@ -224,11 +223,10 @@ class BulkRunner:
         client: the client; its ``connection_limit`` must exceed ``concurrency`` (see
             :func:`connection_limit_for`) so no request waits inside the pool.
         journal: where every state change is committed.
-        concurrency: HTTP requests (submissions and polls) in flight at once.
+        concurrency: submissions in flight at once (the client bounds every request).
         timeout: seconds to wait for each row's outcome.
         progress: told about every change of the counters.
         max_waiting: rows submitted and not yet final, at most.
-        poll: the polling schedule of the outcome reads.
     """
 
     def __init__(
@@ -240,7 +238,6 @@ class BulkRunner:
         timeout: float = POLL_TIMEOUT,
         progress: ProgressSink | None = None,
         max_waiting: int = MAX_WAITING,
-        poll: PollPolicy | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -249,7 +246,6 @@ class BulkRunner:
         self._concurrency = concurrency
         self._timeout = timeout
         self._progress = progress
-        self._poll = poll or PollPolicy()
         self._requests = asyncio.Semaphore(concurrency)
         self._waiting = asyncio.Semaphore(max(max_waiting, concurrency))
         self.counts = BulkCounts()
@@ -338,33 +334,11 @@ class BulkRunner:
             self._waiting.release()
 
     async def _poll_outcome(self, payments_service_id: str) -> CancellationOutcome:
-        """The client's poll schedule, with every read taking a request slot.
-
-        Thousands of rows wait at once; if each polled on its own, their reads would
-        queue inside the connection pool, where waiting counts against the connect
-        timeout, and the timeouts would be retried into more queueing. Here at most
-        ``concurrency`` requests are ever in flight, and a busy moment only stretches the
-        intervals between polls.
-        """
-
-        async def fetch() -> Camt029:
-            async with self._requests:
-                return await self._client.get_cancellation_outcome(payments_service_id)
-
-        def status_of(res: Camt029) -> tuple[bool, str | None]:
-            summary = summarize_resolution(res)
-            return summary.is_final, summary.status or next(iter(summary.tx_statuses), None)
-
-        resolution = await poll_until_final(
-            fetch,
-            status_of,
-            payments_service_id=payments_service_id,
-            timeout=self._timeout,
-            policy=self._poll,
-            what="cancellation outcome",
-        )
-        return CancellationOutcome.from_resolution(
-            payments_service_id, resolution, summarize_resolution(resolution)
+        """The client's own waiter: its transport keeps at most ``connection_limit``
+        requests in flight, so thousands of rows waiting at once only stretch the
+        intervals between polls."""
+        return await self._client.wait_for_cancellation_outcome(
+            payments_service_id, timeout=self._timeout
         )
 
     async def _record(self, line: int, outcome: CancellationOutcome) -> None:
@@ -421,7 +395,6 @@ async def bulk_cancel(
     timeout: float = POLL_TIMEOUT,
     progress: ProgressSink | None = None,
     stop: asyncio.Event | None = None,
-    poll: PollPolicy | None = None,
     on_plan: Callable[[BulkInput, bool], Awaitable[None] | None] | None = None,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
@@ -444,7 +417,6 @@ async def bulk_cancel(
         progress: told about every change of the counters.
         stop: when set, the run stops promptly (state stays committed) and the report
             says ``interrupted``.
-        poll: the polling schedule of the outcome reads (``PollPolicy()`` if None).
         on_plan: called with the checked input and whether the run resumes, before sending.
 
     Returns:
@@ -483,7 +455,6 @@ async def bulk_cancel(
             concurrency=concurrency,
             timeout=timeout,
             progress=progress,
-            poll=poll,
         )
         work = asyncio.ensure_future(runner.run())
         stopper = asyncio.ensure_future((stop or asyncio.Event()).wait())
