@@ -315,6 +315,7 @@ class PaymentsClient:
         )
         self._retry = retry or RetryPolicy()
         self._poll = poll or PollPolicy()
+        self._poll_slots = asyncio.Semaphore(connection_limit)
         self._hooks = hooks or Hooks()
         self._rng = random.Random()
         on_refresh = self._hooks.on_token_refresh
@@ -484,7 +485,10 @@ class PaymentsClient:
         deadline = time.monotonic() + timeout
 
         async def fetch() -> tuple[M, S]:
-            message = await self._read(path, decoder, deadline)
+            # Queue here, before the request path is entered: a waiter whose poll waits
+            # for a connection then holds a few frames instead of the whole pipeline's.
+            async with self._poll_slots:
+                message = await self._read(path, decoder, deadline)
             return message, summarize(message)
 
         def status_of(result: tuple[M, S]) -> tuple[bool, str | None]:
