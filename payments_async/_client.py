@@ -280,7 +280,8 @@ class PaymentsClient:
         poll: the polling schedule of the waiters.
         connect_timeout: seconds to connect.
         read_timeout: seconds to wait for each read of a response.
-        connection_limit: at most this many open connections.
+        connection_limit: at most this many requests in flight (and open connections);
+            further requests and polls wait their turn, inside their own deadlines.
         max_response_bytes: refuse response bodies larger than this.
         hooks: metrics callbacks.
     """
@@ -302,6 +303,10 @@ class PaymentsClient:
     ) -> None:
         if not isinstance(credentials, Credentials):
             raise ConfigurationError("credentials must be a payments_async.Credentials")
+        if connection_limit < 1 or connect_timeout <= 0 or read_timeout <= 0:
+            raise ConfigurationError(
+                "connection_limit must be >= 1 and the timeouts must be positive"
+            )
         self._credentials = credentials
         self._signer = credentials.signer()
         self._transport = Transport(

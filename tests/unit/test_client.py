@@ -503,3 +503,12 @@ def test_sca_token_is_resigned_only_near_expiry() -> None:
     sca = _ScaToken(expiring, b"{}", "MSG-1")  # type: ignore[arg-type]
     assert sca.current() == "sca-2"
     assert sca.current() == "sca-3"  # each rebuild is a new token (fresh nonce)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"connection_limit": 0}, {"connect_timeout": 0}, {"read_timeout": -1}],
+)
+def test_nonsense_limits_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        PaymentsClient(Credentials.sandbox(), base_url=BASE, **kwargs)
