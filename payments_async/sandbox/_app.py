@@ -9,8 +9,8 @@ import hashlib
 import ipaddress
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
 
 import msgspec
 from aiohttp import web
@@ -483,48 +483,55 @@ class _BodyCache:
 _BODIES_KEY: Final = web.AppKey("payments_async.sandbox.bodies", _BodyCache)
 
 
-async def _get_pacs002(request: web.Request) -> web.Response:
+R = TypeVar("R", PaymentRecord, CancellationRecord)
+
+
+def _own_record(
+    request: web.Request, records: Mapping[str, R], *, accept_required: bool
+) -> R | web.Response:
+    """The caller's record named in the path, or the refusal (401/400, 404, 403/404)."""
     state = _state(request)
-    client_id = _authorize(request, state, post=False, accept_required=False)
+    client_id = _authorize(request, state, post=False, accept_required=accept_required)
     if isinstance(client_id, web.Response):
         return client_id
-    psid = request.match_info["payments_service_id"]
-    record: PaymentRecord | None = state.payments.get(psid)
+    record = records.get(request.match_info["payments_service_id"])
     if record is None:
         return _not_found()
     if record.client_id != client_id:
         return _other_client(state)
+    return record
+
+
+async def _get_pacs002(request: web.Request) -> web.Response:
+    state = _state(request)
+    record = _own_record(request, state.payments, accept_required=False)
+    if isinstance(record, web.Response):
+        return record
     status = record.status_at(state.now())
     cache = request.app[_BODIES_KEY]
-    body = cache.get(psid, status)
+    body = cache.get(record.payments_service_id, status)
     if body is None:
         if record.cancel_effective_at is not None and status.final:
             at = record.cancel_effective_at
         else:
             at = record.processed_at if status.final else record.created_at
         body = payment_status_body(record, status, at)
-        cache.put(psid, status, body)
+        cache.put(record.payments_service_id, status, body)
     return json_response(200, body)
 
 
 async def _get_camt029(request: web.Request) -> web.Response:
     state = _state(request)
-    client_id = _authorize(request, state, post=False, accept_required=True)
-    if isinstance(client_id, web.Response):
-        return client_id
-    psid = request.match_info["payments_service_id"]
-    record: CancellationRecord | None = state.cancellations.get(psid)
-    if record is None:
-        return _not_found()
-    if record.client_id != client_id:
-        return _other_client(state)
+    record = _own_record(request, state.cancellations, accept_required=True)
+    if isinstance(record, web.Response):
+        return record
     status = record.status_at(state.now())
     cache = request.app[_BODIES_KEY]
-    body = cache.get(psid, status)
+    body = cache.get(record.payments_service_id, status)
     if body is None:
         at = record.settles_at if status.final else record.created_at
         body = cancellation_outcome_body(record, status, at)
-        cache.put(psid, status, body)
+        cache.put(record.payments_service_id, status, body)
     return json_response(200, body)
 
 
