@@ -41,7 +41,6 @@ TOKEN_REFRESH_MIN_INTERVAL: Final = 1.0  # never refresh sooner than this after 
 # --- HTTP -------------------------------------------------------------------------------
 CONNECT_TIMEOUT: Final = 5.0
 READ_TIMEOUT: Final = 30.0
-TOTAL_TIMEOUT: Final = 60.0
 CONNECTION_LIMIT: Final = 100  # bounded connector: waiters share these sockets
 MAX_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
 USER_AGENT: Final = "payments-async"

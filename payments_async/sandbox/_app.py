@@ -33,7 +33,7 @@ from .._constants import (
 )
 from .._errors import ConfigurationError, ValidationError
 from .._jwt import JwtVerificationError, verify_assertion, verify_sca_token
-from ..iso20022 import decode_camt056, decode_pacs008, encode, validate
+from ..iso20022 import Camt056, Pacs008, decode_camt056, decode_pacs008, encode, validate
 from ._config import SHUTDOWN_TIMEOUT, FaultConfig, SandboxConfig
 from ._lifecycle import CancellationRecord, PaymentRecord
 from ._messages import cancellation_outcome_body, payment_status_body, submission_body
@@ -406,9 +406,21 @@ def _body_hash(msg: object) -> str:
     return hashlib.sha256(encode(msg)).hexdigest()
 
 
-async def _post_pacs008(request: web.Request) -> web.Response:
-    state = _state(request)
-    client_id = _authorize(request, state, post=True, accept_required=False)
+M = TypeVar("M", Pacs008, Camt056)
+
+
+async def _signed_message(
+    request: web.Request,
+    state: SandboxState,
+    decode: Callable[[bytes], M],
+    *,
+    accept_required: bool,
+) -> tuple[str, M] | web.Response:
+    """Check token and SCA over the raw body, then decode and validate it.
+
+    Returns the caller's client id and the message, or the refusal (400/401).
+    """
+    client_id = _authorize(request, state, post=True, accept_required=accept_required)
     if isinstance(client_id, web.Response):
         return client_id
     body = await request.read()  # the raw bytes: hd is checked against exactly these
@@ -416,10 +428,19 @@ async def _post_pacs008(request: web.Request) -> web.Response:
     if refused is not None:
         return refused
     try:
-        msg = decode_pacs008(body)
+        msg = decode(body)
         validate(msg)
     except ValidationError as exc:
         return problems_response(exc.problems, summary=exc.message)
+    return client_id, msg
+
+
+async def _post_pacs008(request: web.Request) -> web.Response:
+    state = _state(request)
+    signed = await _signed_message(request, state, decode_pacs008, accept_required=False)
+    if isinstance(signed, web.Response):
+        return signed
+    client_id, msg = signed
     try:
         record, created = state.submit_payment(client_id, msg, _body_hash(msg))
     except DuplicateIdError as exc:
@@ -435,18 +456,10 @@ async def _post_pacs008(request: web.Request) -> web.Response:
 
 async def _post_camt056(request: web.Request) -> web.Response:
     state = _state(request)
-    client_id = _authorize(request, state, post=True, accept_required=True)
-    if isinstance(client_id, web.Response):
-        return client_id
-    body = await request.read()
-    refused = _check_sca(request, state, client_id, body)
-    if refused is not None:
-        return refused
-    try:
-        msg = decode_camt056(body)
-        validate(msg)
-    except ValidationError as exc:
-        return problems_response(exc.problems, summary=exc.message)
+    signed = await _signed_message(request, state, decode_camt056, accept_required=True)
+    if isinstance(signed, web.Response):
+        return signed
+    client_id, msg = signed
     try:
         record, created = state.submit_cancellation(client_id, msg, _body_hash(msg))
     except DuplicateIdError as exc:

@@ -10,8 +10,9 @@ import hashlib
 import secrets
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._config import FaultConfig, SandboxConfig
 from ._faults import FAULT_KINDS, FaultInjector
@@ -27,6 +28,8 @@ from ._store import SqliteStore
 
 if TYPE_CHECKING:
     from ..iso20022 import Camt056, Pacs008
+
+R = TypeVar("R", PaymentRecord, CancellationRecord)
 
 __all__ = ["DuplicateIdError", "ReplayCache", "SandboxState", "Stats"]
 
@@ -260,6 +263,29 @@ class SandboxState:
             return RJCT, "AM02"
         return ACCC, None
 
+    def _stored(
+        self,
+        ids: Mapping[tuple[str, str], str],
+        records: Mapping[str, R],
+        client_id: str,
+        msg: Pacs008 | Camt056,
+        body_hash: str,
+    ) -> R | None:
+        """The record already stored under this client's message id (a replay), if any.
+
+        Raises:
+            DuplicateIdError: the id is stored with a different body.
+        """
+        existing = ids.get((client_id, msg.message_id))
+        if existing is None:
+            return None
+        record = records[existing]
+        if record.body_hash != body_hash:
+            self.stats.duplicates_refused += 1
+            raise DuplicateIdError(existing)
+        self.stats.replays_answered += 1
+        return record
+
     def submit_payment(
         self, client_id: str, msg: Pacs008, body_hash: str
     ) -> tuple[PaymentRecord, bool]:
@@ -271,15 +297,9 @@ class SandboxState:
         Raises:
             DuplicateIdError: the id is stored with a different body.
         """
-        key = (client_id, msg.message_id)
-        existing = self._payment_ids.get(key)
-        if existing is not None:
-            record = self.payments[existing]
-            if record.body_hash != body_hash:
-                self.stats.duplicates_refused += 1
-                raise DuplicateIdError(existing)
-            self.stats.replays_answered += 1
-            return record, False
+        stored = self._stored(self._payment_ids, self.payments, client_id, msg, body_hash)
+        if stored is not None:
+            return stored, False
         now = self.clock()
         tx = msg.fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0]
         code, reason = self._decide_payment(msg)
@@ -320,15 +340,9 @@ class SandboxState:
         Raises:
             DuplicateIdError: the id is stored with a different body.
         """
-        key = (client_id, msg.message_id)
-        existing = self._cancellation_ids.get(key)
-        if existing is not None:
-            record = self.cancellations[existing]
-            if record.body_hash != body_hash:
-                self.stats.duplicates_refused += 1
-                raise DuplicateIdError(existing)
-            self.stats.replays_answered += 1
-            return record, False
+        replay = self._stored(self._cancellation_ids, self.cancellations, client_id, msg, body_hash)
+        if replay is not None:
+            return replay, False
 
         now = self.clock()
         body = msg.fito_fi_pmt_cxl_req
@@ -359,7 +373,7 @@ class SandboxState:
             reason_text=text,
         )
         self.cancellations[psid] = record
-        self._cancellation_ids[key] = psid
+        self._cancellation_ids[(client_id, msg.message_id)] = psid
         self.stats.cancellations_stored += 1
         if self._store is not None:
             self._store.save_cancellation(record)
