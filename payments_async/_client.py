@@ -32,10 +32,9 @@ from ._constants import (
     READ_TIMEOUT,
     REQUEST_ID_HEADER,
     SCA_HEADER,
-    SCA_RESIGN_MARGIN,
     USER_AGENT,
 )
-from ._credentials import Credentials, RequestSigner
+from ._credentials import Credentials
 from ._errors import (
     ConfigurationError,
     InvalidResponseError,
@@ -230,30 +229,6 @@ def _call_hook(hook: Callable[[Any], None] | None, arg: object) -> None:
         hook(arg)
     except Exception:
         logger.exception("payments_async hook %r failed", hook)
-
-
-class _ScaToken:
-    """The SCA token of one POST: signed once, re-signed on retry only near expiry."""
-
-    __slots__ = ("_body", "_payment_id", "_signer", "expires_at", "value")
-
-    def __init__(self, signer: RequestSigner, body: bytes, payment_id: str | None) -> None:
-        self._signer = signer
-        self._body = body
-        self._payment_id = payment_id
-        self.value = ""
-        self.expires_at = 0.0
-        self.refresh()
-
-    def refresh(self) -> None:
-        signed = self._signer.sign_sca_token(self._body, payment_id=self._payment_id)
-        self.value = signed.value
-        self.expires_at = signed.expires_at
-
-    def current(self) -> str:
-        if self.expires_at - time.time() < SCA_RESIGN_MARGIN:
-            self.refresh()
-        return self.value
 
 
 class PaymentsClient:
@@ -520,7 +495,7 @@ class PaymentsClient:
     async def _submit(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
         validate(message)  # raises ValidationError before any I/O
         body = encode(message)  # encoded once: these bytes are signed and sent, every attempt
-        op = _Operation("POST", path, body, _ScaToken(self._signer, body, message_id))
+        op = _Operation("POST", path, body, message_id)
         try:
             resp = await self._exchange(op, time.monotonic() + self._retry.timeout)
         except PaymentsError as exc:
@@ -635,10 +610,14 @@ class PaymentsClient:
         headers[REQUEST_ID_HEADER] = op.request_id
         if op.body is not None:
             headers["Content-Type"] = JSON_CONTENT_TYPE
-        if op.sca is not None:
-            headers[SCA_HEADER] = op.sca.current()
         for resend in (False, True):
             headers["Authorization"] = "Bearer " + token.value
+            if op.body is not None:
+                # SCA tokens are single use (unique jti and nonce): every send, the resend
+                # after a 401 included, carries a fresh one over the same body bytes.
+                headers[SCA_HEADER] = self._signer.sign_sca_token(
+                    op.body, payment_id=op.payment_id
+                ).value
             start = time.monotonic()
             try:
                 resp = await self._transport.request(
@@ -706,21 +685,29 @@ class PaymentsClient:
 
 
 class _Operation:
-    """One call's state across its attempts: the same request id, bytes and SCA token."""
+    """One call's state across its attempts: the same request id and body bytes."""
 
-    __slots__ = ("attempts", "body", "maybe_stored", "method", "path", "request_id", "sca")
+    __slots__ = (
+        "attempts",
+        "body",
+        "maybe_stored",
+        "method",
+        "path",
+        "payment_id",
+        "request_id",
+    )
 
     def __init__(
         self,
         method: str,
         path: str,
         body: bytes | None = None,
-        sca: _ScaToken | None = None,
+        payment_id: str | None = None,
     ) -> None:
         self.method = method
         self.path = path
         self.body = body
-        self.sca = sca
+        self.payment_id = payment_id
         self.request_id = os.urandom(16).hex()  # 128 random bits, a quarter of uuid4's cost
         self.attempts = 0
         self.maybe_stored = False  # True once an attempt may have reached the service

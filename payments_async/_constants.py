@@ -24,7 +24,6 @@ MIN_RSA_BITS: Final = 2048
 DEFAULT_KEYGEN_BITS: Final = 3072
 ASSERTION_LIFETIME: Final = 300.0  # seconds an authentication JWT is valid
 SCA_TOKEN_LIFETIME: Final = 180.0  # seconds, as the provider's own client uses
-SCA_RESIGN_MARGIN: Final = 30.0  # re-sign an SCA token on retry when it has less left
 JWT_LEEWAY: Final = 30.0  # clock skew tolerated by the verifiers (exp/nbf/iat)
 
 # --- Access tokens ----------------------------------------------------------------------

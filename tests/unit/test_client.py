@@ -7,7 +7,6 @@ import base64
 import hashlib
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from typing import Any
@@ -41,8 +40,6 @@ from payments_async import (
     build_cancellation,
     build_credit_transfer,
 )
-from payments_async._client import _ScaToken
-from payments_async._jwt import SignedToken
 from payments_async.iso20022 import encode
 
 BASE = "http://127.0.0.1:9"
@@ -481,28 +478,34 @@ def _gets(m: aioresponses) -> list[Any]:
     return [c for (meth, _), cs in m.requests.items() if meth == "GET" for c in cs]
 
 
-class _ShortLivedSigner:
-    """Signs 'tokens' that expire in ``lifetime`` seconds, counting how often it signs."""
+async def test_every_attempt_carries_a_fresh_sca_token_over_the_same_bytes(
+    mocked: aioresponses, rsa_credentials: Credentials
+) -> None:
+    sent: list[tuple[str, bytes]] = []
 
-    def __init__(self, lifetime: float) -> None:
-        self.lifetime = lifetime
-        self.signed = 0
+    def record(status: int) -> Any:
+        def callback(url: URL, **kwargs: Any) -> CallbackResult:
+            sent.append((kwargs["headers"]["sca-token"], kwargs["data"]))
+            return CallbackResult(status=status, payload=SUBMISSION if status < 300 else None)
 
-    def sign_sca_token(self, body: bytes, *, payment_id: str | None = None) -> SignedToken:
-        self.signed += 1
-        return SignedToken(f"sca-{self.signed}", time.time() + self.lifetime)
+        return callback
 
-
-def test_sca_token_is_resigned_only_near_expiry() -> None:
-    fresh = _ShortLivedSigner(lifetime=180)
-    sca = _ScaToken(fresh, b"{}", "MSG-1")  # type: ignore[arg-type]
-    assert [sca.current() for _ in range(3)] == ["sca-1"] * 3
-    assert fresh.signed == 1
-
-    expiring = _ShortLivedSigner(lifetime=5)  # less than SCA_RESIGN_MARGIN left
-    sca = _ScaToken(expiring, b"{}", "MSG-1")  # type: ignore[arg-type]
-    assert sca.current() == "sca-2"
-    assert sca.current() == "sca-3"  # each rebuild is a new token (fresh nonce)
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, callback=record(502))
+    mocked.post(CAMT056_URL, callback=record(401))
+    mocked.post(CAMT056_URL, callback=record(201))
+    async with PaymentsClient(rsa_credentials, base_url=BASE, retry=RetryPolicy.for_testing()) as c:
+        sub = await c.request_cancellation(_cancellation())
+    assert sub.created
+    tokens = [token for token, _ in sent]
+    assert len(tokens) == 3
+    assert len(set(tokens)) == 3  # single-use tokens: the resend after a 401 too
+    assert len({body for _, body in sent}) == 1  # the body bytes never change
+    claims = [json.loads(base64.urlsafe_b64decode(t.split(".")[1] + "==")) for t in tokens]
+    assert len({c["jti"] for c in claims}) == 3
+    assert len({c["nonce"] for c in claims}) == 3
+    digest = base64.b64encode(hashlib.sha256(sent[0][1]).digest()).decode()
+    assert {c["hd"] for c in claims} == {digest}
 
 
 @pytest.mark.parametrize(
