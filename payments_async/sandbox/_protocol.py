@@ -23,9 +23,9 @@ from ._responses import ErrorCode, error_response
 
 __all__ = ["SandboxRunner", "printable"]
 
-logger = logging.getLogger("payments_async.sandbox")
+_TOO_MANY_HEADERS: Final = "Too many headers received"  # aiohttp's BadHttpMessage text
 
-_HEADER_HINTS: Final = ("Header", "headers")
+logger = logging.getLogger("payments_async.sandbox")
 
 
 def printable(text: str) -> str:
@@ -39,15 +39,19 @@ def printable(text: str) -> str:
 
 
 def _protocol_error(status: int, exc: BaseException | None) -> tuple[int, str, str]:
-    """Status, code and message for an error aiohttp raised before any handler ran."""
-    message = exc.message if isinstance(exc, BadHttpMessage) else "Malformed request"
-    if isinstance(exc, LineTooLong) and any(h in message for h in _HEADER_HINTS):
-        return 431, ErrorCode.HEADER_TOO_LARGE, message
-    if isinstance(exc, BadHttpMessage) and "Too many headers" in message:
-        return 431, ErrorCode.HEADER_TOO_LARGE, message
-    if status == 500:
-        return 500, ErrorCode.INTERNAL_ERROR, "Internal error"
-    return status, ErrorCode.INVALID_REQUEST, message
+    """Status, code and message for an error aiohttp raised before any handler ran.
+
+    The message names the kind of problem only: aiohttp's own text quotes the offending
+    bytes, which may be a credential (a long ``Authorization`` header).
+    """
+    if isinstance(exc, LineTooLong):
+        limit = exc.args[1] if len(exc.args) > 1 else "the limit"
+        return 431, ErrorCode.HEADER_TOO_LARGE, f"Request line or header over {limit} bytes"
+    if isinstance(exc, BadHttpMessage) and exc.message == _TOO_MANY_HEADERS:
+        return 431, ErrorCode.HEADER_TOO_LARGE, "Too many header lines"
+    if isinstance(exc, BadHttpMessage):
+        return status, ErrorCode.INVALID_REQUEST, f"Malformed HTTP request ({type(exc).__name__})"
+    return 500, ErrorCode.INTERNAL_ERROR, "Internal error"
 
 
 class _JsonErrorHandler(RequestHandler):
@@ -60,15 +64,15 @@ class _JsonErrorHandler(RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
-        if status == 500 and not isinstance(exc, BadHttpMessage):
+        code, error, text = _protocol_error(status, exc)
+        if code == 500:
             # A bug in the sandbox, not bad input: keep the traceback.
             self.log_exception("Error handling request", exc_info=exc)
         else:
-            logger.info("refused malformed request: %s", printable(str(message or exc)))
+            logger.info("refused malformed request: %s %s", code, text)
         if request.writer.output_size > 0:
             raise ConnectionError("Response already started: cannot send the error")
-        code, error, text = _protocol_error(status, exc)
-        response = error_response(code, error, printable(text))
+        response = error_response(code, error, text)
         response.force_close()
         return response
 
