@@ -308,3 +308,13 @@ async def test_body_limits_and_read_timeout_are_configurable() -> None:
             sb.url, _request("/_sandbox/faults", {"Content-Length": "11"}), [b"{" * 11]
         )
     assert (reply.status, reply.codes) == (413, ["BODY_TOO_LARGE"])
+
+
+def test_the_limits_are_command_line_options() -> None:
+    from payments_async.sandbox._main import build_parser, config_from_args
+
+    args = build_parser().parse_args(["--body-read-timeout", "2.5", "--max-body-size", "100"])
+    config = config_from_args(args)
+    assert (config.body_read_timeout, config.max_body_size) == (2.5, 100)
+    default = config_from_args(build_parser().parse_args([]))
+    assert default.body_read_timeout == SandboxConfig().body_read_timeout
