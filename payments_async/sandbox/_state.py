@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,11 +42,19 @@ class ReplayCache:
     """Single-use keys (``jti``/``nonce``), remembered until the token they came in expires.
 
     After that the token itself is refused as expired, so forgetting the key is safe.
+
+    Args:
+        on_add: called with each new key and its expiry (to persist it), if given.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_add: Callable[[str, float], None] | None = None) -> None:
         self._seen: dict[str, float] = {}
         self._sweep_at = _SWEEP_MIN
+        self._on_add = on_add
+
+    def restore(self, key: str, expires_at: float) -> None:
+        """Remember ``key`` again (loading persisted state), without calling ``on_add``."""
+        self._seen[key] = expires_at
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -57,6 +65,8 @@ class ReplayCache:
         if seen is not None and seen >= now:
             return False
         self._seen[key] = expires_at
+        if self._on_add is not None:
+            self._on_add(key, expires_at)
         if len(self._seen) > self._sweep_at:
             self._sweep(now)
         return True
@@ -148,14 +158,15 @@ class SandboxState:
         self._by_end_to_end: dict[tuple[str, str], list[str]] = {}  # (client, e2e) -> ids
         self._tokens: dict[str, AccessToken] = {}
         self._token_sweep_at = _SWEEP_MIN
-        self.assertion_jtis = ReplayCache()
-        self.sca_nonces = ReplayCache()
-        self.sca_jtis = ReplayCache()
         self._token_outage_until = 0.0
         self._token_outage_status = 503
         self._store: SqliteStore | None = None
         if config.persist_path is not None:
             self._store = SqliteStore(config.persist_path)
+        self.assertion_jtis = ReplayCache(self._persister("assertion_jti"))
+        self.sca_nonces = ReplayCache(self._persister("sca_nonce"))
+        self.sca_jtis = ReplayCache(self._persister("sca_jti"))
+        if self._store is not None:
             self._load(self._store)
         for key in config.clients:
             self.register_client(
@@ -170,7 +181,21 @@ class SandboxState:
             self._store.close()
             self._store = None
 
+    def _persister(self, cache: str) -> Callable[[str, float], None] | None:
+        store = self._store
+        if store is None:
+            return None
+        return lambda key, expires_at: store.save_seen(cache, key, expires_at)
+
     def _load(self, store: SqliteStore) -> None:
+        caches = {
+            "assertion_jti": self.assertion_jtis,
+            "sca_nonce": self.sca_nonces,
+            "sca_jti": self.sca_jtis,
+        }
+        for cache, key, expires_at in store.load_seen(self.clock()):
+            if cache in caches:
+                caches[cache].restore(key, expires_at)
         for client_id, secret, kid, iss, pem in store.load_clients():
             self.registry.register(client_id, secret, pem, kid=kid, iss=iss)
         for p in store.load_payments():
