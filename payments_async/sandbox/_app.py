@@ -136,7 +136,8 @@ async def _receive_body(request: web.Request, state: SandboxState) -> web.Respon
         return _closing(error_response(400, ErrorCode.INVALID_REQUEST, "Body incomplete"))
     except HttpProcessingError as exc:
         return _closing(
-            error_response(400, ErrorCode.INVALID_REQUEST, f"Malformed body: {exc.message}")
+            # The kind only: aiohttp's text may quote the received bytes.
+            error_response(400, ErrorCode.INVALID_REQUEST, f"Malformed body ({type(exc).__name__})")
         )
     return None
 

@@ -318,3 +318,14 @@ def test_the_limits_are_command_line_options() -> None:
     assert (config.body_read_timeout, config.max_body_size) == (2.5, 100)
     default = config_from_args(build_parser().parse_args([]))
     assert default.body_read_timeout == SandboxConfig().body_read_timeout
+
+
+async def test_a_broken_chunked_body_is_400(
+    sandbox: SandboxHandle, logs: pytest.LogCaptureFixture
+) -> None:
+    head = _request("/_sandbox/faults", {"Transfer-Encoding": "chunked"})
+    reply = await _exchange(sandbox.url, head, [b"5\r\n{}{}{\r\nzz\r\n"], expect_close=True)
+    assert reply.status == 400
+    assert reply.codes == ["INVALID_REQUEST"]
+    assert reply.closed
+    _assert_no_traceback(logs)
