@@ -105,6 +105,40 @@ class SandboxHandle:
     public_key_pem: bytes | None = field(repr=False)
     sandbox_credentials: Credentials = field(repr=False)
 
+    def register_key(
+        self,
+        private_key: RSAPrivateKey | None = None,
+        *,
+        key_id: str,
+        issuer: str,
+    ) -> Credentials:
+        """Register another key for the handle's client, as during a key rotation.
+
+        Both keys then work; each access token is bound to the kid of the assertion it
+        was issued for, so sign the SCA tokens sent with it with the same key.
+
+        Args:
+            private_key: the new key; a fresh 2048-bit key if None.
+            key_id: its kid (must differ from the first key's to keep both).
+            issuer: its iss.
+
+        Returns:
+            Credentials of the same client signing with the new key.
+
+        Raises:
+            RuntimeError: the handle has no registered client (``register_key=False``).
+        """
+        if self.credentials is None:
+            raise RuntimeError("this sandbox has no registered client (register_key=False)")
+        key = private_key if private_key is not None else generate_private_key(MIN_RSA_BITS)
+        creds = self.credentials
+        self.server.register_client(
+            creds.client_id, creds.client_secret, public_key_pem(key), kid=key_id, iss=issuer
+        )
+        return Credentials(
+            creds.client_id, creds.client_secret, key_id=key_id, issuer=issuer, private_key=key
+        )
+
 
 @asynccontextmanager
 async def sandbox_server(

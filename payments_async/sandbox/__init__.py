@@ -12,6 +12,7 @@ from ._config import (
     DEFAULT_TOKEN_LIFETIME,
     REJECT_IBAN_AC04,
     REJECT_IBAN_AC06,
+    ClientKey,
     FaultConfig,
     SandboxConfig,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "REJECT_IBAN_AC04",
     "REJECT_IBAN_AC06",
     "STATE_KEY",
+    "ClientKey",
     "ErrorCode",
     "FaultConfig",
     "SandboxConfig",

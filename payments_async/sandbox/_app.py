@@ -11,9 +11,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
+from urllib.parse import parse_qsl
 
 import msgspec
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .._constants import (
     CAMT029_PATH,
@@ -26,6 +28,8 @@ from .._constants import (
     PACS002_PATH,
     PACS008_PATH,
     SANDBOX_ASSERTION,
+    SANDBOX_ISSUER,
+    SANDBOX_KEY_ID,
     SANDBOX_SCA_TOKEN,
     SCA_HEADER,
     TOKEN_PATH,
@@ -37,8 +41,9 @@ from ..iso20022 import Camt056, Pacs008, decode_camt056, decode_pacs008, encode,
 from ._config import SHUTDOWN_TIMEOUT, FaultConfig, SandboxConfig
 from ._lifecycle import CancellationRecord, PaymentRecord
 from ._messages import cancellation_outcome_body, payment_status_body, submission_body
+from ._protocol import SandboxRunner, printable
 from ._responses import ErrorCode, error_response, json_response, problems_response
-from ._state import DuplicateIdError, SandboxState, token_digest
+from ._state import SandboxState
 
 __all__ = ["STATE_KEY", "SandboxServer", "create_app"]
 
@@ -54,6 +59,12 @@ _GATEWAY_HTML: Final = (
     b"<body><h1>502 Bad Gateway</h1><p>sandbox: injected fault</p></body></html>"
 )
 _DROPPED: Final = "dropped"
+_DISCONNECTED: Final = "disconnected"
+_HTTP_CODES: Final = {
+    404: ErrorCode.NOT_FOUND,
+    405: ErrorCode.METHOD_NOT_ALLOWED,
+    413: ErrorCode.BODY_TOO_LARGE,
+}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -92,6 +103,55 @@ def _fault_response(kind: str, state: SandboxState) -> web.Response:
     )
 
 
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+
+
+async def _receive_body(request: web.Request, state: SandboxState) -> web.Response | None:
+    """Read the whole body into the request (later reads are free); None when it arrived.
+
+    Otherwise the answer: 413 over ``max_body_size``, 408 (connection closed) slower than
+    ``body_read_timeout``, 400 for a broken chunked or compressed body; a client that went
+    away gets one log line and a response nobody reads.
+    """
+    config = state.config
+    length = request.content_length
+    if length is not None and length > config.max_body_size:
+        return _closing(_too_large(config.max_body_size))
+    try:
+        async with asyncio.timeout(config.body_read_timeout):
+            await request.read()
+    except TimeoutError:
+        return _closing(
+            error_response(
+                408,
+                ErrorCode.REQUEST_TIMEOUT,
+                f"Request body not received within {config.body_read_timeout:g} s",
+            )
+        )
+    except web.HTTPRequestEntityTooLarge:
+        return _closing(_too_large(config.max_body_size))
+    except ConnectionError:
+        # No traceback and no line of its own: the access log line says "disconnected".
+        request["status"] = _DISCONNECTED
+        return _closing(error_response(400, ErrorCode.INVALID_REQUEST, "Body incomplete"))
+    except HttpProcessingError as exc:
+        return _closing(
+            # The kind only: aiohttp's text may quote the received bytes.
+            error_response(400, ErrorCode.INVALID_REQUEST, f"Malformed body ({type(exc).__name__})")
+        )
+    return None
+
+
+def _too_large(limit: int) -> web.Response:
+    return error_response(413, ErrorCode.BODY_TOO_LARGE, f"Request body larger than {limit} bytes")
+
+
+def _closing(response: web.Response) -> web.Response:
+    """The response, with the connection closed after it (the body may be unread)."""
+    response.force_close()
+    return response
+
+
 @web.middleware
 async def _middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     start = time.perf_counter()
@@ -100,30 +160,37 @@ async def _middleware(request: web.Request, handler: Handler) -> web.StreamRespo
     state.stats.requests[route] += 1
     status: int | str = 500
     try:
-        response = await _dispatch(request, handler, state, route)
+        refused = None
+        if request.method in _BODY_METHODS and request.body_exists:
+            refused = await _receive_body(request, state)
+        response = refused or await _dispatch(request, handler, state, route)
         status = request.get("status") or response.status
         return response
     except web.HTTPException as exc:
+        # aiohttp's own answers (unknown route, wrong method...): the same envelope.
         status = exc.status
-        code = ErrorCode.METHOD_NOT_ALLOWED if exc.status == 405 else ErrorCode.NOT_FOUND
-        if exc.status in (404, 405):
-            return error_response(exc.status, code, exc.reason)
-        raise
+        return error_response(
+            exc.status, _HTTP_CODES.get(exc.status, ErrorCode.INVALID_REQUEST), exc.reason
+        )
     finally:
         state.stats.responses[str(status)] += 1
         if logger.isEnabledFor(logging.INFO):
             ms = (time.perf_counter() - start) * 1000
             client = request.get("client_id")
+            # Paths and client ids come from the caller: escaped, so a %0a in an id
+            # cannot start a forged log line.
+            path = printable(request.path)
+            client = None if client is None else printable(client)
             logger.info(
                 "%s %s %s client=%s %.1fms",
                 request.method,
-                request.path,
+                path,
                 status,
                 client,
                 ms,
                 extra={
                     "http_method": request.method,
-                    "http_path": request.path,
+                    "http_path": path,
                     "http_status": status,
                     "client_id": client,
                     "duration_ms": round(ms, 3),
@@ -181,7 +248,49 @@ def _parse_basic(header: str) -> tuple[str, str] | None:
     return client_id, secret
 
 
-_FORM_KEYS: Final = frozenset({"grant_type", "assertion", "scope"})
+_FORM_KEYS: Final = ("grant_type", "assertion", "scope")
+_MAX_FORM_FIELDS: Final = 100  # a token request has three; more is not a token request
+
+
+def _parse_form(body: bytes) -> dict[str, str] | str:
+    """The token request's known keys, or why the body is not a usable form.
+
+    Unknown keys are ignored (RFC 6749 3.2; RFC 7521 4.1 names ``client_id``); a known
+    key sent twice is refused (RFC 6749 3.2: parameters "MUST NOT be included more than
+    once"); a missing one too.
+    """
+    try:
+        text = body.decode("ascii")
+        pairs = parse_qsl(
+            text,
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=_MAX_FORM_FIELDS,
+        )
+    except UnicodeDecodeError:
+        return "the form body must be ASCII with UTF-8 percent-escapes"
+    except ValueError:
+        return f"the form has more than {_MAX_FORM_FIELDS} fields"
+    found: dict[str, str] = {}
+    repeated: list[str] = []
+    for key, value in pairs:
+        if key not in _FORM_KEYS:
+            continue
+        if key in found:
+            repeated.append(key)
+        found[key] = value
+    missing = [k for k in _FORM_KEYS if k not in found]
+    if missing or repeated:
+        detail = []
+        if missing:
+            detail.append(f"missing: {', '.join(missing)}")
+        if repeated:
+            detail.append(f"repeated: {', '.join(sorted(set(repeated)))}")
+        return "Form keys grant_type, assertion and scope are required once each (" + (
+            "; ".join(detail) + ")"
+        )
+    return found
 
 
 def _token_error(status: int, code: str, message: str) -> web.Response:
@@ -221,23 +330,9 @@ async def _token(request: web.Request) -> web.Response:
         )
     client_id, secret = basic
     request["client_id"] = client_id
-    form = await request.post()
-    keys = list(form.keys())
-    if set(keys) != _FORM_KEYS or len(keys) != len(_FORM_KEYS):
-        missing = sorted(_FORM_KEYS - set(keys))
-        extra = sorted(set(keys) - _FORM_KEYS)
-        detail = []
-        if missing:
-            detail.append(f"missing: {', '.join(missing)}")
-        if extra:
-            detail.append(f"unexpected: {', '.join(extra)}")
-        if not detail:
-            detail.append("a key is repeated")
-        return _token_error(
-            400,
-            ErrorCode.INVALID_REQUEST,
-            "Form keys must be exactly grant_type, assertion, scope (" + "; ".join(detail) + ")",
-        )
+    form = _parse_form(await request.read())
+    if isinstance(form, str):
+        return _token_error(400, ErrorCode.INVALID_REQUEST, form)
     grant_type, assertion, scope = form["grant_type"], form["assertion"], form["scope"]
     if grant_type != JWT_BEARER_GRANT:
         return _token_error(
@@ -245,14 +340,15 @@ async def _token(request: web.Request) -> web.Response:
         )
     if scope != TOKEN_SCOPE:
         return _token_error(400, ErrorCode.INVALID_SCOPE, f"scope must be {TOKEN_SCOPE}")
-    if not isinstance(assertion, str) or not assertion:
-        return _token_error(400, ErrorCode.INVALID_REQUEST, "assertion must be a non-empty string")
+    if not assertion:
+        return _token_error(400, ErrorCode.INVALID_REQUEST, "assertion must not be empty")
     client = state.registry.get(client_id)
     if client is None or not client.secret_matches(secret):
         return _token_error(401, ErrorCode.INVALID_CLIENT, "Unknown client or wrong client secret")
-    if not (
-        client.predefined and config.accept_predefined_tokens and assertion == SANDBOX_ASSERTION
-    ):
+    if client.predefined and config.accept_predefined_tokens and assertion == SANDBOX_ASSERTION:
+        # The predefined assertion stands for the predefined kid and iss.
+        token = state.issue_token(client_id, kid=SANDBOX_KEY_ID, iss=SANDBOX_ISSUER)
+    else:
         now = state.now()
         leeway = config.jwt_leeway if config.jwt_leeway is not None else JWT_LEEWAY
         try:
@@ -261,15 +357,12 @@ async def _token(request: web.Request) -> web.Response:
             )
         except JwtVerificationError as exc:
             return _token_error(401, ErrorCode.INVALID_GRANT, f"Assertion refused: {exc.reason}")
-        seen = state.assertion_jtis.check_and_add(
-            f"{client_id}\x00{claims['jti']}",
-            token_digest(assertion),
-            float(claims["exp"]) + leeway,
-            now,
-        )
-        if seen != "new":
+        if not state.assertion_jtis.check_and_add(
+            f"{client_id}\x00{claims['jti']}", float(claims["exp"]) + leeway, now
+        ):
             return _token_error(401, ErrorCode.ASSERTION_REPLAYED, "Assertion jti was already used")
-    token = state.issue_token(client_id)
+        kid = _header_kid(assertion)
+        token = state.issue_token(client_id, kid=kid, iss=client.keys[kid].iss)
     lifetime = config.token_lifetime
     body = {
         "access_token": token,
@@ -325,21 +418,22 @@ def _authorize(
         return error_response(
             406, ErrorCode.NOT_ACCEPTABLE, f"Accept must allow {JSON_CONTENT_TYPE}"
         )
-    owner, expired = state.token_owner(auth[7:].strip())
-    if owner is None:
+    issued = state.access_token(auth[7:].strip())
+    if issued is None:
         return error_response(
             401,
             ErrorCode.TOKEN_INVALID,
             "Access token unknown or revoked",
             headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
         )
-    if expired:
+    if state.now() >= issued.expires_at:
         return error_response(
             401,
             ErrorCode.TOKEN_EXPIRED,
             "Access token expired",
             headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
         )
+    owner = issued.client_id
     if claimed != owner:
         return error_response(
             401,
@@ -347,20 +441,33 @@ def _authorize(
             f"{CLIENT_ID_HEADER} does not match the client the access token was issued to",
         )
     request["client_id"] = owner
+    request["access_token"] = issued
     return owner
+
+
+def _header_kid(token: str) -> str:
+    """The ``kid`` of a token that already passed verification (so it has one)."""
+    segment = token.partition(".")[0]
+    header = msgspec.json.decode(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    return str(header["kid"])
 
 
 def _check_sca(
     request: web.Request, state: SandboxState, client_id: str, body: bytes
 ) -> web.Response | None:
-    """Verify the sca-token against the raw body bytes; None when it passes."""
+    """Verify the sca-token against the raw body bytes; None when it passes.
+
+    Beyond signature and claims: its ``kid`` and ``iss`` are those of the assertion the
+    access token was issued for (spec, Authentication 5), and its ``jti`` and ``nonce``
+    are single use (spec, SCA JWT claims: "unique id", "unique message id").
+    """
     token = request.headers[SCA_HEADER]
     client = state.registry.get(client_id)
     if client is None:  # removed since the token was issued: cannot happen today
         return error_response(401, ErrorCode.TOKEN_INVALID, "Client no longer registered")
     config = state.config
     if client.predefined and config.accept_predefined_tokens and token == SANDBOX_SCA_TOKEN:
-        return None
+        return None  # the documented exception: reusable, not bound to a body
     now = state.now()
     leeway = config.jwt_leeway if config.jwt_leeway is not None else JWT_LEEWAY
     try:
@@ -374,16 +481,21 @@ def _check_sca(
         else:
             code = ErrorCode.SCA_TOKEN_INVALID
         return error_response(401, code, f"sca-token refused: {reason}")
-    digest = token_digest(token)
+    issued = request["access_token"]
+    if _header_kid(token) != issued.kid or claims["iss"] != issued.iss:
+        return error_response(
+            401,
+            ErrorCode.SCA_TOKEN_INVALID,
+            "sca-token refused: kid and iss must be those of the assertion the access "
+            "token was issued for",
+        )
     keep_until = float(claims["exp"]) + leeway
-    jti = state.sca_jtis.check_and_add(f"{client_id}\x00{claims['jti']}", digest, keep_until, now)
-    nonce = state.sca_nonces.check_and_add(
-        f"{client_id}\x00{claims['nonce']}", digest, keep_until, now
-    )
-    if "replay" in (jti, nonce) or (
-        not config.allow_identical_sca_retry and "same-token" in (jti, nonce)
-    ):
-        which = "nonce" if nonce != "new" else "jti"
+    # Both are recorded before either is judged: a token reusing only one of them still
+    # burns the other.
+    jti_new = state.sca_jtis.check_and_add(f"{client_id}\x00{claims['jti']}", keep_until, now)
+    nonce_new = state.sca_nonces.check_and_add(f"{client_id}\x00{claims['nonce']}", keep_until, now)
+    if not (jti_new and nonce_new):
+        which = "jti" if not jti_new else "nonce"
         return error_response(
             401, ErrorCode.SCA_TOKEN_REPLAYED, f"sca-token {which} was already used"
         )
@@ -401,8 +513,8 @@ def _not_found() -> web.Response:
 
 
 def _body_hash(msg: object) -> str:
-    # The hash of the canonical re-encoding: the same content sent with other whitespace
-    # or key order is the same message; any change of a value is a different one.
+    # Only counted (stats: replays_changed_body), never used to refuse: the canonical
+    # re-encoding, so other whitespace or key order is not a change.
     return hashlib.sha256(encode(msg)).hexdigest()
 
 
@@ -441,10 +553,7 @@ async def _post_pacs008(request: web.Request) -> web.Response:
     if isinstance(signed, web.Response):
         return signed
     client_id, msg = signed
-    try:
-        record, created = state.submit_payment(client_id, msg, _body_hash(msg))
-    except DuplicateIdError as exc:
-        return _duplicate("grpHdr.msgId", exc.payments_service_id)
+    record, created = state.submit_payment(client_id, msg, _body_hash(msg))
     out = submission_body(
         record.payments_service_id,
         record.msg_id,
@@ -460,23 +569,11 @@ async def _post_camt056(request: web.Request) -> web.Response:
     if isinstance(signed, web.Response):
         return signed
     client_id, msg = signed
-    try:
-        record, created = state.submit_cancellation(client_id, msg, _body_hash(msg))
-    except DuplicateIdError as exc:
-        return _duplicate("assgnmt.id", exc.payments_service_id)
+    record, created = state.submit_cancellation(client_id, msg, _body_hash(msg))
     out = submission_body(
         record.payments_service_id, record.assignment_id, record.created_at, wrap=True
     )
     return json_response(201 if created else 200, out)
-
-
-def _duplicate(field: str, payments_service_id: str) -> web.Response:
-    return error_response(
-        400,
-        ErrorCode.DUPLICATE_MESSAGE_ID,
-        f"{field} was already submitted with a different body",
-        description=f"stored as paymentsServiceId {payments_service_id}",
-    )
 
 
 class _BodyCache:
@@ -561,7 +658,7 @@ async def _read_json_object(request: web.Request) -> dict[str, Any] | web.Respon
         return {}
     try:
         data = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return error_response(400, ErrorCode.INVALID_REQUEST, "Body must be a JSON object")
     if not isinstance(data, dict):
         return error_response(400, ErrorCode.INVALID_REQUEST, "Body must be a JSON object")
@@ -651,7 +748,7 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
     """
     config = config or SandboxConfig()
     state = SandboxState(config)
-    app = web.Application(middlewares=[_middleware])
+    app = web.Application(middlewares=[_middleware], client_max_size=config.max_body_size)
     app[STATE_KEY] = state
     app[_BODIES_KEY] = _BodyCache()
     r = app.router
@@ -730,8 +827,15 @@ class SandboxServer:
 
     async def start(self) -> None:
         """Bind and start serving."""
-        runner = web.AppRunner(
-            self.app, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT, handle_signals=False
+        runner = SandboxRunner(
+            self.app,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_TIMEOUT,
+            handle_signals=False,
+            max_line_size=self.config.max_header_size,
+            max_field_size=self.config.max_header_size,
+            # A refused body (408, 413) is not drained: the connection closes at once.
+            lingering_time=0,
         )
         await runner.setup()
         try:
@@ -762,6 +866,10 @@ class SandboxServer:
         self, client_id: str, secret: str, public_key_pem: str | bytes, *, kid: str, iss: str
     ) -> None:
         """Register a client and its public key (see ``SandboxState.register_client``).
+
+        Called again with the same client id and secret and another kid, it adds a second
+        key (a key rotation): an access token is then bound to the kid of the assertion it
+        was issued for, and SCA tokens sent with it must carry that kid.
 
         Raises:
             ConfigurationError: the key is under 2048 bits, malformed or not RSA.

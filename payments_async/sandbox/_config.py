@@ -13,8 +13,11 @@ from typing import Any, Final
 __all__ = [
     "DEFAULT_AMOUNT_LIMIT",
     "DEFAULT_BACKLOG",
+    "DEFAULT_BODY_READ_TIMEOUT",
     "DEFAULT_FAULT_LATENCY",
     "DEFAULT_HOST",
+    "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_HEADER_SIZE",
     "DEFAULT_OTHER_CLIENT_STATUS",
     "DEFAULT_PORT",
     "DEFAULT_PROCESSING_DELAY",
@@ -25,6 +28,7 @@ __all__ = [
     "REJECT_IBAN_AC04",
     "REJECT_IBAN_AC06",
     "SHUTDOWN_TIMEOUT",
+    "ClientKey",
     "FaultConfig",
     "SandboxConfig",
 ]
@@ -34,6 +38,11 @@ DEFAULT_HOST: Final = "127.0.0.1"  # loopback only: the control routes have no a
 DEFAULT_PORT: Final = 8765  # for ``python -m payments_async.sandbox``; tests use port 0
 DEFAULT_BACKLOG: Final = 2048  # listen backlog: benchmarks open thousands of connections
 SHUTDOWN_TIMEOUT: Final = 1.0  # seconds in-flight requests get when the server stops
+
+# --- Limits on what a request may be (the service publishes none: ours) ---------------------
+DEFAULT_MAX_BODY_SIZE: Final = 1024 * 1024  # bytes; a larger body is answered 413
+DEFAULT_MAX_HEADER_SIZE: Final = 8190  # bytes per header line (aiohttp's own default); 431
+DEFAULT_BODY_READ_TIMEOUT: Final = 10.0  # seconds to receive a whole body; then 408 + close
 
 # --- Tokens --------------------------------------------------------------------------------
 DEFAULT_TOKEN_LIFETIME: Final = 3600  # seconds, sent as expires_in (the service's is unpublished)
@@ -154,6 +163,28 @@ class FaultConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientKey:
+    """A client key registered when the sandbox starts (``SandboxConfig.clients``).
+
+    Several entries with one ``client_id`` (and the same secret) register several keys
+    for that client, as during a key rotation.
+
+    Attributes:
+        client_id: the client id.
+        client_secret: its client secret (never logged or shown in ``repr``).
+        public_key_pem: the RSA public key in PEM (unencrypted, >= 2048 bits).
+        kid: the key id its JWTs carry in the header.
+        iss: the issuer its JWTs carry in ``iss``.
+    """
+
+    client_id: str
+    client_secret: str = field(repr=False)
+    public_key_pem: str | bytes = field(repr=False)
+    kid: str
+    iss: str
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxConfig:
     """Everything the sandbox can be told, each default named in this module.
 
@@ -176,9 +207,12 @@ class SandboxConfig:
             (default: existence is not revealed) or 403.
         accept_predefined_tokens: accept ``SANDBOX_ASSERTION`` / ``SANDBOX_SCA_TOKEN``
             from the predefined client.
-        allow_identical_sca_retry: an exact retransmission (same ``sca-token``, hence same
-            body) is not refused as a replayed nonce/jti; idempotency answers it. A token
-            whose nonce or jti was seen in a *different* token is always refused.
+        clients: client keys registered at start (several per client allowed).
+        max_body_size: largest request body accepted, in bytes; larger ones get 413.
+        max_header_size: longest request line or header line accepted, in bytes; a longer
+            header gets 431, a longer request line 400.
+        body_read_timeout: seconds a request body may take to arrive in full (counted
+            from the end of the headers); a slower one gets 408 and its connection closed.
         persist_path: SQLite file keeping clients, payments and cancellations across
             restarts; None keeps everything in memory.
         faults: fault injection settings (off by default).
@@ -200,7 +234,10 @@ class SandboxConfig:
     wrap_payment_result: bool = True
     other_client_status: int = DEFAULT_OTHER_CLIENT_STATUS
     accept_predefined_tokens: bool = True
-    allow_identical_sca_retry: bool = True
+    clients: tuple[ClientKey, ...] = ()
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE
+    max_header_size: int = DEFAULT_MAX_HEADER_SIZE
+    body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
     persist_path: Path | str | None = None
     faults: FaultConfig = field(default_factory=FaultConfig)
     clock: Callable[[], float] = time.time
@@ -213,3 +250,7 @@ class SandboxConfig:
             raise ValueError("processing_delay and settlement_delay must not be negative")
         if self.other_client_status not in (403, 404):
             raise ValueError("other_client_status must be 403 or 404")
+        if self.max_body_size <= 0 or self.max_header_size <= 0:
+            raise ValueError("max_body_size and max_header_size must be positive")
+        if not self.body_read_timeout > 0:
+            raise ValueError("body_read_timeout must be positive")

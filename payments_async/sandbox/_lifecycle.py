@@ -12,6 +12,9 @@ from typing import Final
 
 __all__ = [
     "CANCELLED_PAYMENT_REASON",
+    "REASON_ALREADY_CANCELLED",
+    "REASON_NOT_RECEIVED",
+    "REASON_PROCESSED",
     "CancellationRecord",
     "CancellationStatus",
     "PaymentRecord",
@@ -24,6 +27,19 @@ __all__ = [
 # rejected by clients) with ISO status reason DS02 "order cancelled". Our choice: the spec
 # says only that an accepted cancellation stops the payment.
 CANCELLED_PAYMENT_REASON: Final = "DS02"
+
+# Why a cancellation is rejected (camt.029 ``cxlStsRsnInf[].rsn.cd``), one ISO 20022
+# ExternalPaymentCancellationRejection code per situation the sandbox emulates; the EPC
+# SEPA recall negative answers use the same codes. docs/sandbox.md gives each source.
+# The original was processed (ACCC): the funds are with the beneficiary, and the sandbox
+# emulates a beneficiary who does not agree to give them back (CUST, "customer
+# decision"); the caller must request a return (pacs.004).
+REASON_PROCESSED: Final = "CUST"
+# No payment with that end-to-end id was ever received from this client.
+REASON_NOT_RECEIVED: Final = "NOOR"
+# The original was already stopped by an accepted cancellation, or was itself rejected:
+# the funds are back with (or never left) the debtor.
+REASON_ALREADY_CANCELLED: Final = "ARDT"
 
 PEND: Final = "PEND"
 ACCC: Final = "ACCC"

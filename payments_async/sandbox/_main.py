@@ -68,6 +68,20 @@ def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.Arg
         help="payments above it end RJCT/AM02 ('none' disables)",
     )
     p.add_argument("--other-client-status", type=int, choices=(403, 404), default=404)
+    p.add_argument(
+        "--max-body-size",
+        type=int,
+        default=d.max_body_size,
+        metavar="BYTES",
+        help="larger request bodies get 413",
+    )
+    p.add_argument(
+        "--body-read-timeout",
+        type=float,
+        default=d.body_read_timeout,
+        metavar="S",
+        help="a body slower than this gets 408 and its connection closed",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the fault injector")
     p.add_argument(
         "--fault",
@@ -105,6 +119,8 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         settlement_delay=args.settlement_delay,
         amount_limit=limit,
         other_client_status=args.other_client_status,
+        max_body_size=args.max_body_size,
+        body_read_timeout=args.body_read_timeout,
         faults=FaultConfig.from_dict(faults),
     )
 

@@ -45,7 +45,9 @@ class ErrorCode:
     SCA_TOKEN_REPLAYED: Final = "SCA_TOKEN_REPLAYED"  # 401 nonce or jti seen before
     # bodies and resources
     BODY_INVALID: Final = "BODY_INVALID"  # 400, one entry per problem
-    DUPLICATE_MESSAGE_ID: Final = "DUPLICATE_MESSAGE_ID"  # 400 same id, different body
+    BODY_TOO_LARGE: Final = "BODY_TOO_LARGE"  # 413 over max_body_size
+    REQUEST_TIMEOUT: Final = "REQUEST_TIMEOUT"  # 408 body slower than body_read_timeout
+    HEADER_TOO_LARGE: Final = "HEADER_TOO_LARGE"  # 431 a header over max_header_size
     NOT_FOUND: Final = "NOT_FOUND"  # 404
     FORBIDDEN: Final = "FORBIDDEN"  # 403 another client's message (if configured)
     METHOD_NOT_ALLOWED: Final = "METHOD_NOT_ALLOWED"  # 405

@@ -6,11 +6,10 @@ when read (see ``_lifecycle``), so nothing here needs a timer or a background ta
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -18,6 +17,9 @@ from ._config import FaultConfig, SandboxConfig
 from ._faults import FAULT_KINDS, FaultInjector
 from ._lifecycle import (
     ACCC,
+    REASON_ALREADY_CANCELLED,
+    REASON_NOT_RECEIVED,
+    REASON_PROCESSED,
     RJCT,
     CancellationRecord,
     PaymentRecord,
@@ -31,50 +33,65 @@ if TYPE_CHECKING:
 
 R = TypeVar("R", PaymentRecord, CancellationRecord)
 
-__all__ = ["DuplicateIdError", "ReplayCache", "SandboxState", "Stats"]
+__all__ = ["AccessToken", "ReplayCache", "SandboxState", "Stats"]
 
 _SWEEP_MIN = 4096  # replay/token maps are swept of expired entries past this size
 
 
-class DuplicateIdError(Exception):
-    """A message id already stored by this client arrived with a different body.
-
-    Attributes:
-        payments_service_id: the id of the message stored first.
-    """
-
-    def __init__(self, payments_service_id: str) -> None:
-        self.payments_service_id = payments_service_id
-        super().__init__(payments_service_id)
-
-
 class ReplayCache:
-    """Keys (``jti``/``nonce``) seen until their token expires, with the token they came in.
+    """Single-use keys (``jti``/``nonce``), remembered until the token they came in expires.
 
-    A key is a replay when it was seen in a *different* token; an identical token (a plain
-    retransmission) may be let through by the caller.
+    After that the token itself is refused as expired, so forgetting the key is safe.
+
+    Args:
+        on_add: called with each new key and its expiry (to persist it), if given.
     """
 
-    def __init__(self) -> None:
-        self._seen: dict[str, tuple[float, bytes]] = {}
+    def __init__(self, on_add: Callable[[str, float], None] | None = None) -> None:
+        self._seen: dict[str, float] = {}
         self._sweep_at = _SWEEP_MIN
+        self._on_add = on_add
+
+    def restore(self, key: str, expires_at: float) -> None:
+        """Remember ``key`` again (loading persisted state), without calling ``on_add``."""
+        self._seen[key] = expires_at
 
     def __len__(self) -> int:
         return len(self._seen)
 
-    def check_and_add(self, key: str, token_digest: bytes, expires_at: float, now: float) -> str:
-        """Record ``key``; say whether it is ``"new"``, ``"same-token"`` or ``"replay"``."""
+    def check_and_add(self, key: str, expires_at: float, now: float) -> bool:
+        """Record ``key``; True when it is new, False when it was already seen (a replay)."""
         seen = self._seen.get(key)
-        if seen is not None and seen[0] >= now:
-            return "same-token" if seen[1] == token_digest else "replay"
-        self._seen[key] = (expires_at, token_digest)
+        if seen is not None and seen >= now:
+            return False
+        self._seen[key] = expires_at
+        if self._on_add is not None:
+            self._on_add(key, expires_at)
         if len(self._seen) > self._sweep_at:
             self._sweep(now)
-        return "new"
+        return True
 
     def _sweep(self, now: float) -> None:
-        self._seen = {k: v for k, v in self._seen.items() if v[0] >= now}
+        self._seen = {k: v for k, v in self._seen.items() if v >= now}
         self._sweep_at = max(_SWEEP_MIN, 2 * len(self._seen))
+
+
+@dataclass(frozen=True, slots=True)
+class AccessToken:
+    """What the sandbox knows of an access token it issued.
+
+    Attributes:
+        client_id: the client it was issued to.
+        expires_at: epoch seconds when it stops working.
+        kid: the ``kid`` of the assertion it was issued for; SCA tokens sent with it must
+            carry the same ``kid`` (spec, Authentication 5).
+        iss: the ``iss`` of that assertion; SCA tokens must carry the same ``iss``.
+    """
+
+    client_id: str
+    expires_at: float
+    kid: str
+    iss: str
 
 
 @dataclass(slots=True)
@@ -88,8 +105,9 @@ class Stats:
         faults: injected faults by kind (``error_500`` ... ``latency``).
         payments_stored: pacs.008 messages stored (first submissions).
         cancellations_stored: camt.056 messages stored (first submissions).
-        replays_answered: resubmissions of a stored id with the same body (200).
-        duplicates_refused: resubmissions of a stored id with a different body (400).
+        replays_answered: resubmissions of a stored id (200), whatever their body.
+        replays_changed_body: those of them whose body differed from the stored message
+            (answered 200 all the same, as the service does; the stored message is kept).
         token_requests: ``POST /oauth/token`` requests received.
         tokens_issued: access tokens issued.
     """
@@ -100,7 +118,7 @@ class Stats:
     payments_stored: int = 0
     cancellations_stored: int = 0
     replays_answered: int = 0
-    duplicates_refused: int = 0
+    replays_changed_body: int = 0
     token_requests: int = 0
     tokens_issued: int = 0
 
@@ -114,15 +132,10 @@ class Stats:
             "payments_stored": self.payments_stored,
             "cancellations_stored": self.cancellations_stored,
             "replays_answered": self.replays_answered,
-            "duplicates_refused": self.duplicates_refused,
+            "replays_changed_body": self.replays_changed_body,
             "token_requests": self.token_requests,
             "tokens_issued": self.tokens_issued,
         }
-
-
-def token_digest(token: str) -> bytes:
-    """A short fingerprint of a token, so replay caches don't keep tokens themselves."""
-    return hashlib.sha256(token.encode("ascii", errors="replace")).digest()[:16]
 
 
 class SandboxState:
@@ -143,17 +156,22 @@ class SandboxState:
         self._payment_ids: dict[tuple[str, str], str] = {}  # (client, msgId) -> id
         self._cancellation_ids: dict[tuple[str, str], str] = {}  # (client, assgnmt.id) -> id
         self._by_end_to_end: dict[tuple[str, str], list[str]] = {}  # (client, e2e) -> ids
-        self._tokens: dict[str, tuple[str, float]] = {}  # token -> (client, expires_at)
+        self._tokens: dict[str, AccessToken] = {}
         self._token_sweep_at = _SWEEP_MIN
-        self.assertion_jtis = ReplayCache()
-        self.sca_nonces = ReplayCache()
-        self.sca_jtis = ReplayCache()
         self._token_outage_until = 0.0
         self._token_outage_status = 503
         self._store: SqliteStore | None = None
         if config.persist_path is not None:
             self._store = SqliteStore(config.persist_path)
+        self.assertion_jtis = ReplayCache(self._persister("assertion_jti"))
+        self.sca_nonces = ReplayCache(self._persister("sca_nonce"))
+        self.sca_jtis = ReplayCache(self._persister("sca_jti"))
+        if self._store is not None:
             self._load(self._store)
+        for key in config.clients:
+            self.register_client(
+                key.client_id, key.client_secret, key.public_key_pem, kid=key.kid, iss=key.iss
+            )
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -163,7 +181,21 @@ class SandboxState:
             self._store.close()
             self._store = None
 
+    def _persister(self, cache: str) -> Callable[[str, float], None] | None:
+        store = self._store
+        if store is None:
+            return None
+        return lambda key, expires_at: store.save_seen(cache, key, expires_at)
+
     def _load(self, store: SqliteStore) -> None:
+        caches = {
+            "assertion_jti": self.assertion_jtis,
+            "sca_nonce": self.sca_nonces,
+            "sca_jti": self.sca_jtis,
+        }
+        for cache, key, expires_at in store.load_seen(self.clock()):
+            if cache in caches:
+                caches[cache].restore(key, expires_at)
         for client_id, secret, kid, iss, pem in store.load_clients():
             self.registry.register(client_id, secret, pem, kid=kid, iss=iss)
         for p in store.load_payments():
@@ -195,23 +227,33 @@ class SandboxState:
 
     # --- access tokens ---------------------------------------------------------------
 
-    def issue_token(self, client_id: str) -> str:
-        """Issue an opaque access token for ``client_id``, valid ``token_lifetime`` s."""
+    def issue_token(self, client_id: str, *, kid: str, iss: str) -> str:
+        """Issue an opaque access token for ``client_id``, valid ``token_lifetime`` s.
+
+        Args:
+            client_id: the client authenticated by the token request.
+            kid: the ``kid`` of the assertion it is issued for.
+            iss: the ``iss`` of that assertion.
+        """
         now = self.clock()
         token = secrets.token_urlsafe(32)
-        self._tokens[token] = (client_id, now + self.config.token_lifetime)
+        self._tokens[token] = AccessToken(client_id, now + self.config.token_lifetime, kid, iss)
         self.stats.tokens_issued += 1
         if len(self._tokens) > self._token_sweep_at:
-            self._tokens = {t: v for t, v in self._tokens.items() if v[1] > now}
+            self._tokens = {t: v for t, v in self._tokens.items() if v.expires_at > now}
             self._token_sweep_at = max(_SWEEP_MIN, 2 * len(self._tokens))
         return token
+
+    def access_token(self, token: str) -> AccessToken | None:
+        """What was issued as ``token`` (expired or not), or None when unknown or revoked."""
+        return self._tokens.get(token)
 
     def token_owner(self, token: str) -> tuple[str | None, bool]:
         """``(client_id, expired)`` of an access token; ``(None, False)`` if unknown."""
         entry = self._tokens.get(token)
         if entry is None:
             return None, False
-        return entry[0], self.clock() >= entry[1]
+        return entry.client_id, self.clock() >= entry.expires_at
 
     def revoke_tokens(self) -> int:
         """Forget every access token; clients get 401 and must fetch new ones."""
@@ -223,7 +265,7 @@ class SandboxState:
     def active_tokens(self) -> int:
         """Access tokens issued and not yet expired or revoked."""
         now = self.clock()
-        return sum(1 for _, exp in self._tokens.values() if exp > now)
+        return sum(1 for t in self._tokens.values() if t.expires_at > now)
 
     def fail_token_endpoint(self, seconds: float, status: int = 503) -> None:
         """Make ``POST /oauth/token`` answer ``status`` for the next ``seconds``."""
@@ -273,17 +315,16 @@ class SandboxState:
     ) -> R | None:
         """The record already stored under this client's message id (a replay), if any.
 
-        Raises:
-            DuplicateIdError: the id is stored with a different body.
+        The stored record wins whatever the new body says (service notes 2): the service
+        does not compare bodies, so neither does the answer; a changed body is only counted.
         """
         existing = ids.get((client_id, msg.message_id))
         if existing is None:
             return None
         record = records[existing]
-        if record.body_hash != body_hash:
-            self.stats.duplicates_refused += 1
-            raise DuplicateIdError(existing)
         self.stats.replays_answered += 1
+        if record.body_hash != body_hash:
+            self.stats.replays_changed_body += 1
         return record
 
     def submit_payment(
@@ -292,10 +333,8 @@ class SandboxState:
         """Store a pacs.008 or find the one stored under its ``grpHdr.msgId``.
 
         Returns:
-            The record and True when it was created now (201), False for a replay (200).
-
-        Raises:
-            DuplicateIdError: the id is stored with a different body.
+            The record and True when it was created now (201), False for a resubmission
+            (200; the stored record, unchanged, whatever the new body).
         """
         stored = self._stored(self._payment_ids, self.payments, client_id, msg, body_hash)
         if stored is not None:
@@ -331,14 +370,13 @@ class SandboxState:
 
         The decision follows the spec's business rule: accepted when the original payment
         (same client, ``orgnlEndToEndId``) has not been processed at this instant, which
-        also stops that payment; rejected ARDT when it has been (or was already cancelled),
-        NOOR when no such payment exists. It becomes visible after ``settlement_delay``.
+        also stops that payment; otherwise rejected with the reason code of
+        ``_decide_cancellation`` (docs/sandbox.md lists them). It becomes visible after
+        ``settlement_delay``.
 
         Returns:
-            The record and True when it was created now (201), False for a replay (200).
-
-        Raises:
-            DuplicateIdError: the id is stored with a different body.
+            The record and True when it was created now (201), False for a resubmission
+            (200; the stored record, unchanged, whatever the new body).
         """
         replay = self._stored(self._cancellation_ids, self.cancellations, client_id, msg, body_hash)
         if replay is not None:
@@ -386,7 +424,7 @@ class SandboxState:
         if not ids:
             return (
                 False,
-                "NOOR",
+                REASON_NOT_RECEIVED,
                 f"Original payment not found: no payment with endToEndId {e2e!r}",
                 None,
             )
@@ -396,13 +434,31 @@ class SandboxState:
                 return True, None, None, p
         latest = candidates[0]
         if latest.cancelled_by is not None:
-            text = f"Original payment already cancelled by {latest.cancelled_by}"
-        else:
-            text = (
-                f"Original payment already processed "
-                f"({latest.status_at(now).code}); request a return (pacs.004)"
+            # Stopped by an earlier accepted cancellation: no money moved.
+            return (
+                False,
+                REASON_ALREADY_CANCELLED,
+                f"Original payment already cancelled by {latest.cancelled_by}; "
+                "no funds were transferred",
+                latest,
             )
-        return False, "ARDT", text, latest
+        status = latest.status_at(now)
+        if status.code != ACCC:
+            # Processed, but rejected: the funds never reached the beneficiary.
+            return (
+                False,
+                REASON_ALREADY_CANCELLED,
+                f"Original payment was rejected ({status.code} {status.reason}); "
+                "no funds were transferred",
+                latest,
+            )
+        return (
+            False,
+            REASON_PROCESSED,
+            "Original payment already processed (ACCC): the funds are with the "
+            "beneficiary, who did not agree to return them; request a return (pacs.004)",
+            latest,
+        )
 
     def snapshot(self) -> dict[str, Any]:
         """The counters plus sizes of the state (``GET /_sandbox/stats``)."""

@@ -1,8 +1,10 @@
 """Optional SQLite persistence: a restarted sandbox keeps its clients and messages.
 
 Write-through, one statement per change, WAL journal with ``synchronous=NORMAL``: a crash
-of the process loses nothing, a power cut may lose the last moments (a test tool). Access
-tokens and replay caches are not persisted: after a restart clients fetch new tokens.
+of the process loses nothing, a power cut may lose the last moments (a test tool). The
+single-use ids (``jti``/``nonce``) seen in JWTs are kept until their token expires, so a
+restart does not make a used token usable again. Access tokens are not persisted: after
+a restart clients fetch new ones.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ CREATE TABLE IF NOT EXISTS payments ({", ".join(_PAYMENT_COLUMNS)},
     PRIMARY KEY (payments_service_id));
 CREATE TABLE IF NOT EXISTS cancellations ({", ".join(_CANCELLATION_COLUMNS)},
     PRIMARY KEY (payments_service_id));
+CREATE TABLE IF NOT EXISTS seen_ids (
+    cache TEXT NOT NULL, key TEXT NOT NULL, expires_at REAL NOT NULL,
+    PRIMARY KEY (cache, key)
+);
 """
 
 
@@ -73,6 +79,17 @@ class SqliteStore:
     def save_cancellation(self, record: CancellationRecord) -> None:
         """Insert or replace a cancellation."""
         self._db.execute(self._save_cancellation, astuple(record))
+
+    def save_seen(self, cache: str, key: str, expires_at: float) -> None:
+        """Remember a single-use id of ``cache`` (``sca_jti``...) until ``expires_at``."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO seen_ids VALUES (?, ?, ?)", (cache, key, expires_at)
+        )
+
+    def load_seen(self, now: float) -> Iterator[tuple[str, str, float]]:
+        """``(cache, key, expires_at)`` of every id still remembered; expired ones are dropped."""
+        self._db.execute("DELETE FROM seen_ids WHERE expires_at < ?", (now,))
+        yield from self._db.execute("SELECT cache, key, expires_at FROM seen_ids")
 
     def load_clients(self) -> Iterator[tuple[str, str, str, str, str]]:
         """``(client_id, secret, kid, iss, pem)`` of every registered key."""

@@ -224,12 +224,14 @@ def test_cancel_unprocessed_payment_is_accepted(sb: ThreadedSandbox, tmp_path: P
     assert "201 created" in result.stdout
     assert "ACCEPTED" in result.stdout
     # the same object again is a new message (new creation time) under the same
-    # assgnmt.id: the service refuses it, and nothing new is stored
+    # assgnmt.id: the service answers 200 with the stored cancellation (service notes 2),
+    # and nothing new is stored
     before = sb.stats()["cancellations_stored"]
     again = run(sb, "cancel", str(cxl))
-    assert again.exit_code == 3
-    assert "different body" in again.stderr
+    assert again.exit_code == 0, again.output
+    assert "200 replayed" in again.stdout
     assert sb.stats()["cancellations_stored"] == before
+    assert sb.stats()["replays_changed_body"] == 1
 
 
 def test_cancel_camt056_for_unknown_payment_is_rejected_exit_1(

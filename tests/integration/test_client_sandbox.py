@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
+from urllib.parse import urlencode
 
 import aiohttp
 import pytest
@@ -25,6 +26,7 @@ from payments_async import (
     build_cancellation,
     build_credit_transfer,
 )
+from payments_async._jwt import JwtSigner
 from payments_async.iso20022 import encode
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
@@ -183,19 +185,47 @@ async def test_404_is_not_retried(sandbox: SandboxHandle) -> None:
     assert sandbox.server.stats()["requests"].get("camt029") == 1
 
 
-async def test_400_is_not_retried(sandbox: SandboxHandle) -> None:
+async def test_4xx_is_not_retried() -> None:
+    # A body over the sandbox's limit: 413, a permanent refusal, sent once. The limit
+    # lies between the token request's body and the pacs.008's, so only the POST fails.
+    payment = transfer()
+    body = encode(payment)
+    async with sandbox_server() as probe:
+        creds, key = probe.credentials, probe.private_key
+        assert creds is not None
+        assert key is not None
+        signer = JwtSigner(key, key_id=creds.key_id, issuer=creds.issuer)
+        assertion = signer.assertion(creds.client_id)
+    token_body = len(
+        urlencode({"grant_type": "x" * 60, "assertion": assertion, "scope": "makePayments"})
+    )
+    assert token_body < len(body)
+    limit = (token_body + len(body)) // 2
+    async with sandbox_server(SandboxConfig(max_body_size=limit)) as sb:
+        async with client_for(sb) as client:
+            with pytest.raises(ApiError) as info:
+                await client.submit_credit_transfer(payment)
+        assert info.value.status == 413
+        assert info.value.codes == ("BODY_TOO_LARGE",)
+        stats = sb.server.stats()
+    assert stats["requests"]["pacs008"] == 1
+    assert stats["payments_stored"] == 0
+
+
+async def test_a_reused_id_with_another_body_gets_the_stored_payment(
+    sandbox: SandboxHandle,
+) -> None:
+    # Service notes 2: 200 with the stored id; the client cannot tell the body changed.
     async with client_for(sandbox) as client:
         payment = transfer()
-        await client.submit_credit_transfer(payment)
-        changed = transfer()
+        first = await client.submit_credit_transfer(payment)
+        changed = transfer("20.00")
         changed.fito_fi_cstmr_cdt_trf.grp_hdr.msg_id = payment.message_id  # same id, new body
-        with pytest.raises(ApiError) as info:
-            await client.submit_credit_transfer(changed)
-        assert info.value.status == 400
-        assert info.value.codes
+        again = await client.submit_credit_transfer(changed)
+    assert (first.created, again.replayed) == (True, True)
+    assert again.payments_service_id == first.payments_service_id
     stats = sandbox.server.stats()
-    assert stats["requests"]["pacs008"] == 2
-    assert stats["payments_stored"] == 1
+    assert (stats["payments_stored"], stats["replays_changed_body"]) == (1, 1)
 
 
 @pytest.mark.parametrize(

@@ -181,37 +181,22 @@ def _resign(signer: JwtSigner, claims: dict[str, object]) -> str:
     return (signing_input + b"." + b64(signature)).decode()
 
 
-async def test_identical_retransmission_is_answered_by_idempotency(
-    client: RawClient, http: aiohttp.ClientSession, sandbox: SandboxHandle
+async def test_identical_retransmission_is_refused_as_a_replay(
+    client: RawClient, sandbox: SandboxHandle
 ) -> None:
+    # SCA tokens are single use (spec: jti "unique id", nonce "unique message id"): the
+    # very same token again is a replay, even with the very same bytes.
     body = encode(payment())
     headers = await client.api_headers(body=body)
     first = await client.request("POST", PACS008_PATH, headers=headers, data=body)
     again = await client.request("POST", PACS008_PATH, headers=headers, data=body)
-    assert (first.status, again.status) == (201, 200)
-    assert first.data["paymentsServiceId"] == again.data["paymentsServiceId"]
-
-
-async def test_strict_mode_refuses_identical_retransmission(
-    http: aiohttp.ClientSession, clock: ManualClock
-) -> None:
-    from dataclasses import replace
-
-    from sandbox_support import client_for
-
-    from payments_async.sandbox import SandboxConfig
-    from payments_async.testing import sandbox_server
-
-    async with sandbox_server(
-        replace(SandboxConfig(clock=clock), allow_identical_sca_retry=False)
-    ) as sb:
-        c = client_for(http, sb)
-        body = encode(payment())
-        headers = await c.api_headers(body=body)
-        first = await c.request("POST", PACS008_PATH, headers=headers, data=body)
-        again = await c.request("POST", PACS008_PATH, headers=headers, data=body)
     assert first.status == 201
     assert (again.status, again.codes) == (401, ["SCA_TOKEN_REPLAYED"])
+    # The same bytes with a fresh token are the idempotent resend: 200, same id.
+    fresh = await client.post(PACS008_PATH, body)
+    assert fresh.status == 200
+    assert fresh.data["paymentsServiceId"] == first.data["paymentsServiceId"]
+    assert sandbox.server.stats()["payments_stored"] == 1
 
 
 async def test_predefined_sca_token_only_for_the_predefined_client(

@@ -41,20 +41,30 @@ async def test_pacs008_is_idempotent_on_msg_id(client: RawClient, sandbox: Sandb
     assert (stats["payments_stored"], stats["replays_answered"]) == (1, 1)
 
 
-async def test_same_msg_id_with_another_body_is_400(
-    client: RawClient, sandbox: SandboxHandle
+async def test_same_msg_id_with_another_body_gets_the_stored_payment(
+    client: RawClient, sandbox: SandboxHandle, clock: ManualClock
 ) -> None:
+    # Service notes 2: a POST with an id already submitted answers 200 with the stored
+    # paymentsServiceId; nothing new is created and the earlier message is unchanged.
     msg = payment(amount="10.00")
     first = await client.submit_payment(msg)
-    other = payment(amount="11.00", message_id=msg.message_id)
+    other = payment(amount="1000000.01", message_id=msg.message_id)  # would end AM02
     reply = await client.submit_payment(other)
-    assert (reply.status, reply.codes) == (400, ["DUPLICATE_MESSAGE_ID"])
-    assert first.data["paymentsServiceId"] in reply.json["errors"][0]["description"]
+    assert reply.status == 200
+    assert reply.data["paymentsServiceId"] == first.data["paymentsServiceId"]
+    assert reply.data["paymentId"] == msg.message_id
     stats = sandbox.server.stats()
-    assert (stats["payments_stored"], stats["duplicates_refused"]) == (1, 1)
+    assert (stats["payments_stored"], stats["replays_answered"]) == (1, 1)
+    assert stats["replays_changed_body"] == 1
+    clock.advance(PROCESSING_DELAY)
+    status = await client.payment_status(first.data["paymentsServiceId"])
+    tx = status.json["fitoFIPmtStsRpt"]["txInfAndSts"][0]
+    assert (tx["txSts"], tx["orgnlEndToEndId"]) == ("ACCC", msg.end_to_end_id)
 
 
-async def test_camt056_is_idempotent_on_assignment_id(client: RawClient) -> None:
+async def test_camt056_is_idempotent_on_assignment_id(
+    client: RawClient, sandbox: SandboxHandle
+) -> None:
     pay = payment()
     await client.submit_payment(pay)
     cxl = cancellation(pay.end_to_end_id)
@@ -64,9 +74,13 @@ async def test_camt056_is_idempotent_on_assignment_id(client: RawClient) -> None
     assert first.json["data"]["paymentsServiceId"] == second.json["data"]["paymentsServiceId"]
     assert first.json["data"]["paymentId"] == cxl.message_id
     assert first.json["data"]["status"] == "PENDING"
-    changed = cancellation(pay.end_to_end_id, assignment_id=cxl.message_id, reason="DUPL")
-    dup = await client.submit_cancellation(changed)
-    assert (dup.status, dup.codes) == (400, ["DUPLICATE_MESSAGE_ID"])
+    changed = cancellation("E2E-OTHER", assignment_id=cxl.message_id, reason="DUPL")
+    again = await client.submit_cancellation(changed)
+    assert again.status == 200
+    assert again.data["paymentsServiceId"] == first.data["paymentsServiceId"]
+    stored = sandbox.server.state.cancellations[first.data["paymentsServiceId"]]
+    assert stored.original_end_to_end_id == pay.end_to_end_id  # unchanged
+    assert sandbox.server.stats()["replays_changed_body"] == 1
 
 
 async def test_payment_moves_from_pend_to_accc(client: RawClient, clock: ManualClock) -> None:
@@ -133,7 +147,7 @@ async def test_payment_stays_pend_until_the_cancellation_settles(
     assert tx_status(await client.payment_status(pay_id)) == "PEND"
 
 
-async def test_cancellation_after_processing_is_rejected_ardt(
+async def test_cancellation_after_processing_is_rejected_cust(
     client: RawClient, clock: ManualClock
 ) -> None:
     pay = payment()
@@ -147,7 +161,9 @@ async def test_cancellation_after_processing_is_rejected_ardt(
     outcome = await client.cancellation_outcome(cxl_id)
     assert cancellation_status(outcome) == ("RJTC", "RJCR")
     reason = outcome.json["rsltnOfInvstgtn"]["cxlDtls"][0]["txInfAndSts"][0]["cxlStsRsnInf"][0]
-    assert reason["rsn"]["cd"] == "ARDT"
+    # CUST: the funds are with the beneficiary (a return must be requested), not ARDT
+    # ("already returned"), which would tell the caller no money moved.
+    assert reason["rsn"]["cd"] == "CUST"
     assert "already processed" in reason["addtlInf"][0]
     assert tx_status(await client.payment_status(pay_id)) == "ACCC"
 
@@ -178,6 +194,23 @@ async def test_second_cancellation_of_a_cancelled_payment_is_rejected(
     b = await client.cancellation_outcome(second.data["paymentsServiceId"])
     assert cancellation_status(a) == ("ACCC", "ACCR")
     assert cancellation_status(b) == ("RJTC", "RJCR")
+    reason = b.json["rsltnOfInvstgtn"]["cxlDtls"][0]["txInfAndSts"][0]["cxlStsRsnInf"][0]
+    assert reason["rsn"]["cd"] == "ARDT"  # already cancelled: the funds never left
+
+
+async def test_cancellation_of_a_rejected_payment_is_rejected_ardt(
+    client: RawClient, clock: ManualClock
+) -> None:
+    pay = payment(creditor_iban=REJECT_IBAN_AC04)
+    await client.submit_payment(pay)
+    clock.advance(PROCESSING_DELAY)  # processed: RJCT AC04, no money moved
+    cxl = await client.submit_cancellation(cancellation(pay.end_to_end_id))
+    clock.advance(SETTLEMENT_DELAY)
+    outcome = await client.cancellation_outcome(cxl.data["paymentsServiceId"])
+    assert cancellation_status(outcome) == ("RJTC", "RJCR")
+    reason = outcome.json["rsltnOfInvstgtn"]["cxlDtls"][0]["txInfAndSts"][0]["cxlStsRsnInf"][0]
+    assert reason["rsn"]["cd"] == "ARDT"
+    assert "rejected" in reason["addtlInf"][0]
 
 
 async def test_another_clients_cancellation_cannot_match_my_payment(

@@ -67,3 +67,29 @@ async def test_in_memory_by_default(http: aiohttp.ClientSession, clock: ManualCl
     async with sandbox_server(SandboxConfig(clock=clock)) as second:
         c2 = client_for(http, second)
         assert (await c2.payment_status(pay_id)).status == 404
+
+
+async def test_a_used_sca_token_stays_used_after_a_restart(
+    tmp_path: Path, http: aiohttp.ClientSession, clock: ManualClock
+) -> None:
+    from payments_async._constants import PACS008_PATH
+    from payments_async.iso20022 import encode
+
+    config = SandboxConfig(clock=clock, persist_path=tmp_path / "sandbox.db")
+    body = encode(payment())
+    async with sandbox_server(config) as first:
+        c = client_for(http, first)
+        token = c.sca(body)
+        sent = await c.post(PACS008_PATH, body, headers={"sca-token": token})
+        assert sent.status == 201
+        used_assertion = c.assertion()
+        assert (await c.fetch_token(used_assertion)).status == 200
+
+    async with sandbox_server(config, register_key=False) as second:
+        again = RawClient(http, second.url, c.client_id, c.secret, c.signer)
+        replayed = await again.post(PACS008_PATH, body, headers={"sca-token": token})
+        assert (replayed.status, replayed.codes) == (401, ["SCA_TOKEN_REPLAYED"])
+        reused = await again.fetch_token(used_assertion)
+        assert (reused.status, reused.codes) == (401, ["ASSERTION_REPLAYED"])
+        fresh = await again.post(PACS008_PATH, body)  # a new token: the idempotent resend
+        assert fresh.status == 200

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from sandbox_support import RawClient, basic, form, predefined_client
@@ -83,16 +85,30 @@ async def test_missing_basic_auth_is_401_and_malformed_basic_is_400(client: RawC
     assert (garbled.status, garbled.codes) == (400, ["INVALID_REQUEST"])
 
 
-async def test_form_must_have_exactly_the_three_keys(client: RawClient) -> None:
+async def test_unknown_form_keys_are_ignored(client: RawClient) -> None:
+    # RFC 6749 3.2: unrecognized parameters are ignored; RFC 7521 4.1 names client_id.
     auth = {"Authorization": basic(client.client_id, client.secret), **JSON}
-    cases = [
+    data = {**form(client.assertion()), "client_id": client.client_id, "extra": "1"}
+    reply = await client.request("POST", TOKEN_PATH, headers=auth, data=data)
+    assert reply.status == 200, reply.json
+    assert reply.json["token_type"] == "bearer"
+
+
+async def test_form_keys_missing_repeated_or_wrong(client: RawClient) -> None:
+    auth = {"Authorization": basic(client.client_id, client.secret), **JSON}
+    repeated = urlencode([*form(client.assertion()).items(), ("scope", "makePayments")])
+    cases: list[tuple[object, str]] = [
         ({"grant_type": "x", "scope": "makePayments"}, "INVALID_REQUEST"),
-        ({**form(client.assertion()), "extra": "1"}, "INVALID_REQUEST"),
+        (repeated, "INVALID_REQUEST"),
+        ({**form(client.assertion()), "extra": "1", "scope": "x"}, "INVALID_SCOPE"),
         (form(client.assertion(), grant_type="client_credentials"), "UNSUPPORTED_GRANT_TYPE"),
         (form(client.assertion(), scope="readPayments"), "INVALID_SCOPE"),
     ]
     for data, code in cases:
-        reply = await client.request("POST", TOKEN_PATH, headers=auth, data=data)
+        headers = dict(auth)
+        if isinstance(data, str):
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        reply = await client.request("POST", TOKEN_PATH, headers=headers, data=data)
         assert (reply.status, reply.codes) == (400, [code]), data
 
 

@@ -225,7 +225,7 @@ def _verify(
         "payments_stored": stats["payments_stored"],
         "cancellations_stored": stats["cancellations_stored"],
         "replays_answered": stats["replays_answered"],
-        "duplicates_refused": stats["duplicates_refused"],
+        "replays_changed_body": stats["replays_changed_body"],
         "duplicates": len(duplicates),
         "lost": len(lost),
         "invented_ids": len(invented),
@@ -239,7 +239,7 @@ def _verify(
     assert not duplicates, f"stored more than once: {duplicates[:5]}"
     assert not lost, f"reported done but not stored: {lost[:5]}"
     assert not mismatched, f"stored under another paymentsServiceId: {mismatched[:5]}"
-    assert stats["duplicates_refused"] == 0  # no id was ever resent with other bytes
+    assert stats["replays_changed_body"] == 0  # no id was ever resent with other bytes
     assert set(ledger.done) | set(ledger.refused) == sent_ids
     assert len(stored) == len(ledger.done) + len(phantoms)
     assert len(ledger.unknown) >= min_unknown, "too few OutcomeUnknownError to show anything"
