@@ -108,8 +108,8 @@ async def test_full_flow_rejected_cancellation(sandbox: SandboxHandle) -> None:
         cxl = await client.request_cancellation(cancellation_for(payment))
         outcome = await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=10)
         assert outcome.outcome is Outcome.REJECTED
-        assert outcome.return_request_needed
-        assert outcome.reason_codes  # e.g. ARDT: already processed
+        assert outcome.return_request_needed  # processed: the funds are with the beneficiary
+        assert outcome.reason_codes == ("CUST",)
         assert "pacs.004" in outcome.message
 
 
