@@ -217,8 +217,11 @@ class PaymentsClient:
     Args:
         credentials: who we are (see ``Credentials``).
         base_url: the service's base address; https, or http on loopback (the sandbox).
-        session: an ``aiohttp.ClientSession`` to borrow instead of owning one.
-        ssl_context: a custom ``ssl.SSLContext``; TLS verification is on by default.
+        session: an ``aiohttp.ClientSession`` to borrow instead of owning one. Its
+            ``raise_for_status`` and timeouts never apply to the client's requests; a
+            session with default ``auth`` or ``auto_decompress=False`` is refused.
+        ssl_context: a custom ``ssl.SSLContext``; TLS verification is on by default. With
+            a borrowed session it is passed with every request.
         retry: the retry policy of every operation.
         poll: the polling schedule of the waiters.
         connect_timeout: seconds to connect.
