@@ -6,7 +6,7 @@ refresh, SCA tokens signed over the exact request bytes, and retries that never
 duplicate a payment.
 """
 
-from ._client import CancellationOutcome, Hooks, PaymentsClient, RequestEvent, Submission
+from ._client import CancellationOutcome, PaymentsClient, Submission
 from ._credentials import Credentials
 from ._errors import (
     ApiError,
@@ -25,6 +25,7 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
+from ._hooks import Hooks, RequestEvent
 from ._keys import generate_key_pair
 from ._polling import PollPolicy
 from ._retry import RetryBudget, RetryPolicy

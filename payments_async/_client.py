@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import logging
+import math
 import os
 import random
 import re
@@ -13,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Literal, Protocol, Self, TypeVar
 
 import aiohttp
 import tenacity  # for the before_sleep hook's RetryCallState
@@ -32,6 +34,7 @@ from ._constants import (
     READ_TIMEOUT,
     REQUEST_ID_HEADER,
     SCA_HEADER,
+    TOKEN_PATH,
     USER_AGENT,
 )
 from ._credentials import Credentials
@@ -44,6 +47,7 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
+from ._hooks import Hooks, RequestEvent, call_hook
 from ._polling import PollPolicy, poll_until_final
 from ._retry import RetryPolicy
 from ._tokens import AccessToken, TokenSession
@@ -56,6 +60,7 @@ from .iso20022 import (
     Pacs002,
     Pacs008,
     PaymentStatus,
+    SubmissionResult,
     decode_camt029,
     decode_pacs002,
     decode_submission,
@@ -65,7 +70,7 @@ from .iso20022 import (
     validate,
 )
 
-__all__ = ["CancellationOutcome", "Hooks", "PaymentsClient", "RequestEvent", "Submission"]
+__all__ = ["CancellationOutcome", "PaymentsClient", "Submission"]
 
 logger = logging.getLogger("payments_async")
 T = TypeVar("T")
@@ -75,10 +80,10 @@ S = TypeVar("S", bound="_Summary")
 
 class _Summary(Protocol):
     @property
-    def is_final(self) -> bool: ...
+    def outcome(self) -> Outcome: ...
 
     @property
-    def status(self) -> str | None: ...
+    def codes(self) -> tuple[str, ...]: ...
 
 
 _MIN_ATTEMPT_TIMEOUT = 0.05  # seconds: an attempt started at the deadline still gets a try
@@ -132,8 +137,9 @@ class CancellationOutcome:
         tx_statuses: raw ``txCxlSts`` codes.
         reason_codes: ``cxlStsRsnInf[].rsn.cd`` codes.
         reason_texts: ``addtlInf`` texts (nulls dropped).
-        return_request_needed: True when rejected: the funds can only come back through a
-            pacs.004 return requested from the beneficiary.
+        return_request_needed: True when rejected and the funds may sit with the
+            beneficiary (the reason codes decide; see ``docs/outcomes.md``): they can only
+            come back through a pacs.004 return requested from the beneficiary.
         message: a sentence for people.
         resolution: the decoded camt.029.
     """
@@ -163,14 +169,23 @@ class CancellationOutcome:
         cls, payments_service_id: str, resolution: Camt029, summary: CancellationResolution
     ) -> CancellationOutcome:
         """Build the outcome from a camt.029 and its classification."""
-        rejected = summary.outcome is Outcome.REJECTED
+        needed = summary.needs_return_request
+        reasons = ", ".join(summary.reason_codes) or "no reason code"
         if summary.outcome is Outcome.ACCEPTED:
             message = "the cancellation was accepted: the payment will not be executed"
-        elif rejected:
-            reasons = ", ".join(summary.reason_codes) or "no reason code"
+        elif needed:
             message = f"{_RETURN_ADVICE} (reason: {reasons})"
+        elif summary.outcome is Outcome.REJECTED:
+            message = (
+                f"the cancellation was rejected (reason: {reasons}); the funds are not with "
+                "the beneficiary, so no return request is needed"
+            )
         else:
-            message = f"final status {summary.status!r} could not be classified"
+            codes = ", ".join(summary.codes) or "none"
+            message = (
+                f"the outcome is unknown: the codes ({codes}) cannot be classified or "
+                "contradict each other; ask the service before acting on this payment"
+            )
         return cls(
             payments_service_id=payments_service_id,
             outcome=summary.outcome,
@@ -178,57 +193,10 @@ class CancellationOutcome:
             tx_statuses=summary.tx_statuses,
             reason_codes=summary.reason_codes,
             reason_texts=summary.reason_texts,
-            return_request_needed=rejected,
+            return_request_needed=needed,
             message=message,
             resolution=resolution,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class RequestEvent:
-    """What a hook is told about one HTTP attempt (never a body or a secret).
-
-    Attributes:
-        method: HTTP method.
-        path: URL path.
-        request_id: the call's ``X-Request-ID``.
-        attempt: 1-based attempt number.
-        status: HTTP status, or None when no answer came.
-        elapsed: seconds the attempt took.
-        error: the error of a failed attempt, if any.
-    """
-
-    method: str
-    path: str
-    request_id: str
-    attempt: int
-    status: int | None
-    elapsed: float
-    error: PaymentsError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Hooks:
-    """Optional callables for metrics. Exceptions raised by a hook are logged, not raised.
-
-    Args:
-        on_request: called after every HTTP attempt.
-        on_retry: called before sleeping for a retry, with the failed attempt's event.
-        on_token_refresh: called with the new token's lifetime in seconds.
-    """
-
-    on_request: Callable[[RequestEvent], None] | None = None
-    on_retry: Callable[[RequestEvent], None] | None = None
-    on_token_refresh: Callable[[float], None] | None = None
-
-
-def _call_hook(hook: Callable[[Any], None] | None, arg: object) -> None:
-    if hook is None:
-        return
-    try:
-        hook(arg)
-    except Exception:
-        logger.exception("payments_async hook %r failed", hook)
 
 
 class PaymentsClient:
@@ -249,16 +217,24 @@ class PaymentsClient:
     Args:
         credentials: who we are (see ``Credentials``).
         base_url: the service's base address; https, or http on loopback (the sandbox).
-        session: an ``aiohttp.ClientSession`` to borrow instead of owning one.
-        ssl_context: a custom ``ssl.SSLContext``; TLS verification is on by default.
+        session: an ``aiohttp.ClientSession`` to borrow instead of owning one. Its
+            ``raise_for_status`` and timeouts never apply to the client's requests; a
+            session with default ``auth`` or ``auto_decompress=False`` is refused.
+        ssl_context: a custom ``ssl.SSLContext``; TLS verification is on by default. With
+            a borrowed session it is passed with every request.
         retry: the retry policy of every operation.
         poll: the polling schedule of the waiters.
         connect_timeout: seconds to connect.
         read_timeout: seconds to wait for each read of a response.
         connection_limit: at most this many requests in flight (and open connections);
-            further requests and polls wait their turn, inside their own deadlines.
+            further requests and polls wait their turn, inside their own deadlines. The
+            one concurrency limit of the request path.
         max_response_bytes: refuse response bodies larger than this.
         hooks: metrics callbacks.
+
+    Raises:
+        ConfigurationError: a setting is of the wrong type or out of range (checked here,
+            before anything is sent).
     """
 
     def __init__(
@@ -278,10 +254,21 @@ class PaymentsClient:
     ) -> None:
         if not isinstance(credentials, Credentials):
             raise ConfigurationError("credentials must be a payments_async.Credentials")
-        if connection_limit < 1 or connect_timeout <= 0 or read_timeout <= 0:
-            raise ConfigurationError(
-                "connection_limit must be >= 1 and the timeouts must be positive"
-            )
+        _check_seconds("connect_timeout", connect_timeout)
+        _check_seconds("read_timeout", read_timeout)
+        for name, count in (
+            ("connection_limit", connection_limit),
+            ("max_response_bytes", max_response_bytes),
+        ):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigurationError(f"{name} must be an int >= 1, got {count!r}")
+        for name, value, kind in (
+            ("retry", retry, RetryPolicy),
+            ("poll", poll, PollPolicy),
+            ("hooks", hooks, Hooks),
+        ):
+            if value is not None and not isinstance(value, kind):
+                raise ConfigurationError(f"{name} must be a {kind.__name__} or None")
         self._credentials = credentials
         self._signer = credentials.signer()
         self._transport = Transport(
@@ -295,16 +282,16 @@ class PaymentsClient:
         )
         self._retry = retry or RetryPolicy()
         self._poll = poll or PollPolicy()
-        self._poll_slots = asyncio.Semaphore(connection_limit)
         self._hooks = hooks or Hooks()
         self._rng = random.Random()
         on_refresh = self._hooks.on_token_refresh
         self._tokens = TokenSession(
             self._transport,
             credentials,
-            on_refresh=(lambda token: _call_hook(on_refresh, token.remaining()))
+            on_refresh=(lambda token: call_hook(on_refresh, token.remaining()))
             if on_refresh is not None
             else None,
+            on_request=self._hooks.on_request,
         )
         self._base_headers: dict[str, str] = {
             CLIENT_ID_HEADER: credentials.client_id,
@@ -359,13 +346,19 @@ class PaymentsClient:
             ``grpHdr.msgId`` (200) — the payment then exists once, not twice.
 
         Raises:
-            ValidationError: the message breaks a rule; nothing was sent.
-            OutcomeUnknownError: retries ran out after an attempt that may have been
-                stored; resubmit the same message to learn the outcome.
-            ApiError: the service refused it (see the error tree).
+            ValidationError: the message is not a Pacs008 or breaks a rule; nothing was
+                sent.
+            OutcomeUnknownError: the POST may have been stored but no valid answer said
+                so (retries ran out, or the answer was not one the spec allows); resubmit
+                the same message to learn the outcome.
+            ApiError: the service refused it (see the error tree). A failure of the token
+                endpoint before the POST was sent raises its own error (``path`` is
+                ``/oauth/token``): the message was certainly not stored.
         """
         if not isinstance(transfer, Pacs008):
-            raise TypeError("submit_credit_transfer expects a Pacs008 message")
+            raise ValidationError.single(
+                "$", f"submit_credit_transfer expects a Pacs008, got {type(transfer).__name__}"
+            )
         return await self._submit(PACS008_PATH, transfer, transfer.message_id)
 
     async def request_cancellation(self, cancellation: Camt056) -> Submission:
@@ -376,13 +369,17 @@ class PaymentsClient:
             ``wait_for_cancellation_outcome(submission.payments_service_id)``.
 
         Raises:
-            ValidationError: the message breaks a rule; nothing was sent.
-            OutcomeUnknownError: retries ran out after an attempt that may have been
-                stored; resubmit the same message (same ``assgnmt.id``).
-            ApiError: the service refused it.
+            ValidationError: the message is not a Camt056 or breaks a rule; nothing was
+                sent.
+            OutcomeUnknownError: the POST may have been stored but no valid answer said
+                so; resubmit the same message (same ``assgnmt.id``).
+            ApiError: the service refused it (a token endpoint failure before the POST
+                raises its own error, ``path`` ``/oauth/token``).
         """
         if not isinstance(cancellation, Camt056):
-            raise TypeError("request_cancellation expects a Camt056 message")
+            raise ValidationError.single(
+                "$", f"request_cancellation expects a Camt056, got {type(cancellation).__name__}"
+            )
         return await self._submit(CAMT056_PATH, cancellation, cancellation.message_id)
 
     async def get_credit_transfer_status(self, payments_service_id: str) -> Pacs002:
@@ -408,16 +405,22 @@ class PaymentsClient:
     ) -> CancellationOutcome:
         """Poll camt.029 until a final code (ACCC, RJTC, CNCL, RJCR, ACCR, ...) appears.
 
+        Codes that cannot be classified (an unknown ``sts.conf``) or that contradict each
+        other (``sts.conf`` ACCC with ``txCxlSts`` RJCR) are returned as soon as a second
+        poll confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
+
         Args:
             payments_service_id: the id returned by ``request_cancellation``.
             timeout: overall deadline in seconds.
 
         Returns:
-            The outcome; when rejected, ``return_request_needed`` is True.
+            The outcome; when rejected, ``return_request_needed`` says whether the funds
+            must be asked back.
 
         Raises:
-            PollTimeoutError: no final code before the deadline (carries the last one).
+            PollTimeoutError: no final code before the deadline (carries every code seen).
             NotFoundError: the id stayed unknown past the grace period.
+            ConfigurationError: ``timeout`` is not a positive number.
         """
 
         path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
@@ -436,9 +439,13 @@ class PaymentsClient:
     ) -> PaymentStatus:
         """Poll pacs.002 until a final status (ACCC, ACSC, RJCT, ...) appears.
 
+        Unclassifiable or contradicting codes are returned as soon as a second poll
+        confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
+
         Raises:
-            PollTimeoutError: no final status before the deadline (carries the last one).
+            PollTimeoutError: no final status before the deadline (carries every code seen).
             NotFoundError: the id stayed unknown past the grace period.
+            ConfigurationError: ``timeout`` is not a positive number.
         """
 
         path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
@@ -461,20 +468,18 @@ class PaymentsClient:
         timeout: float,
         what: str,
     ) -> tuple[M, S]:
-        """Poll ``path`` until the summary of its message is final; both waiters use it."""
+        """Poll ``path`` until the summary of its message is settled; both waiters use it."""
+        _check_seconds("timeout", timeout)
         deadline = time.monotonic() + timeout
 
         async def fetch() -> tuple[M, S]:
-            # Queue here, before the request path is entered: a waiter whose poll waits
-            # for a connection then holds a few frames instead of the whole pipeline's.
-            async with self._poll_slots:
-                message = await self._read(path, decoder, deadline)
+            # Any queueing for a connection happens in the transport, inside the deadline.
+            message = await self._read(path, decoder, deadline)
             return message, summarize(message)
 
-        def status_of(result: tuple[M, S]) -> tuple[bool, str | None]:
+        def status_of(result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:
             summary = result[1]
-            tx_statuses: tuple[str, ...] = getattr(summary, "tx_statuses", ())
-            return summary.is_final, summary.status or next(iter(tx_statuses), None)
+            return summary.outcome, summary.codes
 
         return await poll_until_final(
             fetch,
@@ -510,16 +515,7 @@ class PaymentsClient:
                 status=exc.status,
                 **op.context(),
             ) from exc
-        try:
-            result = decode_submission(resp.body)
-        except ValidationError as exc:
-            raise OutcomeUnknownError(
-                f"the service answered {resp.status} with an unreadable body; resubmit the "
-                "same message to learn its id",
-                message_id=message_id,
-                status=resp.status,
-                **op.context(),
-            ) from exc
+        result = self._check_submission(op, resp, message_id)
         return Submission(
             payments_service_id=result.payments_service_id,
             message_id=message_id,
@@ -530,6 +526,40 @@ class PaymentsClient:
             attempts=op.attempts,
             request_id=op.request_id,
         )
+
+    @staticmethod
+    def _check_submission(op: _Operation, resp: Response, message_id: str) -> SubmissionResult:
+        """The decoded answer to a POST, or OutcomeUnknownError if it is not one the spec allows.
+
+        The POST was received (a 2xx came back), so whatever is wrong with the answer,
+        the message may be stored: the error is "unknown", chained from the
+        InvalidResponseError that says what was wrong.
+        """
+        problem: str | None = None
+        result: SubmissionResult | None = None
+        if resp.status not in (200, 201):
+            problem = f"status {resp.status} is neither 201 (stored) nor 200 (already stored)"
+        else:
+            try:
+                result = decode_submission(resp.body)
+            except ValidationError as exc:
+                problem = f"unreadable body: {exc.message}"
+            else:
+                echoed = result.payment_id
+                if echoed is not None and echoed != message_id:
+                    problem = f"the echoed paymentId {echoed[:40]!r} is not the id sent"
+        if problem is None and result is not None:
+            return result
+        invalid = InvalidResponseError(
+            problem or "invalid answer", status=resp.status, **op.context()
+        )
+        raise OutcomeUnknownError(
+            f"the service answered {resp.status} but not as the spec describes ({problem}); "
+            "resubmit the same message to learn its outcome",
+            message_id=message_id,
+            status=resp.status,
+            **op.context(),
+        ) from invalid
 
     async def _read(
         self, path: str, decoder: Callable[[bytes], T], deadline: float | None = None
@@ -563,10 +593,12 @@ class PaymentsClient:
             try:
                 return await self._attempt(op, remaining)
             except TransportError as exc:
-                op.maybe_stored = op.maybe_stored or exc.request_sent
+                if exc.path != TOKEN_PATH:  # a token failure: this POST was not sent
+                    op.maybe_stored = op.maybe_stored or exc.request_sent
                 raise
-            except (ServerError, InvalidResponseError):
-                op.maybe_stored = True  # a 5xx or a garbled answer can come after a commit
+            except (ServerError, InvalidResponseError) as exc:
+                if exc.path != TOKEN_PATH:
+                    op.maybe_stored = True  # a 5xx or a garbled answer can follow a commit
                 raise
 
         return await self._retry.run(
@@ -580,6 +612,9 @@ class PaymentsClient:
         exc = state.outcome.exception() if state.outcome is not None else None
         err = exc if isinstance(exc, PaymentsError) else None
         wait = state.upcoming_sleep
+        kind: Literal["request", "token"] = (
+            "token" if err is not None and err.path == TOKEN_PATH else "request"
+        )
         logger.debug(
             "retry %s %s after attempt %d: %s; sleeping %.3fs (request_id=%s)",
             op.method,
@@ -590,7 +625,7 @@ class PaymentsClient:
             op.request_id,
         )
         if self._hooks.on_retry is not None:
-            _call_hook(
+            call_hook(
                 self._hooks.on_retry,
                 RequestEvent(
                     op.method,
@@ -598,8 +633,10 @@ class PaymentsClient:
                     op.request_id,
                     state.attempt_number,
                     err.status if err else None,
-                    wait,
+                    op.elapsed,
                     err,
+                    kind=kind,
+                    sleep=wait,
                 ),
             )
 
@@ -649,6 +686,7 @@ class PaymentsClient:
         self, op: _Operation, status: int | None, elapsed: float, error: PaymentsError | None
     ) -> None:
         """Log one HTTP exchange at DEBUG and tell the on_request hook (ids, no secrets)."""
+        op.elapsed = elapsed
         logger.debug(
             "%s %s -> %s in %.1f ms (request_id=%s, attempt=%d)%s",
             op.method,
@@ -660,7 +698,7 @@ class PaymentsClient:
             f": {error.message}" if error is not None else "",
         )
         if self._hooks.on_request is not None:
-            _call_hook(
+            call_hook(
                 self._hooks.on_request,
                 RequestEvent(
                     op.method, op.path, op.request_id, op.attempts, status, elapsed, error
@@ -672,16 +710,28 @@ class PaymentsClient:
         token = self._tokens.current
         if token is not None:
             return token
+        started = time.monotonic()
         try:
             async with asyncio.timeout(timeout):
                 return await self._tokens.get()
         except TimeoutError as exc:
             # The shared fetch goes on for other callers; this operation's time is up.
+            # Say what the token endpoint did (its own path, status and request id), in a
+            # copy: the shared error object may be raised in other tasks at the same time.
+            op.elapsed = time.monotonic() - started
+            last = self._tokens.last_error
+            if last is not None:
+                raise copy.copy(last) from exc
             raise TransportError(
-                "no access token before the operation's deadline",
+                "no answer from the token endpoint before the operation's deadline",
                 request_sent=False,
-                **op.context(),
+                method="POST",
+                path=TOKEN_PATH,
+                attempt=op.attempts,
             ) from exc
+        except PaymentsError:
+            op.elapsed = time.monotonic() - started
+            raise
 
 
 class _Operation:
@@ -690,6 +740,7 @@ class _Operation:
     __slots__ = (
         "attempts",
         "body",
+        "elapsed",
         "maybe_stored",
         "method",
         "path",
@@ -711,6 +762,7 @@ class _Operation:
         self.request_id = os.urandom(16).hex()  # 128 random bits, a quarter of uuid4's cost
         self.attempts = 0
         self.maybe_stored = False  # True once an attempt may have reached the service
+        self.elapsed = 0.0  # how long the last attempt took, for the retry hook
 
     def context(self) -> dict[str, Any]:
         """The fields every error of this call carries."""
@@ -720,6 +772,14 @@ class _Operation:
             "request_id": self.request_id,
             "attempt": self.attempts,
         }
+
+
+def _check_seconds(name: str, value: object) -> None:
+    """Refuse a duration that is not a positive, finite number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ConfigurationError(f"{name} must be a positive, finite number of seconds")
 
 
 _SERVICE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")

@@ -175,6 +175,14 @@ class Credentials:
         private_key: PrivateKeySource | None = None,
         sandbox_tokens: bool = False,
     ) -> None:
+        for name, value in (
+            ("client_id", client_id),
+            ("client_secret", client_secret),
+            ("key_id", key_id),
+            ("issuer", issuer),
+        ):
+            if not isinstance(value, str):
+                raise ConfigurationError(f"{name} must be a str, got {type(value).__name__}")
         missing = [
             name
             for name, value in (

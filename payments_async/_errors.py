@@ -8,7 +8,7 @@
     ├── TransportError                 connect/read failure or timeout, no HTTP answer
     ├── OutcomeUnknownError            a POST may or may not have been stored: resubmit
     │                                  with the same message id (it is idempotent)
-    ├── PollTimeoutError               a waiter's deadline passed; carries the last status
+    ├── PollTimeoutError               a waiter's deadline passed; carries every raw code seen
     └── ApiError                       the service answered with an error (any 4xx)
         ├── AuthenticationError        401 (after one token refresh), or the token
         │                              endpoint refused our credentials or assertion
@@ -22,7 +22,9 @@ Every error raised for an HTTP exchange carries the method, path, status, the se
 error codes and the client's request id and attempt number, and ``str(err)`` starts with
 what a support engineer needs. Foreign exceptions (aiohttp, msgspec, joserfc) are
 translated at exactly one boundary and chained with ``from exc``. No error message ever
-contains a secret (client secret, token, private key).
+contains a secret (client secret, token, private key). Every error pickles with its type,
+message and attributes (process pools and task queues move them between processes); the
+``__cause__`` chain stays behind.
 """
 
 from __future__ import annotations
@@ -133,6 +135,19 @@ class PaymentsError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The default reduce calls ``cls(*args)``, which the keyword-only constructors of
+        # the subclasses refuse: rebuild from the attributes instead.
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(cls: type[PaymentsError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """Unpickle a PaymentsError without calling its constructor."""
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 class ValidationError(PaymentsError, ValueError):
     """Input breaks an ISO 20022 / SEPA / service rule; raised before any network I/O.
@@ -208,14 +223,25 @@ class PollTimeoutError(PaymentsError, TimeoutError):
 
     Attributes:
         payments_service_id: the id that was polled.
-        last_status: the last raw status code seen, or None if none was read.
+        last_status: the last raw status code seen (``sts.conf`` or ``txSts``), or None.
+        statuses: every distinct raw code seen while polling (group and transaction
+            codes), in the order first seen; empty if no answer was read.
     """
 
-    def __init__(self, message: str, *, payments_service_id: str, last_status: str | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        payments_service_id: str,
+        last_status: str | None,
+        statuses: Sequence[str] = (),
+    ) -> None:
         self.payments_service_id = payments_service_id
         self.last_status = last_status
+        self.statuses: tuple[str, ...] = tuple(statuses)
+        seen = ", ".join(self.statuses) or "none"
         super().__init__(
-            f"{message} (payments_service_id={payments_service_id}, last_status={last_status})"
+            f"{message} (payments_service_id={payments_service_id}, codes seen: {seen})"
         )
 
 

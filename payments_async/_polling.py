@@ -17,8 +17,9 @@ from ._constants import (
     POLL_MULTIPLIER,
     POLL_NOT_FOUND_GRACE,
 )
-from ._errors import NotFoundError, PollTimeoutError
+from ._errors import ConfigurationError, NotFoundError, PollTimeoutError
 from ._retry import is_retryable
+from .iso20022.codes import Outcome
 
 __all__ = ["PollPolicy", "poll_until_final"]
 
@@ -46,6 +47,24 @@ class PollPolicy:
     jitter: float = POLL_JITTER
     not_found_grace: float = POLL_NOT_FOUND_GRACE
 
+    def __post_init__(self) -> None:
+        for name in ("initial", "maximum", "multiplier", "jitter", "not_found_grace"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigurationError(
+                    f"PollPolicy.{name} must be a number, got {type(value).__name__}"
+                )
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ConfigurationError(f"PollPolicy.{name} must be finite")
+        if self.initial <= 0 or self.maximum < self.initial:
+            raise ConfigurationError("PollPolicy needs 0 < initial <= maximum")
+        if self.multiplier < 1:
+            raise ConfigurationError("PollPolicy.multiplier must be >= 1")
+        if not 0 <= self.jitter < 1:
+            raise ConfigurationError("PollPolicy.jitter must be in [0, 1)")
+        if self.not_found_grace < 0:
+            raise ConfigurationError("PollPolicy.not_found_grace must be >= 0")
+
     def intervals(self, rng: random.Random) -> Iterator[float]:
         """The (endless) sequence of sleeps between polls."""
         base = self.initial
@@ -57,7 +76,7 @@ class PollPolicy:
 
 async def poll_until_final(
     fetch: Callable[[], Awaitable[T]],
-    status_of: Callable[[T], tuple[bool, str | None]],
+    status_of: Callable[[T], tuple[Outcome, tuple[str, ...]]],
     *,
     payments_service_id: str,
     timeout: float,
@@ -65,7 +84,12 @@ async def poll_until_final(
     what: str,
     rng: random.Random | None = None,
 ) -> T:
-    """Call ``fetch`` until ``status_of`` says final, or raise when ``timeout`` passes.
+    """Call ``fetch`` until its outcome is settled, or raise when ``timeout`` passes.
+
+    Settled means ACCEPTED or REJECTED, or UNKNOWN (codes that cannot be classified, or
+    that contradict each other) read twice in a row with the same codes: such an answer
+    is returned at once for the caller to see, not polled to the deadline. An answer
+    without any code counts as pending.
 
     Transient errors (the same ones a request retries on) and a 404 within the grace
     period are logged and polled again; any other error propagates at once. Cancelling
@@ -74,7 +98,7 @@ async def poll_until_final(
 
     Args:
         fetch: one read of the status (it applies its own retries).
-        status_of: ``(is_final, raw_code)`` of a result.
+        status_of: ``(outcome, raw codes)`` of a result, the group code first.
         payments_service_id: the id polled, for errors and logs.
         timeout: overall deadline in seconds.
         policy: the interval schedule.
@@ -82,11 +106,13 @@ async def poll_until_final(
         rng: random source for the jitter.
 
     Raises:
-        PollTimeoutError: the deadline passed first; carries the last raw status seen.
+        PollTimeoutError: the deadline passed first; carries every raw code seen.
     """
     start = time.monotonic()
     deadline = start + timeout
     last_status: str | None = None
+    seen: dict[str, None] = {}  # every raw code, in the order first seen
+    unknown: tuple[str, ...] | None = None  # the codes of the previous read, if UNKNOWN
     polls = 0
     for interval in policy.intervals(rng or random.Random()):
         polls += 1
@@ -101,17 +127,25 @@ async def poll_until_final(
                 raise
             logger.debug("poll %s %s: transient %s", what, payments_service_id, exc)
         else:
-            final, last_status = status_of(result)
+            outcome, codes = status_of(result)
+            seen.update(dict.fromkeys(codes))
+            last_status = codes[0] if codes else None
             logger.debug(
-                "poll %s %s: #%d status=%s final=%s",
+                "poll %s %s: #%d codes=%s outcome=%s",
                 what,
                 payments_service_id,
                 polls,
-                last_status,
-                final,
+                codes,
+                outcome.value,
             )
-            if final:
+            if outcome.is_final:
                 return result
+            if outcome is Outcome.UNKNOWN and codes:
+                if codes == unknown:
+                    return result  # the same unclassifiable answer twice: surface it
+                unknown = codes
+            else:
+                unknown = None
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
@@ -120,4 +154,5 @@ async def poll_until_final(
         f"no final {what} after {timeout:g}s and {polls} polls",
         payments_service_id=payments_service_id,
         last_status=last_status,
+        statuses=tuple(seen),
     )

@@ -26,7 +26,7 @@ from ._constants import (
     RETRY_WAIT_MAX,
     RETRYABLE_STATUSES,
 )
-from ._errors import ApiError, TransportError
+from ._errors import ApiError, ConfigurationError, TransportError
 
 T = TypeVar("T")
 
@@ -151,6 +151,30 @@ class RetryPolicy:
     retry_after_cap: float = RETRY_AFTER_CAP
     budget: RetryBudget | None = field(default_factory=RetryBudget, compare=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.attempts, bool) or not isinstance(self.attempts, int):
+            raise ConfigurationError(
+                f"RetryPolicy.attempts must be an int, got {type(self.attempts).__name__}"
+            )
+        if self.attempts < 1:
+            raise ConfigurationError("RetryPolicy.attempts must be >= 1 (the first attempt)")
+        for name in ("timeout", "wait_initial", "wait_max", "wait_exp_base", "retry_after_cap"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigurationError(
+                    f"RetryPolicy.{name} must be a number, got {type(value).__name__}"
+                )
+            if not math.isfinite(value) or value < 0:
+                raise ConfigurationError(f"RetryPolicy.{name} must be a finite number >= 0")
+        if self.timeout <= 0:
+            raise ConfigurationError("RetryPolicy.timeout must be positive")
+        if self.wait_max < self.wait_initial or self.wait_exp_base < 1:
+            raise ConfigurationError(
+                "RetryPolicy needs wait_initial <= wait_max, wait_exp_base >= 1"
+            )
+        if self.budget is not None and not isinstance(self.budget, RetryBudget):
+            raise ConfigurationError("RetryPolicy.budget must be a RetryBudget or None")
+
     @classmethod
     def for_testing(cls, attempts: int = RETRY_ATTEMPTS, timeout: float = 5.0) -> RetryPolicy:
         """A policy that retries like the real one but never sleeps (for tests)."""
@@ -244,9 +268,16 @@ class RetryPolicy:
         end = time.monotonic() + self.timeout if deadline is None else deadline
 
         def stop(state: tenacity.RetryCallState) -> bool:
-            # Stop on attempts, or when the coming sleep would pass the deadline.
+            # Stop on attempts, or when the coming sleep would pass the deadline, or when
+            # the budget cannot pay. tenacity asks this only once it has decided to retry,
+            # so the budget is charged here, last: only for a retry that happens.
             upcoming = state.upcoming_sleep or 0.0
-            return state.attempt_number >= attempts or time.monotonic() + upcoming >= end
+            if state.attempt_number >= attempts or time.monotonic() + upcoming >= end:
+                return True
+            if budget is None:
+                return False
+            exc = state.outcome.exception() if state.outcome is not None else None
+            return exc is not None and not budget.try_acquire(exc)
 
         def should_retry(state: tenacity.RetryCallState) -> bool:
             outcome = state.outcome
@@ -255,9 +286,7 @@ class RetryPolicy:
                     budget.record_success()
                 return False
             exc = outcome.exception()
-            if exc is None or not retry_on(exc):
-                return False
-            return budget is None or budget.try_acquire(exc)
+            return exc is not None and retry_on(exc)
 
         def wait(state: tenacity.RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome is not None else None

@@ -37,6 +37,7 @@ from ._errors import (
     PaymentsError,
     ValidationError,
 )
+from ._hooks import RequestEvent, call_hook
 from ._retry import is_retryable
 from ._transport import Transport, error_from_response
 from .iso20022._common import decode_error_envelope, decode_token_response
@@ -123,6 +124,8 @@ class TokenSession:
         attempt_timeout: seconds one token request may take.
         on_refresh: called with each new token (metrics, tests); exceptions it raises are
             logged and ignored.
+        on_request: called after every token request with a ``RequestEvent`` of kind
+            ``"token"``; exceptions it raises are logged and ignored.
     """
 
     def __init__(
@@ -137,6 +140,7 @@ class TokenSession:
         fetch_deadline: float = TOKEN_FETCH_DEADLINE,
         attempt_timeout: float = TOKEN_ATTEMPT_TIMEOUT,
         on_refresh: Callable[[AccessToken], object] | None = None,
+        on_request: Callable[[RequestEvent], None] | None = None,
     ) -> None:
         if refresh_leeway < 0 or not 0 <= refresh_fraction < 1:
             raise ConfigurationError("refresh_leeway must be >= 0 and refresh_fraction in [0, 1)")
@@ -156,6 +160,8 @@ class TokenSession:
         self._fetch_deadline = fetch_deadline
         self._attempt_timeout = attempt_timeout
         self._on_refresh = on_refresh
+        self._on_request = on_request
+        self.last_error: PaymentsError | None = None
         self._token: AccessToken | None = None
         self._inflight: asyncio.Task[AccessToken] | None = None
         self._refresher: asyncio.Task[None] | None = None
@@ -262,6 +268,9 @@ class TokenSession:
             try:
                 token = await self._request_token(attempt, deadline)
             except PaymentsError as exc:
+                # Kept so that a caller whose own deadline ends this wait can raise what
+                # the token endpoint actually did, not a bare timeout.
+                self.last_error = exc
                 if not is_retryable(exc):
                     raise
                 delay = self._backoff(attempt)
@@ -284,6 +293,7 @@ class TokenSession:
                 )
                 await asyncio.sleep(delay)
                 continue
+            self.last_error = None
             self._store(token)
             return token
 
@@ -293,11 +303,43 @@ class TokenSession:
         return ceiling * (0.5 + random.random() / 2)
 
     async def _request_token(self, attempt: int, deadline: float) -> AccessToken:
+        if self._on_request is None:
+            return await self._exchange_token(attempt, deadline, {})
+        info: dict[str, Any] = {}
+        started = time.monotonic()
+        try:
+            token = await self._exchange_token(attempt, deadline, info)
+        except PaymentsError as exc:
+            self._observe(info, attempt, started, exc)
+            raise
+        self._observe(info, attempt, started, None)
+        return token
+
+    def _observe(
+        self, info: dict[str, Any], attempt: int, started: float, error: PaymentsError | None
+    ) -> None:
+        """Tell the on_request hook about one token request (ids and timings, no secrets)."""
+        event = RequestEvent(
+            "POST",
+            TOKEN_PATH,
+            info.get("request_id", ""),
+            attempt,
+            error.status if error is not None else info.get("status"),
+            time.monotonic() - started,
+            error,
+            kind="token",
+        )
+        call_hook(self._on_request, event)
+
+    async def _exchange_token(
+        self, attempt: int, deadline: float, info: dict[str, Any]
+    ) -> AccessToken:
         assertion = self._signer.sign_assertion().value
         body = urlencode(
             {"grant_type": JWT_BEARER_GRANT, "assertion": assertion, "scope": TOKEN_SCOPE}
         ).encode("ascii")
         request_id = uuid.uuid4().hex
+        info["request_id"] = request_id
         headers = {
             "Authorization": self._basic_authorization,
             "Content-Type": FORM_CONTENT_TYPE,
@@ -321,6 +363,7 @@ class TokenSession:
             request_id=request_id,
             attempt=attempt,
         )
+        info["status"] = resp.status
         ctx: dict[str, Any] = {
             "method": "POST",
             "path": TOKEN_PATH,

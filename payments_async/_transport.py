@@ -129,11 +129,20 @@ class Transport:
     Args:
         base_url: the service's base address (https, or http on loopback).
         session: an existing ``aiohttp.ClientSession`` to borrow; it is not closed here.
-        ssl_context: a custom ``ssl.SSLContext`` (TLS verification is on by default).
+            Its settings never change what a request means: every request passes its
+            own timeout, ``raise_for_status=False`` and (if given) ``ssl_context``. A
+            session with default ``auth`` or without automatic decompression is refused.
+        ssl_context: a custom ``ssl.SSLContext`` (TLS verification is on by default);
+            with a borrowed session it is passed with every request.
         connect_timeout: seconds to establish a connection.
         read_timeout: seconds to wait for each read of the response.
-        connection_limit: the connector's bound on open connections.
+        connection_limit: at most this many requests in flight: the one limiter of the
+            request path (an owned session's connector is not limited on its own; a
+            borrowed session's connector limit applies as well, inside the deadline).
         max_response_bytes: bodies longer than this are refused.
+
+    Raises:
+        ConfigurationError: a setting is of the wrong type or out of range.
     """
 
     def __init__(
@@ -148,18 +157,39 @@ class Transport:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.base_url = check_base_url(base_url)
+        if session is not None:
+            if not isinstance(session, aiohttp.ClientSession):
+                raise ConfigurationError("session must be an aiohttp.ClientSession")
+            if session.auth is not None:
+                raise ConfigurationError(
+                    "the borrowed session has default auth, which would replace the "
+                    "client's Authorization header: pass a session without auth"
+                )
+            if not session.auto_decompress:
+                raise ConfigurationError(
+                    "the borrowed session has auto_decompress=False: response bodies would "
+                    "arrive compressed; pass a session with the default auto_decompress"
+                )
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise ConfigurationError("ssl_context must be an ssl.SSLContext")
         self._base = str(self.base_url)
         self._session = session
         self._owns_session = session is None
         self._ssl_context = ssl_context
+        # Per request: True (default verification) for an owned session, whose connector
+        # already carries the context; the context itself for a borrowed session.
+        self._request_ssl: ssl.SSLContext | bool = (
+            ssl_context if ssl_context is not None and session is not None else True
+        )
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._connection_limit = connection_limit
         self._max_response_bytes = max_response_bytes
         self._closed = False
-        # At most connection_limit requests in flight: the rest wait here as bare
-        # coroutines, not as request objects queued inside aiohttp's pool (~18 KB each,
-        # measured with 10,000 waiters), and pool waiting never eats the connect timeout.
+        # The one limiter of the request path: at most connection_limit requests in
+        # flight. The rest wait here, within their deadline, as bare coroutines rather
+        # than request objects queued inside aiohttp's pool, and pool waiting never eats
+        # the connect timeout.
         self._slots: asyncio.Semaphore | None = None
 
     def _get_session(self) -> aiohttp.ClientSession:
@@ -168,7 +198,7 @@ class Transport:
             if self._closed:
                 raise ConfigurationError("the client is closed")
             connector = aiohttp.TCPConnector(
-                limit=self._connection_limit,
+                limit=0,  # unlimited: the semaphore in request() is the one limiter
                 ssl=self._ssl_context if self._ssl_context is not None else True,
             )
             self._session = aiohttp.ClientSession(
@@ -257,6 +287,8 @@ class Transport:
                 headers=headers,
                 timeout=client_timeout,
                 allow_redirects=False,
+                raise_for_status=False,  # a borrowed session's setting must not apply
+                ssl=self._request_ssl,
             ) as resp:
                 ctx["status"] = resp.status  # errors from here on carry the status
                 limit = self._max_response_bytes

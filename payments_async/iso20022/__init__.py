@@ -15,11 +15,14 @@ from .builders import build_cancellation, build_credit_transfer
 from .camt029 import Camt029, Resolution, decode_camt029
 from .camt056 import Camt056, CancellationRequest, decode_camt056
 from .codes import (
+    REJECTION_REASONS,
     CancellationResolution,
     Outcome,
     PaymentStatus,
+    RejectionReason,
     classify_cancellation_status,
     classify_payment_status,
+    return_request_needed,
     summarize_resolution,
     summarize_status_report,
 )
@@ -27,6 +30,7 @@ from .pacs002 import Pacs002, StatusReport, decode_pacs002
 from .pacs008 import CreditTransfer, Pacs008, decode_pacs008
 
 __all__ = [
+    "REJECTION_REASONS",
     "Camt029",
     "Camt056",
     "CancellationRequest",
@@ -38,6 +42,7 @@ __all__ = [
     "Pacs002",
     "Pacs008",
     "PaymentStatus",
+    "RejectionReason",
     "Resolution",
     "StatusReport",
     "SubmissionResult",
@@ -55,6 +60,7 @@ __all__ = [
     "decode_token_response",
     "encode",
     "find_problems",
+    "return_request_needed",
     "summarize_resolution",
     "summarize_status_report",
     "validate",

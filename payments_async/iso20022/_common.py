@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TypeVar
 
 import msgspec
@@ -72,10 +73,11 @@ def _split_msgspec_error(text: str) -> tuple[str, str, str]:
 
 
 class TokenResponse(InboundStruct, rename=None):
-    """The access-token response. ``expires_in`` arrives as a number or a quoted string."""
+    """The access-token response. ``expires_in`` arrives as an integer, a fractional number
+    or a quoted number; it is kept in seconds as a float."""
 
     access_token: str
-    expires_in: int
+    expires_in: float
     token_type: str = "bearer"
     scope: str | None = None
 
@@ -85,7 +87,7 @@ class TokenResponse(InboundStruct, rename=None):
 
 class _RawTokenResponse(InboundStruct, rename=None):
     access_token: str
-    expires_in: int | str
+    expires_in: int | float | str
     token_type: str = "bearer"
     scope: str | None = None
 
@@ -94,18 +96,24 @@ _TOKEN_DECODER = msgspec.json.Decoder(_RawTokenResponse)
 
 
 def decode_token_response(data: bytes) -> TokenResponse:
-    """Decode a token response, turning a quoted ``expires_in`` into an int."""
+    """Decode a token response; ``expires_in`` may be an int, a float or a numeric string."""
     raw = decode_with(_TOKEN_DECODER, data, "token response")
-    expires = raw.expires_in
-    if isinstance(expires, str):
-        text = expires
+    expires: float
+    if isinstance(raw.expires_in, str):
+        text = raw.expires_in
         try:
-            expires = int(text.strip())
+            expires = float(text.strip())
         except ValueError:
             raise ValidationError(
-                [Problem("$.expires_in", f"not an integer: {text[:20]!r}")],
+                [Problem("$.expires_in", f"not a number: {text[:20]!r}")],
                 message="invalid token response",
             ) from None
+    else:
+        expires = float(raw.expires_in)
+    if not math.isfinite(expires):
+        raise ValidationError(
+            [Problem("$.expires_in", "must be a finite number")], message="invalid token response"
+        )
     if expires <= 0:
         raise ValidationError(
             [Problem("$.expires_in", "must be positive")], message="invalid token response"

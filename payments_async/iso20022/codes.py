@@ -10,11 +10,14 @@ from .camt029 import Camt029
 from .pacs002 import Pacs002
 
 __all__ = [
+    "REJECTION_REASONS",
     "CancellationResolution",
     "Outcome",
     "PaymentStatus",
+    "RejectionReason",
     "classify_cancellation_status",
     "classify_payment_status",
+    "return_request_needed",
     "summarize_resolution",
     "summarize_status_report",
 ]
@@ -60,6 +63,70 @@ _CANCELLATION_CODES: dict[str, Outcome] = {
     "PDNG": Outcome.PENDING,
     "PEND": Outcome.PENDING,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class RejectionReason:
+    """What a camt.029 rejection reason (``cxlStsRsnInf[].rsn.cd``) means for the funds.
+
+    Attributes:
+        code: the ISO 20022 code.
+        name: its ISO name.
+        funds_may_be_with_beneficiary: True when the payment was executed and the money
+            may sit with the beneficiary (a pacs.004 return must be requested); False
+            when no money moved or it already came back.
+        source: where the meaning comes from.
+    """
+
+    code: str
+    name: str
+    funds_may_be_with_beneficiary: bool
+    source: str
+
+
+_ISO = "ISO 20022 ExternalPaymentCancellationRejection1Code"
+_EPC = "EPC SCT rulebook, negative answer to a recall (DS-06)"
+
+# The one table behind ``return_request_needed`` (docs/outcomes.md renders it).
+REJECTION_REASONS: dict[str, RejectionReason] = {
+    r.code: r
+    for r in (
+        RejectionReason("AC04", "ClosedAccountNumber", True, f"{_ISO}; {_EPC}"),
+        RejectionReason("AM04", "InsufficientFunds", True, f"{_ISO}; {_EPC}"),
+        RejectionReason("NOAS", "NoAnswerFromCustomer", True, f"{_ISO}; {_EPC}"),
+        RejectionReason("CUST", "CustomerDecision", True, f"{_ISO}; {_EPC}"),
+        RejectionReason("LEGL", "LegalDecision", True, f"{_ISO}; {_EPC}"),
+        RejectionReason("AGNT", "AgentDecision", True, _ISO),
+        RejectionReason("PTNA", "PassedToTheNextAgent", True, _ISO),
+        RejectionReason("NOOR", "NoOriginalTransactionReceived", False, f"{_ISO}; {_EPC}"),
+        RejectionReason("ARDT", "AlreadyReturned", False, f"{_ISO}; {_EPC}"),
+        RejectionReason("ACLR", "AlreadyCancelled", False, _ISO),
+    )
+}
+"""Rejection reasons by code. A code not listed counts as True (the funds may be with the
+beneficiary): advising a return request that proves unneeded costs a message, missing
+one costs the money."""
+
+
+def return_request_needed(reason_codes: Iterable[str]) -> bool:
+    """Whether a rejected cancellation leaves the funds possibly with the beneficiary.
+
+    The spec's rule (rejected because the original was processed: ask the beneficiary
+    for a pacs.004 return) applies unless every reason code given says that no money
+    moved or that it already came back (NOOR, ARDT, ACLR). No reason code at all, or a
+    code not in :data:`REJECTION_REASONS`, gives True.
+
+    Args:
+        reason_codes: the ``cxlStsRsnInf[].rsn.cd`` codes of the rejection.
+
+    Returns:
+        True when a return request is needed.
+    """
+    verdicts = [
+        reason.funds_may_be_with_beneficiary if reason is not None else True
+        for reason in (REJECTION_REASONS.get(c.strip().upper()) for c in reason_codes)
+    ]
+    return any(verdicts) if verdicts else True
 
 
 def _lookup(table: dict[str, Outcome], code: str | None) -> Outcome:
@@ -123,6 +190,13 @@ class PaymentStatus:
         """True when the outcome is ACCEPTED or REJECTED: polling can stop."""
         return self.outcome.is_final
 
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """Every raw status code: the ``txSts`` codes, or ``grpSts`` when there are none."""
+        if self.tx_statuses:
+            return self.tx_statuses
+        return (self.status,) if self.status else ()
+
 
 @dataclass(frozen=True, slots=True)
 class CancellationResolution:
@@ -150,9 +224,18 @@ class CancellationResolution:
         return self.outcome.is_final
 
     @property
+    def codes(self) -> tuple[str, ...]:
+        """Every raw status code: ``sts.conf`` (if any), then the ``txCxlSts`` codes."""
+        return ((self.status,) if self.status else ()) + self.tx_statuses
+
+    @property
     def needs_return_request(self) -> bool:
-        """True when rejected: the funds must be asked back with a pacs.004 (not this API)."""
-        return self.outcome is Outcome.REJECTED
+        """True when rejected and the funds may sit with the beneficiary.
+
+        Then they must be asked back with a pacs.004 (not this API); the reason codes
+        decide (see :func:`return_request_needed`).
+        """
+        return self.outcome is Outcome.REJECTED and return_request_needed(self.reason_codes)
 
 
 def _agreed(outcomes: Iterable[Outcome]) -> Outcome:
@@ -214,8 +297,10 @@ def summarize_resolution(resolution: Camt029) -> CancellationResolution:
     1. ``sts.conf`` final (ACCEPTED or REJECTED) decides, unless a ``txCxlSts`` is final
        the other way: that contradiction gives UNKNOWN (never guess which one is right).
     2. ``sts.conf`` PENDING gives PENDING, whatever the transactions say.
-    3. ``sts.conf`` absent or not a known code: the ``txCxlSts`` codes decide when they
-       all classify to the same outcome; none, a mix or an unknown one gives UNKNOWN.
+    3. ``sts.conf`` present but not a known code gives UNKNOWN: surfaced, never guessed
+       from the transactions.
+    4. ``sts.conf`` absent: the ``txCxlSts`` codes decide when they all classify to the
+       same outcome; none, a mix or an unknown one gives UNKNOWN.
 
     Args:
         resolution: the decoded camt.029.
@@ -244,6 +329,8 @@ def summarize_resolution(resolution: Camt029) -> CancellationResolution:
         outcome = Outcome.UNKNOWN if opposite in tx_outcomes else group
     elif group is Outcome.PENDING:
         outcome = Outcome.PENDING
+    elif conf and conf.strip():
+        outcome = Outcome.UNKNOWN
     else:
         outcome = _agreed(tx_outcomes)
     return CancellationResolution(

@@ -61,7 +61,7 @@ def test_bulk_cancel_csv_then_rerun_changes_nothing(sb: ThreadedSandbox, tmp_pat
     assert accepted == set(paid)
     for r in results:
         if r["outcome"] == "rejected":
-            assert r["return_request_needed"] == "true"
+            assert r["return_request_needed"] == "false"  # NOOR: nothing to return
             assert r["reason_codes"] == "NOOR"
         assert r["payments_service_id"].startswith("cxl-")
         assert r["assignment_id"].startswith("BC-")

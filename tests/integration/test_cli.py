@@ -259,11 +259,11 @@ def test_cancel_camt056_for_unknown_payment_is_rejected_exit_1(
     assert waited.exit_code == 1
     assert "REJECTED" in waited.stdout
     assert "NOOR" in waited.stdout
-    assert "pacs.004" in waited.stdout
+    assert "no return request is needed" in waited.stdout  # NOOR: nothing was paid
     code, data = run_json(sb, "outcome", psid)
     assert code == 1
     assert data["outcome"] == "rejected"
-    assert data["return_request_needed"] is True
+    assert data["return_request_needed"] is False
 
 
 def test_invalid_cancel_file_is_exit_2_and_nothing_is_sent(

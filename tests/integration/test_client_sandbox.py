@@ -23,6 +23,7 @@ from payments_async import (
     PollPolicy,
     PollTimeoutError,
     RetryPolicy,
+    ServerError,
     build_cancellation,
     build_credit_transfer,
 )
@@ -107,8 +108,8 @@ async def test_full_flow_rejected_cancellation(sandbox: SandboxHandle) -> None:
         cxl = await client.request_cancellation(cancellation_for(payment))
         outcome = await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=10)
         assert outcome.outcome is Outcome.REJECTED
-        assert outcome.return_request_needed
-        assert outcome.reason_codes  # e.g. ARDT: already processed
+        assert outcome.return_request_needed  # processed: the funds are with the beneficiary
+        assert outcome.reason_codes == ("CUST",)
         assert "pacs.004" in outcome.message
 
 
@@ -298,6 +299,36 @@ async def test_waiter_deadline_reports_last_status() -> None:
         with pytest.raises(PollTimeoutError) as info:
             await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=0.3)
         assert info.value.last_status == "PDCR"
+        assert info.value.statuses == ("PDCR",)
+
+
+async def test_a_failing_token_endpoint_is_its_own_error_not_outcome_unknown() -> None:
+    """Every token request is answered 503: the POST is never sent, so the caller gets the
+    token endpoint's error (its path and status), not "outcome unknown"."""
+    config = SandboxConfig(faults=FaultConfig(error_503=1.0, apply_to_token=True, seed=3))
+    async with sandbox_server(config) as sb:
+        retry = RetryPolicy.for_testing(attempts=3, timeout=1.5)
+        async with client_for(sb, retry=retry) as client:
+            with pytest.raises(ServerError) as info:
+                await client.submit_credit_transfer(transfer())
+        stats = sb.server.stats()
+    assert not isinstance(info.value, OutcomeUnknownError)
+    assert (info.value.path, info.value.status) == ("/oauth/token", 503)
+    assert info.value.request_id
+    assert stats["requests"].get("pacs008", 0) == 0
+    assert stats["payments_stored"] == 0
+
+
+async def test_a_borrowed_raise_for_status_session_keeps_a_404_a_404(
+    sandbox: SandboxHandle,
+) -> None:
+    async with (
+        aiohttp.ClientSession(raise_for_status=True) as session,
+        client_for(sandbox, session=session) as client,
+    ):
+        with pytest.raises(NotFoundError) as info:
+            await client.get_cancellation_outcome("no-such-id")
+    assert info.value.attempt == 1  # a 404 is final, not a retried transport error
 
 
 async def test_many_concurrent_waiters_share_the_session() -> None:

@@ -380,3 +380,19 @@ def test_unsafe_base_urls_are_refused(url: str) -> None:
 async def test_loopback_http_is_allowed(url: str) -> None:
     async with PaymentsClient(Credentials.sandbox(), base_url=url) as client:
         assert client.base_url.startswith("http://")
+
+
+async def test_ssl_context_is_honoured_with_a_borrowed_session(
+    tls_sandbox: tuple[str, bytes, Credentials],
+) -> None:
+    """A borrowed session verifies with the default CAs; the ssl_context passed to the
+    client must still apply to every request (it used to be silently ignored)."""
+    url, cert_pem, creds = tls_sandbox
+    trusting = ssl.create_default_context(cadata=cert_pem.decode())
+    async with aiohttp.ClientSession() as session:
+        async with PaymentsClient(
+            creds, base_url=url, session=session, ssl_context=trusting, retry=fast_retry()
+        ) as client:
+            sub = await client.submit_credit_transfer(payment())
+        assert not session.closed
+    assert sub.created

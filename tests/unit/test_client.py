@@ -59,6 +59,23 @@ SUBMISSION = {
 }
 
 
+def _echo(data: Any) -> dict[str, Any]:
+    """SUBMISSION with ``paymentId`` echoing the id the request carried, as the service does."""
+    body = json.loads(data)
+    sent = body.get("fitoFICstmrCdtTrf", {}).get("grpHdr", {}).get("msgId")
+    sent = sent or body.get("fitoFIPmtCxlReq", {}).get("assgnmt", {}).get("id")
+    return {"data": {**SUBMISSION["data"], "paymentId": sent}}
+
+
+def _stored(status: int = 201) -> Any:
+    """An aioresponses callback answering ``status`` with the echoed submission result."""
+
+    def answer(url: URL, **kwargs: Any) -> CallbackResult:
+        return CallbackResult(status=status, payload=_echo(kwargs["data"]))
+
+    return answer
+
+
 def _transfer() -> Pacs008:
     return build_credit_transfer(
         debtor_name="Alice Example",
@@ -122,7 +139,7 @@ def _calls(m: aioresponses, method: str, url: str) -> list[Any]:
 async def test_submit_sends_the_signed_bytes_once_encoded(
     mocked: aioresponses, client: PaymentsClient
 ) -> None:
-    mocked.post(PACS008_URL, status=201, payload=SUBMISSION)
+    mocked.post(PACS008_URL, callback=_stored(201))
     transfer = _transfer()
     sub = await client.submit_credit_transfer(transfer)
 
@@ -147,7 +164,7 @@ async def test_submit_sends_the_signed_bytes_once_encoded(
 async def test_signed_mode_puts_the_body_hash_in_the_sca_token(
     mocked: aioresponses, rsa_credentials: Credentials
 ) -> None:
-    mocked.post(CAMT056_URL, status=201, payload=SUBMISSION)
+    mocked.post(CAMT056_URL, callback=_stored(201))
     async with PaymentsClient(rsa_credentials, base_url=BASE) as c:
         await c.request_cancellation(_cancellation())
     (call,) = _calls(mocked, "POST", CAMT056_URL)
@@ -161,7 +178,7 @@ async def test_retry_resends_same_bytes_and_reports_replay(
     mocked: aioresponses, client: PaymentsClient
 ) -> None:
     mocked.post(CAMT056_URL, status=503)
-    mocked.post(CAMT056_URL, status=200, payload=SUBMISSION)
+    mocked.post(CAMT056_URL, callback=_stored(200))
     sub = await client.request_cancellation(_cancellation())
 
     assert not sub.created
@@ -234,7 +251,7 @@ async def test_429_with_retry_after_is_retried(
     mocked: aioresponses, client: PaymentsClient
 ) -> None:
     mocked.post(CAMT056_URL, status=429, headers={"Retry-After": "1"})
-    mocked.post(CAMT056_URL, status=201, payload=SUBMISSION)
+    mocked.post(CAMT056_URL, callback=_stored(201))
     sub = await client.request_cancellation(_cancellation())
     assert sub.created
     assert sub.attempts == 2
@@ -357,14 +374,14 @@ async def test_wait_polls_until_final_and_classifies(
 ) -> None:
     mocked.get(CAMT029, status=404)
     mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"))
-    mocked.get(CAMT029, payload=_resolution("RJTC", "RJCR", "ARDT"))
+    mocked.get(CAMT029, payload=_resolution("RJTC", "RJCR", "CUST"))
     outcome = await client.wait_for_cancellation_outcome("PS-1", timeout=5)
     assert outcome.outcome is Outcome.REJECTED
     assert outcome.rejected
     assert not outcome.accepted
     assert outcome.return_request_needed
     assert "pacs.004" in outcome.message
-    assert outcome.reason_codes == ("ARDT",)
+    assert outcome.reason_codes == ("CUST",)
     assert outcome.reason_texts == ("already paid",)
     gets = [c for (meth, _), cs in mocked.requests.items() if meth == "GET" for c in cs]
     assert len(gets) == 3
@@ -427,7 +444,7 @@ async def test_hooks_see_every_attempt_and_retry(mocked: aioresponses) -> None:
     requests: list[RequestEvent] = []
     retries: list[RequestEvent] = []
     mocked.post(CAMT056_URL, status=502)
-    mocked.post(CAMT056_URL, status=201, payload=SUBMISSION)
+    mocked.post(CAMT056_URL, callback=_stored(201))
     async with PaymentsClient(
         Credentials.sandbox(),
         base_url=BASE,
@@ -435,10 +452,17 @@ async def test_hooks_see_every_attempt_and_retry(mocked: aioresponses) -> None:
         hooks=Hooks(on_request=requests.append, on_retry=retries.append),
     ) as c:
         await c.request_cancellation(_cancellation())
-    assert [e.status for e in requests] == [502, 201]
-    assert [e.attempt for e in requests] == [1, 2]
+    assert [(e.kind, e.status) for e in requests] == [
+        ("token", 200),
+        ("request", 502),
+        ("request", 201),
+    ]
+    assert [e.attempt for e in requests] == [1, 1, 2]
+    assert requests[0].path == "/oauth/token"
     assert len(retries) == 1
     assert retries[0].status == 502
+    assert retries[0].sleep == 0.0  # for_testing never sleeps
+    assert retries[0].elapsed == requests[1].elapsed  # the attempt's duration, not the sleep
 
 
 def test_repr_shows_no_secret() -> None:
@@ -486,7 +510,9 @@ async def test_every_attempt_carries_a_fresh_sca_token_over_the_same_bytes(
     def record(status: int) -> Any:
         def callback(url: URL, **kwargs: Any) -> CallbackResult:
             sent.append((kwargs["headers"]["sca-token"], kwargs["data"]))
-            return CallbackResult(status=status, payload=SUBMISSION if status < 300 else None)
+            return CallbackResult(
+                status=status, payload=_echo(kwargs["data"]) if status < 300 else None
+            )
 
         return callback
 

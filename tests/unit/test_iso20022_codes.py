@@ -107,7 +107,7 @@ def resolution(conf: str | None, *tx_statuses: str | None) -> c29.Camt029:
         # 3. no or unknown sts.conf: the transactions decide when they agree
         (None, ("ACCR",), Outcome.ACCEPTED),
         (None, ("ACCR", "ACCC"), Outcome.ACCEPTED),
-        ("WHAT", ("RJCR",), Outcome.REJECTED),
+        ("WHAT", ("RJCR",), Outcome.UNKNOWN),  # an unknown sts.conf is surfaced
         (None, ("PDCR", "PEND"), Outcome.PENDING),
         (None, ("ACCR", "RJCR"), Outcome.UNKNOWN),
         (None, ("ACCR", "ZZZZ"), Outcome.UNKNOWN),
@@ -130,7 +130,7 @@ def test_summarize_resolution_keeps_reasons_and_skips_nulls() -> None:
     assert summary.reason_codes == ("ARDT", "NOOR")
     assert summary.reason_texts == ("text 0", "text 1")
     assert summary.assignment_id == "ASG1"
-    assert summary.needs_return_request
+    assert not summary.needs_return_request  # already returned / never received
 
 
 def test_summarize_empty_resolution() -> None:

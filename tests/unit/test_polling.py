@@ -11,6 +11,7 @@ import pytest
 from payments_async import NotFoundError, PollPolicy, PollTimeoutError
 from payments_async._errors import ApiError, ServerError, TransportError
 from payments_async._polling import poll_until_final
+from payments_async.iso20022 import Outcome
 
 
 def test_intervals_grow_geometrically_up_to_the_maximum() -> None:
@@ -44,8 +45,13 @@ def _scripted(*steps: object) -> tuple[list[int], Callable[[], Awaitable[str]]]:
     return calls, fetch
 
 
-def _status(code: str) -> tuple[bool, str | None]:
-    return code in {"ACCC", "RJCT"}, code
+_OUTCOMES = {"ACCC": Outcome.ACCEPTED, "RJCT": Outcome.REJECTED, "PEND": Outcome.PENDING}
+
+
+def _status(code: str) -> tuple[Outcome, tuple[str, ...]]:
+    codes = tuple(code.split("+")) if code else ()
+    outcomes = {_OUTCOMES.get(c, Outcome.UNKNOWN) for c in codes}
+    return (outcomes.pop() if len(outcomes) == 1 else Outcome.UNKNOWN), codes
 
 
 async def test_returns_the_first_final_result() -> None:
@@ -95,4 +101,64 @@ async def test_deadline_raises_with_the_last_status_seen() -> None:
             fetch, _status, payments_service_id="p-9", timeout=0.02, policy=FAST, what="t"
         )
     assert info.value.last_status == "PEND"
+    assert info.value.statuses == ("PEND",)
     assert info.value.payments_service_id == "p-9"
+
+
+async def test_unknown_codes_return_on_the_second_matching_poll() -> None:
+    calls, fetch = _scripted("PEND", "ACCC+RJCT", "ACCC+RJCT", "ACCC")
+    result = await poll_until_final(
+        fetch, _status, payments_service_id="p", timeout=5, policy=FAST, what="t"
+    )
+    assert result == "ACCC+RJCT"
+    assert len(calls) == 3
+
+
+async def test_a_transient_unknown_read_is_confirmed_before_it_is_returned() -> None:
+    calls, fetch = _scripted("XXXX", "PEND", "XXXX", "ACCC")
+    result = await poll_until_final(
+        fetch, _status, payments_service_id="p", timeout=5, policy=FAST, what="t"
+    )
+    assert result == "ACCC"
+    assert len(calls) == 4
+
+
+async def test_an_answer_without_codes_is_pending() -> None:
+    calls, fetch = _scripted("")
+    with pytest.raises(PollTimeoutError) as info:
+        await poll_until_final(
+            fetch, _status, payments_service_id="p", timeout=0.02, policy=FAST, what="t"
+        )
+    assert len(calls) > 2
+    assert info.value.statuses == ()
+
+
+async def test_timeout_carries_every_code_seen_in_order() -> None:
+    _, fetch = _scripted("PEND", "PEND+XXXX", "PEND")
+    with pytest.raises(PollTimeoutError) as info:
+        await poll_until_final(
+            fetch, _status, payments_service_id="p", timeout=0.03, policy=FAST, what="t"
+        )
+    assert info.value.statuses == ("PEND", "XXXX")
+    assert "PEND, XXXX" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"initial": 0},
+        {"initial": -1},
+        {"maximum": 0},
+        {"multiplier": 0.5},
+        {"jitter": 1.5},
+        {"not_found_grace": -1},
+        {"initial": "1"},
+        {"initial": True},
+        {"maximum": float("nan")},
+    ],
+)
+def test_nonsense_poll_policies_are_refused(kwargs: dict[str, object]) -> None:
+    from payments_async import ConfigurationError
+
+    with pytest.raises(ConfigurationError):
+        PollPolicy(**kwargs)  # type: ignore[arg-type]

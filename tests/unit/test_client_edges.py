@@ -1,0 +1,555 @@
+"""The client at its edges (issue 11): where errors come from, unknown outcomes, deadlines
+while queueing, borrowed sessions, the retry budget, pickling, hooks, response checks and
+configuration checks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aioresponses import CallbackResult, aioresponses
+
+from payments_async import (
+    ApiError,
+    AuthenticationError,
+    Camt056,
+    ConfigurationError,
+    Credentials,
+    Hooks,
+    InvalidResponseError,
+    NotFoundError,
+    Outcome,
+    OutcomeUnknownError,
+    PaymentsClient,
+    PaymentsError,
+    PermissionDeniedError,
+    PollPolicy,
+    PollTimeoutError,
+    Problem,
+    RateLimitedError,
+    RequestEvent,
+    RetryBudget,
+    RetryPolicy,
+    ServerError,
+    ServiceErrorDetail,
+    TransportError,
+    ValidationError,
+    build_cancellation,
+)
+from payments_async.iso20022 import REJECTION_REASONS, return_request_needed
+
+BASE = "http://127.0.0.1:9"
+TOKEN_URL = f"{BASE}/oauth/token"
+CAMT056_URL = f"{BASE}/payments/camt056/v08"
+CAMT029 = re.compile(rf"^{re.escape(BASE)}/payments/camt029/v09/.*$")
+PACS002 = re.compile(rf"^{re.escape(BASE)}/payments/pacs002/v12/.*$")
+TOKEN_BODY = {"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600}
+FAST_POLL = PollPolicy(initial=0.001, maximum=0.002, not_found_grace=0.05)
+
+
+def _cancellation() -> Camt056:
+    return build_cancellation(
+        original_end_to_end_id="E2E-0001",
+        amount=Decimal("12.30"),
+        creditor_agent_bic="BNPAFRPPXXX",
+        creditor_iban="FR1420041010050500013M02606",
+        assigner_bic="COBADEFFXXX",
+        assignee_bic="BNPAFRPPXXX",
+        reason="DUPL",
+    )
+
+
+def _submission(data: Any, *, echo: str | None = None) -> dict[str, Any]:
+    sent = json.loads(data)["fitoFIPmtCxlReq"]["assgnmt"]["id"]
+    return {
+        "data": {
+            "paymentsServiceId": "PS-1",
+            "paymentId": sent if echo is None else echo,
+            "status": "PENDING",
+            "creationDateTime": "2026-11-21T10:00:00.000",
+        }
+    }
+
+
+def _answer(status: int, *, echo: str | None = None) -> Any:
+    def callback(url: Any, **kwargs: Any) -> CallbackResult:
+        return CallbackResult(status=status, payload=_submission(kwargs["data"], echo=echo))
+
+    return callback
+
+
+def _resolution(conf: str | None, *tx: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "assgnmt": {"id": "A-1"},
+        "cxlDtls": [{"txInfAndSts": [{"cxlStsId": "C", "txCxlSts": t} for t in tx]}],
+    }
+    if conf is not None:
+        body["sts"] = {"conf": conf}
+    return {"rsltnOfInvstgtn": body}
+
+
+def _client(**kwargs: Any) -> PaymentsClient:
+    kwargs.setdefault("base_url", BASE)
+    kwargs.setdefault("retry", RetryPolicy.for_testing(attempts=3))
+    kwargs.setdefault("poll", FAST_POLL)
+    return PaymentsClient(Credentials.sandbox(), **kwargs)
+
+
+@pytest.fixture
+def mocked() -> Iterator[aioresponses]:
+    with aioresponses() as m:
+        yield m
+
+
+def _posts(m: aioresponses, url: str) -> int:
+    return sum(len(c) for (meth, u), c in m.requests.items() if meth == "POST" and str(u) == url)
+
+
+# --- a small fake service over real HTTP on 127.0.0.1 ------------------------------------
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _token(request: web.Request) -> web.Response:
+    await request.read()
+    return web.json_response(TOKEN_BODY)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[Callable[[dict[tuple[str, str], Handler]], Awaitable[str]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(routes: dict[tuple[str, str], Handler]) -> str:
+        app = web.Application()
+        app.router.add_post("/oauth/token", _token)
+        for (method, path), handler in routes.items():
+            app.router.add_route(method, path, handler)
+        runner = web.AppRunner(app, shutdown_timeout=0.1, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+# --- 7. token endpoint failures are token errors, never "outcome unknown" -----------------
+
+
+async def test_token_endpoint_5xx_raises_the_token_error(mocked: aioresponses) -> None:
+    mocked.post(TOKEN_URL, status=503, repeat=True)
+    mocked.post(CAMT056_URL, callback=_answer(201), repeat=True)
+    async with _client(retry=RetryPolicy.for_testing(attempts=3, timeout=1.0)) as c:
+        with pytest.raises(PaymentsError) as info:
+            await c.request_cancellation(_cancellation())
+    err = info.value
+    assert not isinstance(err, OutcomeUnknownError)
+    assert isinstance(err, ServerError)
+    assert (err.method, err.path, err.status) == ("POST", "/oauth/token", 503)
+    assert err.request_id
+    assert "/oauth/token -> 503" in str(err)
+    assert _posts(mocked, CAMT056_URL) == 0
+
+
+async def test_garbled_token_answer_raises_the_token_error(mocked: aioresponses) -> None:
+    mocked.post(TOKEN_URL, status=200, body=b"<html>hi</html>", repeat=True)
+    async with _client() as c:
+        with pytest.raises(InvalidResponseError) as info:
+            await c.request_cancellation(_cancellation())
+    assert not isinstance(info.value, OutcomeUnknownError)
+    assert info.value.path == "/oauth/token"
+    assert info.value.status == 200
+
+
+async def test_token_timeout_is_not_outcome_unknown(mocked: aioresponses) -> None:
+    mocked.post(TOKEN_URL, exception=TimeoutError(), repeat=True)
+    async with _client(retry=RetryPolicy.for_testing(attempts=2, timeout=1.0)) as c:
+        with pytest.raises(TransportError) as info:
+            await c.request_cancellation(_cancellation())
+    assert not isinstance(info.value, OutcomeUnknownError)
+    assert info.value.path == "/oauth/token"
+
+
+async def test_refused_token_connection_names_the_token_endpoint() -> None:
+    async with _client(retry=RetryPolicy.for_testing(attempts=2, timeout=1.0)) as c:
+        with pytest.raises(TransportError) as info:
+            await c.request_cancellation(_cancellation())
+    assert info.value.path == "/oauth/token"
+    assert info.value.request_sent is False
+
+
+async def test_a_token_failure_after_a_sent_post_stays_outcome_unknown(
+    mocked: aioresponses,
+) -> None:
+    """The first POST got a 503 (it may have been stored); then the token endpoint fails."""
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY)
+    mocked.post(CAMT056_URL, status=503)
+    mocked.post(CAMT056_URL, status=401)  # forces a new token...
+    mocked.post(TOKEN_URL, status=200, body=b"garbled", repeat=True)  # ...which fails
+    async with _client() as c:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await c.request_cancellation(_cancellation())
+    assert isinstance(info.value.__cause__, InvalidResponseError)
+    assert info.value.__cause__.path == "/oauth/token"
+
+
+# --- 8. unknown outcomes surface promptly, with every raw code ------------------------------
+
+
+def _gets(m: aioresponses) -> int:
+    return sum(len(c) for (meth, _), c in m.requests.items() if meth == "GET")
+
+
+@pytest.mark.parametrize(
+    ("conf", "tx"),
+    [("ACCC", ("RJCR",)), ("XXXX", ("PDCR",)), (None, ("ACCR", "RJCR"))],
+)
+async def test_unclassifiable_camt029_returns_unknown_within_two_polls(
+    mocked: aioresponses, conf: str | None, tx: tuple[str, ...]
+) -> None:
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.get(CAMT029, payload=_resolution(conf, *tx), repeat=True)
+    async with _client(poll=PollPolicy(initial=0.01, maximum=0.01)) as c:
+        outcome = await c.wait_for_cancellation_outcome("PS-1", timeout=30)
+    assert outcome.outcome is Outcome.UNKNOWN
+    assert not outcome.accepted
+    assert not outcome.rejected
+    assert outcome.status == conf
+    assert outcome.tx_statuses == tx
+    assert all(code in outcome.message for code in tx)
+    assert _gets(mocked) == 2
+
+
+async def test_unclassifiable_pacs002_returns_unknown_within_two_polls(
+    mocked: aioresponses,
+) -> None:
+    report = {"fitoFIPmtStsRpt": {"txInfAndSts": [{"txSts": "ZZZZ"}]}}
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.get(PACS002, payload=report, repeat=True)
+    async with _client(poll=PollPolicy(initial=0.01, maximum=0.01)) as c:
+        status = await c.wait_for_payment_status("PS-1", timeout=30)
+    assert status.outcome is Outcome.UNKNOWN
+    assert status.tx_statuses == ("ZZZZ",)
+    assert _gets(mocked) == 2
+
+
+async def test_poll_timeout_carries_every_code_seen(mocked: aioresponses) -> None:
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"))
+    mocked.get(CAMT029, payload=_resolution("PEND", "PDNG"), repeat=True)
+    async with _client() as c:
+        with pytest.raises(PollTimeoutError) as info:
+            await c.wait_for_cancellation_outcome("PS-1", timeout=0.1)
+    assert info.value.statuses == ("PDCR", "PEND", "PDNG")
+    assert "PDCR, PEND, PDNG" in str(info.value)
+
+
+# --- 9. every deadline holds while queueing for a connection ------------------------------
+
+
+async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
+    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.wait_for(release.wait(), 10)
+        return web.json_response(_resolution("PDCR", "PDCR"))
+
+    url = await fake({("GET", "/payments/camt029/v09/{id}"): slow})
+    policy = RetryPolicy.for_testing(attempts=3, timeout=30)
+    async with _client(base_url=url, connection_limit=1, retry=policy) as c:
+        await c.access_token_lifetime()  # the token first: only the polls compete
+        blocker = asyncio.create_task(c.wait_for_cancellation_outcome("PS-A", timeout=20))
+        await asyncio.sleep(0.2)  # the blocker's poll now holds the only connection
+        start = time.monotonic()
+        with pytest.raises(PollTimeoutError):
+            await c.wait_for_cancellation_outcome("PS-B", timeout=0.3)
+        waited = time.monotonic() - start
+        release.set()
+        blocker.cancel()
+        await asyncio.gather(blocker, return_exceptions=True)
+    assert waited < 3  # the blocker holds the only connection for 10 s
+
+
+# --- 10. a borrowed session never changes the client's semantics -------------------------
+
+
+async def test_a_borrowed_raise_for_status_session_does_not_retry_a_400(
+    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+) -> None:
+    hits: list[int] = []
+
+    async def refuse(request: web.Request) -> web.Response:
+        await request.read()
+        hits.append(1)
+        return web.json_response({"errors": [{"code": "E400", "message": "bad"}]}, status=400)
+
+    url = await fake({("POST", "/payments/camt056/v08"): refuse})
+    async with aiohttp.ClientSession(
+        raise_for_status=True,
+        headers={"Accept": "text/html", "X-Service-Client-Id": "someone-else"},
+        timeout=aiohttp.ClientTimeout(total=0.000001),
+    ) as session:
+        async with _client(base_url=url, session=session) as c:
+            with pytest.raises(ApiError) as info:
+                await c.request_cancellation(_cancellation())
+        assert not session.closed
+    assert not isinstance(info.value, OutcomeUnknownError)
+    assert info.value.status == 400
+    assert info.value.codes == ("E400",)
+    assert hits == [1]
+
+
+async def test_a_borrowed_session_with_default_auth_is_refused() -> None:
+    async with aiohttp.ClientSession(auth=aiohttp.BasicAuth("u", "p")) as session:
+        with pytest.raises(ConfigurationError, match="auth"):
+            _client(session=session)
+
+
+# --- 11. the retry budget pays only for retries that happen ------------------------------
+
+
+async def test_the_budget_is_not_charged_when_no_retry_follows() -> None:
+    budget = RetryBudget(capacity=100, cost=5, timeout_cost=10, refill=1)
+    policy = RetryPolicy(attempts=2, wait_initial=0, wait_max=0, budget=budget)
+    calls = 0
+
+    async def failing() -> None:
+        nonlocal calls
+        calls += 1
+        raise ServerError("down", status=503)
+
+    with pytest.raises(ServerError):
+        await policy.run(failing)
+    assert calls == 2
+    assert budget.level == 95  # one retry happened; the last failure was not retried
+
+
+# --- 12. every error pickles ---------------------------------------------------------------
+
+_CTX: dict[str, Any] = {
+    "method": "POST",
+    "path": "/payments/camt056/v08",
+    "status": 503,
+    "request_id": "rid-1",
+    "attempt": 2,
+    "errors": (ServiceErrorDetail("E1", "m", "ERROR", "d"),),
+}
+
+_FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
+    PaymentsError: lambda: PaymentsError("root", **_CTX),
+    ValidationError: lambda: ValidationError([Problem("$.a", "bad"), Problem("$.b", "worse")]),
+    ConfigurationError: lambda: ConfigurationError("bad key", **_CTX),
+    TransportError: lambda: TransportError("reset", request_sent=False, retryable=False, **_CTX),
+    OutcomeUnknownError: lambda: OutcomeUnknownError("unknown", message_id="M-1", **_CTX),
+    PollTimeoutError: lambda: PollTimeoutError(
+        "late", payments_service_id="PS-1", last_status="PDCR", statuses=("PDCR", "XXXX")
+    ),
+    ApiError: lambda: ApiError("refused", retry_after=3.0, **_CTX),
+    AuthenticationError: lambda: AuthenticationError("401", **_CTX),
+    PermissionDeniedError: lambda: PermissionDeniedError("403", **_CTX),
+    NotFoundError: lambda: NotFoundError("404", **_CTX),
+    RateLimitedError: lambda: RateLimitedError("429", retry_after=1.5, **_CTX),
+    ServerError: lambda: ServerError("5xx", **_CTX),
+    InvalidResponseError: lambda: InvalidResponseError("garbled", **_CTX),
+}
+
+
+def _all_subclasses(cls: type) -> set[type]:
+    found = {cls}
+    for sub in cls.__subclasses__():
+        found |= _all_subclasses(sub)
+    return found
+
+
+def test_every_error_class_is_covered_by_the_pickle_test() -> None:
+    assert _all_subclasses(PaymentsError) == set(_FACTORIES)
+
+
+@pytest.mark.parametrize("cls", list(_FACTORIES), ids=lambda c: c.__name__)
+def test_every_error_pickles_with_its_data(cls: type[PaymentsError]) -> None:
+    err = _FACTORIES[cls]()
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is cls
+    assert str(back) == str(err)
+    assert back.args == err.args
+    assert vars(back) == vars(err)
+    assert back.codes == err.codes
+    assert (back.status, back.request_id, back.path) == (err.status, err.request_id, err.path)
+
+
+# --- 13. hooks say what happened ---------------------------------------------------------
+
+
+async def test_retry_events_separate_the_attempt_time_from_the_planned_sleep(
+    mocked: aioresponses,
+) -> None:
+    requests: list[RequestEvent] = []
+    retries: list[RequestEvent] = []
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, status=503, headers={"Retry-After": "0.2"})
+    mocked.post(CAMT056_URL, callback=_answer(201))
+    hooks = Hooks(on_request=requests.append, on_retry=retries.append)
+    policy = RetryPolicy(attempts=3, timeout=5, budget=None)
+    async with _client(hooks=hooks, retry=policy) as c:
+        await c.request_cancellation(_cancellation())
+    (retry,) = retries
+    assert retry.sleep == pytest.approx(0.2)
+    assert retry.elapsed < 0.2  # the attempt itself, not the sleep after it
+    assert retry.kind == "request"
+    assert [e.kind for e in requests] == ["token", "request", "request"]
+    assert all(e.sleep is None for e in requests)
+
+
+async def test_raising_hooks_never_break_a_call(mocked: aioresponses) -> None:
+    def boom(_: object) -> None:
+        raise RuntimeError("hook bug")
+
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, status=503)
+    mocked.post(CAMT056_URL, callback=_answer(201))
+    hooks = Hooks(on_request=boom, on_retry=boom, on_token_refresh=boom)
+    async with _client(hooks=hooks) as c:
+        sub = await c.request_cancellation(_cancellation())
+    assert sub.created
+    assert sub.attempts == 2
+
+
+# --- 14. answers to a POST are checked ---------------------------------------------------
+
+
+async def test_an_echoed_id_that_differs_is_an_invalid_response(mocked: aioresponses) -> None:
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, callback=_answer(200, echo="SOMEONE-ELSE"))
+    async with _client() as c:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await c.request_cancellation(_cancellation())
+    assert isinstance(info.value.__cause__, InvalidResponseError)
+    assert "paymentId" in str(info.value)
+
+
+@pytest.mark.parametrize("status", [202, 204])
+async def test_a_2xx_other_than_200_or_201_is_an_invalid_response(
+    mocked: aioresponses, status: int
+) -> None:
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, callback=_answer(status))
+    async with _client() as c:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await c.request_cancellation(_cancellation())
+    assert isinstance(info.value.__cause__, InvalidResponseError)
+    assert info.value.status == status
+
+
+@pytest.mark.parametrize("expires_in", [3600, 3599.5, "3600", "3599.5", " 60 "])
+async def test_expires_in_as_int_float_or_numeric_string(
+    mocked: aioresponses, expires_in: object
+) -> None:
+    mocked.post(TOKEN_URL, payload={**TOKEN_BODY, "expires_in": expires_in})
+    async with _client() as c:
+        lifetime = await c.access_token_lifetime()
+    assert 0 < lifetime <= float(str(expires_in))
+
+
+# --- 15. nonsense configuration is refused at construction -------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RetryPolicy(attempts=0),
+        lambda: RetryPolicy(attempts=2.5),  # type: ignore[arg-type]
+        lambda: RetryPolicy(timeout=0),
+        lambda: RetryPolicy(wait_initial=-1),
+        lambda: RetryPolicy(wait_max="5"),  # type: ignore[arg-type]
+        lambda: PollPolicy(initial=0),
+        lambda: PollPolicy(maximum=-1),
+        lambda: _client(connect_timeout="5"),
+        lambda: _client(read_timeout=None),
+        lambda: _client(read_timeout=float("inf")),
+        lambda: _client(connection_limit=2.0),
+        lambda: _client(retry={"attempts": 3}),
+        lambda: _client(ssl_context=True),
+        lambda: Credentials(1, 2, key_id="k", issuer="i", sandbox_tokens=True),  # type: ignore[arg-type]
+    ],
+)
+def test_nonsense_configuration_is_refused(make: Callable[[], object]) -> None:
+    with pytest.raises(ConfigurationError):
+        make()
+
+
+async def test_public_calls_never_raise_a_bare_type_error(mocked: aioresponses) -> None:
+    async with _client() as c:
+        with pytest.raises(ValidationError):
+            await c.submit_credit_transfer("x")  # type: ignore[arg-type]
+        with pytest.raises(ValidationError):
+            await c.request_cancellation(None)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError):
+            await c.get_cancellation_outcome(42)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError):
+            await c.wait_for_payment_status("PS-1", timeout="soon")  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError):
+            await c.wait_for_cancellation_outcome("PS-1", timeout=-1)
+    assert not mocked.requests
+
+
+# --- 16. rejection advice follows the reason ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("codes", "needed"),
+    [
+        ((), True),
+        (("CUST",), True),
+        (("NOAS",), True),
+        (("LEGL",), True),
+        (("AM04",), True),
+        (("AC04",), True),
+        (("ZZ99",), True),  # unknown: the funds may be with the beneficiary
+        (("NOOR",), False),
+        (("ARDT",), False),
+        (("ACLR",), False),
+        (("ARDT", "NOOR"), False),
+        (("NOOR", "CUST"), True),
+    ],
+)
+def test_return_request_needed_follows_the_reason(codes: tuple[str, ...], needed: bool) -> None:
+    assert return_request_needed(codes) is needed
+
+
+@pytest.mark.parametrize(("reason", "needed"), [("CUST", True), ("NOOR", False), ("ARDT", False)])
+async def test_the_rejected_outcome_carries_the_advice(
+    mocked: aioresponses, reason: str, needed: bool
+) -> None:
+    body = _resolution("RJCR", "RJCR")
+    tx = body["rsltnOfInvstgtn"]["cxlDtls"][0]["txInfAndSts"][0]
+    tx["cxlStsRsnInf"] = [{"rsn": {"cd": reason}}]
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.get(CAMT029, payload=body)
+    async with _client() as c:
+        outcome = await c.wait_for_cancellation_outcome("PS-1", timeout=5)
+    assert outcome.rejected
+    assert outcome.return_request_needed is needed
+    assert ("pacs.004" in outcome.message) is needed
+
+
+def test_the_docs_table_matches_the_code_table() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "outcomes.md").read_text()
+    for code, reason in REJECTION_REASONS.items():
+        row = next((line for line in text.splitlines() if line.startswith(f"| {code} ")), None)
+        assert row is not None, code
+        assert ("| yes |" in row) is reason.funds_may_be_with_beneficiary, row
