@@ -48,6 +48,7 @@ from ._errors import (
     ValidationError,
 )
 from ._hooks import Hooks, RequestEvent, call_hook
+from ._jwt import SignedToken
 from ._polling import PollPolicy, poll_until_final
 from ._retry import RetryPolicy
 from ._tokens import AccessToken, TokenSession
@@ -652,9 +653,10 @@ class PaymentsClient:
             if op.body is not None:
                 # SCA tokens are single use (unique jti and nonce): every send, the resend
                 # after a 401 included, carries a fresh one over the same body bytes.
-                headers[SCA_HEADER] = self._signer.sign_sca_token(
-                    op.body, payment_id=op.payment_id
-                ).value
+                sca = self._signer.sign_sca_token(op.body, payment_id=op.payment_id)
+                if not isinstance(sca, SignedToken):  # an async signer (thread pool, HSM)
+                    sca = await sca
+                headers[SCA_HEADER] = sca.value
             start = time.monotonic()
             try:
                 resp = await self._transport.request(

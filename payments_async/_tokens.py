@@ -38,6 +38,7 @@ from ._errors import (
     ValidationError,
 )
 from ._hooks import RequestEvent, call_hook
+from ._jwt import SignedToken
 from ._retry import is_retryable
 from ._transport import Transport, error_from_response
 from .iso20022._common import decode_error_envelope, decode_token_response
@@ -334,7 +335,10 @@ class TokenSession:
     async def _exchange_token(
         self, attempt: int, deadline: float, info: dict[str, Any]
     ) -> AccessToken:
-        assertion = self._signer.sign_assertion().value
+        signed = self._signer.sign_assertion()
+        if not isinstance(signed, SignedToken):  # an async signer (thread pool, HSM)
+            signed = await signed
+        assertion = signed.value
         body = urlencode(
             {"grant_type": JWT_BEARER_GRANT, "assertion": assertion, "scope": TOKEN_SCOPE}
         ).encode("ascii")
