@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -227,7 +228,9 @@ class JwtSigner:
     # with joserfc: the header segment is encoded once, the claims are a msgspec Struct,
     # and the only per-call cryptography is the signer's one RSA signature. A sync
     # signature is finished at once; only an awaitable one goes through a coroutine.
-    def _sign(self, claims: msgspec.Struct, exp: int) -> MaybeAwaitable[SignedToken]:
+    def _sign(
+        self, claims: msgspec.Struct, exp: int, *, sync_only: bool = False
+    ) -> MaybeAwaitable[SignedToken]:
         signing_input = self._header_segment + _b64url(_ENCODER.encode(claims))
         try:
             signature = self._sign_fn(signing_input)
@@ -238,7 +241,16 @@ class JwtSigner:
         if type(signature) is bytes:
             return SignedToken(_compact(signing_input, signature), float(exp))
         if isinstance(signature, Awaitable):
-            return self._finish(signing_input, signature, exp)
+            if not sync_only:
+                return self._finish(signing_input, signature, exp)
+            if inspect.iscoroutine(signature):
+                signature.close()
+            elif isinstance(signature, asyncio.Future):
+                signature.cancel()
+            raise SigningError(
+                f"the signer for kid {self._key_id!r} is async: await sign_assertion() / "
+                "sign_sca_token() instead"
+            )
         raise SigningError(
             f"the signer for kid {self._key_id!r} returned {type(signature).__name__}, "
             "not signature bytes"
@@ -281,12 +293,17 @@ class JwtSigner:
         Returns:
             The token and its expiry; an awaitable of them when the signer is async.
         """
+        return self._sign(*self._assertion_claims(client_id, now, lifetime))
+
+    def _assertion_claims(
+        self, client_id: str, now: float | None, lifetime: float
+    ) -> tuple[_AssertionClaims, int]:
         iat = int(time.time() if now is None else now)
         exp = iat + int(lifetime)
         claims = _AssertionClaims(
             iss=self._issuer, sub=client_id, iat=iat, nbf=iat, exp=exp, jti=uuid.uuid4().hex
         )
-        return self._sign(claims, exp)
+        return claims, exp
 
     def assertion(
         self, client_id: str, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
@@ -296,7 +313,7 @@ class JwtSigner:
         Raises:
             SigningError: the signer is async (await :meth:`sign_assertion` instead).
         """
-        return self._sync(self.sign_assertion(client_id, now=now, lifetime=lifetime)).value
+        return self._sign_now(*self._assertion_claims(client_id, now, lifetime))
 
     def sign_sca_token(
         self,
@@ -322,6 +339,11 @@ class JwtSigner:
         Returns:
             The token and its expiry (an awaitable of them when the signer is async).
         """
+        return self._sign(*self._sca_claims(body, payment_id, now, lifetime))
+
+    def _sca_claims(
+        self, body: bytes, payment_id: str | None, now: float | None, lifetime: float
+    ) -> tuple[_ScaClaims, int]:
         iat = int(time.time() if now is None else now)
         exp = iat + int(lifetime)
         claims = _ScaClaims(
@@ -335,7 +357,7 @@ class JwtSigner:
             nonce=uuid.uuid4().hex,
             payment_id=payment_id,
         )
-        return self._sign(claims, exp)
+        return claims, exp
 
     def sca_token(
         self,
@@ -350,18 +372,13 @@ class JwtSigner:
         Raises:
             SigningError: the signer is async (await :meth:`sign_sca_token` instead).
         """
-        token = self.sign_sca_token(body, payment_id=payment_id, now=now, lifetime=lifetime)
-        return self._sync(token).value
+        return self._sign_now(*self._sca_claims(body, payment_id, now, lifetime))
 
-    def _sync(self, token: MaybeAwaitable[SignedToken]) -> SignedToken:
-        if isinstance(token, SignedToken):
-            return token
-        if inspect.iscoroutine(token):
-            token.close()
-        raise SigningError(
-            f"the signer for kid {self._key_id!r} is async: await sign_assertion() / "
-            "sign_sca_token() instead"
-        )
+    def _sign_now(self, claims: msgspec.Struct, exp: int) -> str:
+        """Sign with a sync signer; an async one's pending signature is discarded."""
+        token = self._sign(claims, exp, sync_only=True)
+        assert isinstance(token, SignedToken)
+        return token.value
 
 
 # --- verification (the sandbox) ---------------------------------------------------------
