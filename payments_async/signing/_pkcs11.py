@@ -38,7 +38,10 @@ class _Library:
     python-pkcs11 initialises the module with ``C_Initialize(NULL)``: the application
     promises not to call it from several threads at once, so every call (open, login,
     sign, close) goes through one worker thread per library, shared by every signer that
-    uses it (a key rotation on one token has two signers on the same library).
+    uses it (a key rotation on one token has two signers on the same library). The
+    signers of one token also share one logged-in session: login state belongs to the
+    application, and closing the session that logged in would end it for the others.
+    ``sessions`` is touched only on the worker thread.
     """
 
     _registry: ClassVar[dict[str, _Library]] = {}  # guarded by _registry_lock
@@ -47,6 +50,7 @@ class _Library:
     def __init__(self, path: str) -> None:
         self.path = path
         self.users = 0
+        self.sessions: dict[str, list[Any]] = {}  # token label -> [session, signers]
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="payments-pkcs11")
 
     @classmethod
@@ -79,8 +83,9 @@ class Pkcs11Signer:
 
     The constructor loads the module, opens a session, logs in and finds the key, so a
     wrong path, label or PIN fails here, at start-up, with a clear error. The PIN is used
-    for the login and not kept. Close the signer when done (``close()`` or a ``with``
-    block): that closes its session.
+    for the login and not kept. Signers of the same token in one process share its
+    session and login (the second one's PIN is not checked again). Close the signer when
+    done (``close()`` or a ``with`` block); the last one of a token closes the session.
 
     Requires the optional extra ``pkcs11`` (``pip install 'payments-async[pkcs11]'``).
 
@@ -98,7 +103,7 @@ class Pkcs11Signer:
             bits.
     """
 
-    __slots__ = ("_closed", "_key", "_key_id", "_key_label", "_lib", "_public", "_session")
+    __slots__ = ("_closed", "_key", "_key_id", "_key_label", "_lib", "_public", "_token_label")
 
     def __init__(
         self,
@@ -118,11 +123,14 @@ class Pkcs11Signer:
         pkcs11 = _import_pkcs11()
         path = str(Path(library))
         self._key_label = key_label
+        self._token_label = token_label
         self._closed = False
         self._lib = _Library.acquire(path)
         try:
-            future = self._lib.executor.submit(_open, pkcs11, path, token_label, key_label, pin)
-            self._session, self._key, self._public = future.result()
+            future = self._lib.executor.submit(
+                _open, pkcs11, self._lib, token_label, key_label, pin
+            )
+            self._key, self._public = future.result()
         except BaseException:
             self._lib.release()
             raise
@@ -170,7 +178,7 @@ class Pkcs11Signer:
             return
         self._closed = True
         try:
-            self._lib.executor.submit(self._session.close).result()
+            self._lib.executor.submit(_close, self._lib, self._token_label).result()
         finally:
             self._lib.release()
 
@@ -192,9 +200,33 @@ class Pkcs11Signer:
 
 
 def _open(
-    pkcs11: ModuleType, path: str, token_label: str, key_label: str, pin: str
-) -> tuple[Any, Any, RSAPublicKey]:
-    """On the module's thread: load, open a session, log in, find and check the key."""
+    pkcs11: ModuleType, library: _Library, token_label: str, key_label: str, pin: str
+) -> tuple[Any, RSAPublicKey]:
+    """On the module's thread: load, open and log in (once per token), find the key."""
+    entry = library.sessions.get(token_label)
+    if entry is None:
+        entry = [_login(pkcs11, library.path, token_label, pin), 0]
+    try:
+        key, public = _find_key(pkcs11, entry[0], token_label, key_label)
+    except BaseException:
+        if entry[1] == 0:
+            entry[0].close()
+        raise
+    entry[1] += 1
+    library.sessions[token_label] = entry
+    return key, public
+
+
+def _close(library: _Library, token_label: str) -> None:
+    """On the module's thread: the last signer of a token closes its session."""
+    entry = library.sessions[token_label]
+    entry[1] -= 1
+    if entry[1] == 0:
+        del library.sessions[token_label]
+        entry[0].close()
+
+
+def _login(pkcs11: ModuleType, path: str, token_label: str, pin: str) -> Any:
     try:
         lib = pkcs11.lib(path)
     except pkcs11.PKCS11Error as exc:
@@ -206,23 +238,17 @@ def _open(
             f"no single PKCS#11 token labelled {token_label!r} in {path!r} ({type(exc).__name__})"
         ) from None
     try:
-        session = token.open(user_pin=pin)
+        return token.open(user_pin=pin)
     except pkcs11.UserAlreadyLoggedIn:
-        # Login state is per application and token: another signer of this process (the
-        # old key during a rotation) is logged in already, so this session is too.
-        session = token.open()
+        # Login state is per application and token: something else in this process
+        # logged in already, so this session is logged in too.
+        return token.open()
     except (pkcs11.PinIncorrect, pkcs11.PinInvalid, pkcs11.PinLenRange) as exc:
         raise ConfigurationError(
             f"the PKCS#11 token {token_label!r} refused the PIN ({type(exc).__name__})"
         ) from None
     except pkcs11.PinLocked:
         raise ConfigurationError(f"the PIN of PKCS#11 token {token_label!r} is locked") from None
-    try:
-        key, public = _find_key(pkcs11, session, token_label, key_label)
-    except BaseException:
-        session.close()
-        raise
-    return session, key, public
 
 
 def _find_key(
