@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPubl
 from cryptography.hazmat.primitives.hashes import SHA256
 
 from .._errors import ConfigurationError
-from .._keys import PrivateKeySource, load_private_key
+from .._keys import PrivateKeySource, load_private_key, public_key_pem
 
 __all__ = ["KeySigner", "check_key_id"]
 
@@ -60,6 +60,10 @@ class KeySigner:
     def public_key(self) -> RSAPublicKey:
         """The public half, to register with the service."""
         return self._key.public_key()
+
+    def public_key_pem(self) -> bytes:
+        """The public half as SubjectPublicKeyInfo PEM: what you register with the service."""
+        return public_key_pem(self._key)
 
     def sign(self, data: bytes) -> bytes:
         """RS256-sign ``data`` now, on this thread.

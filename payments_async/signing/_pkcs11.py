@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey, RSAPubli
 
 from .._constants import MIN_RSA_BITS, PKCS11_SIGN_MECHANISM
 from .._errors import ConfigurationError, SigningError
+from .._keys import public_key_pem
 from ._key import check_key_id
 
 __all__ = ["Pkcs11Signer"]
@@ -143,6 +144,10 @@ class Pkcs11Signer:
     def public_key(self) -> RSAPublicKey:
         """The public half (read from the token), to register with the service."""
         return self._public
+
+    def public_key_pem(self) -> bytes:
+        """The public half as SubjectPublicKeyInfo PEM: what you register with the service."""
+        return public_key_pem(self._public)
 
     def sign(self, data: bytes) -> asyncio.Future[bytes]:
         """RS256-sign ``data`` in the token, on the module's worker thread.

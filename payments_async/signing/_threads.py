@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPubl
 
 from .._constants import SIGNING_THREADS
 from .._errors import ConfigurationError, SigningError
-from .._keys import PrivateKeySource, load_private_key
+from .._keys import PrivateKeySource, load_private_key, public_key_pem
 from ._key import PKCS1, SHA_256, check_key_id
 
 __all__ = ["ThreadPoolSigner"]
@@ -80,6 +80,10 @@ class ThreadPoolSigner:
     def public_key(self) -> RSAPublicKey:
         """The public half, to register with the service."""
         return self._key.public_key()
+
+    def public_key_pem(self) -> bytes:
+        """The public half as SubjectPublicKeyInfo PEM: what you register with the service."""
+        return public_key_pem(self._key)
 
     def sign(self, data: bytes) -> asyncio.Future[bytes]:
         """RS256-sign ``data`` on a worker thread.

@@ -28,7 +28,6 @@ from payments_async import (
     Pkcs11Signer,
     SigningError,
 )
-from payments_async._keys import public_key_pem
 from payments_async.testing import sandbox_server
 
 KEY_A = "payments-key-a"
@@ -57,7 +56,7 @@ async def test_whole_flow_with_the_key_in_the_token(hsm: SoftHsm, signer_a: Pkcs
         sb.server.register_client(
             "hsm-client",
             "hsm-secret",
-            public_key_pem(signer_a.public_key()),
+            signer_a.public_key_pem(),
             kid="hsm-a",
             iss=ISSUER,
         )
@@ -104,7 +103,7 @@ async def test_rotation_between_two_keys_of_one_token(hsm: SoftHsm) -> None:
                 sb.server.register_client(
                     "rot",
                     "rot-secret",
-                    public_key_pem(signer.public_key()),
+                    signer.public_key_pem(),
                     kid=signer.key_id,
                     iss=ISSUER,
                 )

@@ -27,7 +27,7 @@ from payments_async import (
     ThreadPoolSigner,
 )
 from payments_async._jwt import JwtSigner, RegisteredKey, SignedToken, verify_sca_token
-from payments_async._keys import private_key_pem
+from payments_async._keys import private_key_pem, public_key_pem
 
 rsa_key = conftest_auth.rsa_key
 other_rsa_key = conftest_auth.other_rsa_key
@@ -80,6 +80,14 @@ def test_key_signer_signs_rs256_synchronously(rsa_key: RSAPrivateKey) -> None:
     _verifies(rsa_key, b"abc", signature)
     assert isinstance(signer, Signer)
     assert signer.key_id == KID
+
+
+def test_key_signers_give_the_public_pem_to_register(rsa_key: RSAPrivateKey) -> None:
+    expected = public_key_pem(rsa_key)
+    with ThreadPoolSigner(rsa_key, key_id=KID) as threaded:
+        assert threaded.public_key_pem() == expected
+    assert KeySigner(rsa_key, key_id=KID).public_key_pem() == expected
+    assert b"PRIVATE" not in expected
 
 
 def test_key_signer_accepts_pem_and_refuses_bad_input(rsa_key: RSAPrivateKey) -> None:
