@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.hashes import SHA256
 from .._errors import ConfigurationError
 from .._keys import PrivateKeySource, load_private_key, public_key_pem
 
-__all__ = ["KeySigner", "check_key_id"]
+__all__ = ["InProcessKey", "KeySigner", "check_key_id"]
 
 PKCS1: Final = PKCS1v15()
 SHA_256: Final = SHA256()
@@ -24,22 +24,8 @@ def check_key_id(key_id: object) -> str:
     return key_id
 
 
-@final
-class KeySigner:
-    """Signs with an RSA private key held in this process, on the calling thread.
-
-    One RS256 signature of a 2048-bit key costs a few hundred microseconds of CPU on the
-    event loop; the signature is returned directly (no await, no thread hop).
-
-    Args:
-        private_key: an ``RSAPrivateKey``, PEM bytes or text, or a path to an unencrypted
-            PEM file (checked: RSA, >= 2048 bits).
-        key_id: the kid registered with the service for this key.
-
-    Raises:
-        ConfigurationError: a bad key or an empty kid (the message never shows key
-            material).
-    """
+class InProcessKey:
+    """What the in-process signers share: a checked RSA key and its kid."""
 
     __slots__ = ("_key", "_key_id")
 
@@ -65,6 +51,29 @@ class KeySigner:
         """The public half as SubjectPublicKeyInfo PEM: what you register with the service."""
         return public_key_pem(self._key)
 
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(f"{type(self).__name__} holds a private key and cannot be pickled")
+
+
+@final
+class KeySigner(InProcessKey):
+    """Signs with an RSA private key held in this process, on the calling thread.
+
+    One RS256 signature of a 2048-bit key costs a few hundred microseconds of CPU on the
+    event loop; the signature is returned directly (no await, no thread hop).
+
+    Args:
+        private_key: an ``RSAPrivateKey``, PEM bytes or text, or a path to an unencrypted
+            PEM file (checked: RSA, >= 2048 bits).
+        key_id: the kid registered with the service for this key.
+
+    Raises:
+        ConfigurationError: a bad key or an empty kid (the message never shows key
+            material).
+    """
+
+    __slots__ = ()
+
     def sign(self, data: bytes) -> bytes:
         """RS256-sign ``data`` now, on this thread.
 
@@ -78,6 +87,3 @@ class KeySigner:
 
     def __repr__(self) -> str:
         return f"KeySigner(key_id={self._key_id!r}, key=RSA-{self._key.key_size})"
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("KeySigner holds a private key and cannot be pickled")

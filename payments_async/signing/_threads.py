@@ -5,20 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import NoReturn, final
-
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
+from typing import final
 
 from .._constants import SIGNING_THREADS
 from .._errors import ConfigurationError, SigningError
-from .._keys import PrivateKeySource, load_private_key, public_key_pem
-from ._key import PKCS1, SHA_256, check_key_id
+from .._keys import PrivateKeySource
+from ._key import PKCS1, SHA_256, InProcessKey
 
 __all__ = ["ThreadPoolSigner"]
 
 
 @final
-class ThreadPoolSigner:
+class ThreadPoolSigner(InProcessKey):
     """Signs with an in-process RSA key on worker threads, so the event loop keeps running.
 
     ``cryptography`` 47 and later release the GIL while OpenSSL signs, so the signatures
@@ -43,7 +41,7 @@ class ThreadPoolSigner:
             ``max_workers`` and ``executor``.
     """
 
-    __slots__ = ("_closed", "_executor", "_key", "_key_id", "_owned")
+    __slots__ = ("_closed", "_executor", "_owned")
 
     def __init__(
         self,
@@ -53,8 +51,7 @@ class ThreadPoolSigner:
         max_workers: int | None = None,
         executor: Executor | None = None,
     ) -> None:
-        self._key_id = check_key_id(key_id)
-        self._key = load_private_key(private_key)
+        super().__init__(private_key, key_id=key_id)
         if executor is not None and max_workers is not None:
             raise ConfigurationError("pass either max_workers or executor, not both")
         if max_workers is None:
@@ -66,24 +63,6 @@ class ThreadPoolSigner:
             max_workers=max_workers, thread_name_prefix="payments-async-signer"
         )
         self._closed = False
-
-    @property
-    def key_id(self) -> str:
-        """The kid this key is registered under."""
-        return self._key_id
-
-    @property
-    def private_key(self) -> RSAPrivateKey:
-        """The RSA private key (a secret: never log it)."""
-        return self._key
-
-    def public_key(self) -> RSAPublicKey:
-        """The public half, to register with the service."""
-        return self._key.public_key()
-
-    def public_key_pem(self) -> bytes:
-        """The public half as SubjectPublicKeyInfo PEM: what you register with the service."""
-        return public_key_pem(self._key)
 
     def sign(self, data: bytes) -> asyncio.Future[bytes]:
         """RS256-sign ``data`` on a worker thread.
@@ -120,6 +99,3 @@ class ThreadPoolSigner:
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"ThreadPoolSigner(key_id={self._key_id!r}, key=RSA-{self._key.key_size}){state}"
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("ThreadPoolSigner holds a private key and cannot be pickled")
