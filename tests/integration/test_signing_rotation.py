@@ -18,6 +18,7 @@ from payments_async import (
     AuthenticationError,
     ConfigurationError,
     Credentials,
+    Hooks,
     PaymentsClient,
     ThreadPoolSigner,
 )
@@ -57,7 +58,9 @@ async def test_rotation_pairs_each_access_token_with_its_own_kid(sandbox: Sandbo
     old = Credentials(base.client_id, base.client_secret, issuer=TEST_ISSUER, signer=old_signer)
     new = Credentials(base.client_id, base.client_secret, issuer=TEST_ISSUER, signer=new_signer)
 
-    async with PaymentsClient(old, base_url=sandbox.url, **client_options()) as client:
+    statuses: list[int | None] = []
+    hooks = Hooks(on_request=lambda event: statuses.append(event.status))
+    async with PaymentsClient(old, base_url=sandbox.url, hooks=hooks, **client_options()) as client:
         old_signer.gate.clear()
         in_flight = asyncio.create_task(client.submit_credit_transfer(transfer()))
         await asyncio.wait_for(old_signer.waiting.wait(), 5)  # its token request is signing
@@ -70,6 +73,10 @@ async def test_rotation_pairs_each_access_token_with_its_own_kid(sandbox: Sandbo
     assert after.created
     assert old_signer.signed == ["assertion", "sca"]
     assert new_signer.signed == ["assertion", "sca"]
+    # The sandbox binds the SCA kid to the access token's assertion: no request was
+    # refused, none needed the 401 resend.
+    assert 401 not in statuses
+    assert statuses.count(201) == 2
     assert sandbox.server.stats()["payments_stored"] == 2
 
 
