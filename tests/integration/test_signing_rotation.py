@@ -68,16 +68,19 @@ async def test_rotation_pairs_each_access_token_with_its_own_kid(sandbox: Sandbo
         after = await client.submit_credit_transfer(transfer())
         old_signer.gate.set()
         before = await asyncio.wait_for(in_flight, 10)
+        # The old key's token, granted after the rotation, served only its own caller.
+        later = await client.submit_credit_transfer(transfer())
 
     assert before.created
     assert after.created
+    assert later.created
     assert old_signer.signed == ["assertion", "sca"]
-    assert new_signer.signed == ["assertion", "sca"]
+    assert new_signer.signed == ["assertion", "sca", "sca"]
     # The sandbox binds the SCA kid to the access token's assertion: no request was
     # refused, none needed the 401 resend.
     assert 401 not in statuses
-    assert statuses.count(201) == 2
-    assert sandbox.server.stats()["payments_stored"] == 2
+    assert statuses.count(201) == 3
+    assert sandbox.server.stats()["payments_stored"] == 3
 
 
 async def test_after_rotation_every_call_uses_the_new_key(sandbox: SandboxHandle) -> None:
