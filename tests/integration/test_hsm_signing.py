@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import signing_support
 from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from cryptography.hazmat.primitives.hashes import SHA256
 from signing_support import (
@@ -150,3 +151,13 @@ async def test_a_closed_signer_refuses_to_sign(hsm: SoftHsm) -> None:
     signer.close()
     with pytest.raises(SigningError, match="closed"):
         signer.sign(b"x")
+
+
+def test_without_softhsm_the_tests_skip_naming_the_install_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(signing_support, "SOFTHSM_LIBRARIES", ("/nonexistent/libsofthsm2.so",))
+    with pytest.raises(
+        pytest.skip.Exception, match=r"apt-get update && apt-get install -y softhsm2"
+    ):
+        signing_support.require_softhsm()
