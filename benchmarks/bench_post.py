@@ -11,8 +11,8 @@ and 64, for a fixed number of requests:
 * ``bare``: aiohttp posting pre-encoded bodies of the same shape, no signing, no decode:
   the sandbox's predefined client sends its predefined ``sca-token``, which the sandbox
   accepts without verifying anything (so the server's work is lighter too).
-* ``ours+pool`` (experiment, c=16/64): our pipeline with the RSA signature computed in a
-  thread pool (see ``_PresignedSigner``); the library is not changed for it.
+* ``ours+pool`` (c=16/64): our pipeline with the library's ``ThreadPoolSigner``, which
+  computes the RSA signature in a thread pool (see also ``bench_signing.py``).
 
 Also measured: the RS256 signing rate alone (one core, and in 1..nproc threads), and the
 CPU cost of each step of our pipeline. ``--profile`` adds a cProfile of ``ours`` at c=64.
@@ -21,9 +21,7 @@ CPU cost of each step of our pipeline. ``--profile`` adds a cProfile of ``ours``
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import cProfile
-import functools
 import io
 import os
 import pstats
@@ -62,7 +60,7 @@ from _peer import PeerClient, build_camt056
 from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from cryptography.hazmat.primitives.hashes import SHA256
 
-from payments_async import Credentials, PaymentsClient
+from payments_async import Credentials, PaymentsClient, ThreadPoolSigner
 from payments_async._constants import (
     CAMT056_PATH,
     CLIENT_ID_HEADER,
@@ -235,37 +233,6 @@ def retry_wrapper_cost(n: int) -> dict[str, float]:
     return asyncio.run(measure())
 
 
-# --- the thread-pool experiment ------------------------------------------------------------
-
-
-class _PresignedSigner:
-    """Hands our pipeline SCA tokens signed beforehand in a thread pool.
-
-    The experiment needs the RSA signature off the event loop without changing the
-    library: the benchmark encodes the message (deterministic: the same bytes the client
-    will send), signs those bytes in a pool thread (cryptography releases the GIL while
-    signing), and the client's pipeline then takes the ready token for those bytes. The
-    extra ``encode`` (a few µs) is counted against the experiment.
-    """
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-        self.ready: dict[bytes, Any] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def sign_sca_token(self, body: bytes, *, payment_id: str | None = None, **kw: Any) -> Any:
-        token = self.ready.pop(body, None)
-        if token is None:
-            self.misses += 1
-            return self.real.sign_sca_token(body, payment_id=payment_id, **kw)
-        self.hits += 1
-        return token
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
 # --- the run ---------------------------------------------------------------------------------
 
 
@@ -278,11 +245,12 @@ async def run_variants(
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     ncpu = os.cpu_count() or 1
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(2, ncpu))
+    pool_signer = ThreadPoolSigner(key, key_id=BENCH_KID, max_workers=max(2, ncpu))
+    creds_pool = Credentials(
+        BENCH_CLIENT_ID, BENCH_CLIENT_SECRET, issuer=BENCH_ISS, signer=pool_signer
+    )
     ours = PaymentsClient(creds, base_url=sb.url)
-    ours_pool = PaymentsClient(creds, base_url=sb.url)
-    presigner = _PresignedSigner(ours_pool._signer)
-    ours_pool._signer = presigner  # the experiment's only intervention; see _PresignedSigner
+    ours_pool = PaymentsClient(creds_pool, base_url=sb.url)
     peer = PeerClient(
         sb.url,
         client_id=BENCH_CLIENT_ID,
@@ -292,7 +260,6 @@ async def run_variants(
         private_key=key,
     )
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))
-    loop = asyncio.get_running_loop()
     try:
         # The bare variant: the predefined client's token, obtained once.
         async with session.post(
@@ -333,13 +300,7 @@ async def run_variants(
                     raise RuntimeError(f"bare POST answered {r.status}")
 
         async def op_pool(i: int) -> None:
-            msg = new_cancellation(i)
-            body = encode(msg)
-            presigner.ready[body] = await loop.run_in_executor(
-                pool,
-                functools.partial(presigner.real.sign_sca_token, body, payment_id=msg.message_id),
-            )
-            await ours_pool.request_cancellation(msg)
+            await ours_pool.request_cancellation(new_cancellation(i))
 
         variants = [
             ("ours", op_ours),
@@ -363,8 +324,6 @@ async def run_variants(
                     f"cpu {row['cpu_us_per_req']} µs/req  errors {row['errors']}",
                     flush=True,
                 )
-        extra["pool_presigned_hits"] = presigner.hits
-        extra["pool_presigned_misses"] = presigner.misses
 
         if do_profile:
             n = counts[64]
@@ -383,7 +342,7 @@ async def run_variants(
             await peer.aclose()
             await session.close()
         finally:
-            pool.shutdown(wait=True)
+            pool_signer.close()
     return rows, extra
 
 

@@ -32,6 +32,7 @@ SCRIPTS = {
     "get": "bench_get.py",
     "polling": "bench_polling.py",
     "bulk": "bench_bulk.py",
+    "signing": "bench_signing.py",
 }
 TIMEOUT_S = {"quick": 180, "full": 1800}
 

@@ -22,6 +22,7 @@ from ._errors import (
     RateLimitedError,
     ServerError,
     ServiceErrorDetail,
+    SigningError,
     TransportError,
     ValidationError,
 )
@@ -39,6 +40,7 @@ from .iso20022 import (
     build_cancellation,
     build_credit_transfer,
 )
+from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
 __version__ = "0.1.0.dev0"
 
@@ -52,6 +54,7 @@ __all__ = [
     "Credentials",
     "Hooks",
     "InvalidResponseError",
+    "KeySigner",
     "NotFoundError",
     "Outcome",
     "OutcomeUnknownError",
@@ -61,6 +64,7 @@ __all__ = [
     "PaymentsClient",
     "PaymentsError",
     "PermissionDeniedError",
+    "Pkcs11Signer",
     "PollPolicy",
     "PollTimeoutError",
     "Problem",
@@ -70,7 +74,10 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "ServiceErrorDetail",
+    "Signer",
+    "SigningError",
     "Submission",
+    "ThreadPoolSigner",
     "TransportError",
     "ValidationError",
     "build_cancellation",

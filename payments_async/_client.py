@@ -48,6 +48,7 @@ from ._errors import (
     ValidationError,
 )
 from ._hooks import Hooks, RequestEvent, call_hook
+from ._jwt import SignedToken
 from ._polling import PollPolicy, poll_until_final
 from ._retry import RetryPolicy
 from ._tokens import AccessToken, TokenSession
@@ -326,6 +327,32 @@ class PaymentsClient:
             await self._tokens.aclose()
         finally:
             await self._transport.aclose()
+
+    async def rotate_credentials(self, credentials: Credentials) -> None:
+        """Move to new credentials (a new key and kid, a new secret) while the client runs.
+
+        Register the new public key with the service first (both keys stay registered
+        during the change). This fetches an access token with the new credentials and,
+        once the service grants it, uses them for every later token: assertion and SCA
+        tokens. Calls already under way finish with the old key and the access token it
+        obtained; none is interrupted, and no request pairs an access token of one kid
+        with an SCA token of another. If the service refuses the new credentials, the
+        error is raised and the old ones stay in use.
+
+        Args:
+            credentials: the new credentials, for the same client id.
+
+        Raises:
+            ConfigurationError: not ``Credentials``, another client id, or the client is
+                closed.
+            AuthenticationError: the service refused the new credentials.
+            TransportError: the token endpoint could not be reached in time.
+        """
+        if not isinstance(credentials, Credentials):
+            raise ConfigurationError("credentials must be a payments_async.Credentials")
+        await self._tokens.rotate(credentials)
+        self._credentials = credentials
+        self._signer = credentials.signer()
 
     # --- the operations ------------------------------------------------------------------
 
@@ -651,10 +678,14 @@ class PaymentsClient:
             headers["Authorization"] = "Bearer " + token.value
             if op.body is not None:
                 # SCA tokens are single use (unique jti and nonce): every send, the resend
-                # after a 401 included, carries a fresh one over the same body bytes.
-                headers[SCA_HEADER] = self._signer.sign_sca_token(
-                    op.body, payment_id=op.payment_id
-                ).value
+                # after a 401 included, carries a fresh one over the same body bytes. It
+                # comes from the signer that obtained this access token: after a key
+                # rotation, kid and iss still match the token's assertion.
+                signer = token.signer or self._signer
+                sca = signer.sign_sca_token(op.body, payment_id=op.payment_id)
+                if not isinstance(sca, SignedToken):  # an async signer (thread pool, HSM)
+                    sca = await sca
+                headers[SCA_HEADER] = sca.value
             start = time.monotonic()
             try:
                 resp = await self._transport.request(

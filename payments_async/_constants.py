@@ -74,3 +74,7 @@ SANDBOX_ISSUER: Final = "sandbox-issuer"
 # in place of a signed assertion / SCA token, so a user without keys can try it.
 SANDBOX_ASSERTION: Final = "sandbox-predefined-assertion-v1"
 SANDBOX_SCA_TOKEN: Final = "sandbox-predefined-sca-token-v1"
+
+# --- Signing (issue 13) ----------------------------------------------------------------------
+SIGNING_THREADS: Final = 4  # ThreadPoolSigner's workers: at most this, and at most the cores
+PKCS11_SIGN_MECHANISM: Final = "SHA256_RSA_PKCS"  # RS256 = RSASSA-PKCS1-v1_5 with SHA-256

@@ -21,8 +21,9 @@ from ._constants import (
     SCA_TOKEN_LIFETIME,
 )
 from ._errors import ConfigurationError
-from ._jwt import JwtSigner, SignedToken
-from ._keys import PrivateKeySource, load_private_key
+from ._jwt import JwtSigner, MaybeAwaitable, SignedToken
+from ._keys import PrivateKeySource
+from .signing import KeySigner, Signer
 
 __all__ = ["ENV_VARS", "Credentials", "RequestSigner"]
 
@@ -38,13 +39,16 @@ class RequestSigner(Protocol):
     """Makes the assertion and SCA tokens, whichever mode the credentials are in.
 
     The token session and the client use only this, so they do not care whether tokens
-    are signed with the client's key or are the sandbox's predefined values. The
-    methods return a :class:`~payments_async._jwt.SignedToken` (value and expiry).
+    are signed with the client's key, in an HSM, or are the sandbox's predefined values.
+    The methods return a :class:`~payments_async._jwt.SignedToken` (value and expiry), or
+    an awaitable of one when the signer is async: callers await only then.
     """
+
+    key_id: str
 
     def sign_assertion(
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
-    ) -> SignedToken:
+    ) -> MaybeAwaitable[SignedToken]:
         """The authentication JWT for the token request, with its expiry."""
         ...
 
@@ -55,26 +59,27 @@ class RequestSigner(Protocol):
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
-    ) -> SignedToken:
+    ) -> MaybeAwaitable[SignedToken]:
         """The SCA JWT for these exact body bytes, with its expiry."""
         ...
 
 
 class _KeySigner:
-    """Signs with the client's key: a :class:`JwtSigner` bound to one client id."""
+    """Signs with the client's signer: a :class:`JwtSigner` bound to one client id."""
 
-    __slots__ = ("_client_id", "_jwt")
+    __slots__ = ("_client_id", "_jwt", "key_id")
 
     def __init__(self, jwt: JwtSigner, client_id: str) -> None:
         self._jwt = jwt
         self._client_id = client_id
+        self.key_id = jwt.key_id
 
     def __repr__(self) -> str:
         return f"<signer {self._jwt!r} client_id={self._client_id!r}>"
 
     def sign_assertion(
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
-    ) -> SignedToken:
+    ) -> MaybeAwaitable[SignedToken]:
         return self._jwt.sign_assertion(self._client_id, now=now, lifetime=lifetime)
 
     def sign_sca_token(
@@ -84,14 +89,17 @@ class _KeySigner:
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
-    ) -> SignedToken:
+    ) -> MaybeAwaitable[SignedToken]:
         return self._jwt.sign_sca_token(body, payment_id=payment_id, now=now, lifetime=lifetime)
 
 
 class _SandboxSigner:
     """Returns the sandbox's predefined tokens; they never expire on our side."""
 
-    __slots__ = ()
+    __slots__ = ("key_id",)
+
+    def __init__(self, key_id: str) -> None:
+        self.key_id = key_id
 
     _ASSERTION: ClassVar[SignedToken] = SignedToken(SANDBOX_ASSERTION, math.inf)
     _SCA: ClassVar[SignedToken] = SignedToken(SANDBOX_SCA_TOKEN, math.inf)
@@ -116,35 +124,45 @@ class _SandboxSigner:
 
 
 class Credentials:
-    """The client's identity: client id and secret, registered kid and iss, private key.
+    """The client's identity: client id and secret, registered kid and iss, signing key.
 
-    Immutable. The private key is loaded and checked once, here (PEM parsing costs tens
-    of milliseconds); ``repr`` never shows the client secret or key material.
+    Immutable. A private key is loaded and checked once, here (PEM parsing costs tens of
+    milliseconds); ``repr`` never shows the client secret, key material or a PIN.
 
-    Two modes:
+    Three modes:
 
-    * **signed** (default): the assertion and SCA tokens are RS256 JWTs signed with
-      ``private_key``; ``key_id`` and ``issuer`` must be the values registered with the
+    * **key** (``private_key=``): the assertion and SCA tokens are RS256 JWTs signed in
+      process with this key (a :class:`~payments_async.signing.KeySigner`: the default
+      and fastest path). ``key_id`` and ``issuer`` must be the values registered with the
       service together with the public key.
+    * **signer** (``signer=``): the same JWTs, signed by any
+      :class:`~payments_async.signing.Signer`: a thread pool, an HSM through PKCS#11, or
+      your own. The private key never has to be in the process. ``key_id`` defaults to
+      ``signer.key_id`` (and must equal it if given).
     * **sandbox tokens** (``sandbox_tokens=True``, see :meth:`sandbox`): the client sends
       the sandbox's predefined assertion and SCA token (``SANDBOX_ASSERTION``,
       ``SANDBOX_SCA_TOKEN``) instead of signing, so you can try the sandbox without keys.
-      No private key is used.
+
+    To move to a new key while a client runs, build new credentials and pass them to
+    :meth:`PaymentsClient.rotate_credentials`.
 
     Args:
         client_id: the client id (HTTP Basic user, ``sub`` of the assertion,
             ``X-Service-Client-Id``). Must not contain ``:``.
         client_secret: the client secret (HTTP Basic password).
-        key_id: the registered key id (JWT header ``kid``).
+        key_id: the registered key id (JWT header ``kid``). Required unless ``signer``
+            gives it.
         issuer: the registered issuer (JWT claim ``iss``).
         private_key: the RSA private key: a key object, PEM bytes or text, or a path to an
-            unencrypted PEM file. Required in signed mode; must be None in sandbox-tokens
-            mode.
+            unencrypted PEM file.
+        signer: a :class:`~payments_async.signing.Signer` instead of ``private_key``.
         sandbox_tokens: use the sandbox's predefined tokens instead of signing.
 
     Raises:
-        ConfigurationError: a missing value, or a key the service would reject (encrypted,
-            not RSA, fewer than 2048 bits, malformed, missing file).
+        ConfigurationError: a missing value, not exactly one of ``private_key``,
+            ``signer`` and ``sandbox_tokens``, a kid that differs from the signer's, or a
+            key the service would reject (encrypted, not RSA, fewer than 2048 bits,
+            malformed, missing file).
     """
 
     __slots__ = (
@@ -153,6 +171,7 @@ class Credentials:
         "client_secret",
         "issuer",
         "key_id",
+        "key_signer",
         "private_key",
         "sandbox_tokens",
     )
@@ -161,6 +180,8 @@ class Credentials:
     client_secret: str
     key_id: str
     issuer: str
+    key_signer: Signer | None
+    """The :class:`~payments_async.signing.Signer` in use; None with sandbox tokens."""
     private_key: RSAPrivateKey | None
     sandbox_tokens: bool
     _signer: RequestSigner
@@ -170,18 +191,21 @@ class Credentials:
         client_id: str,
         client_secret: str,
         *,
-        key_id: str,
+        key_id: str | None = None,
         issuer: str,
         private_key: PrivateKeySource | None = None,
+        signer: Signer | None = None,
         sandbox_tokens: bool = False,
     ) -> None:
+        if signer is not None and key_id is None and isinstance(signer, Signer):
+            key_id = signer.key_id
         for name, value in (
             ("client_id", client_id),
             ("client_secret", client_secret),
             ("key_id", key_id),
             ("issuer", issuer),
         ):
-            if not isinstance(value, str):
+            if not isinstance(value, str) and not (name == "key_id" and value is None):
                 raise ConfigurationError(f"{name} must be a str, got {type(value).__name__}")
         missing = [
             name
@@ -195,35 +219,51 @@ class Credentials:
         ]
         if missing:
             raise ConfigurationError(f"credentials incomplete: missing {', '.join(missing)}")
+        kid: str = key_id or ""  # not empty: checked just above
         if ":" in client_id:
             # HTTP Basic cannot carry a ':' in the user part.
             raise ConfigurationError("client_id must not contain ':'")
-        key: RSAPrivateKey | None
-        signer: RequestSigner
+        given = [
+            name
+            for name, value in (
+                ("private_key", private_key is not None),
+                ("signer", signer is not None),
+                ("sandbox_tokens=True", sandbox_tokens),
+            )
+            if value
+        ]
+        if len(given) > 1:
+            raise ConfigurationError(
+                f"pass exactly one of private_key, signer and sandbox_tokens=True, not "
+                f"{'both' if len(given) == 2 else 'all of'} {' and '.join(given)}"
+            )
+        key_signer: Signer | None
+        request_signer: RequestSigner
         if sandbox_tokens:
-            if private_key is not None:
-                raise ConfigurationError(
-                    "sandbox_tokens mode sends the predefined tokens and signs nothing; "
-                    "pass either private_key or sandbox_tokens=True, not both"
-                )
-            key = None
-            signer = _SandboxSigner()
+            key_signer = None
+            request_signer = _SandboxSigner(kid)
         else:
-            if private_key is None:
+            if private_key is not None:
+                key_signer = KeySigner(private_key, key_id=kid)
+            elif signer is not None:
+                key_signer = signer
+            else:
                 raise ConfigurationError(
-                    "credentials incomplete: missing private_key (or use "
+                    "credentials incomplete: missing private_key or signer (or use "
                     "Credentials.sandbox() to try the sandbox with its predefined tokens)"
                 )
-            key = load_private_key(private_key)
-            signer = _KeySigner(JwtSigner(key, key_id=key_id, issuer=issuer), client_id)
+            jwt = JwtSigner(key_signer, key_id=kid, issuer=issuer)
+            request_signer = _KeySigner(jwt, client_id)
+        key = key_signer.private_key if isinstance(key_signer, KeySigner) else None
         setter = object.__setattr__
         setter(self, "client_id", client_id)
         setter(self, "client_secret", client_secret)
-        setter(self, "key_id", key_id)
+        setter(self, "key_id", kid)
         setter(self, "issuer", issuer)
+        setter(self, "key_signer", key_signer)
         setter(self, "private_key", key)
         setter(self, "sandbox_tokens", sandbox_tokens)
-        setter(self, "_signer", signer)
+        setter(self, "_signer", request_signer)
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise AttributeError(f"Credentials are immutable; cannot set {name!r}")
@@ -232,10 +272,12 @@ class Credentials:
         raise AttributeError(f"Credentials are immutable; cannot delete {name!r}")
 
     def __repr__(self) -> str:
-        if self.private_key is None:
+        if self.key_signer is None:
             key = "sandbox predefined tokens"
-        else:
+        elif self.private_key is not None:
             key = f"RSA-{self.private_key.key_size}"
+        else:
+            key = repr(self.key_signer)
         return (
             f"Credentials(client_id={self.client_id!r}, key_id={self.key_id!r}, "
             f"issuer={self.issuer!r}, key={key}, client_secret=***)"
@@ -255,8 +297,9 @@ class Credentials:
         """The object that makes this client's assertion and SCA tokens (built once).
 
         Returns:
-            In signed mode, a signer bound to ``client_id``, ``key_id`` and ``issuer``; in
-            sandbox-tokens mode, one that returns the predefined tokens (expiry ``inf``).
+            In key or signer mode, one bound to ``client_id``, ``key_id`` and ``issuer``;
+            in sandbox-tokens mode, one that returns the predefined tokens (expiry
+            ``inf``).
         """
         return self._signer
 

@@ -5,6 +5,7 @@
     PaymentsError                      root: catch this to catch everything we raise
     ├── ValidationError                bad input, found before anything was sent
     ├── ConfigurationError             bad key, credentials or client settings
+    ├── SigningError                   a signer (thread pool, HSM) failed to sign
     ├── TransportError                 connect/read failure or timeout, no HTTP answer
     ├── OutcomeUnknownError            a POST may or may not have been stored: resubmit
     │                                  with the same message id (it is idempotent)
@@ -47,6 +48,7 @@ __all__ = [
     "RateLimitedError",
     "ServerError",
     "ServiceErrorDetail",
+    "SigningError",
     "TransportError",
     "ValidationError",
 ]
@@ -176,6 +178,15 @@ class ValidationError(PaymentsError, ValueError):
 
 class ConfigurationError(PaymentsError):
     """The client is set up wrongly: a bad key, missing credentials, an unsafe base URL."""
+
+
+class SigningError(PaymentsError):
+    """A signer failed to produce a signature; nothing was sent with it.
+
+    Raised when a :class:`~payments_async.signing.Signer` raises or returns something
+    other than signature bytes (an HSM that went away, a closed thread-pool signer). The
+    cause is chained; the message names the kid, never key material or a PIN.
+    """
 
 
 class TransportError(PaymentsError):

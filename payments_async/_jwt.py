@@ -2,30 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
+import inspect
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias, TypeVar
 
 import msgspec
-from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
-from cryptography.hazmat.primitives.hashes import SHA256
 from joserfc import jws
 from joserfc.errors import JoseError
 from joserfc.jwk import RSAKey
 
 from ._constants import ASSERTION_LIFETIME, JWT_LEEWAY, SCA_TOKEN_LIFETIME
-from ._errors import ConfigurationError
-from ._keys import load_private_key, load_public_key
+from ._errors import ConfigurationError, PaymentsError, SigningError
+from ._keys import load_public_key
+from .signing import KeySigner, Signer
+from .signing._key import check_key_id
 
 __all__ = [
     "JwtSigner",
     "JwtVerificationError",
+    "MaybeAwaitable",
     "RegisteredKey",
     "SignedToken",
     "body_hash",
@@ -37,10 +40,12 @@ JWT_ALG: Final = "RS256"
 JWT_TYP: Final = "JWT"
 SCA_HASH_ALG: Final = "SHA256"  # the SCA token's own "alg" claim: how ``hd`` was computed
 
+_T = TypeVar("_T")
+MaybeAwaitable: TypeAlias = _T | Awaitable[_T]
+"""A value now (sync signer) or an awaitable of it (async signer)."""
+
 _ENCODER = msgspec.json.Encoder()
 _CLAIMS_DECODER = msgspec.json.Decoder(dict[str, Any])
-_PKCS1 = PKCS1v15()
-_SHA256 = SHA256()
 # The sandbox is the only verifier; it accepts RS256 and nothing else (no "none", no HMAC).
 _VERIFY_REGISTRY = jws.JWSRegistry(algorithms=[JWT_ALG], strict_check_header=False)
 _MAX_TOKEN_CHARS = 16 * 1024  # a token larger than this is not ours
@@ -131,6 +136,10 @@ def _b64url(data: bytes) -> bytes:
     return base64.urlsafe_b64encode(data).rstrip(b"=")
 
 
+def _compact(signing_input: bytes, signature: bytes) -> str:
+    return (signing_input + b"." + _b64url(signature)).decode("ascii")
+
+
 def body_hash(body: bytes) -> str:
     """The SCA token's ``hd`` claim: SHA-256 of the exact body bytes, Base64-encoded.
 
@@ -148,32 +157,53 @@ def body_hash(body: bytes) -> str:
 
 
 class JwtSigner:
-    """Signs both JWTs with one RSA key, kid and issuer.
+    """Builds both JWTs for one kid and issuer and has a :class:`Signer` sign them.
 
-    Build one per client (``Credentials.signer()`` does); signing is then pure CPU: one
-    RSA signature plus a few microseconds of encoding. Every token gets a fresh ``jti``
-    (and the SCA token a fresh ``nonce``), from ``uuid4``.
+    Build one per client (``Credentials`` does); the header segment is encoded once. Every
+    token gets a fresh ``jti`` (and the SCA token a fresh ``nonce``), from ``uuid4``.
+
+    The ``sign_*`` methods return a :class:`SignedToken` directly when the signer is sync
+    (:class:`~payments_async.signing.KeySigner`: no await, no thread hop) and an awaitable
+    of one when it is async (a thread pool, an HSM).
 
     Args:
-        private_key: the client's RSA private key (checked: >= 2048 bits).
-        key_id: the registered key id, sent as header ``kid``.
+        signer: a :class:`~payments_async.signing.Signer`, or an ``RSAPrivateKey`` (then
+            ``key_id`` is required and a ``KeySigner`` is built).
+        key_id: the registered key id, sent as header ``kid``; with a ``Signer`` it may be
+            omitted and must otherwise equal ``signer.key_id``.
         issuer: the registered issuer, sent as claim ``iss``.
 
     Raises:
-        ConfigurationError: a bad key, or an empty key id or issuer.
+        ConfigurationError: a bad key, an empty or mismatched key id, an empty issuer, or
+            a signer that does not implement the protocol.
     """
 
-    __slots__ = ("_header_segment", "_issuer", "_key", "_key_id")
+    __slots__ = ("_header_segment", "_issuer", "_key_id", "_sign_fn", "_signer")
 
-    def __init__(self, private_key: RSAPrivateKey, *, key_id: str, issuer: str) -> None:
-        if not key_id:
-            raise ConfigurationError("key_id (the JWT header kid) must not be empty")
-        if not issuer:
+    def __init__(
+        self, signer: Signer | RSAPrivateKey, *, key_id: str | None = None, issuer: str
+    ) -> None:
+        if not issuer or not isinstance(issuer, str):
             raise ConfigurationError("issuer (the JWT claim iss) must not be empty")
-        self._key = load_private_key(private_key)
-        self._key_id = key_id
+        if isinstance(signer, RSAPrivateKey):
+            if key_id is None:
+                raise ConfigurationError("key_id (the JWT header kid) must not be empty")
+            signer = KeySigner(signer, key_id=key_id)
+        elif not isinstance(signer, Signer):
+            raise ConfigurationError(
+                f"signer must implement payments_async.signing.Signer (key_id and sign), "
+                f"not {type(signer).__name__}"
+            )
+        kid = check_key_id(signer.key_id)
+        if key_id is not None and key_id != kid:
+            raise ConfigurationError(
+                f"key_id {key_id!r} does not match the signer's key_id {kid!r}"
+            )
+        self._signer = signer
+        self._sign_fn = signer.sign  # bound once: the hot path makes one call
+        self._key_id = kid
         self._issuer = issuer
-        header = {"typ": JWT_TYP, "alg": JWT_ALG, "kid": key_id}
+        header = {"typ": JWT_TYP, "alg": JWT_ALG, "kid": kid}
         self._header_segment = _b64url(_ENCODER.encode(header)) + b"."
 
     @property
@@ -186,26 +216,70 @@ class JwtSigner:
         """The ``iss`` claim of every token signed here."""
         return self._issuer
 
+    @property
+    def signer(self) -> Signer:
+        """The signer that makes the signatures."""
+        return self._signer
+
     def __repr__(self) -> str:
         return f"JwtSigner(key_id={self._key_id!r}, issuer={self._issuer!r})"
 
     # Hot path: every POST signs one SCA token. The compact JWS is built here rather than
     # with joserfc: the header segment is encoded once, the claims are a msgspec Struct,
-    # and the only per-call cryptography is one RSA signature. Measured on the dev VM
-    # (2 shared cores, 2048-bit key, 2 KiB body, medians of 9-21 x 300 interleaved calls,
-    # two runs): raw ``key.sign(...)`` 472 / 292 µs; ``sca_token`` 492 / 305 µs
-    # (1.04x both runs; the non-signing work alone is 8-12 µs: two uuid4, one SHA-256,
-    # msgspec, base64); joserfc's serialize_compact with a pre-imported key and a
-    # prebuilt registry 516 / 309 µs (1.09x / 1.06x). Verification (the sandbox only)
-    # goes through joserfc, restricted to RS256.
-    def _sign(self, claims: msgspec.Struct) -> str:
+    # and the only per-call cryptography is the signer's one RSA signature. A sync
+    # signature is finished at once; only an awaitable one goes through a coroutine.
+    def _sign(
+        self, claims: msgspec.Struct, exp: int, *, sync_only: bool = False
+    ) -> MaybeAwaitable[SignedToken]:
         signing_input = self._header_segment + _b64url(_ENCODER.encode(claims))
-        signature = self._key.sign(signing_input, _PKCS1, _SHA256)
-        return (signing_input + b"." + _b64url(signature)).decode("ascii")
+        try:
+            signature = self._sign_fn(signing_input)
+        except PaymentsError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        if type(signature) is bytes:
+            return SignedToken(_compact(signing_input, signature), float(exp))
+        if isinstance(signature, Awaitable):
+            if not sync_only:
+                return self._finish(signing_input, signature, exp)
+            if inspect.iscoroutine(signature):
+                signature.close()
+            elif isinstance(signature, asyncio.Future):
+                signature.cancel()
+            raise SigningError(
+                f"the signer for kid {self._key_id!r} is async: await sign_assertion() / "
+                "sign_sca_token() instead"
+            )
+        raise SigningError(
+            f"the signer for kid {self._key_id!r} returned {type(signature).__name__}, "
+            "not signature bytes"
+        )
+
+    async def _finish(
+        self, signing_input: bytes, pending: Awaitable[bytes], exp: int
+    ) -> SignedToken:
+        try:
+            signature = await pending
+        except PaymentsError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        if not isinstance(signature, bytes | bytearray | memoryview) or not signature:
+            raise SigningError(
+                f"the signer for kid {self._key_id!r} returned {type(signature).__name__}, "
+                "not signature bytes"
+            )
+        return SignedToken(_compact(signing_input, bytes(signature)), float(exp))
+
+    def _failure(self, exc: Exception) -> SigningError:
+        return SigningError(
+            f"the signer for kid {self._key_id!r} failed: {type(exc).__name__}: {exc}"
+        )
 
     def sign_assertion(
         self, client_id: str, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
-    ) -> SignedToken:
+    ) -> MaybeAwaitable[SignedToken]:
         """Sign the authentication JWT (the token request's ``assertion``).
 
         Claims: ``iss``, ``sub`` (= ``client_id``), ``iat`` and ``nbf`` (= now), ``exp``
@@ -217,20 +291,29 @@ class JwtSigner:
             lifetime: seconds until ``exp``.
 
         Returns:
-            The token and its expiry.
+            The token and its expiry; an awaitable of them when the signer is async.
         """
+        return self._sign(*self._assertion_claims(client_id, now, lifetime))
+
+    def _assertion_claims(
+        self, client_id: str, now: float | None, lifetime: float
+    ) -> tuple[_AssertionClaims, int]:
         iat = int(time.time() if now is None else now)
         exp = iat + int(lifetime)
         claims = _AssertionClaims(
             iss=self._issuer, sub=client_id, iat=iat, nbf=iat, exp=exp, jti=uuid.uuid4().hex
         )
-        return SignedToken(self._sign(claims), float(exp))
+        return claims, exp
 
     def assertion(
         self, client_id: str, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
     ) -> str:
-        """Like :meth:`sign_assertion`, returning only the compact token."""
-        return self.sign_assertion(client_id, now=now, lifetime=lifetime).value
+        """Like :meth:`sign_assertion` with a sync signer, returning only the compact token.
+
+        Raises:
+            SigningError: the signer is async (await :meth:`sign_assertion` instead).
+        """
+        return self._sign_now(*self._assertion_claims(client_id, now, lifetime))
 
     def sign_sca_token(
         self,
@@ -239,7 +322,7 @@ class JwtSigner:
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
-    ) -> SignedToken:
+    ) -> MaybeAwaitable[SignedToken]:
         """Sign the SCA JWT for these exact body bytes (the ``sca-token`` header).
 
         Claims: ``iss``, ``iat`` and ``nbf`` (= now), ``exp`` (= now + ``lifetime``),
@@ -254,8 +337,13 @@ class JwtSigner:
             lifetime: seconds until ``exp`` (default 180 s, as the provider's client).
 
         Returns:
-            The token and its expiry; re-sign on retry when little of it is left.
+            The token and its expiry (an awaitable of them when the signer is async).
         """
+        return self._sign(*self._sca_claims(body, payment_id, now, lifetime))
+
+    def _sca_claims(
+        self, body: bytes, payment_id: str | None, now: float | None, lifetime: float
+    ) -> tuple[_ScaClaims, int]:
         iat = int(time.time() if now is None else now)
         exp = iat + int(lifetime)
         claims = _ScaClaims(
@@ -269,7 +357,7 @@ class JwtSigner:
             nonce=uuid.uuid4().hex,
             payment_id=payment_id,
         )
-        return SignedToken(self._sign(claims), float(exp))
+        return claims, exp
 
     def sca_token(
         self,
@@ -279,8 +367,18 @@ class JwtSigner:
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
     ) -> str:
-        """Like :meth:`sign_sca_token`, returning only the compact token."""
-        return self.sign_sca_token(body, payment_id=payment_id, now=now, lifetime=lifetime).value
+        """Like :meth:`sign_sca_token` with a sync signer, returning only the compact token.
+
+        Raises:
+            SigningError: the signer is async (await :meth:`sign_sca_token` instead).
+        """
+        return self._sign_now(*self._sca_claims(body, payment_id, now, lifetime))
+
+    def _sign_now(self, claims: msgspec.Struct, exp: int) -> str:
+        """Sign with a sync signer; an async one's pending signature is discarded."""
+        token = self._sign(claims, exp, sync_only=True)
+        assert isinstance(token, SignedToken)
+        return token.value
 
 
 # --- verification (the sandbox) ---------------------------------------------------------

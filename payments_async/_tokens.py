@@ -29,7 +29,7 @@ from ._constants import (
     TOKEN_SCOPE,
     USER_AGENT,
 )
-from ._credentials import Credentials
+from ._credentials import Credentials, RequestSigner
 from ._errors import (
     AuthenticationError,
     ConfigurationError,
@@ -38,6 +38,7 @@ from ._errors import (
     ValidationError,
 )
 from ._hooks import RequestEvent, call_hook
+from ._jwt import SignedToken
 from ._retry import is_retryable
 from ._transport import Transport, error_from_response
 from .iso20022._common import decode_error_envelope, decode_token_response
@@ -58,6 +59,9 @@ class AccessToken:
         obtained_at: ``time.monotonic()`` when its request was sent.
         lifetime: ``expires_in`` as the service gave it, in seconds.
         scope: the scope the service granted, if it said.
+        signer: the signer whose assertion obtained this token. The SCA tokens of requests
+            sent with it must come from the same signer (same kid and iss: spec,
+            Authentication 5), so a key rotation never pairs an old token with a new kid.
     """
 
     value: str = field(repr=False)
@@ -65,6 +69,7 @@ class AccessToken:
     obtained_at: float
     lifetime: float
     scope: str | None = None
+    signer: RequestSigner | None = field(default=None, repr=False, compare=False)
 
     @property
     def authorization(self) -> str:
@@ -78,6 +83,19 @@ class AccessToken:
     def is_valid(self, now: float | None = None) -> bool:
         """Whether the token has not yet expired."""
         return self.remaining(now) > 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """Who asks for tokens: the signer of the assertion and the HTTP Basic credentials."""
+
+    signer: RequestSigner
+    basic_authorization: str = field(repr=False)
+
+    @classmethod
+    def of(cls, credentials: Credentials) -> _Identity:
+        basic = f"{credentials.client_id}:{credentials.client_secret}".encode()
+        return cls(credentials.signer(), "Basic " + base64.b64encode(basic).decode("ascii"))
 
 
 def _consume_result(task: asyncio.Task[AccessToken]) -> None:
@@ -149,10 +167,9 @@ class TokenSession:
         if fetch_deadline <= 0 or attempt_timeout <= 0:
             raise ConfigurationError("fetch_deadline and attempt_timeout must be positive")
         self._transport = transport
-        self._signer = credentials.signer()
+        self._identity = _Identity.of(credentials)
         self._client_id = credentials.client_id
-        basic = f"{credentials.client_id}:{credentials.client_secret}".encode()
-        self._basic_authorization = "Basic " + base64.b64encode(basic).decode("ascii")
+        self._rotating = asyncio.Lock()
         self._refresh_leeway = refresh_leeway
         self._refresh_fraction = refresh_fraction
         self._retry_initial = retry_initial
@@ -219,6 +236,45 @@ class TokenSession:
         )
         return True
 
+    async def rotate(self, credentials: Credentials) -> AccessToken:
+        """Switch to new credentials (a new key and kid, or secret) without a gap.
+
+        A token is fetched with the new credentials first; only when the service grants
+        it do they replace the old ones, together with the cached token. Requests that
+        already hold the old token finish with it and the old signer; every later token
+        (assertion and SCA tokens alike) uses the new one. A fetch with the old
+        credentials still in flight serves only the callers already waiting for it.
+
+        Args:
+            credentials: the new credentials, for the same client id.
+
+        Returns:
+            The new access token.
+
+        Raises:
+            ConfigurationError: another client id, or the session is closed.
+            AuthenticationError: the service refused the new credentials (for example the
+                new public key is not registered yet); the old ones stay in use.
+        """
+        if self._closed:
+            raise ConfigurationError("the token session is closed")
+        if credentials.client_id != self._client_id:
+            raise ConfigurationError(
+                f"rotation keeps the client id: new credentials must be for {self._client_id!r}"
+            )
+        identity = _Identity.of(credentials)
+        async with self._rotating:
+            token = await self._fetch(identity)
+            self._identity = identity
+            self._inflight = None
+            self._store(token)
+        _log.info(
+            "credentials rotated to kid %r",
+            identity.signer.key_id,
+            extra={"event": "token.rotated", "kid": identity.signer.key_id},
+        )
+        return token
+
     async def aclose(self) -> None:
         """Cancel and await the background refresh and any fetch in flight; drop the token.
 
@@ -246,7 +302,7 @@ class TokenSession:
         task = self._inflight
         if task is None or task.done():
             task = asyncio.get_running_loop().create_task(
-                self._fetch(), name="payments_async: token fetch"
+                self._fetch(self._identity), name="payments_async: token fetch"
             )
             task.add_done_callback(_consume_result)
             self._inflight = task
@@ -259,14 +315,18 @@ class TokenSession:
                 raise ConfigurationError("the token session was closed") from None
             raise
 
-    async def _fetch(self) -> AccessToken:
-        """One fetch: attempts with backoff until success, a final error or the deadline."""
+    async def _fetch(self, identity: _Identity) -> AccessToken:
+        """One fetch: attempts with backoff until success, a final error or the deadline.
+
+        The token is cached only if ``identity`` is still the session's (no rotation
+        happened meanwhile); it is returned to this fetch's callers either way.
+        """
         deadline = time.monotonic() + self._fetch_deadline
         attempt = 0
         while True:
             attempt += 1
             try:
-                token = await self._request_token(attempt, deadline)
+                token = await self._request_token(attempt, deadline, identity)
             except PaymentsError as exc:
                 # Kept so that a caller whose own deadline ends this wait can raise what
                 # the token endpoint actually did, not a bare timeout.
@@ -294,7 +354,8 @@ class TokenSession:
                 await asyncio.sleep(delay)
                 continue
             self.last_error = None
-            self._store(token)
+            if identity is self._identity:
+                self._store(token)
             return token
 
     def _backoff(self, failures: int) -> float:
@@ -302,13 +363,15 @@ class TokenSession:
         ceiling = min(self._retry_max, self._retry_initial * 2.0 ** (failures - 1))
         return ceiling * (0.5 + random.random() / 2)
 
-    async def _request_token(self, attempt: int, deadline: float) -> AccessToken:
+    async def _request_token(
+        self, attempt: int, deadline: float, identity: _Identity
+    ) -> AccessToken:
         if self._on_request is None:
-            return await self._exchange_token(attempt, deadline, {})
+            return await self._exchange_token(attempt, deadline, identity, {})
         info: dict[str, Any] = {}
         started = time.monotonic()
         try:
-            token = await self._exchange_token(attempt, deadline, info)
+            token = await self._exchange_token(attempt, deadline, identity, info)
         except PaymentsError as exc:
             self._observe(info, attempt, started, exc)
             raise
@@ -332,16 +395,19 @@ class TokenSession:
         call_hook(self._on_request, event)
 
     async def _exchange_token(
-        self, attempt: int, deadline: float, info: dict[str, Any]
+        self, attempt: int, deadline: float, identity: _Identity, info: dict[str, Any]
     ) -> AccessToken:
-        assertion = self._signer.sign_assertion().value
+        signed = identity.signer.sign_assertion()
+        if not isinstance(signed, SignedToken):  # an async signer (thread pool, HSM)
+            signed = await signed
+        assertion = signed.value
         body = urlencode(
             {"grant_type": JWT_BEARER_GRANT, "assertion": assertion, "scope": TOKEN_SCOPE}
         ).encode("ascii")
         request_id = uuid.uuid4().hex
         info["request_id"] = request_id
         headers = {
-            "Authorization": self._basic_authorization,
+            "Authorization": identity.basic_authorization,
             "Content-Type": FORM_CONTENT_TYPE,
             "Accept": JSON_CONTENT_TYPE,
             "User-Agent": USER_AGENT,
@@ -401,6 +467,7 @@ class TokenSession:
             obtained_at=started,
             lifetime=float(decoded.expires_in),
             scope=decoded.scope,
+            signer=identity.signer,
         )
 
     def _store(self, token: AccessToken) -> None:

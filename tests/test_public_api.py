@@ -12,6 +12,7 @@ INTENDED = {
     "Credentials",
     "Hooks",
     "InvalidResponseError",
+    "KeySigner",
     "NotFoundError",
     "Outcome",
     "OutcomeUnknownError",
@@ -20,6 +21,7 @@ INTENDED = {
     "PaymentStatus",
     "PaymentsClient",
     "PaymentsError",
+    "Pkcs11Signer",
     "PermissionDeniedError",
     "PollPolicy",
     "PollTimeoutError",
@@ -30,7 +32,10 @@ INTENDED = {
     "RetryPolicy",
     "ServerError",
     "ServiceErrorDetail",
+    "Signer",
+    "SigningError",
     "Submission",
+    "ThreadPoolSigner",
     "TransportError",
     "ValidationError",
     "build_cancellation",
@@ -59,4 +64,11 @@ def test_every_error_derives_from_the_root() -> None:
 def test_no_private_module_leaks_into_the_namespace() -> None:
     public = {n for n in vars(payments_async) if not n.startswith("_")}
     # subpackages users import explicitly are allowed beside __all__
-    assert public - set(payments_async.__all__) <= {"iso20022", "sandbox", "testing", "bulk", "cli"}
+    assert public - set(payments_async.__all__) <= {
+        "iso20022",
+        "sandbox",
+        "testing",
+        "bulk",
+        "cli",
+        "signing",
+    }

@@ -168,16 +168,14 @@ def _resign(signer: JwtSigner, claims: dict[str, object]) -> str:
     import base64
     import json
 
-    from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
-    from cryptography.hazmat.primitives.hashes import SHA256
-
     def b64(data: bytes) -> bytes:
         return base64.urlsafe_b64encode(data).rstrip(b"=")
 
     header = b64(json.dumps({"typ": "JWT", "alg": "RS256", "kid": signer.key_id}).encode())
     payload = b64(json.dumps(claims).encode())
     signing_input = header + b"." + payload
-    signature = signer._key.sign(signing_input, PKCS1v15(), SHA256())
+    signature = signer.signer.sign(signing_input)
+    assert isinstance(signature, bytes)
     return (signing_input + b"." + b64(signature)).decode()
 
 

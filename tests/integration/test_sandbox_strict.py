@@ -6,9 +6,7 @@ import base64
 import json
 
 import aiohttp
-from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from cryptography.hazmat.primitives.hashes import SHA256
 from sandbox_support import RawClient, client_for, payment, predefined_client
 
 from payments_async import PaymentsClient
@@ -35,7 +33,8 @@ def _resign(signer: JwtSigner, claims: dict[str, object]) -> str:
 
     header = b64(json.dumps({"typ": "JWT", "alg": "RS256", "kid": signer.key_id}).encode())
     signing_input = header + b"." + b64(json.dumps(claims).encode())
-    signature = signer._key.sign(signing_input, PKCS1v15(), SHA256())
+    signature = signer.signer.sign(signing_input)
+    assert isinstance(signature, bytes)
     return (signing_input + b"." + b64(signature)).decode()
 
 

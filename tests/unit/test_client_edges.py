@@ -42,6 +42,7 @@ from payments_async import (
     RetryPolicy,
     ServerError,
     ServiceErrorDetail,
+    SigningError,
     TransportError,
     ValidationError,
     build_cancellation,
@@ -354,6 +355,7 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     PaymentsError: lambda: PaymentsError("root", **_CTX),
     ValidationError: lambda: ValidationError([Problem("$.a", "bad"), Problem("$.b", "worse")]),
     ConfigurationError: lambda: ConfigurationError("bad key", **_CTX),
+    SigningError: lambda: SigningError("the HSM went away", **_CTX),
     TransportError: lambda: TransportError("reset", request_sent=False, retryable=False, **_CTX),
     OutcomeUnknownError: lambda: OutcomeUnknownError("unknown", message_id="M-1", **_CTX),
     PollTimeoutError: lambda: PollTimeoutError(
