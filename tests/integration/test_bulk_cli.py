@@ -182,7 +182,7 @@ def test_rows_in_flight_at_a_crash_are_resent_with_their_recorded_id(
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["resumed"] is True
-    assert summary["this_run"] == {"submitted": 4, "replayed": 1, "finished": 4}
+    assert summary["this_run"] == {"sent": 4, "submitted": 4, "replayed": 1, "finished": 4}
     assert sb.stats()["cancellations_stored"] == stored + 3  # not 4: row 2 existed
     results = read_results(tmp_path / "c.results.csv")
     row2 = next(r for r in results if r["line"] == str(first.line))
