@@ -5,7 +5,7 @@ itself does not need them. Install them with the ``cli`` extra.
 
 Exit codes scripts can rely on: 0 ok; 1 a business failure (a rejected cancellation, a
 payment ending RJCT); 2 a usage or validation error (nothing was sent); 3 a service or
-transport error; 130 interrupted.
+transport error, or an outcome whose codes cannot be classified; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import tomllib
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NoReturn, TypeVar
@@ -40,7 +40,7 @@ from rich.text import Text
 from yarl import URL
 
 from . import __version__
-from ._client import CancellationOutcome, PaymentsClient, Submission
+from ._client import CancellationOutcome, PaymentsClient, Submission, _check_id
 from ._constants import (
     CLI_MAX_JSON_DEPTH,
     CLI_PROBE_TIMEOUT,
@@ -78,7 +78,8 @@ EXIT_BUSINESS: Final = 1
 EXIT_USAGE: Final = 2
 """Bad options, a bad file or invalid input: nothing was sent."""
 EXIT_SERVICE: Final = 3
-"""The service failed or could not be reached (after retries)."""
+"""The service failed or could not be reached (after retries), or answered with codes
+nobody can classify (an UNKNOWN outcome: check with the bank)."""
 EXIT_INTERRUPTED: Final = 130
 """Stopped with Ctrl-C (or SIGTERM)."""
 
@@ -287,6 +288,19 @@ def _client(settings: Settings, **kwargs: Any) -> PaymentsClient:
         raise CliError(f"--base-url {base_url!r} is not a valid URL: {exc}") from None
 
 
+@contextlib.asynccontextmanager
+async def _connected(settings: Settings, **kwargs: Any) -> AsyncIterator[PaymentsClient]:
+    """An open client that already holds an access token.
+
+    A service that cannot be reached, or credentials it refuses, are found here within
+    ``CLI_RETRY_TIMEOUT`` seconds, before anything is sent or any file is written (a
+    waiter would otherwise poll an unreachable service until its own deadline).
+    """
+    async with _client(settings, **kwargs) as client:
+        await _token_lifetime(client)
+        yield client
+
+
 async def _token_lifetime(client: PaymentsClient) -> float:
     """Obtain the access token within the CLI's deadline (the library's own is longer)."""
     try:
@@ -415,7 +429,8 @@ PAYMENTS_PRIVATE_KEY_FILE). The service address: --base-url or PAYMENTS_BASE_URL
 
 \b
 Exit codes: 0 ok, 1 business failure (cancellation rejected, payment RJCT),
-2 usage or validation error (nothing sent), 3 service or transport error, 130 interrupted.
+2 usage or validation error (nothing sent), 3 service or transport error, or an
+outcome nobody can classify (check with the bank), 130 interrupted.
 """
 
 
@@ -588,7 +603,8 @@ def keygen(
     add_help_option=False,
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def sandbox(args: tuple[str, ...]) -> None:
+@pass_settings
+def sandbox(settings: Settings, args: tuple[str, ...]) -> None:
     """Run the local sandbox (the service's emulator) until Ctrl-C.
 
     Options are those of ``python -m payments_async.sandbox`` (see ``sandbox --help``):
@@ -599,8 +615,7 @@ def sandbox(args: tuple[str, ...]) -> None:
     try:
         code = sandbox_main(list(args))
     except (OSError, OverflowError) as exc:  # a port out of range, in use, not ours
-        click.echo(f"error: cannot start the sandbox: {exc}", err=True)
-        raise SystemExit(EXIT_USAGE) from None
+        _fail(settings, f"cannot start the sandbox: {exc}", EXIT_USAGE)
     raise SystemExit(code)
 
 
@@ -635,9 +650,23 @@ def _status_dict(st: PaymentStatus, psid: str) -> dict[str, Any]:
         "status": st.status,
         "final": st.is_final,
         "reason_codes": list(st.reason_codes),
+        "tx_statuses": list(st.tx_statuses),
         "reason_texts": list(st.reason_texts),
         "end_to_end_id": st.end_to_end_id,
     }
+
+
+_UNKNOWN_ADVICE: Final = (
+    "these codes cannot be classified, so nothing is assumed: check with the bank, or "
+    "read it again later"
+)
+
+
+def _outcome_exit(outcome: Outcome) -> int:
+    """Exit code of a read outcome: 1 rejected, 3 unknown (codes nobody can classify)."""
+    if outcome is Outcome.UNKNOWN:
+        return EXIT_SERVICE
+    return EXIT_BUSINESS if outcome is Outcome.REJECTED else EXIT_OK
 
 
 def _outcome_dict(o: CancellationOutcome) -> dict[str, Any]:
@@ -660,6 +689,10 @@ def _say_outcome(settings: Settings, o: CancellationOutcome) -> None:
     if o.reason_codes or o.reason_texts:
         settings.say(f"  reason  {' '.join(o.reason_codes)} {'; '.join(o.reason_texts)}".rstrip())
     settings.say(f"  {o.message}")
+    if o.outcome is Outcome.UNKNOWN:
+        codes = " ".join(c for c in (o.status, *o.tx_statuses, *o.reason_codes) if c)
+        settings.say(Text(f"  raw codes  {codes or '(none)'}", style="red"))
+        settings.say(Text(f"  {_UNKNOWN_ADVICE}", style="red"))
 
 
 @cli.command()
@@ -671,7 +704,7 @@ def token(settings: Settings) -> None:
     """
 
     async def go() -> int:
-        async with _client(settings) as client:
+        async with _connected(settings) as client:
             lifetime = await _token_lifetime(client)
         if settings.json:
             settings.emit({"ok": True, "expires_in": round(lifetime, 1)})
@@ -696,7 +729,7 @@ def pay(settings: Settings, file: Path) -> None:
         raw = _read_json_file(file)
         load_json_bytes(raw, repr(str(file)))
         msg = decode_pacs008(raw)
-        async with _client(settings) as client:
+        async with _connected(settings) as client:
             sub = await client.submit_credit_transfer(msg)
         if settings.json:
             settings.emit(_submission_dict(sub) | {"end_to_end_id": msg.end_to_end_id})
@@ -714,10 +747,15 @@ def pay(settings: Settings, file: Path) -> None:
 @click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
 @pass_settings
 def status(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
-    """Read a credit transfer's status (pacs.002). Exit 1 when it ended RJCT."""
+    """Read a credit transfer's status (pacs.002).
+
+    Exit 1 when it ended RJCT; 3 when its codes cannot be classified (every raw code is
+    printed: check with the bank).
+    """
 
     async def go() -> int:
-        async with _client(settings) as client:
+        _check_id(payments_service_id)
+        async with _connected(settings) as client:
             if wait:
                 st = await client.wait_for_payment_status(payments_service_id, timeout=timeout)
             else:
@@ -733,7 +771,11 @@ def status(settings: Settings, payments_service_id: str, wait: bool, timeout: fl
             if st.reason_codes or st.reason_texts:
                 reasons = f"{' '.join(st.reason_codes)} {'; '.join(st.reason_texts)}"
                 settings.say(f"  reason  {reasons.strip()}")
-        return EXIT_BUSINESS if st.outcome is Outcome.REJECTED else EXIT_OK
+            if st.outcome is Outcome.UNKNOWN:
+                codes = " ".join(c for c in (st.status, *st.tx_statuses, *st.reason_codes) if c)
+                settings.say(Text(f"  raw codes  {codes or '(none)'}", style="red"))
+                settings.say(Text(f"  {_UNKNOWN_ADVICE}", style="red"))
+        return _outcome_exit(st.outcome)
 
     _run(settings, go)
 
@@ -789,7 +831,7 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
 
     async def go() -> int:
         msg = _cancellation_from_json(_read_json_file(file), file)
-        async with _client(settings) as client:
+        async with _connected(settings) as client:
             sub = await client.request_cancellation(msg)
             outcome = None
             if wait:
@@ -805,8 +847,7 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
             _say_submission(settings, "camt.056", sub)
             if outcome is not None:
                 _say_outcome(settings, outcome)
-        rejected = outcome is not None and outcome.outcome is Outcome.REJECTED
-        return EXIT_BUSINESS if rejected else EXIT_OK
+        return EXIT_OK if outcome is None else _outcome_exit(outcome.outcome)
 
     _run(settings, go)
 
@@ -817,10 +858,15 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
 @click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
 @pass_settings
 def outcome(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
-    """Read a cancellation's outcome (camt.029). Exit 1 when it was rejected."""
+    """Read a cancellation's outcome (camt.029).
+
+    Exit 1 when it was rejected; 3 when its codes cannot be classified (every raw code is
+    printed: check with the bank).
+    """
 
     async def go() -> int:
-        async with _client(settings) as client:
+        _check_id(payments_service_id)
+        async with _connected(settings) as client:
             if wait:
                 result = await client.wait_for_cancellation_outcome(
                     payments_service_id, timeout=timeout
@@ -848,7 +894,7 @@ def outcome(settings: Settings, payments_service_id: str, wait: bool, timeout: f
             settings.emit(_outcome_dict(result))
         else:
             _say_outcome(settings, result)
-        return EXIT_BUSINESS if result.outcome is Outcome.REJECTED else EXIT_OK
+        return _outcome_exit(result.outcome)
 
     _run(settings, go)
 
@@ -1000,9 +1046,11 @@ def bulk_cancel_cmd(
     (the service answers 200) and waited on.
 
     \b
-    Exit: 0 all cancellations accepted; 1 all rows final, some rejected (see
-    return_request_needed in the results); 2 bad input; 3 some rows could not be
-    completed (rerun the same command); 130 interrupted (rerun to resume).
+    Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
+    return_request_needed in the results) or refused by the service (a rerun cannot
+    change that: see the reason); 2 bad input; 3 some rows not completed (rerun the same
+    command), or outcomes nobody can classify (check with the bank); 130 interrupted
+    (rerun to resume).
     """
     from .bulk import BulkInputError, JournalError, bulk_cancel, connection_limit_for
 
@@ -1020,9 +1068,6 @@ def bulk_cancel_cmd(
         try:
             limit = connection_limit_for(concurrency)
             async with _client(settings, connection_limit=limit) as client:
-                # A service that cannot be reached, or credentials it refuses, are found
-                # within seconds here, before any file is written.
-                await _token_lifetime(client)
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
 
@@ -1049,6 +1094,10 @@ def bulk_cancel_cmd(
                         progress=bar,
                         stop=stop,
                         on_plan=planned,
+                        # The service is checked once the input is: bad input is exit 2
+                        # whatever the service's state, and no journal is made for a run
+                        # that cannot start.
+                        on_checked=lambda _: _token_lifetime(client),
                     )
         except BulkInputError as exc:
             if not settings.json:

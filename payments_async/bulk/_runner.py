@@ -457,6 +457,7 @@ async def bulk_cancel(
     progress: ProgressSink | None = None,
     stop: asyncio.Event | None = None,
     on_plan: Callable[[BulkInput, bool], Awaitable[None] | None] | None = None,
+    on_checked: Callable[[BulkInput], Awaitable[object] | None] | None = None,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
@@ -479,6 +480,9 @@ async def bulk_cancel(
         stop: when set, the run stops promptly (state stays committed) and the report
             says ``interrupted``.
         on_plan: called with the checked input and whether the run resumes, before sending.
+        on_checked: called with the checked input before the journal is opened (the CLI
+            checks there that the service can be reached); what it raises propagates and
+            nothing is written.
 
     Returns:
         The report; the results file is written even when the run was interrupted.
@@ -493,6 +497,10 @@ async def bulk_cancel(
     bulk = read_input(input_path)
     if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.rows):
         raise BulkInputError(bulk.errors)
+    if on_checked is not None:
+        checked = on_checked(bulk)
+        if checked is not None:
+            await checked
     results = Path(results_path) if results_path is not None else default_results_path(input_path)
     journal: Journal
     if use_journal:
