@@ -350,18 +350,21 @@ class BulkRunner:
         # A row waiting for a slot is not "sent": it is marked so only once its request
         # is about to leave, which keeps an interrupted run's counts and states true.
         async with self._requests:
-            await journal.mark_sent(row.line)  # committed before the request goes out
+            # Counted together with the journal's "sent" (set before the commit is awaited),
+            # so an interrupt during the commit leaves the two in agreement.
             self.counts.sent += 1
+            await journal.mark_sent(row.line)  # committed before the request goes out
             try:
                 msg = decode_camt056(row.body)
                 sub = await self._client.request_cancellation(msg)
             except PaymentsError as exc:
                 await self._failed(row, exc)
                 return None
-        await journal.mark_acknowledged(row.line, sub.payments_service_id, sub.created)
+        # Counters first: the journal's memory changes before its commit is awaited.
         self.counts.submitted += 1
         if sub.replayed:
             self.counts.replayed += 1
+        await journal.mark_acknowledged(row.line, sub.payments_service_id, sub.created)
         self._changed()
         return sub.payments_service_id
 
@@ -376,22 +379,23 @@ class BulkRunner:
             # meet the same. Send no more; what is left stays planned for a rerun.
             logger.debug("line %d: the service cannot be reached; sending no more", row.line)
             self.halted = exc
+        # Counters first: the journal's memory changes before its commit is awaited.
         if _never_sent(exc) and row.state == PLANNED:
             self.counts.sent -= 1
-            logger.debug("line %d: not sent (final=%s): %s", row.line, final, exc)
-            await journal.mark_not_sent(row.line, text, final=final)
             if final:
                 self.counts.not_sent += 1
             else:
                 self.counts.failed += 1
+            logger.debug("line %d: not sent (final=%s): %s", row.line, final, exc)
+            await journal.mark_not_sent(row.line, text, final=final)
         elif final:
+            self.counts.refused += 1
             logger.debug("line %d: refused: %s", row.line, exc)
             await journal.mark_error(row.line, text, final=True)
-            self.counts.refused += 1
         else:
+            self.counts.failed += 1
             logger.debug("line %d: submission failed, may be stored: %s", row.line, exc)
             await journal.mark_error(row.line, text, final=False)
-            self.counts.failed += 1
         self._changed()
 
     async def _wait(self, line: int, payments_service_id: str) -> None:
