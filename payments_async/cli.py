@@ -1067,7 +1067,9 @@ def bulk_cancel_cmd(
         bar = _RichProgress(settings.err) if show_bar else None
         try:
             limit = connection_limit_for(concurrency)
-            async with _client(settings, connection_limit=limit) as client:
+            # The library's retry window, not the CLI's: a long unattended run rides out
+            # a short outage; the service is checked within seconds once, below.
+            async with _client(settings, connection_limit=limit, retry=RetryPolicy()) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
 
