@@ -356,3 +356,17 @@ def test_the_summary_after_ctrl_c_counts_what_was_actually_sent(tmp_path: Path) 
         assert outcomes["not_sent"] == 400 - run["sent"]
         assert summary["not_sent"] == outcomes["not_sent"]
         assert summary["in_flight"] == outcomes["in_flight"]
+
+
+def test_rows_whose_outcome_codes_nobody_can_classify_are_counted_unknown(
+    tmp_path: Path,
+) -> None:
+    src, _ = _rows_file(tmp_path, 3, "E2E-ZZZZ")
+    with fake_service(FakeService(conf="ZZZZ", tx_cxl_sts="ZZZZ")) as fake:
+        pre = ["--sandbox", "--base-url", fake.url, "--json"]
+        result = CliRunner().invoke(cli, [*pre, "bulk-cancel", str(src), "--timeout", "30"])
+        assert result.exit_code == 3, result.output
+        summary = json.loads(result.stdout)
+        assert (summary["unknown"], summary["in_flight"], summary["pending"]) == (3, 0, 0)
+        results = read_results(tmp_path / "e2e-zzzz.results.csv")
+        assert {(r["outcome"], r["status"]) for r in results} == {("unknown", "ZZZZ")}
