@@ -5,7 +5,7 @@ itself does not need them. Install them with the ``cli`` extra.
 
 Exit codes scripts can rely on: 0 ok; 1 a business failure (a rejected cancellation, a
 payment ending RJCT); 2 a usage or validation error (nothing was sent); 3 a service or
-transport error; 130 interrupted.
+transport error, or an outcome whose codes cannot be classified; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import json
 import logging
 import shlex
 import signal
+import socket
 import sys
 import tomllib
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final, NoReturn, TypeVar
 
@@ -37,13 +37,28 @@ from rich.progress import (
 )
 from rich.table import Table
 from rich.text import Text
+from yarl import URL
 
 from . import __version__
-from ._client import CancellationOutcome, PaymentsClient, Submission
-from ._constants import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, POLL_TIMEOUT
+from ._client import CancellationOutcome, PaymentsClient, Submission, _check_id
+from ._constants import (
+    CLI_MAX_JSON_DEPTH,
+    CLI_PROBE_TIMEOUT,
+    CLI_RETRY_TIMEOUT,
+    DEFAULT_KEYGEN_BITS,
+    MIN_RSA_BITS,
+    POLL_TIMEOUT,
+    TOKEN_PATH,
+)
 from ._credentials import Credentials
-from ._errors import ConfigurationError, PaymentsError, ValidationError
+from ._errors import (
+    ConfigurationError,
+    PaymentsError,
+    TransportError,
+    ValidationError,
+)
 from ._keys import generate_key_pair, load_public_key, public_key_pem
+from ._retry import RetryPolicy
 from .iso20022 import (
     Camt056,
     Outcome,
@@ -63,7 +78,8 @@ EXIT_BUSINESS: Final = 1
 EXIT_USAGE: Final = 2
 """Bad options, a bad file or invalid input: nothing was sent."""
 EXIT_SERVICE: Final = 3
-"""The service failed or could not be reached (after retries)."""
+"""The service failed or could not be reached (after retries), or answered with codes
+nobody can classify (an UNKNOWN outcome: check with the bank)."""
 EXIT_INTERRUPTED: Final = 130
 """Stopped with Ctrl-C (or SIGTERM)."""
 
@@ -75,10 +91,19 @@ logger = logging.getLogger("payments_async.cli")
 
 
 class CliError(Exception):
-    """An error to report in one line with an exit code (raised inside commands)."""
+    """An error to report in one line with an exit code (raised inside commands).
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    Args:
+        message: the line to print.
+        code: the exit code.
+        details: more fields for the ``--json`` error object (lists of problems).
+    """
+
+    def __init__(
+        self, message: str, code: int = EXIT_USAGE, details: Mapping[str, Any] | None = None
+    ) -> None:
         self.code = code
+        self.details = dict(details or {})
         super().__init__(message)
 
 
@@ -126,18 +151,28 @@ def load_credentials_file(path: Path) -> Credentials:
     except OSError as exc:
         raise CliError(f"cannot read credentials file {str(path)!r}: {exc.strerror}") from None
     data: Any
-    try:
-        if path.suffix.lower() == ".toml":
+    if path.suffix.lower() == ".toml":
+        try:
             data = tomllib.loads(raw.decode("utf-8"))
-            data = data.get("credentials", data)
-        else:
-            data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CliError(f"credentials file {str(path)!r} is not valid: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise CliError(f"credentials file {str(path)!r} {_not_utf8(exc)}") from None
+        except (ValueError, RecursionError) as exc:
+            raise CliError(f"credentials file {str(path)!r} is not valid TOML: {exc}") from None
+        table = data.get("credentials", data)
+        data = table
+    else:
+        data = load_json_bytes(raw, f"credentials file {str(path)!r}")
     if not isinstance(data, dict):
         raise CliError(f"credentials file {str(path)!r} must hold an object")
     keys = ("client_id", "client_secret", "key_id", "issuer", "private_key_file")
-    missing = [k for k in keys if not isinstance(data.get(k), str) or not data.get(k)]
+    wrong = [
+        f"{k} must be text, not {_json_type(data[k])}"
+        for k in keys
+        if k in data and not isinstance(data[k], str)
+    ]
+    if wrong:
+        raise CliError(f"credentials file {str(path)!r}: {'; '.join(wrong)}")
+    missing = [k for k in keys if not data.get(k)]
     if missing:
         raise CliError(f"credentials file {str(path)!r} lacks: {', '.join(missing)}")
     key_file = Path(data["private_key_file"]).expanduser()
@@ -150,6 +185,68 @@ def load_credentials_file(path: Path) -> Credentials:
         issuer=data["issuer"],
         private_key=key_file,
     )
+
+
+def _json_type(value: object) -> str:
+    """How a JSON/TOML value's type reads to a person."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    return (
+        f"is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+        "save it as UTF-8"
+    )
+
+
+def _depth(value: object) -> int:
+    """Nesting depth of decoded JSON, without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def load_json_bytes(raw: bytes, what: str) -> Any:
+    """Decode JSON from a file given by a person; every way it can be wrong is a CliError.
+
+    Args:
+        raw: the file's bytes (UTF-8, a BOM allowed).
+        what: how to name the file in the message.
+
+    Raises:
+        CliError: not UTF-8, not JSON, or nested deeper than ``CLI_MAX_JSON_DEPTH``.
+    """
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{what} {_not_utf8(exc)}") from None
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise CliError(f"{what} is nested too deeply to be read") from None
+    except ValueError as exc:
+        raise CliError(f"{what} is not valid JSON: {exc}") from None
+    if _depth(value) > CLI_MAX_JSON_DEPTH:
+        raise CliError(f"{what} is nested more than {CLI_MAX_JSON_DEPTH} levels deep")
+    return value
 
 
 def _credentials(settings: Settings) -> Credentials:
@@ -167,23 +264,66 @@ def _credentials(settings: Settings) -> Credentials:
 
 
 def _base_url(settings: Settings) -> str:
-    if settings.base_url:
-        return settings.base_url
-    if settings.sandbox:
-        return SANDBOX_URL
-    raise CliError(f"no service address: pass --base-url URL or set {ENV_BASE_URL}")
+    url = settings.base_url or (SANDBOX_URL if settings.sandbox else None)
+    if url is None:
+        raise CliError(f"no service address: pass --base-url URL or set {ENV_BASE_URL}")
+    try:
+        parsed = URL(url)
+        parsed.port  # noqa: B018  (yarl checks some ports only when asked)
+    except ValueError as exc:
+        raise CliError(f"--base-url {url!r} is not a valid URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise CliError(f"--base-url {url!r} is not a valid URL: give http(s)://host[:port]")
+    return url
 
 
 def _client(settings: Settings, **kwargs: Any) -> PaymentsClient:
-    return PaymentsClient(_credentials(settings), base_url=_base_url(settings), **kwargs)
+    """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per operation)."""
+    kwargs.setdefault("retry", RetryPolicy(timeout=CLI_RETRY_TIMEOUT))
+    credentials = _credentials(settings)
+    base_url = _base_url(settings)
+    try:
+        return PaymentsClient(credentials, base_url=base_url, **kwargs)
+    except ValueError as exc:  # a URL only the transport's parser objects to
+        raise CliError(f"--base-url {base_url!r} is not a valid URL: {exc}") from None
+
+
+@contextlib.asynccontextmanager
+async def _connected(settings: Settings, **kwargs: Any) -> AsyncIterator[PaymentsClient]:
+    """An open client that already holds an access token.
+
+    A service that cannot be reached, or credentials it refuses, are found here within
+    ``CLI_RETRY_TIMEOUT`` seconds, before anything is sent or any file is written (a
+    waiter would otherwise poll an unreachable service until its own deadline).
+    """
+    async with _client(settings, **kwargs) as client:
+        await _token_lifetime(client)
+        yield client
+
+
+async def _token_lifetime(client: PaymentsClient) -> float:
+    """Obtain the access token within the CLI's deadline (the library's own is longer)."""
+    try:
+        async with asyncio.timeout(CLI_RETRY_TIMEOUT):
+            return await client.access_token_lifetime()
+    except TimeoutError:
+        raise TransportError(
+            f"no access token within {CLI_RETRY_TIMEOUT:g} s",
+            request_sent=False,
+            method="POST",
+            path=TOKEN_PATH,
+        ) from None
 
 
 # --- running a command: one-line errors and exit codes ----------------------------------------
 
 
-def _fail(settings: Settings, message: str, code: int) -> NoReturn:
+def _fail(
+    settings: Settings, message: str, code: int, details: Mapping[str, Any] | None = None
+) -> NoReturn:
+    message = " ".join(message.split())  # one line, whatever the message held
     if settings.json:
-        click.echo(json.dumps({"error": message, "exit_code": code}), err=True)
+        click.echo(json.dumps({"error": message, "exit_code": code, **(details or {})}))
     else:
         settings.err.print(Text(f"error: {message}", style="red"))
     raise SystemExit(code)
@@ -195,16 +335,64 @@ def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
         code = asyncio.run(_call(coro_fn))
     except CliError as exc:
         _maybe_trace(settings)
-        _fail(settings, str(exc), exc.code)
+        _fail(settings, str(exc), exc.code, exc.details)
     except (ValidationError, ConfigurationError) as exc:
         _maybe_trace(settings)
         _fail(settings, str(exc), EXIT_USAGE)
+    except TransportError as exc:
+        _maybe_trace(settings)
+        _fail(settings, _unreachable(settings, exc), EXIT_SERVICE)
     except PaymentsError as exc:
         _maybe_trace(settings)
         _fail(settings, str(exc), EXIT_SERVICE)
     except KeyboardInterrupt:
         _fail(settings, "interrupted", EXIT_INTERRUPTED)
     raise SystemExit(code)
+
+
+def _unreachable(settings: Settings, exc: TransportError) -> str:
+    """Name why the service could not be reached, when a fresh TCP probe can tell."""
+    return asyncio.run(_describe_unreachable(settings, exc))
+
+
+async def _describe_unreachable(settings: Settings, exc: TransportError) -> str:
+    if exc.request_sent:
+        return str(exc)
+    try:
+        url = URL(_base_url(settings))
+    except CliError:
+        return str(exc)
+    why = await probe_service(url)
+    return f"{why} ({exc})" if why else str(exc)
+
+
+async def probe_service(url: URL, timeout: float = CLI_PROBE_TIMEOUT) -> str | None:
+    """Try a TCP connection to the service; say what stops it, or None if it connects.
+
+    Args:
+        url: the service's base address.
+        timeout: seconds to try.
+
+    Returns:
+        "connection refused to URL", "cannot resolve HOST" or "no answer from URL
+        within S s"; None when a connection could be opened (the problem is elsewhere).
+    """
+    origin = str(url.origin())
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(url.host, url.port)
+    except ConnectionRefusedError:
+        return f"connection refused to {origin}"
+    except socket.gaierror:
+        return f"cannot resolve host {url.host!r} of {origin}"
+    except TimeoutError:
+        return f"no answer from {origin} within {timeout:g} s"
+    except OSError as exc:
+        return f"cannot connect to {origin}: {exc.strerror or exc}"
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
 
 
 async def _call(coro_fn: Callable[[], Awaitable[int]]) -> int:
@@ -241,11 +429,47 @@ PAYMENTS_PRIVATE_KEY_FILE). The service address: --base-url or PAYMENTS_BASE_URL
 
 \b
 Exit codes: 0 ok, 1 business failure (cancellation rejected, payment RJCT),
-2 usage or validation error (nothing sent), 3 service or transport error, 130 interrupted.
+2 usage or validation error (nothing sent), 3 service or transport error, or an
+outcome nobody can classify (check with the bank), 130 interrupted.
 """
 
 
-@click.group(help=_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """The command group; click's own usage errors become one line (JSON with ``--json``)."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _usage_fail("--json" in argv, exc.format_message() + hint, exc.exit_code)
+        except click.ClickException as exc:
+            _usage_fail("--json" in argv, exc.format_message(), exc.exit_code)
+        except click.Abort:
+            _usage_fail("--json" in argv, "interrupted", EXIT_INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
+    message = " ".join(message.split())
+    if as_json:
+        click.echo(json.dumps({"error": message, "exit_code": code}))
+    else:
+        click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(cls=_Group, help=_HELP, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--base-url",
     envvar=ENV_BASE_URL,
@@ -379,7 +603,8 @@ def keygen(
     add_help_option=False,
 )
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def sandbox(args: tuple[str, ...]) -> None:
+@pass_settings
+def sandbox(settings: Settings, args: tuple[str, ...]) -> None:
     """Run the local sandbox (the service's emulator) until Ctrl-C.
 
     Options are those of ``python -m payments_async.sandbox`` (see ``sandbox --help``):
@@ -387,7 +612,11 @@ def sandbox(args: tuple[str, ...]) -> None:
     """
     from .sandbox import main as sandbox_main
 
-    raise SystemExit(sandbox_main(list(args)))
+    try:
+        code = sandbox_main(list(args))
+    except (OSError, OverflowError) as exc:  # a port out of range, in use, not ours
+        _fail(settings, f"cannot start the sandbox: {exc}", EXIT_USAGE)
+    raise SystemExit(code)
 
 
 # --- single operations -------------------------------------------------------------------------
@@ -421,9 +650,23 @@ def _status_dict(st: PaymentStatus, psid: str) -> dict[str, Any]:
         "status": st.status,
         "final": st.is_final,
         "reason_codes": list(st.reason_codes),
+        "tx_statuses": list(st.tx_statuses),
         "reason_texts": list(st.reason_texts),
         "end_to_end_id": st.end_to_end_id,
     }
+
+
+_UNKNOWN_ADVICE: Final = (
+    "these codes cannot be classified, so nothing is assumed: check with the bank, or "
+    "read it again later"
+)
+
+
+def _outcome_exit(outcome: Outcome) -> int:
+    """Exit code of a read outcome: 1 rejected, 3 unknown (codes nobody can classify)."""
+    if outcome is Outcome.UNKNOWN:
+        return EXIT_SERVICE
+    return EXIT_BUSINESS if outcome is Outcome.REJECTED else EXIT_OK
 
 
 def _outcome_dict(o: CancellationOutcome) -> dict[str, Any]:
@@ -446,6 +689,10 @@ def _say_outcome(settings: Settings, o: CancellationOutcome) -> None:
     if o.reason_codes or o.reason_texts:
         settings.say(f"  reason  {' '.join(o.reason_codes)} {'; '.join(o.reason_texts)}".rstrip())
     settings.say(f"  {o.message}")
+    if o.outcome is Outcome.UNKNOWN:
+        codes = " ".join(c for c in (o.status, *o.tx_statuses, *o.reason_codes) if c)
+        settings.say(Text(f"  raw codes  {codes or '(none)'}", style="red"))
+        settings.say(Text(f"  {_UNKNOWN_ADVICE}", style="red"))
 
 
 @cli.command()
@@ -457,8 +704,8 @@ def token(settings: Settings) -> None:
     """
 
     async def go() -> int:
-        async with _client(settings) as client:
-            lifetime = await client.access_token_lifetime()
+        async with _connected(settings) as client:
+            lifetime = await _token_lifetime(client)
         if settings.json:
             settings.emit({"ok": True, "expires_in": round(lifetime, 1)})
         else:
@@ -479,8 +726,10 @@ def pay(settings: Settings, file: Path) -> None:
     """
 
     async def go() -> int:
-        msg = decode_pacs008(_read_json_file(file))
-        async with _client(settings) as client:
+        raw = _read_json_file(file)
+        load_json_bytes(raw, repr(str(file)))
+        msg = decode_pacs008(raw)
+        async with _connected(settings) as client:
             sub = await client.submit_credit_transfer(msg)
         if settings.json:
             settings.emit(_submission_dict(sub) | {"end_to_end_id": msg.end_to_end_id})
@@ -498,10 +747,15 @@ def pay(settings: Settings, file: Path) -> None:
 @click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
 @pass_settings
 def status(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
-    """Read a credit transfer's status (pacs.002). Exit 1 when it ended RJCT."""
+    """Read a credit transfer's status (pacs.002).
+
+    Exit 1 when it ended RJCT; 3 when its codes cannot be classified (every raw code is
+    printed: check with the bank).
+    """
 
     async def go() -> int:
-        async with _client(settings) as client:
+        _check_id(payments_service_id)
+        async with _connected(settings) as client:
             if wait:
                 st = await client.wait_for_payment_status(payments_service_id, timeout=timeout)
             else:
@@ -517,47 +771,45 @@ def status(settings: Settings, payments_service_id: str, wait: bool, timeout: fl
             if st.reason_codes or st.reason_texts:
                 reasons = f"{' '.join(st.reason_codes)} {'; '.join(st.reason_texts)}"
                 settings.say(f"  reason  {reasons.strip()}")
-        return EXIT_BUSINESS if st.outcome is Outcome.REJECTED else EXIT_OK
+            if st.outcome is Outcome.UNKNOWN:
+                codes = " ".join(c for c in (st.status, *st.tx_statuses, *st.reason_codes) if c)
+                settings.say(Text(f"  raw codes  {codes or '(none)'}", style="red"))
+                settings.say(Text(f"  {_UNKNOWN_ADVICE}", style="red"))
+        return _outcome_exit(st.outcome)
 
     _run(settings, go)
 
 
 def _cancellation_from_json(raw: bytes, path: Path) -> Camt056:
     """A camt.056 document, or one bulk-style row object turned into one."""
-    try:
-        obj = json.loads(raw)
-    except ValueError as exc:
-        raise CliError(f"{str(path)!r} is not JSON: {exc}") from None
+    obj = load_json_bytes(raw, repr(str(path)))
     if isinstance(obj, dict) and "fitoFIPmtCxlReq" in obj:
         return decode_camt056(raw)
     if not isinstance(obj, dict):
         raise CliError(f"{str(path)!r} must hold a JSON object")
-    from .bulk._input import COLUMNS, REQUIRED_COLUMNS
+    from .bulk._input import COLUMNS, check_row, parse_record
+
+    row, problems = parse_record(1, obj, check_row, known_only=True)
+    if row is None:
+        listed = "; ".join(f"{e.column}: {e.message}" if e.column else e.message for e in problems)
+        raise CliError(
+            f"{str(path)!r}: {listed} (give a camt.056 with root fitoFIPmtCxlReq, "
+            f"or an object with {', '.join(COLUMNS)})",
+            details={"problems": [{"column": e.column, "message": e.message} for e in problems]},
+        )
     from .iso20022 import build_cancellation
 
-    unknown = sorted(set(obj) - set(COLUMNS))
-    missing = [c for c in REQUIRED_COLUMNS if not obj.get(c)]
-    if unknown or missing:
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing)}")
-        if unknown:
-            parts.append(f"unknown {', '.join(unknown)}")
-        raise CliError(
-            f"{str(path)!r}: {'; '.join(parts)} (give a camt.056 with root fitoFIPmtCxlReq, "
-            f"or an object with {', '.join(COLUMNS)})"
-        )
     return build_cancellation(
-        original_end_to_end_id=str(obj["original_end_to_end_id"]),
-        amount=Decimal(str(obj["amount"])),
-        currency=str(obj.get("currency") or "EUR"),
-        creditor_agent_bic=str(obj["creditor_agent_bic"]),
-        creditor_iban=str(obj["creditor_iban"]),
-        reason=str(obj["reason"]),
-        assigner_bic=str(obj["assigner_bic"]),
-        assignee_bic=str(obj["assignee_bic"]),
-        originator_name=obj.get("originator_name") or None,
-        assignment_id=obj.get("assignment_id") or None,
+        original_end_to_end_id=row.original_end_to_end_id,
+        amount=row.amount,
+        currency=row.currency,
+        creditor_agent_bic=row.creditor_agent_bic,
+        creditor_iban=row.creditor_iban,
+        reason=row.reason,
+        assigner_bic=row.assigner_bic,
+        assignee_bic=row.assignee_bic,
+        originator_name=row.originator_name,
+        assignment_id=row.assignment_id,
     )
 
 
@@ -579,7 +831,7 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
 
     async def go() -> int:
         msg = _cancellation_from_json(_read_json_file(file), file)
-        async with _client(settings) as client:
+        async with _connected(settings) as client:
             sub = await client.request_cancellation(msg)
             outcome = None
             if wait:
@@ -595,8 +847,7 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
             _say_submission(settings, "camt.056", sub)
             if outcome is not None:
                 _say_outcome(settings, outcome)
-        rejected = outcome is not None and outcome.outcome is Outcome.REJECTED
-        return EXIT_BUSINESS if rejected else EXIT_OK
+        return EXIT_OK if outcome is None else _outcome_exit(outcome.outcome)
 
     _run(settings, go)
 
@@ -607,10 +858,15 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
 @click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
 @pass_settings
 def outcome(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
-    """Read a cancellation's outcome (camt.029). Exit 1 when it was rejected."""
+    """Read a cancellation's outcome (camt.029).
+
+    Exit 1 when it was rejected; 3 when its codes cannot be classified (every raw code is
+    printed: check with the bank).
+    """
 
     async def go() -> int:
-        async with _client(settings) as client:
+        _check_id(payments_service_id)
+        async with _connected(settings) as client:
             if wait:
                 result = await client.wait_for_cancellation_outcome(
                     payments_service_id, timeout=timeout
@@ -638,7 +894,7 @@ def outcome(settings: Settings, payments_service_id: str, wait: bool, timeout: f
             settings.emit(_outcome_dict(result))
         else:
             _say_outcome(settings, result)
-        return EXIT_BUSINESS if result.outcome is Outcome.REJECTED else EXIT_OK
+        return _outcome_exit(result.outcome)
 
     _run(settings, go)
 
@@ -790,9 +1046,11 @@ def bulk_cancel_cmd(
     (the service answers 200) and waited on.
 
     \b
-    Exit: 0 all cancellations accepted; 1 all rows final, some rejected (see
-    return_request_needed in the results); 2 bad input; 3 some rows could not be
-    completed (rerun the same command); 130 interrupted (rerun to resume).
+    Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
+    return_request_needed in the results) or refused by the service (a rerun cannot
+    change that: see the reason); 2 bad input; 3 some rows not completed (rerun the same
+    command), or outcomes nobody can classify (check with the bank); 130 interrupted
+    (rerun to resume).
     """
     from .bulk import BulkInputError, JournalError, bulk_cancel, connection_limit_for
 
@@ -809,7 +1067,9 @@ def bulk_cancel_cmd(
         bar = _RichProgress(settings.err) if show_bar else None
         try:
             limit = connection_limit_for(concurrency)
-            async with _client(settings, connection_limit=limit) as client:
+            # The library's retry window, not the CLI's: a long unattended run rides out
+            # a short outage; the service is checked within seconds once, below.
+            async with _client(settings, connection_limit=limit, retry=RetryPolicy()) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
 
@@ -836,61 +1096,79 @@ def bulk_cancel_cmd(
                         progress=bar,
                         stop=stop,
                         on_plan=planned,
+                        # The service is checked once the input is: bad input is exit 2
+                        # whatever the service's state, and no journal is made for a run
+                        # that cannot start.
+                        on_checked=lambda _: _token_lifetime(client),
                     )
         except BulkInputError as exc:
-            if settings.json:
-                settings.emit(
-                    {
-                        "error": str(exc),
-                        "problems": [
-                            {"line": e.line, "column": e.column, "message": e.message}
-                            for e in exc.errors
-                        ],
-                    }
-                )
-            else:
+            if not settings.json:
                 for err in exc.errors:
                     settings.err.print(Text(f"{input_path}: {err}", style="red"))
-            raise CliError(str(exc), EXIT_USAGE) from None
+            problems = [
+                {"line": e.line, "column": e.column, "message": e.message} for e in exc.errors
+            ]
+            raise CliError(str(exc), EXIT_USAGE, details={"problems": problems}) from None
+        except UnicodeDecodeError as exc:
+            line = bytes(exc.object[: exc.start]).count(b"\n") + 1
+            raise CliError(f"{str(input_path)!r}, line {line}, {_not_utf8(exc)}") from None
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
-        return _bulk_summary(settings, report, input_path)
+        halted = await _halt_reason(settings, report.halted)
+        return _bulk_summary(settings, report, input_path, halted)
 
     _run(settings, go)
 
 
-def _bulk_summary(settings: Settings, report: Any, input_path: Path) -> int:
+def _bulk_exit_code(report: Any) -> int:
     t = report.totals
-    rate = report.counts.done / report.elapsed if report.elapsed > 0 else 0.0
     if report.interrupted:
-        code = EXIT_INTERRUPTED
-    elif t.get("failed_retryable", 0) or t.get("pending", 0) or t.get("failed", 0):
-        code = EXIT_SERVICE
-    elif t.get("rejected", 0) or t.get("unknown", 0):
-        code = EXIT_BUSINESS
-    else:
-        code = EXIT_OK
+        return EXIT_INTERRUPTED
+    if any(t.get(k, 0) for k in ("not_sent", "in_flight", "pending", "unknown")):
+        return EXIT_SERVICE
+    if t.get("rejected", 0) or t.get("refused", 0):
+        return EXIT_BUSINESS
+    return EXIT_OK
+
+
+_SUMMARY_ROWS: Final = (
+    ("accepted", "accepted"),
+    ("rejected", "rejected (ask for a pacs.004 return)"),
+    ("unknown", "outcome unknown (check with the bank)"),
+    ("refused", "refused by the service (see the reason)"),
+    ("not_sent", "not sent (rerun to send)"),
+    ("in_flight", "sent, no answer (rerun to resend with the same id)"),
+    ("pending", "acknowledged, outcome not known yet (rerun to wait)"),
+    ("invalid", "invalid input, skipped"),
+)
+
+
+def _bulk_summary(
+    settings: Settings, report: Any, input_path: Path, halted: str | None = None
+) -> int:
+    t = report.totals
+    run = report.counts
+    rate = run.done / report.elapsed if report.elapsed > 0 else 0.0
+    code = _bulk_exit_code(report)
+    unfinished = t.get("not_sent", 0) + t.get("in_flight", 0) + t.get("pending", 0)
     if settings.json:
         settings.emit(
             {
                 "rows": len(report.rows),
-                "accepted": t.get("accepted", 0),
-                "rejected": t.get("rejected", 0),
-                "unknown": t.get("unknown", 0),
-                "failed": t.get("failed", 0) + t.get("failed_retryable", 0),
-                "invalid": t.get("invalid", 0),
-                "pending": t.get("pending", 0),
+                **{name: t.get(name, 0) for name, _ in _SUMMARY_ROWS},
                 "this_run": {
-                    "submitted": report.counts.submitted,
-                    "replayed": report.counts.replayed,
-                    "finished": report.counts.done,
+                    "sent": run.sent,
+                    "submitted": run.submitted,
+                    "replayed": run.replayed,
+                    "finished": run.done,
                 },
                 "already_final": report.already_final,
                 "resumed": report.resumed,
                 "interrupted": report.interrupted,
+                "halted": halted,
                 "elapsed_s": round(report.elapsed, 3),
                 "rows_per_s": round(rate, 1),
                 "results": str(report.results_path),
@@ -898,37 +1176,53 @@ def _bulk_summary(settings: Settings, report: Any, input_path: Path) -> int:
                 "exit_code": code,
             }
         )
-    else:
-        table = Table(title="bulk cancellation", show_edge=False)
-        table.add_column("outcome")
-        table.add_column("rows", justify="right")
-        for name, label in (
-            ("accepted", "accepted"),
-            ("rejected", "rejected (ask for a pacs.004 return)"),
-            ("unknown", "unknown final code"),
-            ("failed", "refused by the service"),
-            ("failed_retryable", "not completed (rerun to resume)"),
-            ("pending", "pending (rerun to resume)"),
-            ("invalid", "invalid input, skipped"),
-        ):
-            if t.get(name, 0) or name in ("accepted", "rejected"):
-                table.add_row(label, str(t.get(name, 0)))
-        settings.out.print(table)
-        run = report.counts
-        settings.say(
-            f"this run: {run.submitted} submitted ({run.replayed} replayed with their "
-            f"recorded id), {run.done} finished in {report.elapsed:.1f} s ({rate:,.0f} rows/s); "
-            f"{report.already_final} were final before it"
+        return code
+    table = Table(title="bulk cancellation", show_edge=False)
+    table.add_column("outcome")
+    table.add_column("rows", justify="right")
+    for name, label in _SUMMARY_ROWS:
+        if t.get(name, 0) or name in ("accepted", "rejected"):
+            table.add_row(label, str(t.get(name, 0)))
+    settings.out.print(table)
+    unanswered = run.sent - run.submitted - run.refused
+    settings.say(
+        f"this run: {run.sent} request(s) sent: {run.submitted} acknowledged "
+        f"({run.replayed} already known to the service), {run.refused} refused, "
+        f"{max(unanswered, 0)} without an answer; {run.done} rows finished in "
+        f"{report.elapsed:.1f} s ({rate:,.0f} rows/s); {report.already_final} were final "
+        "before it"
+    )
+    settings.say(f"results: {report.results_path}")
+    if report.journal_path is not None:
+        settings.say(f"journal: {report.journal_path}")
+    say = settings.err.print
+    if halted is not None:
+        say(f"stopped sending: {halted}")
+    if t.get("refused", 0):
+        say(
+            f"{t['refused']} row(s) refused by the service: the results give each reason; "
+            "running the command again will not change that"
         )
-        settings.say(f"results: {report.results_path}")
+    if t.get("unknown", 0):
+        say(
+            f"{t['unknown']} row(s) ended with codes nobody can classify: check them with "
+            "the bank, or read one again later with: payments-async outcome ID "
+            "(IDs in the results file)"
+        )
+    if unfinished or report.interrupted:
+        verb = "interrupted" if report.interrupted else f"{unfinished} row(s) not completed"
         if report.journal_path is not None:
-            settings.say(f"journal: {report.journal_path}")
-        if code in (EXIT_INTERRUPTED, EXIT_SERVICE):
-            verb = "interrupted" if report.interrupted else "not every row was completed"
-            resume = "resume" if report.journal_path else "see the results"
-            settings.err.print(f"{verb}; to {resume}, run the same command again:")
-            settings.err.print(Text(f"  {_resume_command(settings, input_path)}"))
+            say(f"{verb}; to resume, run the same command again:")
+            say(Text(f"  {_resume_command(settings, input_path)}"))
+        else:
+            say(f"{verb}; without a journal a rerun starts over (see the results)")
     return code
+
+
+async def _halt_reason(settings: Settings, exc: PaymentsError | None) -> str | None:
+    if isinstance(exc, TransportError):
+        return await _describe_unreachable(settings, exc)
+    return None if exc is None else str(exc)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

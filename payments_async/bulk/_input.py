@@ -6,9 +6,10 @@ import csv
 import hashlib
 import io
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Final
 
@@ -24,6 +25,8 @@ __all__ = [
     "RowError",
     "build_row_message",
     "check_row",
+    "parse_amount",
+    "parse_record",
     "read_input",
 ]
 
@@ -45,6 +48,11 @@ COLUMNS: Final = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 """Every column the reader knows, in the order the example file uses."""
 
 _HEADER_LINE: Final = 1
+
+# An amount as people and ISO 20022 write it: ASCII digits, at most one point. No exponent
+# (1e3), no digit separators (1_000.00, 1,000.00), no sign, no other scripts' digits
+# (Python's Decimal() accepts all of these).
+_AMOUNT: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
 
 # A validation problem's JSON path -> the input column it came from (first match wins).
 _PATH_TO_COLUMN: Final = (
@@ -182,9 +190,13 @@ def _records(text: str, path: Path) -> Iterator[tuple[int, Mapping[str, object] 
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                # Decimal keeps a number as written (1e3 stays 1E+3 and is refused later).
+                obj = json.loads(raw, parse_float=Decimal)
             except json.JSONDecodeError as exc:
                 yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+                continue
+            except RecursionError:
+                yield n, None, "not valid JSON (nested too deeply)"
                 continue
             if not isinstance(obj, dict):
                 yield n, None, "expected a JSON object"
@@ -239,22 +251,50 @@ def _text(record: Mapping[str, object], key: str, line: int, out: list[RowError]
     value = record.get(key)
     if value is None:
         return None
-    if isinstance(value, int | float) and not isinstance(value, bool) and key == "amount":
-        return repr(value) if isinstance(value, float) else str(value)
+    if key == "amount" and isinstance(value, int | Decimal) and not isinstance(value, bool):
+        return str(value)  # a JSON number, as written (Decimal keeps an exponent visible)
     if not isinstance(value, str):
         out.append(RowError(line, key, f"expected text, got {type(value).__name__}"))
         return None
     return value.strip() or None
 
 
-def _parse_row(
+def parse_amount(text: str) -> Decimal | None:
+    """The amount as a Decimal, or None unless written as ASCII digits with one optional point.
+
+    ``1e3``, ``1_000.00``, ``1,000.00``, ``+5``, ``NaN`` and non-ASCII digits (such as
+    Arabic-Indic ``١٠``) are refused although ``Decimal()`` would accept them: a bank file
+    means what its characters say, and the service takes only plain decimals.
+
+    Args:
+        text: the cell's text, stripped.
+    """
+    return Decimal(text) if _AMOUNT.fullmatch(text) else None
+
+
+def parse_record(
     line: int,
     record: Mapping[str, object],
     check: Callable[[BulkRow], list[RowError]],
-    jsonl: bool,
+    *,
+    known_only: bool,
 ) -> tuple[BulkRow | None, list[RowError]]:
+    """One record (a CSV row or a JSON object) as a checked row, or every problem it has.
+
+    Every problem of the row is listed, not only the first: the ISO/SEPA check runs on
+    the other columns even when one of them could not be read.
+
+    Args:
+        line: the record's line number.
+        record: column name -> value.
+        check: the ISO/SEPA check of a parsed row (see :func:`check_row`).
+        known_only: refuse keys that are not columns (JSON objects; CSV checks its header).
+
+    Returns:
+        ``(row, [])`` for a valid record, ``(None, problems)`` otherwise.
+    """
     errors: list[RowError] = []
-    if jsonl:
+    if known_only:
         errors.extend(
             RowError(line, None, f"unknown field {key!r}") for key in record if key not in COLUMNS
         )
@@ -264,17 +304,21 @@ def _parse_row(
             errors.append(RowError(line, key, "required, but empty"))
     amount: Decimal | None = None
     if values["amount"] is not None:
-        try:
-            amount = Decimal(values["amount"])
-        except InvalidOperation:
-            errors.append(RowError(line, "amount", f"not a decimal number: {values['amount']!r}"))
-    if errors:
-        return None, errors
-    assert amount is not None  # every required value is present past this point
+        amount = parse_amount(values["amount"])
+        if amount is None:
+            errors.append(
+                RowError(
+                    line,
+                    "amount",
+                    f"not a decimal number: {values['amount']!r} (write digits 0-9 and "
+                    "one '.', such as 1000.00)",
+                )
+            )
     row = BulkRow(
         line=line,
         original_end_to_end_id=values["original_end_to_end_id"] or "",
-        amount=amount,
+        # A stand-in only so the other columns still get checked; never sent (errors).
+        amount=amount if amount is not None else Decimal("1.00"),
         currency=(values["currency"] or "EUR").upper(),
         creditor_agent_bic=values["creditor_agent_bic"] or "",
         creditor_iban=values["creditor_iban"] or "",
@@ -284,8 +328,9 @@ def _parse_row(
         originator_name=values["originator_name"],
         assignment_id=values["assignment_id"],
     )
-    problems = check(row)
-    return (None, problems) if problems else (row, [])
+    reported = {e.column for e in errors}
+    errors.extend(e for e in check(row) if e.column is None or e.column not in reported)
+    return (None, errors) if errors else (row, [])
 
 
 def check_row(row: BulkRow) -> list[RowError]:
@@ -355,7 +400,7 @@ def read_input(
         if not header_ok:
             invalid.append(line)
             continue
-        row, problems = _parse_row(line, record, check, jsonl)
+        row, problems = parse_record(line, record, check, known_only=jsonl)
         if row is not None:
             first = seen_e2e.setdefault(row.original_end_to_end_id, line)
             if first != line:

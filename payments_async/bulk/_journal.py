@@ -30,6 +30,7 @@ __all__ = [
     "ACKNOWLEDGED",
     "FINAL",
     "INVALID",
+    "NOT_SENT",
     "PLANNED",
     "SENT",
     "Journal",
@@ -51,6 +52,9 @@ FINAL: Final = "final"
 """The outcome is known (accepted, rejected, unknown) or the service refused the row."""
 INVALID: Final = "invalid"
 """The input row failed validation and was skipped (``--skip-invalid``)."""
+
+NOT_SENT: Final = "not_sent"
+"""A final row's outcome when its request could never be sent (it failed before the POST)."""
 
 SCHEMA_VERSION: Final = 1
 
@@ -202,6 +206,11 @@ class Journal(Protocol):
         """Record an error; ``final`` when retrying cannot help (the service refused it)."""
         ...
 
+    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
+        """The attempt failed before its request could reach the service: back to
+        ``planned`` (``final``: the row ends as ``not_sent``)."""
+        ...
+
     def close(self) -> None:
         """Write what is queued and release the file."""
         ...
@@ -314,6 +323,13 @@ class MemoryJournal(_Memory):
             self._update(line, state=FINAL, outcome="failed", error=error)
         else:
             self._update(line, error=error)
+
+    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
+        """Keep the error; the row is ``planned`` again (or final ``not_sent``)."""
+        if final:
+            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
+        else:
+            self._update(line, state=PLANNED, error=error)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -585,6 +601,21 @@ class SqliteJournal(_Memory):
             self._update(line, error=error)
             await self._write(
                 "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?", (error, _now(), line)
+            )
+
+    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
+        """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
+        if final:
+            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
+            await self._write(
+                "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
+                (FINAL, NOT_SENT, error, _now(), line),
+            )
+        else:
+            self._update(line, state=PLANNED, error=error)
+            await self._write(
+                "UPDATE rows SET state = ?, error = ?, updated_at = ? WHERE line = ?",
+                (PLANNED, error, _now(), line),
             )
 
     def close(self) -> None:

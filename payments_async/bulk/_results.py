@@ -9,9 +9,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
-from ._journal import FINAL, INVALID, RowState
+from ._journal import FINAL, INVALID, NOT_SENT, PLANNED, SENT, RowState
 
-__all__ = ["RESULT_COLUMNS", "result_record", "write_results"]
+__all__ = ["RESULT_COLUMNS", "UNFINISHED", "result_record", "row_outcome", "write_results"]
 
 RESULT_COLUMNS: Final = (
     "line",
@@ -30,25 +30,41 @@ RESULT_COLUMNS: Final = (
 """The columns of the results file, in order."""
 
 
-def _outcome(row: RowState) -> str:
+UNFINISHED: Final = ("not_sent", "in_flight", "pending")
+"""Row outcomes a rerun of the same command picks up (see :func:`row_outcome`)."""
+
+
+def row_outcome(row: RowState) -> str:
+    """What a row's state means for its owner, as the results file and summary name it.
+
+    ``accepted``, ``rejected``, ``unknown`` (codes nobody can classify: check with the
+    bank), ``refused`` (the service refused it for good; the reason says why),
+    ``invalid`` (a skipped input row), ``not_sent`` (the service does not have it; a
+    rerun sends it), ``in_flight`` (sent, no answer recorded: the service may have it; a
+    rerun resends it with its recorded id) or ``pending`` (acknowledged, outcome not yet
+    known: a rerun waits for it).
+    """
     if row.state == FINAL:
+        if row.outcome == "failed":
+            return "refused"
         return row.outcome or "unknown"
     if row.state == INVALID:
         return "invalid"
-    # Not final: the run stopped (interrupted, or the service kept failing) before the
-    # outcome was known. A rerun of the same command picks the row up where it is.
-    return "failed" if row.error else "pending"
+    if row.state == PLANNED:
+        return NOT_SENT
+    if row.state == SENT:
+        return "in_flight"
+    return "pending"
 
 
 def result_record(row: RowState) -> dict[str, Any]:
     """One row of the results file as a dict (JSON types; CSV writes them as text).
 
-    ``outcome`` is ``accepted``, ``rejected``, ``unknown`` (a final code we cannot
-    classify), ``failed`` (the service refused the row, or it could not be completed:
-    rerun to resume), ``invalid`` (skipped input row) or ``pending`` (the run stopped
-    before its outcome). ``reason`` carries the service's reason text or the error.
+    ``outcome`` is one of :func:`row_outcome`'s names. ``reason`` carries the service's
+    reason text for a final outcome, otherwise the error met (why it was refused, why it
+    could not be sent, what interrupted it).
     """
-    outcome = _outcome(row)
+    outcome = row_outcome(row)
     reason = row.reason_text if outcome in ("accepted", "rejected", "unknown") else row.error
     return {
         "line": row.line,

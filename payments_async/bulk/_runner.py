@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from .._client import CancellationOutcome, PaymentsClient
-from .._constants import POLL_TIMEOUT
+from .._constants import POLL_TIMEOUT, TOKEN_PATH
 from .._errors import (
     ApiError,
     AuthenticationError,
@@ -21,19 +21,21 @@ from .._errors import (
     PermissionDeniedError,
     RateLimitedError,
     ServerError,
+    TransportError,
     ValidationError,
 )
 from ..iso20022 import decode_camt056, encode
 from ._input import BulkInput, RowError, build_row_message, read_input
 from ._journal import (
     ACKNOWLEDGED,
+    PLANNED,
     Journal,
     MemoryJournal,
     PlannedRow,
     RowState,
     SqliteJournal,
 )
-from ._results import write_results
+from ._results import UNFINISHED, row_outcome, write_results
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -81,26 +83,41 @@ class BulkCounts:
 
     Attributes:
         total: rows this run has to finish (not final before it started).
+        sent: requests this run sent that may have reached the service (an attempt that
+            failed before its request could leave is not counted).
         submitted: rows the service acknowledged during this run (201 or 200).
         replayed: of those, rows it already had (200): resent with their recorded id.
         accepted: rows whose cancellation was accepted during this run.
         rejected: rows whose cancellation was rejected during this run.
-        unknown: rows that ended with a final code nobody can classify.
-        failed: rows that met an error during this run (see the results file).
+        unknown: rows that ended with codes nobody can classify: check with the bank.
+        refused: rows the service refused for good (a 4xx a rerun cannot change).
+        not_sent: rows whose request could not be sent (token endpoint down, no
+            connection, invalid message): the service does not have them.
+        failed: rows that met an error a rerun may overcome (see the results file).
     """
 
     total: int = 0
+    sent: int = 0
     submitted: int = 0
     replayed: int = 0
     accepted: int = 0
     rejected: int = 0
     unknown: int = 0
+    refused: int = 0
+    not_sent: int = 0
     failed: int = 0
 
     @property
     def done(self) -> int:
-        """Rows that need nothing more from this run (final or failed)."""
-        return self.accepted + self.rejected + self.unknown + self.failed
+        """Rows that need nothing more from this run (final, refused, not sent or failed)."""
+        return (
+            self.accepted
+            + self.rejected
+            + self.unknown
+            + self.refused
+            + self.not_sent
+            + self.failed
+        )
 
 
 class ProgressSink(Protocol):
@@ -125,6 +142,9 @@ class BulkReport:
         elapsed: seconds the run took (planning and writing included).
         interrupted: True when the run was stopped before it finished.
         journal_commits: transactions written to the journal during the run.
+        totals: rows by outcome over every run (see :func:`row_outcome`).
+        halted: the error that stopped the run from sending more rows (the token
+            endpoint or the service could not be reached), or None.
     """
 
     counts: BulkCounts
@@ -137,11 +157,12 @@ class BulkReport:
     interrupted: bool = False
     journal_commits: int = 0
     totals: dict[str, int] = field(default_factory=dict)
+    halted: PaymentsError | None = None
 
     @property
     def complete(self) -> bool:
         """True when every valid row has a final outcome."""
-        return self.totals.get("pending", 0) == 0 and self.totals.get("failed_retryable", 0) == 0
+        return not any(self.totals.get(k, 0) for k in UNFINISHED)
 
 
 def connection_limit_for(concurrency: int) -> int:
@@ -198,13 +219,32 @@ def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
     return planned
 
 
+# 4xx statuses a rerun may overcome: credentials or permissions fixed, load gone down.
+_RETRYABLE_4XX: Final = frozenset({401, 403, 408, 409, 425, 429})
+
+
 def _is_final_refusal(exc: PaymentsError) -> bool:
     """True when resending the same row cannot help: the service refused the message."""
     if isinstance(exc, ValidationError):
         return True
     if isinstance(exc, AuthenticationError | PermissionDeniedError | RateLimitedError):
         return False  # a setup or load problem: a rerun may well succeed
-    return isinstance(exc, ApiError) and not isinstance(exc, ServerError) and exc.status == 400
+    if isinstance(exc, ServerError) or not isinstance(exc, ApiError) or exc.path == TOKEN_PATH:
+        return False
+    return exc.status is not None and 400 <= exc.status < 500 and exc.status not in _RETRYABLE_4XX
+
+
+def _never_sent(exc: PaymentsError) -> bool:
+    """True when the attempt failed before its POST could reach the service.
+
+    A token-endpoint failure (its path is the token path), a transport failure that says
+    no byte was sent (connection refused), or a message refused before any I/O.
+    """
+    if isinstance(exc, ValidationError):
+        return True
+    if isinstance(exc, TransportError):
+        return not exc.request_sent
+    return exc.path == TOKEN_PATH
 
 
 def _one_line(exc: BaseException) -> str:
@@ -249,6 +289,10 @@ class BulkRunner:
         self._requests = asyncio.Semaphore(concurrency)
         self._waiting = asyncio.Semaphore(max(max_waiting, concurrency))
         self.counts = BulkCounts()
+        self.halted: PaymentsError | None = None
+
+    def _halting(self) -> bool:
+        return self.halted is not None
 
     def _changed(self) -> None:
         if self._progress is not None:
@@ -282,12 +326,15 @@ class BulkRunner:
         return self.counts
 
     async def _submitter(self, queue: asyncio.Queue[RowState], tg: asyncio.TaskGroup) -> None:
-        while True:
+        while not self._halting():
             try:
                 row = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
             await self._waiting.acquire()
+            if self._halting():  # the service became unreachable meanwhile
+                self._waiting.release()
+                return
             if row.state == ACKNOWLEDGED and row.payments_service_id is not None:
                 psid: str | None = row.payments_service_id
             else:
@@ -300,24 +347,56 @@ class BulkRunner:
     async def _submit(self, row: RowState) -> str | None:
         assert row.body is not None  # only invalid rows lack a body, and they are done
         journal = self._journal
-        await journal.mark_sent(row.line)  # committed before the request goes out
-        try:
-            msg = decode_camt056(row.body)
-            async with self._requests:
+        # A row waiting for a slot is not "sent": it is marked so only once its request
+        # is about to leave, which keeps an interrupted run's counts and states true.
+        async with self._requests:
+            # Counted together with the journal's "sent" (set before the commit is awaited),
+            # so an interrupt during the commit leaves the two in agreement.
+            self.counts.sent += 1
+            await journal.mark_sent(row.line)  # committed before the request goes out
+            try:
+                msg = decode_camt056(row.body)
                 sub = await self._client.request_cancellation(msg)
-        except PaymentsError as exc:
-            final = _is_final_refusal(exc)
-            logger.debug("line %d: submission failed (final=%s): %s", row.line, final, exc)
-            await journal.mark_error(row.line, _one_line(exc), final=final)
-            self.counts.failed += 1
-            self._changed()
-            return None
-        await journal.mark_acknowledged(row.line, sub.payments_service_id, sub.created)
+            except PaymentsError as exc:
+                await self._failed(row, exc)
+                return None
+        # Counters first: the journal's memory changes before its commit is awaited.
         self.counts.submitted += 1
         if sub.replayed:
             self.counts.replayed += 1
+        await journal.mark_acknowledged(row.line, sub.payments_service_id, sub.created)
         self._changed()
         return sub.payments_service_id
+
+    async def _failed(self, row: RowState, exc: PaymentsError) -> None:
+        """Record a failed submission as what it is: not sent, refused, or in flight."""
+        journal = self._journal
+        text = _one_line(exc)
+        final = _is_final_refusal(exc)
+        # "Not sent" only if no earlier attempt (an earlier run's) may have reached it.
+        if _never_sent(exc) and not isinstance(exc, ValidationError) and self.halted is None:
+            # The token endpoint or the service cannot be reached: every other row would
+            # meet the same. Send no more; what is left stays planned for a rerun.
+            logger.debug("line %d: the service cannot be reached; sending no more", row.line)
+            self.halted = exc
+        # Counters first: the journal's memory changes before its commit is awaited.
+        if _never_sent(exc) and row.state == PLANNED:
+            self.counts.sent -= 1
+            if final:
+                self.counts.not_sent += 1
+            else:
+                self.counts.failed += 1
+            logger.debug("line %d: not sent (final=%s): %s", row.line, final, exc)
+            await journal.mark_not_sent(row.line, text, final=final)
+        elif final:
+            self.counts.refused += 1
+            logger.debug("line %d: refused: %s", row.line, exc)
+            await journal.mark_error(row.line, text, final=True)
+        else:
+            self.counts.failed += 1
+            logger.debug("line %d: submission failed, may be stored: %s", row.line, exc)
+            await journal.mark_error(row.line, text, final=False)
+        self._changed()
 
     async def _wait(self, line: int, payments_service_id: str) -> None:
         try:
@@ -361,25 +440,11 @@ class BulkRunner:
 
 
 def _totals(rows: Sequence[RowState]) -> dict[str, int]:
-    """Rows by outcome over every run: accepted, rejected, unknown, failed, invalid, pending."""
-    out = {
-        "accepted": 0,
-        "rejected": 0,
-        "unknown": 0,
-        "failed": 0,
-        "failed_retryable": 0,
-        "invalid": 0,
-        "pending": 0,
-    }
+    """Rows by outcome over every run (see :func:`row_outcome`)."""
+    out = dict.fromkeys(("accepted", "rejected", "unknown", "refused", "invalid", *UNFINISHED), 0)
     for r in rows:
-        if r.state == "final":
-            out[r.outcome or "unknown"] = out.get(r.outcome or "unknown", 0) + 1
-        elif r.state == "invalid":
-            out["invalid"] += 1
-        elif r.error:
-            out["failed_retryable"] += 1
-        else:
-            out["pending"] += 1
+        name = row_outcome(r)
+        out[name] = out.get(name, 0) + 1
     return out
 
 
@@ -396,6 +461,7 @@ async def bulk_cancel(
     progress: ProgressSink | None = None,
     stop: asyncio.Event | None = None,
     on_plan: Callable[[BulkInput, bool], Awaitable[None] | None] | None = None,
+    on_checked: Callable[[BulkInput], Awaitable[object] | None] | None = None,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
@@ -418,6 +484,9 @@ async def bulk_cancel(
         stop: when set, the run stops promptly (state stays committed) and the report
             says ``interrupted``.
         on_plan: called with the checked input and whether the run resumes, before sending.
+        on_checked: called with the checked input before the journal is opened (the CLI
+            checks there that the service can be reached); what it raises propagates and
+            nothing is written.
 
     Returns:
         The report; the results file is written even when the run was interrupted.
@@ -432,6 +501,10 @@ async def bulk_cancel(
     bulk = read_input(input_path)
     if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.rows):
         raise BulkInputError(bulk.errors)
+    if on_checked is not None:
+        checked = on_checked(bulk)
+        if checked is not None:
+            await checked
     results = Path(results_path) if results_path is not None else default_results_path(input_path)
     journal: Journal
     if use_journal:
@@ -485,6 +558,7 @@ async def bulk_cancel(
             interrupted=interrupted,
             journal_commits=getattr(journal, "commits", 0),
             totals=_totals(rows),
+            halted=runner.halted,
         )
     finally:
         journal.close()

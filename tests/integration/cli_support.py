@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import socket
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -165,3 +166,149 @@ def precreate_payments(
 def read_results(path: Path) -> list[dict[str, str]]:
     with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+# --- a small fake service, for what the sandbox cannot be made to do -----------------------
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@dataclass
+class FakeService:
+    """What the fake answers; tests change these fields between runs.
+
+    Attributes:
+        token_status: the status of ``POST /oauth/token`` (200 gives a token).
+        refuse_e2e: end-to-end ids whose camt.056 is refused with 400
+            DUPLICATE_MESSAGE_ID (a reused ``assgnmt.id``).
+        conf: the camt.029 ``sts.conf`` (and ``txCxlSts``) every outcome read returns.
+        tx_cxl_sts: the camt.029 ``txCxlSts``.
+        tx_sts: the pacs.002 ``txSts`` every status read returns.
+        requests: path -> requests received.
+    """
+
+    url: str = ""
+    token_status: int = 200
+    refuse_e2e: frozenset[str] = frozenset()
+    conf: str = "CNCL"
+    tx_cxl_sts: str = "ACCR"
+    tx_sts: str = "ACCC"
+    requests: dict[str, int] | None = None
+
+
+def _fake_app(state: FakeService) -> Any:
+    from aiohttp import web
+
+    resolution = json.loads((FIXTURES / "camt029_resolution.json").read_text())
+    report = json.loads((FIXTURES / "pacs002_accc.json").read_text())
+    counter = {"n": 0}
+
+    def count(request: web.Request) -> None:
+        key = request.path.split("/")[2] if request.path.count("/") > 1 else request.path
+        assert state.requests is not None
+        state.requests[key] = state.requests.get(key, 0) + 1
+
+    async def token(request: web.Request) -> web.Response:
+        count(request)
+        await request.read()
+        if state.token_status != 200:
+            return web.json_response(
+                {"errors": [{"code": "UNAVAILABLE", "message": "try later"}]},
+                status=state.token_status,
+            )
+        return web.json_response(
+            {"access_token": "fake-token", "token_type": "bearer", "expires_in": 3600}
+        )
+
+    async def camt056(request: web.Request) -> web.Response:
+        count(request)
+        body = await request.json()
+        req = body["fitoFIPmtCxlReq"]
+        e2e = req["undrlyg"][0]["txInf"][0]["orgnlEndToEndId"]
+        if e2e in state.refuse_e2e:
+            return web.json_response(
+                {
+                    "errors": [
+                        {
+                            "code": "DUPLICATE_MESSAGE_ID",
+                            "message": "assgnmt.id already used for another message",
+                        }
+                    ]
+                },
+                status=400,
+            )
+        counter["n"] += 1
+        return web.json_response(
+            {
+                "data": {
+                    "paymentsServiceId": f"cxl-fake-{counter['n']}",
+                    "paymentId": req["assgnmt"]["id"],
+                    "status": "PENDING",
+                    "creationDateTime": "2024-08-01T08:00:00.000",
+                }
+            },
+            status=201,
+        )
+
+    async def camt029(request: web.Request) -> web.Response:
+        count(request)
+        doc = json.loads(json.dumps(resolution))
+        doc["rsltnOfInvstgtn"]["sts"]["conf"] = state.conf
+        doc["rsltnOfInvstgtn"]["cxlDtls"][0]["txInfAndSts"][0]["txCxlSts"] = state.tx_cxl_sts
+        return web.json_response(doc)
+
+    async def pacs002(request: web.Request) -> web.Response:
+        count(request)
+        doc = json.loads(json.dumps(report))
+        doc["fitoFIPmtStsRpt"]["txInfAndSts"][0]["txSts"] = state.tx_sts
+        return web.json_response(doc)
+
+    app = web.Application()
+    app.router.add_post("/oauth/token", token)
+    app.router.add_post("/payments/camt056/v08", camt056)
+    app.router.add_get("/payments/camt029/v09/{id}", camt029)
+    app.router.add_get("/payments/pacs002/v12/{id}", pacs002)
+    return app
+
+
+@contextmanager
+def fake_service(state: FakeService | None = None) -> Iterator[FakeService]:
+    """Serve a :class:`FakeService` on 127.0.0.1 from a background thread."""
+    from aiohttp import web
+
+    state = state or FakeService()
+    state.requests = {}
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        runner = web.AppRunner(_fake_app(state))
+        await runner.setup()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        await web.SockSite(runner, sock).start()
+        state.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        stop = asyncio.Event()
+        box["stop"], box["loop"] = stop, asyncio.get_running_loop()
+        ready.set()
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    if not ready.wait(30):
+        raise RuntimeError("fake service did not start")
+    try:
+        yield state
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(30)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli_support import (
+    FakeService,
     ThreadedSandbox,
     bulk_rows,
+    fake_service,
     precreate_payments,
     read_results,
     threaded_sandbox,
@@ -20,11 +27,20 @@ from cli_support import (
 )
 from click.testing import CliRunner, Result
 
-from payments_async import Credentials, PaymentsClient
-from payments_async.bulk import SqliteJournal, plan_rows, read_input
+from payments_async import Credentials, PaymentsClient, RetryPolicy
+from payments_async.bulk import (
+    BulkReport,
+    SqliteJournal,
+    bulk_cancel,
+    journal_counts,
+    plan_rows,
+    read_input,
+)
 from payments_async.cli import cli
 from payments_async.iso20022 import decode_camt056
 from payments_async.sandbox import SandboxConfig
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +198,7 @@ def test_rows_in_flight_at_a_crash_are_resent_with_their_recorded_id(
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["resumed"] is True
-    assert summary["this_run"] == {"submitted": 4, "replayed": 1, "finished": 4}
+    assert summary["this_run"] == {"sent": 4, "submitted": 4, "replayed": 1, "finished": 4}
     assert sb.stats()["cancellations_stored"] == stored + 3  # not 4: row 2 existed
     results = read_results(tmp_path / "c.results.csv")
     row2 = next(r for r in results if r["line"] == str(first.line))
@@ -190,3 +206,167 @@ def test_rows_in_flight_at_a_crash_are_resent_with_their_recorded_id(
     assert row2["replayed"] == "true"
     assert row2["attempts"] == "2"
     assert row2["assignment_id"] == "BC-CRASH1-2"
+
+
+# --- refused, not sent, unknown, interrupted: each said as it is (issue 11, item 19) --------
+
+
+def _rows_file(tmp_path: Path, n: int, prefix: str) -> tuple[Path, list[dict[str, str]]]:
+    rows = bulk_rows(n, prefix=prefix)
+    return write_csv(tmp_path / f"{prefix.lower()}.csv", rows), rows
+
+
+def test_a_row_refused_for_good_is_reported_as_refused_and_no_rerun_is_advised(
+    tmp_path: Path,
+) -> None:
+    src, rows = _rows_file(tmp_path, 3, "E2E-REFUSED")
+    refused = rows[1]["original_end_to_end_id"]  # line 3: its assgnmt.id is "already used"
+    with fake_service(FakeService(refuse_e2e=frozenset({refused}))) as fake:
+        pre = ["--sandbox", "--base-url", fake.url]
+        result = CliRunner().invoke(cli, [*pre, "bulk-cancel", str(src)])
+        assert result.exit_code == 1, result.output  # every row done; one refused
+        assert "refused by the service (see the reason)" in result.stdout
+        assert "1 row(s) refused by the service" in result.stderr
+        assert "will not change that" in result.stderr
+        assert "run the same command again" not in result.stderr
+        results = {r["line"]: r for r in read_results(tmp_path / "e2e-refused.results.csv")}
+        assert results["3"]["outcome"] == "refused"
+        assert "DUPLICATE_MESSAGE_ID" in results["3"]["reason"]
+        assert "-> 400" in results["3"]["reason"]
+        assert {results["2"]["outcome"], results["4"]["outcome"]} == {"accepted"}
+
+        posts = (fake.requests or {}).get("camt056", 0)
+        again = CliRunner().invoke(cli, [*pre, "--json", "bulk-cancel", str(src)])
+        assert again.exit_code == 1
+        summary = json.loads(again.stdout)
+        assert (summary["refused"], summary["accepted"]) == (1, 2)
+        assert (fake.requests or {}).get("camt056", 0) == posts  # a rerun sends nothing
+
+
+def test_a_token_endpoint_failure_leaves_rows_not_sent_and_stops_sending(
+    tmp_path: Path,
+) -> None:
+    src, _ = _rows_file(tmp_path, 6, "E2E-NOTOKEN")
+    results = tmp_path / "notoken.results.csv"
+    journal_path = tmp_path / "notoken.journal.sqlite"
+
+    async def run(url: str) -> BulkReport:
+        retry = RetryPolicy.for_testing(timeout=1.0)
+        async with PaymentsClient(Credentials.sandbox(), base_url=url, retry=retry) as client:
+            return await bulk_cancel(
+                client, src, results_path=results, journal_path=journal_path, concurrency=2
+            )
+
+    with fake_service(FakeService(token_status=503)) as fake:
+        report = asyncio.run(run(fake.url))
+        assert (fake.requests or {}).get("camt056", 0) == 0  # no POST could be sent
+        assert report.halted is not None  # the first failure stopped the others
+        assert report.counts.sent == 0
+        assert report.totals["not_sent"] == 6
+        assert report.totals["in_flight"] == 0
+        assert {r["outcome"] for r in read_results(results)} == {"not_sent"}
+        assert {r.state for r in report.rows} == {"planned"}  # a rerun sends them all
+
+        fake.token_status = 200  # the token endpoint is back: the same run finishes
+        again = asyncio.run(run(fake.url))
+        assert again.resumed
+        assert again.totals["accepted"] == 6
+        assert (fake.requests or {}).get("camt056", 0) == 6
+
+
+def test_unknown_outcomes_are_counted_apart_with_what_to_do(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    src, rows = _rows_file(tmp_path, 3, "E2E-UNKNOWN")
+    precreate_payments(sb, [r["original_end_to_end_id"] for r in rows])
+    checked = read_input(src)
+    journal = SqliteJournal.open(
+        tmp_path / "e2e-unknown.results.journal.sqlite",
+        input_sha256=checked.sha256,
+        new_run_id="UNK1",
+    )
+    journal.plan(plan_rows(checked, journal.run_id))
+
+    async def unknown_final() -> None:  # an earlier run met codes nobody can classify
+        await journal.mark_sent(2)
+        await journal.mark_acknowledged(2, "cxl-earlier", True)
+        await journal.mark_final(
+            2,
+            outcome="unknown",
+            status="ZZZZ",
+            reason_codes=(),
+            reason_text=None,
+            return_request_needed=False,
+        )
+
+    asyncio.run(unknown_final())
+    journal.close()
+
+    result = bulk(sb, str(src))
+    assert result.exit_code == 3, result.output
+    assert "outcome unknown (check with the bank)" in result.stdout
+    assert "1 row(s) ended with codes nobody can classify" in result.stderr
+    assert "payments-async outcome ID" in result.stderr
+    assert "run the same command again" not in result.stderr  # a rerun cannot help
+    summary = json.loads(bulk(sb, str(src), json_out=True).stdout)
+    assert (summary["unknown"], summary["accepted"]) == (1, 2)
+
+
+def test_the_summary_after_ctrl_c_counts_what_was_actually_sent(tmp_path: Path) -> None:
+    config = SandboxConfig(processing_delay=3600, settlement_delay=30)
+    with threaded_sandbox(config) as sandbox:
+        src, _ = _rows_file(tmp_path, 400, "E2E-SIGINT")
+        journal = tmp_path / "e2e-sigint.results.journal.sqlite"
+        cmd = [
+            sys.executable,
+            "-m",
+            "payments_async",
+            "--sandbox",
+            "--base-url",
+            sandbox.url,
+            "--json",
+            "bulk-cancel",
+            str(src),
+            "--concurrency",
+            "8",
+        ]
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            if journal.exists() and journal_counts(journal).get("acknowledged", 0) >= 40:
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err
+        summary = json.loads(out)
+        run = summary["this_run"]
+        received = camt056_requests(sandbox)
+        # Every request the service received is counted as sent, and at most the requests
+        # in flight at the Ctrl-C (the concurrency) may not have reached it.
+        assert received <= run["sent"] <= received + 8, (run, received)
+        assert run["submitted"] <= run["sent"]
+        results = read_results(tmp_path / "e2e-sigint.results.csv")
+        outcomes = Counter(r["outcome"] for r in results)
+        assert outcomes["in_flight"] == run["sent"] - run["submitted"]
+        assert outcomes["not_sent"] == 400 - run["sent"]
+        assert summary["not_sent"] == outcomes["not_sent"]
+        assert summary["in_flight"] == outcomes["in_flight"]
+
+
+def test_rows_whose_outcome_codes_nobody_can_classify_are_counted_unknown(
+    tmp_path: Path,
+) -> None:
+    src, _ = _rows_file(tmp_path, 3, "E2E-ZZZZ")
+    with fake_service(FakeService(conf="ZZZZ", tx_cxl_sts="ZZZZ")) as fake:
+        pre = ["--sandbox", "--base-url", fake.url, "--json"]
+        result = CliRunner().invoke(cli, [*pre, "bulk-cancel", str(src), "--timeout", "30"])
+        assert result.exit_code == 3, result.output
+        summary = json.loads(result.stdout)
+        assert (summary["unknown"], summary["in_flight"], summary["pending"]) == (3, 0, 0)
+        results = read_results(tmp_path / "e2e-zzzz.results.csv")
+        assert {(r["outcome"], r["status"]) for r in results} == {("unknown", "ZZZZ")}

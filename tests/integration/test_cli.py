@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from cli_support import ThreadedSandbox, threaded_sandbox
+from cli_support import FakeService, ThreadedSandbox, fake_service, free_port, threaded_sandbox
 from click.testing import CliRunner, Result
 
 from payments_async._keys import private_key_pem
@@ -286,15 +287,16 @@ def test_invalid_cancel_file_is_exit_2_and_nothing_is_sent(
     before = sb.stats()["requests"].get("camt056", 0)
     result = run(sb, "cancel", str(path))
     assert result.exit_code == 2
-    assert "validation problems" in result.stderr
-    assert "bicfi" in result.stderr
-    assert "iban" in result.stderr
+    # Every problem of the object, each named by its column.
+    assert "creditor_agent_bic: not a BICFI" in result.stderr
+    assert "creditor_iban:" in result.stderr
     assert sb.stats()["requests"].get("camt056", 0) == before
     unknown = tmp_path / "unknown.json"
     unknown.write_text(json.dumps({"foo": 1}))
     result = run(sb, "cancel", str(unknown))
     assert result.exit_code == 2
-    assert "missing original_end_to_end_id" in result.stderr
+    assert "unknown field 'foo'" in result.stderr
+    assert "original_end_to_end_id: required, but empty" in result.stderr
 
 
 def test_outcome_of_unknown_id_is_exit_3(sb: ThreadedSandbox) -> None:
@@ -317,6 +319,212 @@ def test_keygen_writes_a_private_key_and_prints_registration_facts(tmp_path: Pat
     assert "iss  acme" in result.stdout
     again = CliRunner().invoke(cli, ["--json", "keygen", "--dir", str(tmp_path)])
     assert again.exit_code == 2  # never overwrites a key
-    assert "refusing to overwrite" in again.stderr
+    assert "refusing to overwrite" in json.loads(again.stdout)["error"]  # --json: stdout
     small = CliRunner().invoke(cli, ["keygen", "--dir", str(tmp_path), "--bits", "1024"])
     assert small.exit_code == 2
+
+
+# --- a clear line, never a traceback (issue 11, items 17 and 18) ----------------------------
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+_DEEP_OBJECT = '{"a":' * 5_000 + "1" + "}" * 5_000
+_CREDS = {
+    "client_id": "acme",
+    "client_secret": "s3cret",
+    "key_id": "kid-1",
+    "issuer": "acme",
+    "private_key_file": "key.pem",
+}
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    """Command lines a user may get wrong -> (argv, what the one line must name)."""
+    files = {
+        "latin1.json": b'{"original_end_to_end_id": "Caf\xe9"}',
+        "deep.json": _DEEP.encode(),
+        "deep-object.json": _DEEP_OBJECT.encode(),
+        "latin1.csv": b"original_end_to_end_id,amount\nCaf\xe9,1.00\n",
+        "deep.jsonl": _DEEP.encode() + b"\n",
+        "creds-types.json": json.dumps(_CREDS | {"client_id": 5, "issuer": ["a"]}).encode(),
+        "creds-latin1.json": b'{"client_id": "Caf\xe9"}',
+        "creds-deep.json": _DEEP.encode(),
+        "creds-types.toml": b'client_id = 5\nclient_secret = "x"\n',
+        "creds-latin1.toml": b'client_id = "Caf\xe9"\n',
+        "amount-exp.json": json.dumps(
+            {
+                "original_end_to_end_id": "E2E-1",
+                "amount": "1e3",
+                "creditor_agent_bic": "COBADEFFXXX",
+                "creditor_iban": CREDITOR_IBAN,
+                "reason": "DUPL",
+                "assigner_bic": "BNPAFRPPXXX",
+                "assignee_bic": "COBADEFFXXX",
+            }
+        ).encode(),
+    }
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    f = {name: str(tmp / name) for name in files}
+    url = f"http://127.0.0.1:{free_port()}"  # nothing is sent in any of these cases
+    sb = ["--sandbox", "--base-url", url]
+    return {
+        "pay non-UTF-8": ([*sb, "pay", f["latin1.json"]], "not UTF-8"),
+        "pay deep JSON": ([*sb, "pay", f["deep.json"]], "nested"),
+        "pay deep object": ([*sb, "pay", f["deep-object.json"]], "nested"),
+        "cancel non-UTF-8": ([*sb, "cancel", f["latin1.json"]], "not UTF-8"),
+        "cancel deep JSON": ([*sb, "cancel", f["deep.json"]], "nested"),
+        "cancel 1e3": ([*sb, "cancel", f["amount-exp.json"]], "not a decimal number"),
+        "bulk non-UTF-8": ([*sb, "bulk-cancel", f["latin1.csv"]], "line 2"),
+        "bulk deep JSONL": ([*sb, "bulk-cancel", f["deep.jsonl"]], "problem"),
+        "port out of range": (
+            ["--sandbox", "--base-url", "http://127.0.0.1:99999", "token"],
+            "Port out of range",
+        ),
+        "malformed URL": (["--sandbox", "--base-url", "http://[::1", "token"], "--base-url"),
+        "not a URL": (["--sandbox", "--base-url", "notaurl", "status", "x"], "--base-url"),
+        "ftp URL": (["--sandbox", "--base-url", "ftp://host", "outcome", "x"], "--base-url"),
+        "creds wrong types": (
+            ["--credentials", f["creds-types.json"], "--base-url", url, "token"],
+            "client_id must be text, not a number",
+        ),
+        "creds non-UTF-8": (
+            ["--credentials", f["creds-latin1.json"], "--base-url", url, "token"],
+            "not UTF-8",
+        ),
+        "creds deep": (
+            ["--credentials", f["creds-deep.json"], "--base-url", url, "token"],
+            "nested",
+        ),
+        "creds TOML wrong types": (
+            ["--credentials", f["creds-types.toml"], "--base-url", url, "token"],
+            "client_id must be text",
+        ),
+        "creds TOML non-UTF-8": (
+            ["--credentials", f["creds-latin1.toml"], "--base-url", url, "token"],
+            "not UTF-8",
+        ),
+        "bad id": ([*sb, "status", "a/b"], "paymentsServiceId"),
+        "sandbox port out of range": (["sandbox", "--port", "99999"], "port"),
+        "concurrency 0": ([*sb, "bulk-cancel", "--concurrency", "0", f["latin1.csv"]], "0"),
+        "timeout not a number": ([*sb, "outcome", "x", "--timeout", "soon"], "soon"),
+        "unknown option": ([*sb, "token", "--nope"], "--nope"),
+        "unknown command": (["paymnt"], "paymnt"),
+        "missing file": ([*sb, "pay", str(tmp / "missing.json")], "missing.json"),
+        "keygen bits": (["keygen", "--dir", str(tmp / "k"), "--bits", "512"], "512"),
+    }
+
+
+def test_every_bad_input_is_one_line_and_exit_2_never_a_traceback(tmp_path: Path) -> None:
+    """A fuzz over every command: each user mistake is one line naming it, exit 2."""
+    failures = []
+    for name, (argv, named) in _bad_inputs(tmp_path).items():
+        for as_json in (False, True):
+            args = ["--json", *argv] if as_json else argv
+            result = CliRunner().invoke(cli, args)
+            output = result.stdout + result.stderr
+            problem = None
+            if result.exit_code != 2:
+                problem = f"exit {result.exit_code}"
+            elif not isinstance(result.exception, SystemExit) or "Traceback" in output:
+                problem = f"traceback: {result.exception!r}"
+            elif as_json:
+                lines = result.stdout.splitlines()
+                obj = json.loads(lines[-1]) if lines else {}
+                if obj.get("exit_code") != 2 or named not in obj.get("error", ""):
+                    problem = f"JSON error object: {result.stdout!r}"
+            else:
+                errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+                if len(errors) != 1 or named not in errors[0]:
+                    problem = f"one line naming {named!r}: {result.stderr!r}"
+            if problem:
+                failures.append(f"{name} (json={as_json}): {problem}")
+    assert not failures, "\n".join(failures)
+
+
+def test_a_bad_file_in_a_real_process_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"original_end_to_end_id,amount\n\xff\xfe,1.00\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "payments_async", "--sandbox", "bulk-cancel", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert [x for x in proc.stderr.splitlines() if x.startswith("error")] == [
+        f"error: {str(bad)!r}, line 2, is not UTF-8 text (byte 0xff at offset 30); save it as UTF-8"
+    ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["token"], ["status", "pay-1"], ["outcome", "cxl-1", "--wait"], ["bulk-cancel", "IN"]],
+    ids=["token", "status", "outcome-wait", "bulk-cancel"],
+)
+def test_an_unreachable_service_is_named_and_given_up_on_within_10_s(
+    tmp_path: Path, command: list[str]
+) -> None:
+    src = tmp_path / "in.csv"
+    src.write_text(
+        "original_end_to_end_id,amount,creditor_agent_bic,creditor_iban,reason,"
+        f"assigner_bic,assignee_bic\nE2E-1,1.00,COBADEFFXXX,{CREDITOR_IBAN},DUPL,"
+        "BNPAFRPPXXX,COBADEFFXXX\n"
+    )
+    command = [str(src) if c == "IN" else c for c in command]
+    url = f"http://127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", url, *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    took = time.monotonic() - started
+    assert proc.returncode == 3, proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("error")]
+    assert len(errors) == 1, proc.stderr
+    assert errors[0].startswith(f"error: connection refused to {url} "), proc.stderr
+    assert took < 10, f"gave up after {took:.1f} s"
+    assert not list(tmp_path.glob("*.sqlite*"))  # bulk: no journal for a run never started
+
+
+def test_outcome_with_codes_nobody_can_classify_is_exit_3_with_every_raw_code() -> None:
+    with fake_service(FakeService(conf="ZZZZ", tx_cxl_sts="ZZZY")) as fake:
+        base = ["--sandbox", "--base-url", fake.url]
+        result = CliRunner().invoke(cli, [*base, "outcome", "cxl-1"])
+        assert result.exit_code == 3, result.output
+        assert "cancellation UNKNOWN" in result.stdout
+        assert "raw codes  ZZZZ ZZZY" in result.stdout
+        assert "check with the bank" in result.stdout
+        as_json = CliRunner().invoke(cli, [*base, "--json", "outcome", "cxl-1"])
+        assert as_json.exit_code == 3
+        data = json.loads(as_json.stdout)
+        assert (data["outcome"], data["status"], data["tx_statuses"]) == (
+            "unknown",
+            "ZZZZ",
+            ["ZZZY"],
+        )
+        # A contradiction (accepted for the group, refused for the transaction) too.
+        fake.conf, fake.tx_cxl_sts = "ACCC", "RJCR"
+        contradiction = CliRunner().invoke(cli, [*base, "outcome", "cxl-1"])
+        assert contradiction.exit_code == 3
+        assert "raw codes  ACCC RJCR" in contradiction.stdout
+
+
+def test_status_with_a_code_nobody_can_classify_is_exit_3() -> None:
+    with fake_service(FakeService(tx_sts="WXYZ")) as fake:
+        base = ["--sandbox", "--base-url", fake.url]
+        result = CliRunner().invoke(cli, [*base, "status", "pay-1"])
+        assert result.exit_code == 3, result.output
+        assert "raw codes  WXYZ" in result.stdout
+        as_json = CliRunner().invoke(cli, [*base, "--json", "status", "pay-1"])
+        assert as_json.exit_code == 3
+        assert json.loads(as_json.stdout)["tx_statuses"] == ["WXYZ"]
+        fake.tx_sts = "ACCC"
+        assert CliRunner().invoke(cli, [*base, "status", "pay-1"]).exit_code == 0

@@ -145,3 +145,61 @@ def test_utf8_bom_and_lowercase_codes_are_accepted(tmp_path: Path) -> None:
     bulk = read_input(p)
     assert bulk.errors == ()
     assert bulk.rows[0].reason == "DUPL"
+
+
+def test_amounts_are_strict_decimals(tmp_path: Path) -> None:
+    """Decimal() accepts all of these; a bank file means what its characters say."""
+    refused = ["1e3", "1E3", "1_000.00", '"1,000.00"', "+5.00", "-5.00", "NaN", "Infinity"]
+    refused += ["\u0661\u0660\u0660\u0660.\u0660\u0660", "\uff11\uff10.00", "12.", ".5"]
+    lines = [
+        GOOD.replace("E2E-1", f"E2E-{i}").replace("12.50", amount)
+        for i, amount in enumerate(refused)
+    ]
+    p = _csv(tmp_path, HEADER, *lines, GOOD.replace("E2E-1", "E2E-OK").replace("12.50", "1000.00"))
+    bulk = read_input(p)
+    assert [r.amount for r in bulk.rows] == [Decimal("1000.00")]
+    amount_errors = {e.line for e in bulk.errors if e.column == "amount"}
+    assert amount_errors == set(range(2, 2 + len(refused))), _messages(p)
+    assert all("not a decimal number" in e.message for e in bulk.errors)
+
+
+def test_json_numbers_are_taken_as_written(tmp_path: Path) -> None:
+    row = dict(zip(HEADER.split(","), GOOD.split(","), strict=True))
+    p = tmp_path / "in.jsonl"
+    p.write_text(
+        "\n".join(
+            [
+                json.dumps(row | {"original_end_to_end_id": "E2E-A"}) + "",
+                '{"original_end_to_end_id": "E2E-B", "amount": 1e3'
+                + json.dumps({k: v for k, v in row.items() if k not in ("amount",)}).replace(
+                    '{"original_end_to_end_id": "E2E-1"', ""
+                )
+                + "",
+                json.dumps(row | {"original_end_to_end_id": "E2E-C"}).replace('"12.50"', "1000.5"),
+                json.dumps(row | {"original_end_to_end_id": "E2E-D"}).replace('"12.50"', "250"),
+            ]
+        )
+        + "\n"
+    )
+    bulk = read_input(p)
+    assert [(r.original_end_to_end_id, r.amount) for r in bulk.rows] == [
+        ("E2E-A", Decimal("12.50")),
+        ("E2E-C", Decimal("1000.5")),
+        ("E2E-D", Decimal("250")),
+    ]
+    assert [str(e) for e in bulk.errors] == [
+        "line 2: amount: not a decimal number: '1E+3' (write digits 0-9 and one '.', "
+        "such as 1000.00)"
+    ]
+
+
+def test_every_problem_of_a_row_is_listed_not_only_the_first(tmp_path: Path) -> None:
+    bad = "E2E-9,ten,EUR,NOTABIC,DE00370400440532013000,WHY,BNPAFRPPXXX,COBADEFFXXX,Alice"
+    p = _csv(tmp_path, HEADER, bad, ",1e3,EUR,COBADEFFXXX,DE0,DUPL,BNPAFRPPXXX,COBADEFFXXX,")
+    bulk = read_input(p)
+    by_line: dict[int, set[str | None]] = {}
+    for e in bulk.errors:
+        by_line.setdefault(e.line, set()).add(e.column)
+    # An unreadable amount no longer hides the BIC, IBAN and reason problems.
+    assert by_line[2] == {"amount", "creditor_agent_bic", "creditor_iban", "reason"}, _messages(p)
+    assert by_line[3] == {"original_end_to_end_id", "amount", "creditor_iban"}, _messages(p)

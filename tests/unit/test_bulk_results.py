@@ -41,6 +41,28 @@ ROWS = [
     RowState(4, "E2E-3", "BC-R-4", "CX-R-4", b"{}", "sent", attempts=1, error="ServerError"),
     RowState(5, "E2E-4", "BC-R-5", "CX-R-5", b"{}", "planned"),
     RowState(6, None, None, None, None, "invalid", error="amount: not a decimal number"),
+    RowState(
+        7,
+        "E2E-7",
+        "BC-R-7",
+        "CX-R-7",
+        b"{}",
+        "final",
+        attempts=1,
+        outcome="failed",
+        error="ApiError: POST /payments/camt056/v08: -> 400: duplicate [DUPLICATE_MESSAGE_ID]",
+    ),
+    RowState(
+        8,
+        "E2E-8",
+        "BC-R-8",
+        "CX-R-8",
+        b"{}",
+        "planned",
+        attempts=1,
+        error="ServerError: POST /oauth/token: -> 503",
+    ),
+    RowState(9, "E2E-9", "BC-R-9", "CX-R-9", b"{}", "acknowledged", payments_service_id="c-9"),
 ]
 
 
@@ -50,7 +72,20 @@ def test_csv_results(tmp_path: Path) -> None:
         reader = csv.DictReader(fh)
         assert tuple(reader.fieldnames or ()) == RESULT_COLUMNS
         got = list(reader)
-    assert [r["outcome"] for r in got] == ["accepted", "rejected", "failed", "pending", "invalid"]
+    # A refused row says so (not "failed"); a row that never left is "not_sent", one that
+    # left without an answer "in_flight", an acknowledged one "pending".
+    assert [r["outcome"] for r in got] == [
+        "accepted",
+        "rejected",
+        "in_flight",
+        "not_sent",
+        "invalid",
+        "refused",
+        "not_sent",
+        "pending",
+    ]
+    assert "DUPLICATE_MESSAGE_ID" in got[5]["reason"]
+    assert got[6]["reason"] == "ServerError: POST /oauth/token: -> 503"
     assert got[1]["return_request_needed"] == "true"
     assert got[1]["replayed"] == "true"
     assert got[1]["reason_codes"] == "ARDT"
