@@ -202,7 +202,7 @@ class JwtBearerVerifier:
         leeway: float = JWT_LEEWAY,
     ) -> None:
         from joserfc.errors import JoseError
-        from joserfc.jwk import ECKey, KeySet, RSAKey
+        from joserfc.jwk import ECKey, RSAKey
 
         algs = tuple(algorithms)
         if not algs or not set(algs) <= set(NOTIFY_JWT_ALGORITHMS):
@@ -221,7 +221,7 @@ class JwtBearerVerifier:
                     raise ConfigurationError("a public key is not an RSA or EC PEM key") from exc
         if not keys:
             raise ConfigurationError("JwtBearerVerifier needs at least one public key")
-        self._keys = KeySet(list(keys))
+        self._keys = tuple(keys)
         self._issuer = issuer
         self._audience = audience
         self._algorithms = algs
@@ -244,8 +244,17 @@ class JwtBearerVerifier:
 
         if len(token) > _MAX_TOKEN_CHARS or token.count(".") != 2:
             return False
+        decoded = None
+        for key in self._keys:
+            # joserfc refuses an alg that does not fit the key type (no RSA key as HMAC).
+            try:
+                decoded = jwt.decode(token, key, algorithms=list(self._algorithms))
+                break
+            except (JoseError, ValueError, TypeError, KeyError):
+                continue
+        if decoded is None:
+            return False
         try:
-            decoded = jwt.decode(token, self._keys, algorithms=list(self._algorithms))
             registry = jwt.JWTClaimsRegistry(
                 leeway=self._leeway,
                 iss={"essential": True, "value": self._issuer},
