@@ -1,16 +1,19 @@
 """Notifications vs polling: 10,000 cancellation waiters, settlement -> outcome and GETs per waiter.
 
-Issue 12. The sandbox runs as a separate process with settlement delay D (2 s): each
-cancellation stays PDCR for D seconds after it is stored. The benchmark process submits W
-cancellations (the predefined sandbox client: no signing; at most 64 POSTs in flight) and
-starts each one's ``wait_for_cancellation_outcome`` right after its submission, in two
-rows of the same run:
+Issue 12. The sandbox runs as a separate process with settlement delay D (45 s; 3 s with
+--quick): each cancellation stays PDCR for D seconds after it is stored. The benchmark
+process submits W cancellations at a steady R per second (500; the predefined sandbox
+client: no signing) and starts each one's ``wait_for_cancellation_outcome`` right after
+its submission, so all W waiters are in flight together (W / R = 20 s < D) and the
+settlements then arrive as a steady stream of R per second, after the submissions have
+ended. Two rows in the same run:
 
 * ``polling``: the client's default ``PollPolicy`` only;
 * ``notifications``: a ``NotificationReceiver`` (HTTP Basic, short notices) attached to
   the same kind of client, served on loopback in this process; the sandbox POSTs each
   final status to it, the receiver confirms it with a signed GET and wakes the waiter.
-  The safety-net poll keeps its defaults (``NOTIFIED_POLL_INITIAL``), longer than D.
+  The safety-net poll keeps its defaults (``NOTIFIED_POLL_INITIAL``, 60 s, longer than
+  D: a notification normally comes first).
 
 Measured per row: each waiter's lag (its return minus its settlement instant, from the
 sandbox's ``creationDateTime`` + D; same machine clock), p50/p99/max, and GETs per waiter
@@ -62,7 +65,7 @@ def _epoch(creation_date_time: str) -> float:
 
 
 async def run_row(
-    sb: SandboxProcess, mode: str, waiters: int, delay: float, first_index: int
+    sb: SandboxProcess, mode: str, waiters: int, delay: float, rate: float, first_index: int
 ) -> dict[str, Any]:
     gets = 0
     get_errors = 0
@@ -103,7 +106,11 @@ async def run_row(
         errors: dict[str, int] = {}
         outcomes: dict[str, int] = {}
 
+        start = time.perf_counter() + 0.1
+
         async def one(i: int) -> None:
+            # paced: submission k leaves at start + k / rate, so settlements come at `rate`
+            await asyncio.sleep(max(0.0, start + (i - first_index) / rate - time.perf_counter()))
             msg = build_cancellation(
                 original_end_to_end_id=f"E2E{i:08d}",
                 amount=Decimal("10.00"),
@@ -150,6 +157,7 @@ async def run_row(
         "mode": mode,
         "waiters": waiters,
         "settlement_delay_s": delay,
+        "settlements_per_s": rate,
         "lag_p50_ms": round(percentile(lags, 50) * 1000, 1),
         "lag_p99_ms": round(percentile(lags, 99) * 1000, 1),
         "lag_max_ms": round(lags[-1] * 1000, 1) if lags else None,
@@ -178,13 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     waiters = 300 if args.quick else 10_000
     if args.waiters:
         waiters = args.waiters
-    delay = 2.0
+    delay = args.settlement_delay or (3.0 if args.quick else 45.0)
+    rate = args.rate
     info = machine_info()
     with sandbox_process("--settlement-delay", str(delay)) as sb:
         print(f"sandbox {sb.url} (pid {sb.proc.pid}); {waiters} waiters per row", flush=True)
         rows = []
         for k, mode in enumerate(("polling", "notifications")):
-            row = asyncio.run(run_row(sb, mode, waiters, delay, k * waiters))
+            row = asyncio.run(run_row(sb, mode, waiters, delay, rate, k * waiters))
             print(
                 f"  {mode}: p50 {row['lag_p50_ms']} ms, p99 {row['lag_p99_ms']} ms, "
                 f"{row['gets_per_waiter']} GETs/waiter",
@@ -219,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(format_table(rows, columns, title="Settlement -> outcome: notifications vs polling"))
     print("Targets:", targets)
-    name = NAME if not args.waiters else NAME + "-diagnostic"
+    diagnostic = args.waiters or args.settlement_delay or args.rate != 500.0
+    name = NAME if not diagnostic else NAME + "-diagnostic"
     path = write_result(args.out, name, result)
     print(f"wrote {path}")
     return 0
@@ -227,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _extra(p: Any) -> None:
     p.add_argument("--waiters", type=int, help="override the number of waiters per row")
+    p.add_argument("--settlement-delay", type=float, help="override D (seconds)")
+    p.add_argument("--rate", type=float, default=500.0, help="submissions (settlements) per s")
 
 
 if __name__ == "__main__":

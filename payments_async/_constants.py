@@ -93,5 +93,5 @@ NOTIFY_PATH: Final = "/notifications"  # where the receiver's aiohttp app listen
 NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these algorithms
 # With a receiver attached, polling is the safety net: it starts later and grows slower,
 # so a lost notification costs latency, not correctness.
-NOTIFIED_POLL_INITIAL: Final = 5.0
-NOTIFIED_POLL_MAX: Final = 30.0
+NOTIFIED_POLL_INITIAL: Final = 60.0
+NOTIFIED_POLL_MAX: Final = 300.0
