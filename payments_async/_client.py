@@ -458,6 +458,10 @@ class PaymentsClient:
         other (``sts.conf`` ACCC with ``txCxlSts`` RJCR) are returned as soon as a second
         poll confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
 
+        With a notification receiver attached (``attach_notifications``), it returns as
+        soon as the receiver has confirmed a final outcome for this id, and polls only as
+        the safety net.
+
         Args:
             payments_service_id: the id returned by ``request_cancellation``.
             timeout: overall deadline in seconds.
@@ -491,6 +495,10 @@ class PaymentsClient:
 
         Unclassifiable or contradicting codes are returned as soon as a second poll
         confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
+
+        With a notification receiver attached (``attach_notifications``), it returns as
+        soon as the receiver has confirmed a final status for this id, and polls only as
+        the safety net.
 
         Raises:
             PollTimeoutError: no final status before the deadline (carries every code seen).

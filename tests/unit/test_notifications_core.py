@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
-from payments_async import ConfigurationError, PollPolicy, PollTimeoutError
+from payments_async import ConfigurationError, PaymentsError, PollPolicy, PollTimeoutError
 from payments_async._polling import poll_until_final
 from payments_async.notifications import (
     BasicAuth,
@@ -397,3 +397,15 @@ def test_notification_faults_from_dict() -> None:
     for data in ({"lost": 0.1}, {"loss": 2}, {"loss": True}, {"seed": 1.5}, {"delay": "x"}):
         with pytest.raises(ValueError):  # noqa: PT011
             NotificationFaults.from_dict(data)
+
+
+def test_the_notifications_surface_is_documented_and_its_errors_in_the_tree() -> None:
+    import payments_async.notifications as notifications
+
+    assert len(set(notifications.__all__)) == len(notifications.__all__)  # ruff sorts it
+    for name in notifications.__all__:
+        obj = getattr(notifications, name)
+        if callable(obj):
+            assert obj.__doc__, name
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, PaymentsError), name
