@@ -65,7 +65,13 @@ def _epoch(creation_date_time: str) -> float:
 
 
 async def run_row(
-    sb: SandboxProcess, mode: str, waiters: int, delay: float, rate: float, first_index: int
+    sb: SandboxProcess,
+    mode: str,
+    waiters: int,
+    delay: float,
+    rate: float,
+    first_index: int,
+    receiver_options: dict[str, Any],
 ) -> dict[str, Any]:
     gets = 0
     get_errors = 0
@@ -86,7 +92,9 @@ async def run_row(
     try:
         await client.access_token_lifetime()  # the token is not what is measured
         if mode == "notifications":
-            receiver = NotificationReceiver(client, auth=BasicAuth(HOOK_USER, password))
+            receiver = NotificationReceiver(
+                client, auth=BasicAuth(HOOK_USER, password), **receiver_options
+            )
             await receiver.start()
             server = ReceiverServer(receiver)
             await server.start()
@@ -188,12 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         waiters = args.waiters
     delay = args.settlement_delay or (3.0 if args.quick else 45.0)
     rate = args.rate
+    options = {"workers": args.workers} if args.workers else {}
     info = machine_info()
     with sandbox_process("--settlement-delay", str(delay)) as sb:
         print(f"sandbox {sb.url} (pid {sb.proc.pid}); {waiters} waiters per row", flush=True)
         rows = []
         for k, mode in enumerate(("polling", "notifications")):
-            row = asyncio.run(run_row(sb, mode, waiters, delay, rate, k * waiters))
+            row = asyncio.run(run_row(sb, mode, waiters, delay, rate, k * waiters, options))
             print(
                 f"  {mode}: p50 {row['lag_p50_ms']} ms, p99 {row['lag_p99_ms']} ms, "
                 f"{row['gets_per_waiter']} GETs/waiter",
@@ -213,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": info,
         "rows": rows,
+        "receiver_options": options,
         "targets_met": targets,
     }
     columns = [
@@ -228,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(format_table(rows, columns, title="Settlement -> outcome: notifications vs polling"))
     print("Targets:", targets)
-    diagnostic = args.waiters or args.settlement_delay or args.rate != 500.0
+    diagnostic = args.waiters or args.settlement_delay or args.rate != 500.0 or args.workers
     name = NAME if not diagnostic else NAME + "-diagnostic"
     path = write_result(args.out, name, result)
     print(f"wrote {path}")
@@ -239,6 +249,7 @@ def _extra(p: Any) -> None:
     p.add_argument("--waiters", type=int, help="override the number of waiters per row")
     p.add_argument("--settlement-delay", type=float, help="override D (seconds)")
     p.add_argument("--rate", type=float, default=500.0, help="submissions (settlements) per s")
+    p.add_argument("--workers", type=int, help="diagnostic: the receiver's workers")
 
 
 if __name__ == "__main__":

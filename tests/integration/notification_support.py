@@ -107,12 +107,13 @@ async def notifying_stack(
             async def on_outcome(outcome: CancellationOutcome) -> None:
                 stack_holder[0].outcomes.append(outcome)
 
-            receiver = NotificationReceiver(
-                client,
-                auth=auth or BasicAuth(HOOK_USER, HOOK_PASSWORD),
-                on_payment_status=on_payment,
-                on_cancellation_outcome=on_outcome,
+            options: dict[str, Any] = {
+                "on_payment_status": on_payment,
+                "on_cancellation_outcome": on_outcome,
                 **receiver_options,
+            }
+            receiver = NotificationReceiver(
+                client, auth=auth or BasicAuth(HOOK_USER, HOOK_PASSWORD), **options
             )
             async with receiver, ReceiverServer(receiver) as server:
                 client.attach_notifications(receiver, poll=poll)

@@ -24,9 +24,15 @@ from notification_support import (
     transfer,
 )
 
-from payments_async import Outcome, PollPolicy
+from payments_async import CancellationOutcome, Outcome, PollPolicy
 from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH
-from payments_async.notifications import BearerAuth, JwtBearerVerifier
+from payments_async.notifications import (
+    BasicAuth,
+    BearerAuth,
+    JwtBearerVerifier,
+    NotificationReceiver,
+    create_app,
+)
 from payments_async.sandbox._notify import NotificationFaults
 
 WAIT = 5.0  # seconds; far below the 60 s safety-net poll of NO_POLL
@@ -330,3 +336,64 @@ async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
         assert first[0] == 202
         assert second[0] == 503
         assert st.receiver.stats.queue_full == 1
+
+
+async def test_mounted_as_a_sub_app_and_503_until_started() -> None:
+    async with notifying_stack() as st:
+        s = await st.client.submit_credit_transfer(transfer())
+        body = msgspec.json.encode(
+            {
+                "paymentsServiceId": s.payments_service_id,
+                "statusReportMessage": f"{st.sandbox.url}{PACS002_PATH}/{s.payments_service_id}",
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+        }
+        idle = NotificationReceiver(st.client, auth=BasicAuth(HOOK_USER, HOOK_PASSWORD))
+        assert (await idle.handle("POST", headers, body))[0] == 503  # not started: redeliver
+
+        parent = web.Application()
+        parent.add_subapp("/hooks", create_app(st.receiver))
+        runner = web.AppRunner(parent)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            url = f"http://127.0.0.1:{runner.addresses[0][1]}/hooks/notifications"
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(url, data=body, headers=headers) as resp,
+            ):
+                assert resp.status == 202
+            await st.receiver.join()
+            assert st.receiver.stats.confirm_reads == 1
+        finally:
+            await runner.cleanup()
+
+
+async def test_a_failing_callback_is_logged_and_the_receiver_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+
+    async def broken(outcome: CancellationOutcome) -> None:
+        calls.append(outcome.payments_service_id)
+        raise RuntimeError("user bug")
+
+    async with notifying_stack(on_cancellation_outcome=broken) as st:
+        c = st.client
+        xs = []
+        for _ in range(2):
+            p = transfer()
+            await c.submit_credit_transfer(p)
+            xs.append(await c.request_cancellation(cancellation_for(p)))
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*(c.wait_for_cancellation_outcome(x.payments_service_id) for x in xs)),
+            WAIT,
+        )
+        assert all(o.accepted for o in outcomes)
+        await settle(st)
+    assert sorted(calls) == sorted(x.payments_service_id for x in xs)
+    assert "user bug" in caplog.text
