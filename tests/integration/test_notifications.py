@@ -397,3 +397,34 @@ async def test_a_failing_callback_is_logged_and_the_receiver_goes_on(
         await settle(st)
     assert sorted(calls) == sorted(x.payments_service_id for x in xs)
     assert "user bug" in caplog.text
+
+
+async def test_sandbox_control_routes_refuse_bad_input_and_never_echo_secrets() -> None:
+    async with notifying_stack() as st, aiohttp.ClientSession() as http:
+        base = st.sandbox.url + "/_sandbox"
+        bad = [
+            ("/notifications", b"not json"),
+            ("/notifications", b"[]"),
+            ("/notifications", b"{}"),
+            ("/notifications", b'{"client_id": "c", "url": "http://h/n"}'),
+            ("/notifications", b'{"client_id": "c", "url": 5, "bearer": "t"}'),
+            ("/notifications", b'{"client_id": "c", "url": "http://h/n", "bearer": "t", "x": 1}'),
+            ("/notifications/remove", b"{}"),
+            ("/notification-faults", b'{"loss": 2}'),
+            ("/notification-faults", b'{"nope": 0.1}'),
+            ("/notification-faults", b"[1]"),
+        ]
+        for path, body in bad:
+            async with http.post(base + path, data=body) as resp:
+                assert resp.status == 400, (path, body)
+        ok = {"client_id": "acme", "url": "http://127.0.0.1:1/n", "bearer": "tok-secret-1"}
+        async with http.post(base + "/notifications", json=ok) as resp:
+            assert resp.status == 201
+            assert "tok-secret-1" not in await resp.text()
+        async with http.get(base + "/notifications") as resp:
+            text = await resp.text()
+            assert "acme" in text
+            assert "tok-secret-1" not in text
+            assert HOOK_PASSWORD not in text
+        async with http.post(base + "/notifications/remove", json={"client_id": "acme"}) as resp:
+            assert (await resp.json()) == {"removed": True}
