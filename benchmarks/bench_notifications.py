@@ -144,9 +144,11 @@ async def run_row(
         gc.collect()
         t0 = time.perf_counter()
         c0 = time.process_time()
+        s0 = sb.cpu_seconds()
         await asyncio.gather(*(one(first_index + i) for i in range(waiters)))
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0
+        server_cpu = sb.cpu_seconds() - s0
         if receiver is not None:
             await receiver.join()
         stats1 = sb.stats()
@@ -175,6 +177,7 @@ async def run_row(
         "get_errors": get_errors,
         "run_wall_s": round(wall, 1),
         "client_cpu_s": round(cpu, 1),
+        "sandbox_cpu_s": round(server_cpu, 1),
         "outcomes": outcomes,
         "errors": errors,
     }
@@ -235,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "gets_seen_by_sandbox",
         "run_wall_s",
         "client_cpu_s",
+        "sandbox_cpu_s",
     ]
     print(format_table(rows, columns, title="Settlement -> outcome: notifications vs polling"))
     print("Targets:", targets)
