@@ -48,8 +48,7 @@ from _harness import (
     write_result,
 )
 
-from payments_async import Credentials, PaymentsClient
-from payments_async._client import Hooks, RequestEvent
+from payments_async import Credentials, Hooks, PaymentsClient, RequestEvent
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.iso20022 import build_cancellation
 from payments_async.notifications import BasicAuth, NotificationReceiver, ReceiverServer

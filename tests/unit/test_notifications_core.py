@@ -17,7 +17,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
-from payments_async import ConfigurationError, PaymentsError, PollPolicy, PollTimeoutError
+from payments_async import (
+    ConfigurationError,
+    Outcome,
+    PaymentsError,
+    PollPolicy,
+    PollTimeoutError,
+)
 from payments_async._polling import poll_until_final
 from payments_async.notifications import (
     BasicAuth,
@@ -300,6 +306,10 @@ async def test_memory_seen_store_is_bounded_and_remembers_recent_keys() -> None:
 # --- waiters woken by a notification --------------------------------------------------------
 
 
+def _status_of(result: str) -> tuple[Outcome, tuple[str, ...]]:
+    return (Outcome.ACCEPTED if result == "final" else Outcome.PENDING), (result,)
+
+
 async def test_a_woken_waiter_returns_the_confirmed_result_without_polling() -> None:
     wake = asyncio.Event()
     confirmed: list[str] = []
@@ -319,7 +329,7 @@ async def test_a_woken_waiter_returns_the_confirmed_result_without_polling() -> 
     start = time.monotonic()
     result = await poll_until_final(
         fetch,
-        lambda r: (r == "final", r),
+        _status_of,
         payments_service_id="x",
         timeout=30,
         policy=PollPolicy(initial=20, maximum=20),
@@ -341,7 +351,7 @@ async def test_without_a_notification_the_safety_net_poll_still_finds_it() -> No
 
     result = await poll_until_final(
         fetch,
-        lambda r: (r == "final", r),
+        _status_of,
         payments_service_id="x",
         timeout=5,
         policy=PollPolicy(initial=0.01, maximum=0.01),
@@ -358,7 +368,7 @@ async def test_without_a_notification_the_safety_net_poll_still_finds_it() -> No
     with pytest.raises(PollTimeoutError):
         await poll_until_final(
             pending,
-            lambda r: (False, r),
+            _status_of,
             payments_service_id="x",
             timeout=0.05,
             policy=PollPolicy(initial=0.01, maximum=0.01),
