@@ -28,7 +28,7 @@ from .._constants import (
     PACS002_PATH,
     PACS008_PATH,
 )
-from .._errors import ConfigurationError, PaymentsError, ValidationError
+from .._errors import ConfigurationError, NotificationRejected, ValidationError
 from ..iso20022 import (
     Camt029,
     Pacs002,
@@ -49,16 +49,6 @@ __all__ = [
     "authenticate",
     "parse",
 ]
-
-
-class NotificationRejected(PaymentsError):
-    """A notification the receiver refuses; ``status`` is the HTTP status to answer.
-
-    401 for missing or wrong credentials, 405 for a method other than POST, 413 for an
-    oversized body, 415 for a body that is not JSON, 400 for malformed JSON, 422 for JSON
-    that is not a notification (unknown shape, bad id, a URI not under ``base_url``).
-    Nothing has been processed when it is raised.
-    """
 
 
 class NotificationKind(enum.Enum):
