@@ -1035,7 +1035,7 @@ def listen(
             if count is not None and seen >= count:
                 done.set()
 
-        async with _client(settings) as client:
+        async with _connected(settings) as client:  # credentials checked before listening
             receiver = NotificationReceiver(client, auth=auth, on_event=on_event)
             try:
                 server = ReceiverServer(receiver, host=host, port=port, path=path)

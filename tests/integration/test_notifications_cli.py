@@ -108,6 +108,24 @@ async def test_listen_usage_errors_are_one_line_exit_2(args: list[str]) -> None:
     assert len(err.decode().strip().splitlines()) == 1
 
 
+async def test_listen_checks_the_service_before_listening() -> None:
+    proc = await _spawn(
+        "--sandbox",
+        "--base-url",
+        "http://127.0.0.1:1",
+        "listen",
+        "--port",
+        "0",
+        "--user",
+        "svc",
+        env={"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 3
+    assert b"listening" not in out
+    assert "Traceback" not in err.decode()
+
+
 def test_sandbox_notify_options_build_the_settings() -> None:
     args = build_parser().parse_args(
         [
