@@ -33,6 +33,7 @@ SCRIPTS = {
     "polling": "bench_polling.py",
     "bulk": "bench_bulk.py",
     "signing": "bench_signing.py",
+    "notifications": "bench_notifications.py",
 }
 TIMEOUT_S = {"quick": 180, "full": 1800}
 
@@ -189,6 +190,21 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             s["journal_overhead_pct"],
             "<= 25",
             s["journal_overhead_pct"] <= 25,
+        )
+    notif = results.get("notifications")
+    if notif:
+        n = next(r for r in notif["rows"] if r["mode"] == "notifications")
+        add(
+            "Notifications: settlement -> outcome p99 (ms)",
+            n["lag_p99_ms"],
+            "<= 100",
+            n["lag_p99_ms"] <= 100,
+        )
+        add(
+            "Notifications: GETs per waiter",
+            n["gets_per_waiter"],
+            "<= 1.2",
+            n["gets_per_waiter"] <= 1.2,
         )
     return out
 

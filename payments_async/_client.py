@@ -28,6 +28,8 @@ from ._constants import (
     CONNECTION_LIMIT,
     JSON_CONTENT_TYPE,
     MAX_RESPONSE_BYTES,
+    NOTIFIED_POLL_INITIAL,
+    NOTIFIED_POLL_MAX,
     PACS002_PATH,
     PACS008_PATH,
     POLL_TIMEOUT,
@@ -49,7 +51,7 @@ from ._errors import (
 )
 from ._hooks import Hooks, RequestEvent, call_hook
 from ._jwt import SignedToken
-from ._polling import PollPolicy, poll_until_final
+from ._polling import NotificationSource, PollPolicy, poll_until_final
 from ._retry import RetryPolicy
 from ._tokens import AccessToken, TokenSession
 from ._transport import Response, Transport, error_from_response
@@ -283,6 +285,8 @@ class PaymentsClient:
         )
         self._retry = retry or RetryPolicy()
         self._poll = poll or PollPolicy()
+        self._notices: NotificationSource | None = None
+        self._notified_poll = PollPolicy(initial=NOTIFIED_POLL_INITIAL, maximum=NOTIFIED_POLL_MAX)
         self._hooks = hooks or Hooks()
         self._rng = random.Random()
         on_refresh = self._hooks.on_token_refresh
@@ -353,6 +357,24 @@ class PaymentsClient:
         await self._tokens.rotate(credentials)
         self._credentials = credentials
         self._signer = credentials.signer()
+
+    def attach_notifications(
+        self, source: NotificationSource | None, *, poll: PollPolicy | None = None
+    ) -> None:
+        """Let a notification receiver wake the waiters (None detaches it).
+
+        ``NotificationReceiver`` calls this when it starts and stops. While attached, a
+        waiter returns as soon as the receiver has confirmed a final status for its id,
+        and polls only as a safety net, on ``poll`` (by default from
+        ``NOTIFIED_POLL_INITIAL`` growing to ``NOTIFIED_POLL_MAX`` seconds).
+
+        Args:
+            source: the receiver, or None.
+            poll: the safety-net polling schedule while attached.
+        """
+        self._notices = source
+        if poll is not None:
+            self._notified_poll = poll
 
     # --- the operations ------------------------------------------------------------------
 
@@ -436,6 +458,10 @@ class PaymentsClient:
         other (``sts.conf`` ACCC with ``txCxlSts`` RJCR) are returned as soon as a second
         poll confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
 
+        With a notification receiver attached (``attach_notifications``), it returns as
+        soon as the receiver has confirmed a final outcome for this id, and polls only as
+        the safety net.
+
         Args:
             payments_service_id: the id returned by ``request_cancellation``.
             timeout: overall deadline in seconds.
@@ -458,6 +484,7 @@ class PaymentsClient:
             payments_service_id,
             timeout,
             "cancellation outcome",
+            Camt029,
         )
         return CancellationOutcome.from_resolution(payments_service_id, resolution, summary)
 
@@ -468,6 +495,10 @@ class PaymentsClient:
 
         Unclassifiable or contradicting codes are returned as soon as a second poll
         confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
+
+        With a notification receiver attached (``attach_notifications``), it returns as
+        soon as the receiver has confirmed a final status for this id, and polls only as
+        the safety net.
 
         Raises:
             PollTimeoutError: no final status before the deadline (carries every code seen).
@@ -483,6 +514,7 @@ class PaymentsClient:
             payments_service_id,
             timeout,
             "payment status",
+            Pacs002,
         )
         return status
 
@@ -494,6 +526,7 @@ class PaymentsClient:
         payments_service_id: str,
         timeout: float,
         what: str,
+        message_type: type[M],
     ) -> tuple[M, S]:
         """Poll ``path`` until the summary of its message is settled; both waiters use it."""
         _check_seconds("timeout", timeout)
@@ -508,15 +541,41 @@ class PaymentsClient:
             summary = result[1]
             return summary.outcome, summary.codes
 
-        return await poll_until_final(
-            fetch,
-            status_of,
-            payments_service_id=payments_service_id,
-            timeout=timeout,
-            policy=self._poll,
-            what=what,
-            rng=self._rng,
-        )
+        notices = self._notices
+        if notices is None:
+            return await poll_until_final(
+                fetch,
+                status_of,
+                payments_service_id=payments_service_id,
+                timeout=timeout,
+                policy=self._poll,
+                what=what,
+                rng=self._rng,
+            )
+        kind = "cancellation" if message_type is Camt029 else "payment"
+
+        def peek() -> tuple[M, S] | None:
+            # A receiver's confirmed final message: the waiter returns without a read.
+            message = notices.confirmed(payments_service_id, kind)
+            if isinstance(message, message_type):
+                return message, summarize(message)
+            return None
+
+        event = notices.watch(payments_service_id)
+        try:
+            return await poll_until_final(
+                fetch,
+                status_of,
+                payments_service_id=payments_service_id,
+                timeout=timeout,
+                policy=self._notified_poll,
+                what=what,
+                rng=self._rng,
+                wake=event,
+                peek=peek,
+            )
+        finally:
+            notices.unwatch(payments_service_id, event)
 
     # --- the pipeline --------------------------------------------------------------------
     #

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 import time
 import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
 from rich.console import Console
 from rich.text import Text
 
-from ._client import PaymentsClient
+from ._client import CancellationOutcome, PaymentsClient
 from ._constants import MIN_RSA_BITS, SANDBOX_CLIENT_ID
+from ._hooks import Hooks
 from ._keys import generate_private_key
 from ._polling import PollPolicy
 from .iso20022 import (
+    Camt056,
     Outcome,
     Pacs008,
     build_cancellation,
@@ -21,7 +27,7 @@ from .iso20022 import (
     summarize_status_report,
 )
 from .sandbox import SandboxConfig
-from .testing import sandbox_server
+from .testing import SandboxHandle, sandbox_server
 
 __all__ = ["run_demo"]
 
@@ -29,6 +35,7 @@ DEMO_SETTLEMENT_DELAY = 0.3  # seconds a cancellation stays pending in the demo'
 DEMO_POLL = PollPolicy(initial=0.1, maximum=0.5)  # poll briskly: the sandbox is local
 DEMO_KEY_ID = "demo-kid"
 DEMO_ISSUER = "payments-async-demo"
+DEMO_HOOK_USER = "sandbox-notifier"
 
 DEBTOR_IBAN = "FR1420041010050500013M02606"
 CREDITOR_IBAN = "DE89370400440532013000"
@@ -48,6 +55,91 @@ def _payment(amount: str) -> Pacs008:
         amount=Decimal(amount),
         remittance="Invoice 2024-001",
     )
+
+
+def _cancel(payment: Pacs008, amount: str) -> Camt056:
+    return build_cancellation(
+        original_end_to_end_id=payment.end_to_end_id,
+        amount=Decimal(amount),
+        creditor_agent_bic=CREDITOR_AGENT_BIC,
+        creditor_iban=CREDITOR_IBAN,
+        assigner_bic=ASSIGNER_BIC,
+        assignee_bic=ASSIGNEE_BIC,
+        reason="DUPL",
+    )
+
+
+async def _notification_step(
+    sb: SandboxHandle,
+    step: Callable[..., None],
+    more: Callable[..., None],
+    expect: Callable[[bool, str], None],
+) -> None:
+    """Two cancellations settle together: one waiter is woken by a notification, one polls."""
+    from .notifications import BasicAuth, NotificationReceiver, ReceiverServer
+    from .sandbox._notify import NotificationTarget
+
+    assert sb.credentials is not None
+    password = secrets.token_urlsafe(16)
+    gets: Counter[str] = Counter()
+
+    def counting() -> Hooks:
+        # GETs by the id they read (a path ends with the paymentsServiceId)
+        return Hooks(
+            on_request=lambda e: (
+                gets.update([e.path.rsplit("/", 1)[-1]]) if e.method == "GET" else None
+            )
+        )
+
+    async def timed(coro: Awaitable[CancellationOutcome]) -> tuple[CancellationOutcome, float]:
+        result = await coro
+        return result, time.monotonic() - t0
+
+    async with (
+        PaymentsClient(sb.credentials, base_url=sb.url, hooks=counting()) as notified,
+        PaymentsClient(sb.credentials, base_url=sb.url, poll=DEMO_POLL, hooks=counting()) as polled,
+    ):
+        receiver = NotificationReceiver(notified, auth=BasicAuth(DEMO_HOOK_USER, password))
+        async with receiver, ReceiverServer(receiver) as server:
+            sb.server.notifier.subscribe(
+                sb.credentials.client_id,
+                NotificationTarget(url=server.url, username=DEMO_HOOK_USER, password=password),
+            )
+            step(
+                "notify",
+                f"a receiver listens on {server.url} (HTTP Basic); the sandbox notifies it "
+                "of every final status (our extension: the real sandbox does not)",
+            )
+            pay_c, pay_d = _payment("10.00"), _payment("20.00")
+            await notified.submit_credit_transfer(pay_c)
+            await notified.submit_credit_transfer(pay_d)
+            cxl_c = await notified.request_cancellation(_cancel(pay_c, "10.00"))
+            cxl_d = await notified.request_cancellation(_cancel(pay_d, "20.00"))
+            t0 = time.monotonic()
+            gets.clear()
+            (out_c, took_c), (out_d, took_d) = await asyncio.gather(
+                timed(notified.wait_for_cancellation_outcome(cxl_c.payments_service_id)),
+                timed(polled.wait_for_cancellation_outcome(cxl_d.payments_service_id)),
+            )
+            step(
+                "camt.029",
+                f"C by notification: {out_c.outcome.value.upper()} after {took_c:.2f} s, "
+                f"{gets[cxl_c.payments_service_id]} GET (the receiver's signed confirmation)",
+                style="green",
+            )
+            step(
+                "camt.029",
+                f"D by polling:      {out_d.outcome.value.upper()} after {took_d:.2f} s, "
+                f"{gets[cxl_d.payments_service_id]} GETs",
+                style="green",
+            )
+            more(
+                "a notification is only a hint: the status is confirmed by a signed GET; "
+                "polling stays on as a slower safety net",
+                style="dim",
+            )
+            expect(out_c.accepted and out_d.accepted, "both cancellations should be accepted")
+            expect(receiver.stats.callbacks >= 1, "the receiver should have confirmed C")
 
 
 async def run_demo(out: Console, *, processing_delay: float = 1.0) -> int:
@@ -208,6 +300,9 @@ async def run_demo(out: Console, *, processing_delay: float = 1.0) -> int:
                 again.payments_service_id == sub_b.payments_service_id,
                 "the resubmission should return the same paymentsServiceId",
             )
+
+        # 4. an outcome arriving by notification beside one found by polling
+        await _notification_step(sb, step, more, expect)
         stats = sb.server.stats()
     step(
         "done",

@@ -10,6 +10,8 @@
     ├── OutcomeUnknownError            a POST may or may not have been stored: resubmit
     │                                  with the same message id (it is idempotent)
     ├── PollTimeoutError               a waiter's deadline passed; carries every raw code seen
+    ├── NotificationRejected           a notification the receiver refuses; ``status`` is
+    │                                  the HTTP status to answer (401, 413, 422, ...)
     └── ApiError                       the service answered with an error (any 4xx)
         ├── AuthenticationError        401 (after one token refresh), or the token
         │                              endpoint refused our credentials or assertion
@@ -40,6 +42,7 @@ __all__ = [
     "ConfigurationError",
     "InvalidResponseError",
     "NotFoundError",
+    "NotificationRejected",
     "OutcomeUnknownError",
     "PaymentsError",
     "PermissionDeniedError",
@@ -254,6 +257,16 @@ class PollTimeoutError(PaymentsError, TimeoutError):
         super().__init__(
             f"{message} (payments_service_id={payments_service_id}, codes seen: {seen})"
         )
+
+
+class NotificationRejected(PaymentsError):
+    """A notification the receiver refuses; ``status`` is the HTTP status to answer.
+
+    401 for missing or wrong credentials, 405 for a method other than POST, 413 for an
+    oversized body, 415 for a body that is not JSON, 400 for malformed JSON, 422 for JSON
+    that is not a notification (unknown shape, bad id, a URI not under ``base_url``).
+    Nothing has been processed when it is raised.
+    """
 
 
 class ApiError(PaymentsError):

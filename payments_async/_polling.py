@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from ._constants import (
     POLL_INITIAL,
@@ -21,7 +21,7 @@ from ._errors import ConfigurationError, NotFoundError, PollTimeoutError
 from ._retry import is_retryable
 from .iso20022.codes import Outcome
 
-__all__ = ["PollPolicy", "poll_until_final"]
+__all__ = ["NotificationSource", "PollPolicy", "poll_until_final"]
 
 T = TypeVar("T")
 logger = logging.getLogger("payments_async")
@@ -74,6 +74,35 @@ class PollPolicy:
             base = min(self.maximum, base * self.multiplier)
 
 
+class NotificationSource(Protocol):
+    """What the waiters know of a notification receiver: an id's event and its result."""
+
+    def watch(self, payments_service_id: str) -> asyncio.Event:
+        """An event set once a final status of this id has been confirmed."""
+        ...
+
+    def unwatch(self, payments_service_id: str, event: asyncio.Event) -> None:
+        """Forget an event returned by ``watch``."""
+        ...
+
+    def confirmed(self, payments_service_id: str, kind: str) -> object | None:
+        """The confirmed final message (Pacs002 or Camt029) of this id, if known."""
+        ...
+
+
+async def _pause(seconds: float, wake: asyncio.Event | None) -> None:
+    """Sleep ``seconds``, or less when ``wake`` is set meanwhile (then clear it)."""
+    if wake is None:
+        await asyncio.sleep(seconds)
+        return
+    try:
+        async with asyncio.timeout(seconds):
+            await wake.wait()
+    except TimeoutError:
+        return
+    wake.clear()
+
+
 async def poll_until_final(
     fetch: Callable[[], Awaitable[T]],
     status_of: Callable[[T], tuple[Outcome, tuple[str, ...]]],
@@ -83,6 +112,8 @@ async def poll_until_final(
     policy: PollPolicy,
     what: str,
     rng: random.Random | None = None,
+    wake: asyncio.Event | None = None,
+    peek: Callable[[], T | None] | None = None,
 ) -> T:
     """Call ``fetch`` until its outcome is settled, or raise when ``timeout`` passes.
 
@@ -104,6 +135,10 @@ async def poll_until_final(
         policy: the interval schedule.
         what: a word for logs ("cancellation outcome").
         rng: random source for the jitter.
+        wake: set by a notification receiver when this id's final status is confirmed;
+            with it, the first poll waits one interval (polling is then the safety net)
+            and every wait ends early when it is set.
+        peek: a final result known without a read (a confirmed notification), or None.
 
     Raises:
         PollTimeoutError: the deadline passed first; carries every raw code seen.
@@ -114,7 +149,16 @@ async def poll_until_final(
     seen: dict[str, None] = {}  # every raw code, in the order first seen
     unknown: tuple[str, ...] | None = None  # the codes of the previous read, if UNKNOWN
     polls = 0
-    for interval in policy.intervals(rng or random.Random()):
+    schedule = policy.intervals(rng or random.Random())
+    if wake is not None:
+        early = peek() if peek is not None else None
+        if early is not None:
+            return early
+        await _pause(min(next(schedule), timeout), wake)
+    for interval in schedule:
+        early = peek() if peek is not None else None
+        if early is not None:
+            return early
         polls += 1
         try:
             result = await fetch()
@@ -149,7 +193,7 @@ async def poll_until_final(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        await asyncio.sleep(min(interval, remaining))
+        await _pause(min(interval, remaining), wake)
     raise PollTimeoutError(
         f"no final {what} after {timeout:g}s and {polls} polls",
         payments_service_id=payments_service_id,

@@ -22,7 +22,7 @@ import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -47,6 +47,7 @@ from ._constants import (
     CLI_RETRY_TIMEOUT,
     DEFAULT_KEYGEN_BITS,
     MIN_RSA_BITS,
+    NOTIFY_PATH,
     POLL_TIMEOUT,
     TOKEN_PATH,
 )
@@ -85,6 +86,9 @@ EXIT_INTERRUPTED: Final = 130
 
 ENV_BASE_URL: Final = "PAYMENTS_BASE_URL"
 SANDBOX_URL: Final = "http://127.0.0.1:8765"  # where ``payments-async sandbox`` listens
+
+if TYPE_CHECKING:
+    from .notifications import Authenticator
 
 T = TypeVar("T")
 logger = logging.getLogger("payments_async.cli")
@@ -924,6 +928,133 @@ def demo(settings: Settings, processing_delay: float) -> None:
 
     async def go() -> int:
         return await run_demo(settings.out, processing_delay=processing_delay)
+
+    _run(settings, go)
+
+
+# --- listen ------------------------------------------------------------------------------------
+
+
+def _listen_auth(
+    user: str | None,
+    password: str | None,
+    jwt_key: Path | None,
+    issuer: str | None,
+    audience: str | None,
+) -> Authenticator:
+    from .notifications import BasicAuth, BearerAuth, JwtBearerVerifier
+
+    if (user is None) == (jwt_key is None):
+        raise CliError(
+            "give --user (with --password or PAYMENTS_NOTIFY_PASSWORD) for HTTP Basic, or "
+            "--jwt-key with --issuer and --audience for OAuth 2.0 bearer JWTs (only one)"
+        )
+    if user is not None:
+        if not password:
+            raise CliError("--user needs --password or PAYMENTS_NOTIFY_PASSWORD")
+        return BasicAuth(user, password)
+    if not issuer or not audience:
+        raise CliError("--jwt-key needs --issuer and --audience")
+    assert jwt_key is not None
+    return BearerAuth(JwtBearerVerifier(_read_json_file(jwt_key), issuer=issuer, audience=audience))
+
+
+@cli.command()
+@click.option("--port", type=click.IntRange(0, 65535), required=True, help="0: any free port.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--path", default=NOTIFY_PATH, show_default=True, help="Route of the receiver.")
+@click.option("--user", help="HTTP Basic user name the service presents.")
+@click.option(
+    "--password",
+    envvar="PAYMENTS_NOTIFY_PASSWORD",
+    help="Its password (better: env PAYMENTS_NOTIFY_PASSWORD).",
+)
+@click.option(
+    "--jwt-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="PEM public key (RSA or EC P-256) verifying bearer JWTs instead of Basic.",
+)
+@click.option("--issuer", help="Required iss of bearer JWTs.")
+@click.option("--audience", help="Required aud of bearer JWTs.")
+@click.option("--count", type=click.IntRange(min=1), help="Stop after this many notifications.")
+@pass_settings
+def listen(
+    settings: Settings,
+    port: int,
+    host: str,
+    path: str,
+    user: str | None,
+    password: str | None,
+    jwt_key: Path | None,
+    issuer: str | None,
+    audience: str | None,
+    count: int | None,
+) -> None:
+    """Receive status notifications; print each one and its confirmed status.
+
+    Every notification is confirmed with a signed GET before it is printed as final;
+    duplicates are marked. --json prints one object per line. Stop with Ctrl-C.
+    """
+    from .notifications import NotificationEvent, NotificationReceiver, ReceiverServer
+
+    if not path.startswith("/"):
+        raise click.BadParameter("must start with /", param_hint="--path")
+
+    async def go() -> int:
+        auth = _listen_auth(user, password, jwt_key, issuer, audience)
+        done = asyncio.Event()
+        seen = 0
+
+        async def on_event(event: NotificationEvent) -> None:
+            nonlocal seen
+            n = event.notification
+            record = {
+                "payments_service_id": n.payments_service_id,
+                "kind": n.kind.value,
+                "payload": n.payload,
+                "confirmed_status": event.status,
+                "outcome": event.outcome.value,
+                "final": event.final,
+                "first": event.first,
+            }
+            if event.error is not None:
+                record["error"] = str(event.error)
+            if settings.json:
+                settings.emit(record)
+            else:
+                note = "" if event.first or not event.final else " (already delivered)"
+                what = f"{n.kind.value} {n.payments_service_id} ({n.payload})"
+                if event.error is not None:
+                    settings.say(Text(f"{what}: not confirmed: {event.error}", style="red"))
+                else:
+                    state = "final" if event.final else "not final"
+                    settings.say(
+                        f"{what}: confirmed {event.status} ({event.outcome.value}, {state}){note}"
+                    )
+            seen += 1
+            if count is not None and seen >= count:
+                done.set()
+
+        async with _connected(settings) as client:  # credentials checked before listening
+            receiver = NotificationReceiver(client, auth=auth, on_event=on_event)
+            try:
+                server = ReceiverServer(receiver, host=host, port=port, path=path)
+                await server.start()
+            except OSError as exc:
+                raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+            try:
+                async with receiver:
+                    if settings.json:
+                        settings.emit({"listening": server.url})
+                    else:
+                        settings.say(f"listening on {server.url} (Ctrl-C to stop)")
+                    loop = asyncio.get_running_loop()
+                    with contextlib.suppress(NotImplementedError):
+                        loop.add_signal_handler(signal.SIGTERM, done.set)
+                    await done.wait()
+            finally:
+                await server.stop()
+        return EXIT_OK
 
     _run(settings, go)
 

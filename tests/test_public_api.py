@@ -71,4 +71,5 @@ def test_no_private_module_leaks_into_the_namespace() -> None:
         "bulk",
         "cli",
         "signing",
+        "notifications",
     }

@@ -41,6 +41,7 @@ from ..iso20022 import Camt056, Pacs008, decode_camt056, decode_pacs008, encode,
 from ._config import SHUTDOWN_TIMEOUT, FaultConfig, SandboxConfig
 from ._lifecycle import CancellationRecord, PaymentRecord
 from ._messages import cancellation_outcome_body, payment_status_body, submission_body
+from ._notify import NOTIFIER_KEY, Notifier, install
 from ._protocol import SandboxRunner, printable
 from ._responses import ErrorCode, error_response, json_response, problems_response
 from ._state import SandboxState
@@ -554,6 +555,8 @@ async def _post_pacs008(request: web.Request) -> web.Response:
         return signed
     client_id, msg = signed
     record, created = state.submit_payment(client_id, msg, _body_hash(msg))
+    if created:
+        request.app[NOTIFIER_KEY].stored(record, str(request.url.origin()))
     out = submission_body(
         record.payments_service_id,
         record.msg_id,
@@ -570,6 +573,8 @@ async def _post_camt056(request: web.Request) -> web.Response:
         return signed
     client_id, msg = signed
     record, created = state.submit_cancellation(client_id, msg, _body_hash(msg))
+    if created:
+        request.app[NOTIFIER_KEY].stored(record, str(request.url.origin()))
     out = submission_body(
         record.payments_service_id, record.assignment_id, record.created_at, wrap=True
     )
@@ -666,7 +671,9 @@ async def _read_json_object(request: web.Request) -> dict[str, Any] | web.Respon
 
 
 async def _get_stats(request: web.Request) -> web.Response:
-    return _json(_state(request).snapshot())
+    out = _state(request).snapshot()
+    out["notifications"] = request.app[NOTIFIER_KEY].snapshot()
+    return _json(out)
 
 
 async def _get_faults(request: web.Request) -> web.Response:
@@ -764,6 +771,7 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
     r.add_post(CONTROL_PREFIX + "/token-outage", _token_outage, name="control-outage")
     r.add_get(CONTROL_PREFIX + "/messages", _get_messages, name="control-messages")
     r.add_post(CONTROL_PREFIX + "/clients", _register_client, name="control-clients")
+    install(app, state, config.notifications)  # our extension: see sandbox/_notify.py
 
     async def _close(_: web.Application) -> None:
         state.close()
@@ -803,6 +811,7 @@ class SandboxServer:
             )
         self.app = create_app(self.config)
         self.state: SandboxState = self.app[STATE_KEY]
+        self.notifier: Notifier = self.app[NOTIFIER_KEY]
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -878,7 +887,9 @@ class SandboxServer:
 
     def stats(self) -> dict[str, Any]:
         """The counters, as ``GET /_sandbox/stats`` returns them."""
-        return self.state.snapshot()
+        out = self.state.snapshot()
+        out["notifications"] = self.notifier.snapshot()
+        return out
 
     def set_faults(self, faults: FaultConfig) -> None:
         """Replace the fault settings (and reseed)."""

@@ -10,6 +10,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+from ._notify import NotificationSettings
+
 __all__ = [
     "DEFAULT_AMOUNT_LIMIT",
     "DEFAULT_BACKLOG",
@@ -219,6 +221,8 @@ class SandboxConfig:
         clock: wall-clock source in epoch seconds; used for every timestamp, token expiry
             and JWT check, so tests can inject a manual clock.
         jwt_leeway: clock skew tolerated when checking JWT ``exp``/``nbf``/``iat``.
+        notifications: status notifications to clients' receivers (our extension; off
+            until a client has a target).
     """
 
     host: str = DEFAULT_HOST
@@ -242,6 +246,7 @@ class SandboxConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)
     clock: Callable[[], float] = time.time
     jwt_leeway: float | None = None
+    notifications: NotificationSettings = field(default_factory=NotificationSettings)
 
     def __post_init__(self) -> None:
         if self.token_lifetime <= 0:

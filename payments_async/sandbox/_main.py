@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ from .._constants import (
 from .._errors import ConfigurationError
 from ._app import CONTROL_PREFIX, SandboxServer
 from ._config import DEFAULT_HOST, DEFAULT_PORT, FaultConfig, SandboxConfig
+from ._notify import NotificationFaults, NotificationSettings, NotificationTarget
 
 __all__ = ["banner", "build_parser", "main", "run"]
 
@@ -91,8 +93,55 @@ def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.Arg
         help="e.g. error_503=0.1, drop_before=0.05, latency=0.1 (repeatable)",
     )
     p.add_argument("--latency-seconds", type=float, default=FaultConfig().latency_seconds)
+    n = p.add_argument_group("notifications (our extension; the real sandbox has none)")
+    n.add_argument(
+        "--notify",
+        metavar="[CLIENT=]URL",
+        help=f"POST status notifications of CLIENT (default {SANDBOX_CLIENT_ID}) to URL",
+    )
+    n.add_argument("--notify-payload", choices=("short", "full"), default="short")
+    n.add_argument("--notify-user", metavar="USER", help="HTTP Basic user to present")
+    n.add_argument(
+        "--notify-password",
+        metavar="PASSWORD",
+        default=os.environ.get("PAYMENTS_NOTIFY_PASSWORD"),
+        help="its password (default: env PAYMENTS_NOTIFY_PASSWORD)",
+    )
+    n.add_argument("--notify-bearer", metavar="TOKEN", help="or a bearer token to present")
+    n.add_argument(
+        "--notify-fault",
+        action="append",
+        default=[],
+        metavar="KIND=SHARE",
+        help="loss, duplicate, reorder, delay, wrong_credentials (repeatable; uses --seed)",
+    )
     p.add_argument("--log-level", default="INFO", help="of the access log (stderr)")
     return p
+
+
+def _notification_settings(args: argparse.Namespace) -> NotificationSettings:
+    shares: dict[str, object] = {"seed": args.seed}
+    for item in args.notify_fault:
+        kind, sep, share = item.partition("=")
+        if not sep:
+            raise ValueError(f"--notify-fault expects KIND=SHARE, got {item!r}")
+        shares[kind.strip()] = float(share)
+    faults = NotificationFaults.from_dict(shares)
+    if args.notify is None:
+        if args.notify_fault:
+            raise ValueError("--notify-fault needs --notify")
+        return NotificationSettings(faults=faults)
+    client_id, sep, url = args.notify.partition("=")
+    if not sep or "://" in client_id:
+        client_id, url = SANDBOX_CLIENT_ID, args.notify
+    target = NotificationTarget(
+        url=url,
+        payload=args.notify_payload,
+        username=args.notify_user,
+        password=args.notify_password if args.notify_user else None,
+        bearer=args.notify_bearer,
+    )
+    return NotificationSettings(targets={client_id: target}, faults=faults)
 
 
 def config_from_args(args: argparse.Namespace) -> SandboxConfig:
@@ -122,6 +171,7 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         max_body_size=args.max_body_size,
         body_read_timeout=args.body_read_timeout,
         faults=FaultConfig.from_dict(faults),
+        notifications=_notification_settings(args),
     )
 
 

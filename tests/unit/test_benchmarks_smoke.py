@@ -98,6 +98,20 @@ def test_polling(tmp_path: Path) -> None:
     assert {"rss_growth_mb", "cpu_us_per_poll", "requests_per_waiter_mean", "lag_max_s"} <= set(r)
 
 
+def test_notifications(tmp_path: Path) -> None:
+    proc = run("bench_notifications.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "notifications vs polling" in proc.stdout
+    rows = {r["mode"]: r for r in load(tmp_path / "notifications.json")["rows"]}
+    assert set(rows) == {"polling", "notifications"}
+    for row in rows.values():
+        assert row["errors"] == {}
+        assert row["gets"] == row["gets_seen_by_sandbox"]
+        assert {"lag_p50_ms", "lag_p99_ms", "gets_per_waiter"} <= set(row)
+    # the receiver confirmed every notification with exactly one GET each
+    assert rows["notifications"]["receiver_confirm_reads"] == rows["notifications"]["waiters"]
+
+
 def test_bulk(tmp_path: Path) -> None:
     proc = run("bench_bulk.py", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]

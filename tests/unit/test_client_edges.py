@@ -48,6 +48,7 @@ from payments_async import (
     build_cancellation,
 )
 from payments_async.iso20022 import REJECTION_REASONS, return_request_needed
+from payments_async.notifications import NotificationRejected
 
 BASE = "http://127.0.0.1:9"
 TOKEN_URL = f"{BASE}/oauth/token"
@@ -368,6 +369,7 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     RateLimitedError: lambda: RateLimitedError("429", retry_after=1.5, **_CTX),
     ServerError: lambda: ServerError("5xx", **_CTX),
     InvalidResponseError: lambda: InvalidResponseError("garbled", **_CTX),
+    NotificationRejected: lambda: NotificationRejected("refused", status=401),
 }
 
 

@@ -1,0 +1,259 @@
+"""Notifications vs polling: 10,000 cancellation waiters, settlement -> outcome and GETs per waiter.
+
+Issue 12. The sandbox runs as a separate process with settlement delay D (45 s; 3 s with
+--quick): each cancellation stays PDCR for D seconds after it is stored. The benchmark
+process submits W cancellations at a steady R per second (500; the predefined sandbox
+client: no signing) and starts each one's ``wait_for_cancellation_outcome`` right after
+its submission, so all W waiters are in flight together (W / R = 20 s < D) and the
+settlements then arrive as a steady stream of R per second, after the submissions have
+ended. Two rows in the same run:
+
+* ``polling``: the client's default ``PollPolicy`` only;
+* ``notifications``: a ``NotificationReceiver`` (HTTP Basic, short notices) attached to
+  the same kind of client, served on loopback in this process; the sandbox POSTs each
+  final status to it, the receiver confirms it with a signed GET and wakes the waiter.
+  The safety-net poll keeps its defaults (``NOTIFIED_POLL_INITIAL``, 60 s, longer than
+  D: a notification normally comes first).
+
+Measured per row: each waiter's lag (its return minus its settlement instant, from the
+sandbox's ``creationDateTime`` + D; same machine clock), p50/p99/max, and GETs per waiter
+(every GET the client sent, the receiver's confirmations included, counted with
+``Hooks.on_request`` and checked against the sandbox's ``/_sandbox/stats``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import secrets
+import sys
+import time
+from calendar import timegm
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from _harness import (
+    ASSIGNEE_BIC,
+    ASSIGNER_BIC,
+    CREDITOR_AGENT_BIC,
+    CREDITOR_IBAN,
+    SandboxProcess,
+    format_table,
+    machine_info,
+    parse_args,
+    percentile,
+    sandbox_process,
+    write_result,
+)
+
+from payments_async import Credentials, Hooks, PaymentsClient, RequestEvent
+from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.iso20022 import build_cancellation
+from payments_async.notifications import BasicAuth, NotificationReceiver, ReceiverServer
+
+NAME = "notifications"
+HOOK_USER = "bench-notifier"
+
+
+def _epoch(creation_date_time: str) -> float:
+    """``2024-08-01T08:00:00.123`` (UTC, no zone designator) -> epoch seconds."""
+    whole, _, frac = creation_date_time.partition(".")
+    return timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
+
+
+async def run_row(
+    sb: SandboxProcess,
+    mode: str,
+    waiters: int,
+    delay: float,
+    rate: float,
+    first_index: int,
+    receiver_options: dict[str, Any],
+) -> dict[str, Any]:
+    gets = 0
+    get_errors = 0
+
+    def on_request(ev: RequestEvent) -> None:
+        nonlocal gets, get_errors
+        if ev.method == "GET":
+            gets += 1
+            if ev.error is not None:
+                get_errors += 1
+
+    client = PaymentsClient(
+        Credentials.sandbox(), base_url=sb.url, hooks=Hooks(on_request=on_request)
+    )
+    receiver: NotificationReceiver | None = None
+    server: ReceiverServer | None = None
+    password = secrets.token_urlsafe(16)
+    try:
+        await client.access_token_lifetime()  # the token is not what is measured
+        if mode == "notifications":
+            receiver = NotificationReceiver(
+                client, auth=BasicAuth(HOOK_USER, password), **receiver_options
+            )
+            await receiver.start()
+            server = ReceiverServer(receiver)
+            await server.start()
+            sb.post(
+                "/_sandbox/notifications",
+                {
+                    "client_id": SANDBOX_CLIENT_ID,
+                    "url": server.url,
+                    "payload": "short",
+                    "username": HOOK_USER,
+                    "password": password,
+                },
+            )
+        stats0 = sb.stats()
+        sem = asyncio.Semaphore(64)
+        lags: list[float] = []
+        errors: dict[str, int] = {}
+        outcomes: dict[str, int] = {}
+
+        start = time.perf_counter() + 0.1
+
+        async def one(i: int) -> None:
+            # paced: submission k leaves at start + k / rate, so settlements come at `rate`
+            await asyncio.sleep(max(0.0, start + (i - first_index) / rate - time.perf_counter()))
+            msg = build_cancellation(
+                original_end_to_end_id=f"E2E{i:08d}",
+                amount=Decimal("10.00"),
+                creditor_agent_bic=CREDITOR_AGENT_BIC,
+                creditor_iban=CREDITOR_IBAN,
+                assigner_bic=ASSIGNER_BIC,
+                assignee_bic=ASSIGNEE_BIC,
+            )
+            async with sem:
+                sub = await client.request_cancellation(msg)
+            assert sub.creation_date_time is not None
+            settles = _epoch(sub.creation_date_time) + delay
+            try:
+                out = await client.wait_for_cancellation_outcome(
+                    sub.payments_service_id, timeout=delay + 120
+                )
+            except Exception as exc:  # reported, not raised: the run must finish
+                errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                return
+            lags.append(time.time() - settles)
+            outcomes[out.outcome.name] = outcomes.get(out.outcome.name, 0) + 1
+
+        gc.collect()
+        t0 = time.perf_counter()
+        c0 = time.process_time()
+        s0 = sb.cpu_seconds()
+        await asyncio.gather(*(one(first_index + i) for i in range(waiters)))
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        server_cpu = sb.cpu_seconds() - s0
+        if receiver is not None:
+            await receiver.join()
+        stats1 = sb.stats()
+    finally:
+        if server is not None:
+            await server.stop()
+        if receiver is not None:
+            await receiver.aclose()
+            sb.post("/_sandbox/notifications/remove", {"client_id": SANDBOX_CLIENT_ID})
+        await client.aclose()
+
+    lags.sort()
+    sandbox_gets = stats1["requests"].get("camt029", 0) - stats0["requests"].get("camt029", 0)
+    sent0, sent1 = stats0["notifications"], stats1["notifications"]
+    row: dict[str, Any] = {
+        "mode": mode,
+        "waiters": waiters,
+        "settlement_delay_s": delay,
+        "settlements_per_s": rate,
+        "lag_p50_ms": round(percentile(lags, 50) * 1000, 1),
+        "lag_p99_ms": round(percentile(lags, 99) * 1000, 1),
+        "lag_max_ms": round(lags[-1] * 1000, 1) if lags else None,
+        "gets_per_waiter": round(gets / waiters, 3),
+        "gets": gets,
+        "gets_seen_by_sandbox": sandbox_gets,
+        "get_errors": get_errors,
+        "run_wall_s": round(wall, 1),
+        "client_cpu_s": round(cpu, 1),
+        "sandbox_cpu_s": round(server_cpu, 1),
+        "outcomes": outcomes,
+        "errors": errors,
+    }
+    if receiver is not None:
+        st = receiver.stats
+        row["notifications_delivered"] = sent1["delivered"] - sent0["delivered"]
+        row["notification_retries"] = sent1["retries"] - sent0["retries"]
+        row["receiver_accepted"] = st.accepted
+        row["receiver_queue_full"] = st.queue_full
+        row["receiver_confirm_reads"] = st.confirm_reads
+        row["receiver_callbacks"] = st.callbacks
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(__doc__.splitlines()[0], argv, extra=_extra)
+    waiters = 300 if args.quick else 10_000
+    if args.waiters:
+        waiters = args.waiters
+    delay = args.settlement_delay or (3.0 if args.quick else 45.0)
+    rate = args.rate
+    options = {"workers": args.workers} if args.workers else {}
+    info = machine_info()
+    with sandbox_process("--settlement-delay", str(delay)) as sb:
+        print(f"sandbox {sb.url} (pid {sb.proc.pid}); {waiters} waiters per row", flush=True)
+        rows = []
+        for k, mode in enumerate(("polling", "notifications")):
+            row = asyncio.run(run_row(sb, mode, waiters, delay, rate, k * waiters, options))
+            print(
+                f"  {mode}: p50 {row['lag_p50_ms']} ms, p99 {row['lag_p99_ms']} ms, "
+                f"{row['gets_per_waiter']} GETs/waiter",
+                flush=True,
+            )
+            rows.append(row)
+    info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    notified = rows[1]
+    targets = {
+        "every waiter final (both rows)": all(not r["errors"] for r in rows),
+        "notifications: p99 <= 100 ms after settlement": notified["lag_p99_ms"] <= 100,
+        "notifications: <= 1.2 GETs per waiter": notified["gets_per_waiter"] <= 1.2,
+    }
+    result = {
+        "benchmark": NAME,
+        "quick": args.quick,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "machine": info,
+        "rows": rows,
+        "receiver_options": options,
+        "targets_met": targets,
+    }
+    columns = [
+        "mode",
+        "waiters",
+        "lag_p50_ms",
+        "lag_p99_ms",
+        "lag_max_ms",
+        "gets_per_waiter",
+        "gets_seen_by_sandbox",
+        "run_wall_s",
+        "client_cpu_s",
+        "sandbox_cpu_s",
+    ]
+    print(format_table(rows, columns, title="Settlement -> outcome: notifications vs polling"))
+    print("Targets:", targets)
+    diagnostic = args.waiters or args.settlement_delay or args.rate != 500.0 or args.workers
+    name = NAME if not diagnostic else NAME + "-diagnostic"
+    path = write_result(args.out, name, result)
+    print(f"wrote {path}")
+    return 0
+
+
+def _extra(p: Any) -> None:
+    p.add_argument("--waiters", type=int, help="override the number of waiters per row")
+    p.add_argument("--settlement-delay", type=float, help="override D (seconds)")
+    p.add_argument("--rate", type=float, default=500.0, help="submissions (settlements) per s")
+    p.add_argument("--workers", type=int, help="diagnostic: the receiver's workers")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

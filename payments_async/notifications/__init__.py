@@ -1,0 +1,56 @@
+"""Receive the service's status notifications, confirm them, and wake the waiters.
+
+::
+
+    async with NotificationReceiver(
+        client, auth=BasicAuth("service", secret), on_cancellation_outcome=handle
+    ) as receiver, ReceiverServer(receiver, port=8080):
+        outcome = await client.wait_for_cancellation_outcome(psid)  # woken by a notification
+
+A notification is only a hint: the receiver confirms every status with the client's own
+signed GET before a callback or a waiter sees it, never follows a URI outside the client's
+``base_url``, answers 202 at once and processes afterwards (503 when its queue is full),
+and hands each final status of an id to the callbacks exactly once. ``parse`` and
+``authenticate`` are pure, so the receiver can be mounted in any framework
+(``NotificationReceiver.handle``). See ``docs/notifications.md``.
+"""
+
+from ._app import RECEIVER_KEY, ReceiverServer, create_app
+from ._core import (
+    Authenticator,
+    BasicAuth,
+    BearerAuth,
+    JwtBearerVerifier,
+    Notification,
+    NotificationKind,
+    NotificationRejected,
+    authenticate,
+    parse,
+)
+from ._dispatch import (
+    MemorySeenStore,
+    NotificationEvent,
+    NotificationReceiver,
+    ReceiverStats,
+    SeenStore,
+)
+
+__all__ = [
+    "RECEIVER_KEY",
+    "Authenticator",
+    "BasicAuth",
+    "BearerAuth",
+    "JwtBearerVerifier",
+    "MemorySeenStore",
+    "Notification",
+    "NotificationEvent",
+    "NotificationKind",
+    "NotificationReceiver",
+    "NotificationRejected",
+    "ReceiverServer",
+    "ReceiverStats",
+    "SeenStore",
+    "authenticate",
+    "create_app",
+    "parse",
+]

@@ -1,0 +1,129 @@
+"""The receiver as an ``aiohttp.web`` application (mount it as a sub-app) or a small server."""
+
+from __future__ import annotations
+
+from typing import Final, Self
+
+from aiohttp import web
+
+from .._constants import JSON_CONTENT_TYPE, NOTIFY_PATH
+from ._core import NotificationRejected
+from ._dispatch import NotificationReceiver
+
+__all__ = ["RECEIVER_KEY", "ReceiverServer", "create_app"]
+
+RECEIVER_KEY: Final = web.AppKey("payments_async.notifications.receiver", NotificationReceiver)
+_CHUNK: Final = 64 * 1024
+
+
+def _answer(status: int, body: bytes) -> web.Response:
+    return web.Response(status=status, body=body, content_type=JSON_CONTENT_TYPE)
+
+
+async def _receive(request: web.Request) -> web.Response:
+    receiver = request.app[RECEIVER_KEY]
+    # Credentials first, from the headers alone: a caller without them gets 401 before a
+    # byte of its body is read.
+    try:
+        await receiver.check_credentials(request.headers)
+    except NotificationRejected as exc:
+        return web.Response(
+            status=401,
+            body=b'{"error":"' + exc.message.encode() + b'"}',
+            content_type=JSON_CONTENT_TYPE,
+            headers={"WWW-Authenticate": 'Basic realm="notifications", Bearer'},
+        )
+    limit = receiver.max_body_bytes
+    too_large = b'{"error":"body too large"}'
+    if request.content_length is not None and request.content_length > limit:
+        receiver.stats.received += 1
+        receiver.stats.rejected[413] += 1
+        return _answer(413, too_large)
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(_CHUNK):
+        body += chunk
+        if len(body) > limit:
+            receiver.stats.received += 1
+            receiver.stats.rejected[413] += 1
+            return _answer(413, too_large)
+    status, out = await receiver.handle(
+        request.method, request.headers, bytes(body), authenticated=True
+    )
+    return _answer(status, out)
+
+
+def create_app(receiver: NotificationReceiver, *, path: str = NOTIFY_PATH) -> web.Application:
+    """An ``aiohttp.web.Application`` that receives notifications at ``path``.
+
+    Mount it with ``parent.add_subapp("/hooks", create_app(receiver))`` or serve it with
+    ``ReceiverServer``. Start the receiver (``async with receiver``) before traffic arrives;
+    until then notifications are answered 503 so the service redelivers them.
+
+    Args:
+        receiver: the receiver that authenticates, parses and processes notifications.
+        path: the route (POST).
+    """
+    app = web.Application(client_max_size=receiver.max_body_bytes + _CHUNK)
+    app[RECEIVER_KEY] = receiver
+    app.router.add_post(path, _receive, name="notification")
+    return app
+
+
+class ReceiverServer:
+    """The receiver's app on a loopback (or given) socket, as an async context manager.
+
+    ``async with ReceiverServer(receiver, port=0) as server:`` serves ``server.url``.
+
+    Args:
+        receiver: the receiver (start it yourself, or use both as context managers).
+        host: address to bind.
+        port: port to bind; 0 picks a free one.
+        path: the route.
+    """
+
+    def __init__(
+        self,
+        receiver: NotificationReceiver,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        path: str = NOTIFY_PATH,
+    ) -> None:
+        self.receiver = receiver
+        self.host = host
+        self.path = path
+        self._port = port
+        self._runner: web.AppRunner | None = None
+        self.app = create_app(receiver, path=path)
+
+    @property
+    def url(self) -> str:
+        """The full URL notifications are POSTed to."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self._port}{self.path}"
+
+    async def start(self) -> None:
+        """Bind and serve."""
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self._port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,577 @@
+"""The sandbox's notification sender (our extension: the real sandbox sends none).
+
+On every change to a final status (a payment processed or stopped, a cancellation
+settled) the sandbox POSTs a short notice or the full status report to the URL its client
+subscribed, with the credentials the client gave, at least once: non-2xx answers and
+connection errors are retried with backoff. Faults (loss, duplicates, reordering, delay,
+wrong credentials) are drawn from a seeded ``random.Random`` and counted, like the API
+faults. Bodies are built from the message structs (``_messages``), never the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import heapq
+import logging
+import random
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import aiohttp
+import msgspec
+from aiohttp import web
+
+from .._constants import (
+    CAMT029_PATH,
+    CAMT056_PATH,
+    JSON_CONTENT_TYPE,
+    PACS002_PATH,
+    PACS008_PATH,
+)
+from ._lifecycle import CancellationRecord, PaymentRecord
+from ._messages import cancellation_outcome_body, payment_status_body
+
+if TYPE_CHECKING:
+    from ._state import SandboxState
+
+__all__ = [
+    "DEFAULT_NOTIFY_ATTEMPTS",
+    "DEFAULT_NOTIFY_BACKOFF_INITIAL",
+    "DEFAULT_NOTIFY_BACKOFF_MAX",
+    "DEFAULT_NOTIFY_CONCURRENCY",
+    "DEFAULT_NOTIFY_DELAY",
+    "DEFAULT_NOTIFY_REORDER_DELAY",
+    "DEFAULT_NOTIFY_TIMEOUT",
+    "NOTIFICATION_FAULT_KINDS",
+    "NotificationFaults",
+    "NotificationSettings",
+    "NotificationTarget",
+    "Notifier",
+]
+
+logger = logging.getLogger("payments_async.sandbox.notify")
+
+DEFAULT_NOTIFY_ATTEMPTS: Final = 8  # deliveries of one notification before giving up
+DEFAULT_NOTIFY_BACKOFF_INITIAL: Final = 0.05  # seconds before the first redelivery...
+DEFAULT_NOTIFY_BACKOFF_MAX: Final = 2.0  # ...doubling up to this (jittered 50-100%)
+DEFAULT_NOTIFY_TIMEOUT: Final = 5.0  # seconds one delivery may take
+DEFAULT_NOTIFY_CONCURRENCY: Final = 64  # deliveries in flight at once
+DEFAULT_NOTIFY_DELAY: Final = 1.0  # seconds the delay fault holds a notification
+DEFAULT_NOTIFY_REORDER_DELAY: Final = 0.2  # seconds the reorder fault holds one back
+_TICK: Final = 0.5  # the scheduler looks at the clock at least this often (manual clocks)
+
+NOTIFICATION_FAULT_KINDS: Final = ("loss", "duplicate", "reorder", "delay", "wrong_credentials")
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationTarget:
+    """Where and how the sandbox notifies one client.
+
+    Attributes:
+        url: the client's receiver (http or https).
+        payload: ``"short"`` (id + URIs) or ``"full"`` (the pacs.002/camt.029 report with a
+            top-level ``paymentsServiceId``).
+        username: HTTP Basic user name to present (with ``password``)...
+        password: ...and its password.
+        bearer: or a bearer token to present (OAuth 2.0).
+    """
+
+    url: str
+    payload: Literal["short", "full"] = "short"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    bearer: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError("url must be an http:// or https:// URL")
+        if self.payload not in ("short", "full"):
+            raise ValueError("payload must be 'short' or 'full'")
+        basic = self.username is not None or self.password is not None
+        if basic and not (self.username and self.password):
+            raise ValueError("HTTP Basic needs both username and password")
+        if basic == (self.bearer is not None):
+            # The service notes: the client's endpoint is protected (OAuth 2.0 or Basic).
+            raise ValueError("give exactly one of username+password or bearer")
+        if self.bearer is not None and not self.bearer:
+            raise ValueError("bearer must not be empty")
+
+    def authorization(self, *, wrong: bool = False) -> str:
+        """The ``Authorization`` header; ``wrong`` spoils it (the wrong-credentials fault)."""
+        spoil = "-wrong" if wrong else ""
+        if self.bearer is not None:
+            return f"Bearer {self.bearer}{spoil}"
+        raw = f"{self.username}:{self.password}{spoil}".encode()
+        return "Basic " + base64.b64encode(raw).decode("ascii")
+
+    def describe(self) -> dict[str, Any]:
+        """The target without its secrets (what ``GET /_sandbox/notifications`` shows)."""
+        return {
+            "url": self.url,
+            "payload": self.payload,
+            "auth": "bearer" if self.bearer is not None else "basic",
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NotificationTarget:
+        """Build from a JSON object (``url``, ``payload``, ``username``/``password`` or ``bearer``).
+
+        Raises:
+            ValueError: an unknown key or a bad value.
+        """
+        known = {"url", "payload", "username", "password", "bearer"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown notification settings: {', '.join(unknown)}")
+        for key in known & set(data):
+            if not isinstance(data[key], str):
+                raise ValueError(f"{key} must be a string")
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationFaults:
+    """Faults of notification delivery, each drawn independently per notification.
+
+    Attributes:
+        loss: share never sent at all (the waiter's poll fallback must find them).
+        duplicate: share sent twice.
+        reorder: share held back ``reorder_seconds`` so later ones overtake them.
+        delay: share held back ``delay_seconds``.
+        wrong_credentials: share whose first delivery presents spoiled credentials (the
+            receiver must answer 401; the redelivery presents the right ones).
+        delay_seconds: hold of the delay fault.
+        reorder_seconds: hold of the reorder fault.
+        seed: seed of the ``random.Random`` drawing them; same seed, same sequence.
+    """
+
+    loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    delay: float = 0.0
+    wrong_credentials: float = 0.0
+    delay_seconds: float = DEFAULT_NOTIFY_DELAY
+    reorder_seconds: float = DEFAULT_NOTIFY_REORDER_DELAY
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for kind in NOTIFICATION_FAULT_KINDS:
+            value = getattr(self, kind)
+            if isinstance(value, bool) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"notification fault share {kind} must be within [0, 1]")
+        if self.delay_seconds < 0 or self.reorder_seconds < 0:
+            raise ValueError("delay_seconds and reorder_seconds must not be negative")
+
+    @property
+    def enabled(self) -> bool:
+        """True when any fault can fire."""
+        return any(getattr(self, kind) > 0 for kind in NOTIFICATION_FAULT_KINDS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NotificationFaults:
+        """Build from a JSON object; unknown keys and non-numbers are refused.
+
+        Raises:
+            ValueError: an unknown key or a bad value.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown notification fault settings: {', '.join(unknown)}")
+        for key, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{key} must be a number")
+            if key == "seed" and not isinstance(value, int):
+                raise ValueError("seed must be an integer")
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationSettings:
+    """Notification delivery of the sandbox (off until a client has a target).
+
+    Attributes:
+        targets: client id -> where and how to notify it.
+        faults: delivery faults (off by default).
+        max_attempts: deliveries of one notification before giving up.
+        backoff_initial: seconds before the first redelivery, doubling...
+        backoff_max: ...up to this.
+        timeout: seconds one delivery may take.
+        concurrency: deliveries in flight at once.
+    """
+
+    targets: Mapping[str, NotificationTarget] = field(default_factory=dict)
+    faults: NotificationFaults = field(default_factory=NotificationFaults)
+    max_attempts: int = DEFAULT_NOTIFY_ATTEMPTS
+    backoff_initial: float = DEFAULT_NOTIFY_BACKOFF_INITIAL
+    backoff_max: float = DEFAULT_NOTIFY_BACKOFF_MAX
+    timeout: float = DEFAULT_NOTIFY_TIMEOUT
+    concurrency: int = DEFAULT_NOTIFY_CONCURRENCY
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.concurrency < 1:
+            raise ValueError("max_attempts and concurrency must be >= 1")
+        if self.backoff_initial < 0 or self.backoff_max < 0 or self.timeout <= 0:
+            raise ValueError("backoffs must not be negative and timeout must be positive")
+
+
+_Kind = Literal["payment", "cancellation"]
+
+
+class Notifier:
+    """Schedules and delivers the notifications of one sandbox.
+
+    Statuses in the sandbox are computed from timestamps, so the notifier keeps a heap of
+    the instants at which a subscribed client's record becomes final, and one task that
+    wakes at each of them. Nothing is scheduled for clients without a target.
+
+    Args:
+        state: the sandbox state (records, clock).
+        settings: targets, faults and delivery limits.
+    """
+
+    def __init__(self, state: SandboxState, settings: NotificationSettings) -> None:
+        self._state = state
+        self._settings = settings
+        self._targets: dict[str, NotificationTarget] = dict(settings.targets)
+        self._faults = settings.faults
+        self._rng = random.Random(settings.faults.seed)
+        self._jitter = random.Random(settings.faults.seed + 1)
+        self._heap: list[tuple[float, int, _Kind, str]] = []
+        self._seq = 0
+        self._notified: set[tuple[_Kind, str]] = set()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._deliveries: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(settings.concurrency)
+        self._session: aiohttp.ClientSession | None = None
+        self.base_url: str | None = None
+        self.counts: Counter[str] = Counter()
+        self.fault_counts: Counter[str] = Counter()
+
+    # --- configuration -------------------------------------------------------------------
+
+    def subscribe(self, client_id: str, target: NotificationTarget) -> None:
+        """Notify ``client_id`` at ``target`` from now on (its pending records included)."""
+        self._targets[client_id] = target
+        now = self._state.now()
+        for p in self._state.payments.values():
+            if p.client_id == client_id and not p.status_at(now).final:
+                self._schedule_payment(p)
+        for c in self._state.cancellations.values():
+            if c.client_id == client_id and not c.status_at(now).final:
+                self._schedule("cancellation", c.settles_at, c.payments_service_id)
+
+    def unsubscribe(self, client_id: str) -> bool:
+        """Stop notifying ``client_id``; True when it had a target."""
+        return self._targets.pop(client_id, None) is not None
+
+    def set_faults(self, faults: NotificationFaults) -> None:
+        """Replace the delivery faults (and reseed)."""
+        self._faults = faults
+        self._rng = random.Random(faults.seed)
+        self._jitter = random.Random(faults.seed + 1)
+
+    @property
+    def faults(self) -> NotificationFaults:
+        """The delivery faults in force."""
+        return self._faults
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters and targets (secrets left out) for ``GET /_sandbox/stats``."""
+        return {
+            "targets": {cid: t.describe() for cid, t in self._targets.items()},
+            "scheduled": self.counts["scheduled"],
+            "notifications": self.counts["notifications"],
+            "attempts": self.counts["attempts"],
+            "delivered": self.counts["delivered"],
+            "retries": self.counts["retries"],
+            "failed": self.counts["failed"],
+            "pending": len(self._heap),
+            "in_flight": len(self._deliveries),
+            "faults": {kind: self.fault_counts.get(kind, 0) for kind in NOTIFICATION_FAULT_KINDS},
+        }
+
+    # --- scheduling ----------------------------------------------------------------------
+
+    def stored(self, record: PaymentRecord | CancellationRecord, base_url: str) -> None:
+        """A record was stored (or a payment was stopped by a cancellation just stored)."""
+        self.base_url = base_url
+        if isinstance(record, PaymentRecord):
+            if record.client_id in self._targets:
+                self._schedule_payment(record)
+            return
+        if record.client_id not in self._targets:
+            return
+        self._schedule("cancellation", record.settles_at, record.payments_service_id)
+        if record.accepted and record.original_payment_id is not None:
+            original = self._state.payments.get(record.original_payment_id)
+            if original is not None:
+                self._schedule_payment(original)
+
+    def _schedule_payment(self, p: PaymentRecord) -> None:
+        at = p.cancel_effective_at if p.cancelled_by is not None else p.processed_at
+        self._schedule("payment", at if at is not None else p.processed_at, p.payments_service_id)
+
+    def _schedule(self, kind: _Kind, at: float, psid: str) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (at, self._seq, kind, psid))
+        self.counts["scheduled"] += 1
+        self._wakeup.set()
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the scheduler task."""
+        if self._task is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._settings.concurrency),
+                timeout=aiohttp.ClientTimeout(total=self._settings.timeout),
+            )
+            self._task = asyncio.create_task(self._run(), name="sandbox-notifier")
+
+    async def stop(self) -> None:
+        """Stop scheduling and delivering; close the HTTP session."""
+        task, self._task = self._task, None
+        pending = [t for t in (task, *self._deliveries) if t is not None]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _run(self) -> None:
+        while True:
+            now = self._state.now()
+            while self._heap and self._heap[0][0] <= now:
+                _, _, kind, psid = heapq.heappop(self._heap)
+                self._fire(kind, psid, now)
+            wait = _TICK if not self._heap else min(_TICK, max(0.0, self._heap[0][0] - now))
+            self._wakeup.clear()
+            try:
+                async with asyncio.timeout(wait):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                pass
+
+    def _fire(self, kind: _Kind, psid: str, now: float) -> None:
+        key = (kind, psid)
+        if key in self._notified:
+            return
+        body: bytes
+        if kind == "payment":
+            p = self._state.payments.get(psid)
+            if p is None:
+                return
+            target = self._targets.get(p.client_id)
+            status = p.status_at(now)
+            if target is None or not status.final:
+                return  # stopped by a cancellation meanwhile: rescheduled by it
+            if target.payload == "full":
+                effective = p.cancel_effective_at
+                at = effective if effective is not None else p.processed_at
+                body = _with_id(payment_status_body(p, status, at), psid)
+            else:
+                body = self._short(psid, PACS008_PATH, PACS002_PATH)
+        else:
+            c = self._state.cancellations.get(psid)
+            if c is None:
+                return
+            target = self._targets.get(c.client_id)
+            cstatus = c.status_at(now)
+            if target is None or not cstatus.final:
+                return
+            if target.payload == "full":
+                body = _with_id(cancellation_outcome_body(c, cstatus, c.settles_at), psid)
+            else:
+                body = self._short(psid, CAMT056_PATH, CAMT029_PATH)
+        self._notified.add(key)
+        self.counts["notifications"] += 1
+        task = asyncio.create_task(self._deliver(target, body, psid))
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
+    def _short(self, psid: str, original: str, report: str) -> bytes:
+        base = (self.base_url or "").rstrip("/")
+        return msgspec.json.encode(
+            {
+                "paymentsServiceId": psid,
+                "originalMessage": f"{base}{original}/{psid}",
+                "statusReportMessage": f"{base}{report}/{psid}",
+            }
+        )
+
+    # --- delivery ------------------------------------------------------------------------
+
+    def _draw(self) -> set[str]:
+        """The faults of the next notification; a lost one counts only as lost."""
+        faults = self._faults
+        if not faults.enabled:
+            return set()
+        # One draw per kind, always all of them in this order: a seed gives one sequence.
+        hits = {k for k in NOTIFICATION_FAULT_KINDS if self._rng.random() < getattr(faults, k)}
+        if "loss" in hits:
+            hits = {"loss"}
+        self.fault_counts.update(hits)
+        return hits
+
+    async def _deliver(self, target: NotificationTarget, body: bytes, psid: str) -> None:
+        faults = self._faults
+        hits = self._draw()
+        if "loss" in hits:
+            logger.info("notification for %s lost (injected)", psid)
+            return
+        hold = (faults.reorder_seconds if "reorder" in hits else 0.0) + (
+            faults.delay_seconds if "delay" in hits else 0.0
+        )
+        if hold:
+            await asyncio.sleep(hold)
+        for copy in range(2 if "duplicate" in hits else 1):
+            spoil = "wrong_credentials" in hits and copy == 0
+            await self._send(target, body, psid, spoil_first=spoil)
+
+    async def _send(
+        self, target: NotificationTarget, body: bytes, psid: str, *, spoil_first: bool
+    ) -> None:
+        settings = self._settings
+        session = self._session
+        if session is None:
+            return
+        for attempt in range(1, settings.max_attempts + 1):
+            headers = {
+                "Content-Type": JSON_CONTENT_TYPE,
+                "Authorization": target.authorization(wrong=spoil_first and attempt == 1),
+            }
+            self.counts["attempts"] += 1
+            status: int | None = None
+            try:
+                async with (
+                    self._slots,
+                    session.post(target.url, data=body, headers=headers) as resp,
+                ):
+                    status = resp.status
+                    await resp.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                logger.debug("notification for %s: attempt %d failed: %s", psid, attempt, exc)
+            if status is not None and 200 <= status < 300:
+                self.counts["delivered"] += 1
+                return
+            if attempt == settings.max_attempts:
+                break
+            self.counts["retries"] += 1
+            backoff = min(settings.backoff_max, settings.backoff_initial * 2 ** (attempt - 1))
+            await asyncio.sleep(backoff * self._jitter.uniform(0.5, 1.0))
+        self.counts["failed"] += 1
+        logger.warning("notification for %s not delivered after %d attempts", psid, attempt)
+
+
+def _with_id(report: bytes, psid: str) -> bytes:
+    # Our choice (the live body is not shown): the id beside the report's root object, so
+    # a receiver can confirm it with a GET. ``report`` is a JSON object; psid is [a-z0-9-].
+    return b'{"paymentsServiceId":' + msgspec.json.encode(psid) + b"," + report[1:]
+
+
+# --- control routes -----------------------------------------------------------------------
+
+
+NOTIFIER_KEY: Final = web.AppKey("payments_async.sandbox.notifier", Notifier)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        status=status, body=msgspec.json.encode(data), content_type=JSON_CONTENT_TYPE
+    )
+
+
+def _bad(message: str) -> web.Response:
+    return _json({"errors": [{"code": "INVALID_REQUEST", "message": message}]}, status=400)
+
+
+async def _object(request: web.Request) -> dict[str, Any] | web.Response:
+    try:
+        data = msgspec.json.decode(await request.read())
+    except msgspec.DecodeError:
+        return _bad("Body must be a JSON object")
+    if not isinstance(data, dict):
+        return _bad("Body must be a JSON object")
+    return data
+
+
+async def _subscribe(request: web.Request) -> web.Response:
+    data = await _object(request)
+    if isinstance(data, web.Response):
+        return data
+    client_id = data.pop("client_id", None)
+    if not isinstance(client_id, str) or not client_id:
+        return _bad("client_id (a non-empty string) is required")
+    try:
+        target = NotificationTarget.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        return _bad(str(exc))
+    notifier = request.app[NOTIFIER_KEY]
+    notifier.base_url = str(request.url.origin())
+    notifier.subscribe(client_id, target)
+    return _json({"client_id": client_id, **target.describe()}, status=201)
+
+
+async def _unsubscribe(request: web.Request) -> web.Response:
+    data = await _object(request)
+    if isinstance(data, web.Response):
+        return data
+    client_id = data.get("client_id")
+    if not isinstance(client_id, str):
+        return _bad("client_id (a string) is required")
+    return _json({"removed": request.app[NOTIFIER_KEY].unsubscribe(client_id)})
+
+
+async def _get(request: web.Request) -> web.Response:
+    return _json(request.app[NOTIFIER_KEY].snapshot())
+
+
+async def _set_faults(request: web.Request) -> web.Response:
+    data = await _object(request)
+    if isinstance(data, web.Response):
+        return data
+    try:
+        faults = NotificationFaults.from_dict(data)
+    except (TypeError, ValueError) as exc:
+        return _bad(str(exc))
+    request.app[NOTIFIER_KEY].set_faults(faults)
+    return _json(faults.to_dict())
+
+
+def install(app: web.Application, state: SandboxState, settings: NotificationSettings) -> Notifier:
+    """Create the notifier, run it with the app, and add its control routes.
+
+    Routes (under ``/_sandbox``, no auth like the other control routes):
+    ``POST /notifications`` (subscribe: ``client_id``, ``url``, ``payload``, credentials),
+    ``POST /notifications/remove``, ``GET /notifications`` (counters, targets without
+    secrets) and ``POST /notification-faults``.
+    """
+    notifier = Notifier(state, settings)
+    app[NOTIFIER_KEY] = notifier
+
+    async def _start(_: web.Application) -> None:
+        await notifier.start()
+        for client_id, target in settings.targets.items():
+            notifier.subscribe(client_id, target)
+
+    async def _stop(_: web.Application) -> None:
+        await notifier.stop()
+
+    app.on_startup.append(_start)
+    app.on_shutdown.append(_stop)
+    r = app.router
+    r.add_post("/_sandbox/notifications", _subscribe, name="control-notify")
+    r.add_post("/_sandbox/notifications/remove", _unsubscribe, name="control-notify-remove")
+    r.add_get("/_sandbox/notifications", _get, name="control-notify-get")
+    r.add_post("/_sandbox/notification-faults", _set_faults, name="control-notify-faults")
+    return notifier

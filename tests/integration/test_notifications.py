@@ -1,0 +1,430 @@
+"""Notifications over real HTTP: sandbox -> receiver -> confirming GET -> callbacks and waiters."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections import Counter
+
+import aiohttp
+import msgspec
+import pytest
+from aiohttp import web
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from joserfc import jwt
+from joserfc.jwk import ECKey
+from notification_support import (
+    HOOK_PASSWORD,
+    HOOK_USER,
+    cancellation_for,
+    notifying_stack,
+    settle,
+    transfer,
+)
+
+from payments_async import CancellationOutcome, Outcome, PollPolicy
+from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH
+from payments_async.notifications import (
+    BasicAuth,
+    BearerAuth,
+    JwtBearerVerifier,
+    NotificationReceiver,
+    create_app,
+)
+from payments_async.sandbox._notify import NotificationFaults
+
+WAIT = 5.0  # seconds; far below the 60 s safety-net poll of NO_POLL
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+async def test_outcomes_reach_waiters_and_callbacks_by_notification() -> None:
+    async with notifying_stack() as st:
+        c = st.client
+        p1 = transfer()
+        s1 = await c.submit_credit_transfer(p1)
+        x1 = await c.request_cancellation(cancellation_for(p1))  # p1 unprocessed: accepted
+        p2 = transfer()
+        s2 = await c.submit_credit_transfer(p2)
+        status2 = await asyncio.wait_for(c.wait_for_payment_status(s2.payments_service_id), WAIT)
+        assert status2.status == "ACCC"
+        x2 = await c.request_cancellation(cancellation_for(p2))  # p2 processed: rejected
+        o1, o2, status1 = await asyncio.wait_for(
+            asyncio.gather(
+                c.wait_for_cancellation_outcome(x1.payments_service_id),
+                c.wait_for_cancellation_outcome(x2.payments_service_id),
+                c.wait_for_payment_status(s1.payments_service_id),
+            ),
+            WAIT,
+        )
+        assert o1.accepted
+        assert o2.rejected
+        assert o2.return_request_needed
+        assert status1.status == "RJCT"
+        assert status1.reason_codes == ("DS02",)
+        await settle(st)
+
+        assert sorted((o.payments_service_id, o.outcome) for o in st.outcomes) == sorted(
+            [(x1.payments_service_id, Outcome.ACCEPTED), (x2.payments_service_id, Outcome.REJECTED)]
+        )
+        assert Counter(psid for psid, _ in st.payments) == {
+            s1.payments_service_id: 1,
+            s2.payments_service_id: 1,
+        }
+        # No waiter polled (the safety net is 60 s away): every GET was a confirmation.
+        assert st.receiver.stats.confirm_reads == 4
+        assert st.sandbox_gets() == 4
+        assert st.sent()["delivered"] == 4
+
+
+def _es256_pair() -> tuple[bytes, bytes]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, public
+
+
+async def test_full_reports_with_a_jwt_bearer_are_confirmed_then_delivered() -> None:
+    private, public = _es256_pair()
+    claims = {"iss": "bank-hooks", "aud": "our-receiver", "exp": int(time.time()) + 600}
+    token = jwt.encode({"alg": "ES256"}, claims, ECKey.import_key(private))
+    auth = BearerAuth(JwtBearerVerifier(public, issuer="bank-hooks", audience="our-receiver"))
+    async with notifying_stack(
+        payload="full", auth=auth, target_credentials={"bearer": token}
+    ) as st:
+        c = st.client
+        p = transfer()
+        s = await c.submit_credit_transfer(p)
+        x = await c.request_cancellation(cancellation_for(p))
+        outcome = await asyncio.wait_for(
+            c.wait_for_cancellation_outcome(x.payments_service_id), WAIT
+        )
+        assert outcome.accepted
+        await settle(st)
+        assert [o.payments_service_id for o in st.outcomes] == [x.payments_service_id]
+        assert [psid for psid, _ in st.payments] == [s.payments_service_id]
+        assert st.sent()["targets"][st.sandbox.credentials.client_id]["payload"] == "full"  # type: ignore[union-attr]
+        # A full report is still only a hint: both were confirmed by a GET.
+        assert st.receiver.stats.confirm_reads == 2
+        assert st.receiver.stats.rejected == {}
+
+
+async def test_duplicates_reordering_delay_loss_and_bad_credentials_each_final_once() -> None:
+    faults = NotificationFaults(
+        loss=0.25,
+        duplicate=0.4,
+        reorder=0.3,
+        delay=0.2,
+        wrong_credentials=0.3,
+        delay_seconds=0.3,
+        reorder_seconds=0.15,
+        seed=3,
+    )
+    fallback = PollPolicy(initial=1.0, maximum=1.0, not_found_grace=5.0)
+    async with notifying_stack(faults=faults, poll=fallback) as st:
+        c = st.client
+        subs = [await c.submit_credit_transfer(transfer()) for _ in range(12)]
+        cancels = []
+        payments = [transfer() for _ in range(6)]
+        for p in payments:
+            s = await c.submit_credit_transfer(p)
+            subs.append(s)
+            cancels.append(await c.request_cancellation(cancellation_for(p)))
+        results = await asyncio.wait_for(
+            asyncio.gather(
+                *(c.wait_for_payment_status(s.payments_service_id) for s in subs),
+                *(c.wait_for_cancellation_outcome(x.payments_service_id) for x in cancels),
+            ),
+            20,
+        )
+        assert all(r is not None for r in results)  # every waiter finished
+        await settle(st)
+
+        sent = st.sent()
+        for kind in ("loss", "duplicate", "reorder", "delay", "wrong_credentials"):
+            assert sent["faults"][kind] > 0, kind
+        payment_ids = Counter(psid for psid, _ in st.payments)
+        outcome_ids = Counter(o.payments_service_id for o in st.outcomes)
+        assert max(payment_ids.values()) == 1
+        assert max(outcome_ids.values()) == 1
+        # Everything not lost reached a callback exactly once; the lost ones were found by
+        # the waiters' poll fallback instead.
+        notified = sent["notifications"] - sent["faults"]["loss"]
+        assert sum(payment_ids.values()) + sum(outcome_ids.values()) == notified
+        assert st.receiver.stats.rejected[401] == sent["faults"]["wrong_credentials"]
+        assert st.receiver.stats.known_final > 0  # duplicates answered without a GET
+
+
+async def test_lost_notifications_cost_latency_not_outcomes() -> None:
+    fallback = PollPolicy(initial=0.3, maximum=0.3, not_found_grace=5.0)
+    async with notifying_stack(faults=NotificationFaults(loss=1.0), poll=fallback) as st:
+        c = st.client
+        p = transfer()
+        s = await c.submit_credit_transfer(p)
+        x = await c.request_cancellation(cancellation_for(p))
+        outcome = await asyncio.wait_for(
+            c.wait_for_cancellation_outcome(x.payments_service_id), WAIT
+        )
+        status = await asyncio.wait_for(c.wait_for_payment_status(s.payments_service_id), WAIT)
+        assert outcome.accepted
+        assert status.status == "RJCT"
+        await settle(st)
+        assert st.sent()["faults"]["loss"] == 2
+        assert st.outcomes == []
+        assert st.payments == []
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        basic(HOOK_USER, HOOK_PASSWORD + "x"),
+        basic(HOOK_USER + "x", HOOK_PASSWORD),
+        "Bearer " + HOOK_PASSWORD,
+        "Basic !!!not-base64",
+    ],
+)
+async def test_wrong_or_missing_credentials_get_401_and_nothing_is_processed(
+    authorization: str | None,
+) -> None:
+    async with notifying_stack() as st:
+        s = await st.client.submit_credit_transfer(transfer())
+        body = msgspec.json.encode(
+            {
+                "paymentsServiceId": s.payments_service_id,
+                "statusReportMessage": f"{st.sandbox.url}{PACS002_PATH}/{s.payments_service_id}",
+            }
+        )
+        headers = {"Content-Type": "application/json"}
+        if authorization is not None:
+            headers["Authorization"] = authorization
+        gets_before = st.sandbox_gets()
+        async with aiohttp.ClientSession() as http:
+            async with http.post(st.server.url, data=body, headers=headers) as resp:
+                assert resp.status == 401
+                assert "WWW-Authenticate" in resp.headers
+            # the right credentials on the same body are accepted: the 401 was the auth
+            headers["Authorization"] = basic(HOOK_USER, HOOK_PASSWORD)
+            async with http.post(st.server.url, data=body, headers=headers) as resp:
+                assert resp.status == 202
+        await st.receiver.join()
+        assert st.receiver.stats.rejected[401] == 1
+        assert st.receiver.stats.accepted == 1
+        assert st.sandbox_gets() == gets_before + 1
+
+
+async def test_a_notification_naming_a_foreign_host_is_never_fetched() -> None:
+    hits: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        hits.append(request.path)
+        return web.json_response({})
+
+    foreign = web.Application()
+    foreign.router.add_route("*", "/{tail:.*}", record)
+    runner = web.AppRunner(foreign)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    foreign_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with notifying_stack() as st:
+            s = await st.client.submit_credit_transfer(transfer())
+            psid = s.payments_service_id
+            sandbox_host_other_port = st.sandbox.url.rsplit(":", 1)[0] + ":1"
+            bad_uris = [
+                {"statusReportMessage": f"{foreign_url}{PACS002_PATH}/{psid}"},
+                {"originalMessage": f"{foreign_url}{PACS008_PATH}/{psid}"},
+                {"statusReportMessage": f"{sandbox_host_other_port}{PACS002_PATH}/{psid}"},
+                {"statusReportMessage": f"//127.0.0.2{PACS002_PATH}/{psid}"},
+                {"statusReportMessage": f"{st.sandbox.url}/elsewhere/{psid}"},
+                {"statusReportMessage": f"{st.sandbox.url}{CAMT029_PATH}/other-id"},
+                {
+                    "statusReportMessage": (
+                        f"http://user:pw@{st.sandbox.url[7:]}{PACS002_PATH}/{psid}"
+                    )
+                },
+            ]
+            gets_before = st.sandbox_gets()
+            async with aiohttp.ClientSession() as http:
+                for uris in bad_uris:
+                    body = msgspec.json.encode({"paymentsServiceId": psid, **uris})
+                    async with http.post(
+                        st.server.url,
+                        data=body,
+                        headers={
+                            "Content-Type": "application/json",
+                            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+                        },
+                    ) as resp:
+                        assert resp.status == 422, uris
+            await st.receiver.join()
+            assert hits == []
+            assert st.sandbox_gets() == gets_before
+            assert st.receiver.stats.accepted == 0
+    finally:
+        await runner.cleanup()
+
+
+async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
+    async with notifying_stack(max_body_bytes=4096) as st:
+        auth = {"Authorization": basic(HOOK_USER, HOOK_PASSWORD)}
+        json_ct = {**auth, "Content-Type": "application/json"}
+
+        async def chunked_big():  # type: ignore[no-untyped-def]
+            for _ in range(10):
+                yield b" " * 1024
+
+        cases: list[tuple[str, dict[str, str], object, int]] = [
+            ("POST", json_ct, b"{" + b" " * 10_000 + b"}", 413),
+            ("POST", json_ct, chunked_big(), 413),
+            ("POST", json_ct, b"{not json", 400),
+            ("POST", json_ct, b"[1, 2]", 400),
+            ("POST", json_ct, b"", 400),
+            ("POST", {**auth, "Content-Type": "text/plain"}, b"{}", 415),
+            ("POST", json_ct, b'{"hello": "world"}', 422),
+            ("POST", json_ct, b'{"paymentsServiceId": "../../etc"}', 422),
+            ("POST", json_ct, b'{"paymentsServiceId": 42}', 422),
+            ("POST", json_ct, b'{"paymentsServiceId": "abc"}', 422),
+            ("POST", json_ct, b'{"paymentsServiceId": "abc", "statusReportMessage": 5}', 422),
+            (
+                "POST",
+                json_ct,
+                b'{"fitoFIPmtStsRpt": {"txInfAndSts": 5}, "paymentsServiceId": "a"}',
+                422,
+            ),
+            ("POST", json_ct, b'{"rsltnOfInvstgtn": {"sts": {"conf": "ACCC"}}}', 422),
+            ("POST", json_ct, b'{"rsltnOfInvstgtn": []}', 422),
+            ("GET", auth, None, 405),
+            ("PUT", json_ct, b"{}", 405),
+        ]
+        async with aiohttp.ClientSession() as http:
+            for method, headers, body, expected in cases:
+                async with http.request(method, st.server.url, data=body, headers=headers) as resp:
+                    assert resp.status == expected, (method, body)
+                    assert resp.status < 500
+        assert st.receiver.stats.accepted == 0
+        assert st.sandbox_gets() == 0
+
+
+async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
+    async with notifying_stack(queue_size=1, workers=1) as st:
+        s = await st.client.submit_credit_transfer(transfer())
+        body = msgspec.json.encode(
+            {
+                "paymentsServiceId": s.payments_service_id,
+                "statusReportMessage": f"{st.sandbox.url}{PACS002_PATH}/{s.payments_service_id}",
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+        }
+        # No await between the two: the worker cannot have taken the first one yet.
+        first = await st.receiver.handle("POST", headers, body)
+        second = await st.receiver.handle("POST", headers, body)
+        assert first[0] == 202
+        assert second[0] == 503
+        assert st.receiver.stats.queue_full == 1
+
+
+async def test_mounted_as_a_sub_app_and_503_until_started() -> None:
+    async with notifying_stack() as st:
+        s = await st.client.submit_credit_transfer(transfer())
+        body = msgspec.json.encode(
+            {
+                "paymentsServiceId": s.payments_service_id,
+                "statusReportMessage": f"{st.sandbox.url}{PACS002_PATH}/{s.payments_service_id}",
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+        }
+        idle = NotificationReceiver(st.client, auth=BasicAuth(HOOK_USER, HOOK_PASSWORD))
+        assert (await idle.handle("POST", headers, body))[0] == 503  # not started: redeliver
+
+        parent = web.Application()
+        parent.add_subapp("/hooks", create_app(st.receiver))
+        runner = web.AppRunner(parent)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        try:
+            url = f"http://127.0.0.1:{runner.addresses[0][1]}/hooks/notifications"
+            async with (
+                aiohttp.ClientSession() as http,
+                http.post(url, data=body, headers=headers) as resp,
+            ):
+                assert resp.status == 202
+            await st.receiver.join()
+            assert st.receiver.stats.confirm_reads == 1
+        finally:
+            await runner.cleanup()
+
+
+async def test_a_failing_callback_is_logged_and_the_receiver_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+
+    async def broken(outcome: CancellationOutcome) -> None:
+        calls.append(outcome.payments_service_id)
+        raise RuntimeError("user bug")
+
+    async with notifying_stack(on_cancellation_outcome=broken) as st:
+        c = st.client
+        xs = []
+        for _ in range(2):
+            p = transfer()
+            await c.submit_credit_transfer(p)
+            xs.append(await c.request_cancellation(cancellation_for(p)))
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*(c.wait_for_cancellation_outcome(x.payments_service_id) for x in xs)),
+            WAIT,
+        )
+        assert all(o.accepted for o in outcomes)
+        await settle(st)
+    assert sorted(calls) == sorted(x.payments_service_id for x in xs)
+    assert "user bug" in caplog.text
+
+
+async def test_sandbox_control_routes_refuse_bad_input_and_never_echo_secrets() -> None:
+    async with notifying_stack() as st, aiohttp.ClientSession() as http:
+        base = st.sandbox.url + "/_sandbox"
+        bad = [
+            ("/notifications", b"not json"),
+            ("/notifications", b"[]"),
+            ("/notifications", b"{}"),
+            ("/notifications", b'{"client_id": "c", "url": "http://h/n"}'),
+            ("/notifications", b'{"client_id": "c", "url": 5, "bearer": "t"}'),
+            ("/notifications", b'{"client_id": "c", "url": "http://h/n", "bearer": "t", "x": 1}'),
+            ("/notifications/remove", b"{}"),
+            ("/notification-faults", b'{"loss": 2}'),
+            ("/notification-faults", b'{"nope": 0.1}'),
+            ("/notification-faults", b"[1]"),
+        ]
+        for path, body in bad:
+            async with http.post(base + path, data=body) as resp:
+                assert resp.status == 400, (path, body)
+        ok = {"client_id": "acme", "url": "http://127.0.0.1:1/n", "bearer": "tok-secret-1"}
+        async with http.post(base + "/notifications", json=ok) as resp:
+            assert resp.status == 201
+            assert "tok-secret-1" not in await resp.text()
+        async with http.get(base + "/notifications") as resp:
+            text = await resp.text()
+            assert "acme" in text
+            assert "tok-secret-1" not in text
+            assert HOOK_PASSWORD not in text
+        async with http.post(base + "/notifications/remove", json={"client_id": "acme"}) as resp:
+            assert (await resp.json()) == {"removed": True}

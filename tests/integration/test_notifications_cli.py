@@ -1,0 +1,164 @@
+"""`payments-async listen` in a real process fed by the sandbox; the sandbox's --notify flags."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from decimal import Decimal
+
+import pytest
+
+from payments_async import Credentials, PaymentsClient, build_cancellation, build_credit_transfer
+from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.sandbox import SandboxConfig, SandboxServer
+from payments_async.sandbox._main import build_parser, config_from_args
+from payments_async.sandbox._notify import NotificationTarget
+
+IBAN = "DE89370400440532013000"
+
+
+async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "payments_async",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+
+
+async def test_listen_prints_each_notification_and_its_confirmed_status() -> None:
+    config = SandboxConfig(processing_delay=0.3, settlement_delay=0.2)
+    async with SandboxServer(config) as sb:
+        proc = await _spawn(
+            "--sandbox",
+            "--base-url",
+            sb.url,
+            "--json",
+            "listen",
+            "--port",
+            "0",
+            "--user",
+            "svc",
+            "--count",
+            "2",
+            env={"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"},
+        )
+        try:
+            assert proc.stdout is not None
+            first = json.loads(await asyncio.wait_for(proc.stdout.readline(), 20))
+            url = first["listening"]
+            sb.notifier.subscribe(
+                SANDBOX_CLIENT_ID,
+                NotificationTarget(url=url, username="svc", password="pw-0123456789"),
+            )
+            async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
+                pay = build_credit_transfer(
+                    debtor_name="A",
+                    debtor_iban="FR1420041010050500013M02606",
+                    debtor_agent_id="30004",
+                    creditor_name="B",
+                    creditor_iban=IBAN,
+                    creditor_agent_id="37040044",
+                    amount=Decimal("5.00"),
+                )
+                sub = await client.submit_credit_transfer(pay)
+                cxl = await client.request_cancellation(
+                    build_cancellation(
+                        original_end_to_end_id=pay.end_to_end_id,
+                        amount=Decimal("5.00"),
+                        creditor_agent_bic="COBADEFFXXX",
+                        creditor_iban=IBAN,
+                        assigner_bic="BNPAFRPPXXX",
+                        assignee_bic="COBADEFFXXX",
+                    )
+                )
+            out, err = await asyncio.wait_for(proc.communicate(), 20)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    events = {e["payments_service_id"]: e for e in map(json.loads, out.decode().splitlines())}
+    assert events[cxl.payments_service_id]["confirmed_status"] == "ACCC"
+    assert events[cxl.payments_service_id]["outcome"] == "accepted"
+    assert events[cxl.payments_service_id]["kind"] == "cancellation"
+    assert events[sub.payments_service_id]["confirmed_status"] == "RJCT"
+    assert all(e["final"] and e["first"] for e in events.values())
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["listen", "--port", "0"],  # no credentials to check
+        ["listen", "--port", "0", "--user", "svc"],  # no password
+        ["listen", "--port", "0", "--user", "svc", "--jwt-key", __file__],  # both
+        ["listen", "--port", "0", "--jwt-key", __file__],  # no issuer/audience
+    ],
+)
+async def test_listen_usage_errors_are_one_line_exit_2(args: list[str]) -> None:
+    proc = await _spawn("--sandbox", "--base-url", "http://127.0.0.1:1", *args)
+    _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 2
+    assert "Traceback" not in err.decode()
+    assert len(err.decode().strip().splitlines()) == 1
+
+
+async def test_listen_checks_the_service_before_listening() -> None:
+    proc = await _spawn(
+        "--sandbox",
+        "--base-url",
+        "http://127.0.0.1:1",
+        "listen",
+        "--port",
+        "0",
+        "--user",
+        "svc",
+        env={"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 3
+    assert b"listening" not in out
+    assert "Traceback" not in err.decode()
+
+
+def test_sandbox_notify_options_build_the_settings() -> None:
+    args = build_parser().parse_args(
+        [
+            "--notify",
+            "http://127.0.0.1:9000/notifications",
+            "--notify-user",
+            "svc",
+            "--notify-password",
+            "pw",
+            "--notify-payload",
+            "full",
+            "--notify-fault",
+            "loss=0.1",
+            "--seed",
+            "4",
+        ]
+    )
+    settings = config_from_args(args).notifications
+    target = settings.targets[SANDBOX_CLIENT_ID]
+    assert (target.url, target.payload, target.username) == (
+        "http://127.0.0.1:9000/notifications",
+        "full",
+        "svc",
+    )
+    assert (settings.faults.loss, settings.faults.seed) == (0.1, 4)
+    other = config_from_args(
+        build_parser().parse_args(["--notify", "acme=http://h/n", "--notify-bearer", "t"])
+    )
+    assert other.notifications.targets["acme"].bearer == "t"
+    for bad in (
+        ["--notify", "http://h/n"],  # no credentials
+        ["--notify-fault", "loss=0.1"],  # faults without a target
+        ["--notify", "http://h/n", "--notify-bearer", "t", "--notify-fault", "lost=1"],
+    ):
+        with pytest.raises(ValueError):  # noqa: PT011
+            config_from_args(build_parser().parse_args(bad))
