@@ -25,6 +25,10 @@ DEFAULT_KEYGEN_BITS: Final = 3072
 ASSERTION_LIFETIME: Final = 300.0  # seconds an authentication JWT is valid
 SCA_TOKEN_LIFETIME: Final = 180.0  # seconds, as the provider's own client uses
 JWT_LEEWAY: Final = 30.0  # clock skew tolerated by the verifiers (exp/nbf/iat)
+# Past this difference between the service's clock (HTTP Date) and ours, JWTs are signed
+# on the service's time: well above Date's one-second resolution plus a round trip, well
+# below the verifiers' leeway, so a correction happens before a token is refused.
+CLOCK_SKEW_THRESHOLD: Final = 5.0
 
 # --- Access tokens ----------------------------------------------------------------------
 TOKEN_REFRESH_LEEWAY: Final = 60.0  # refresh this long before expires_in runs out
