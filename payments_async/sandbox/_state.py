@@ -147,7 +147,8 @@ class SandboxState:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
-        self.clock = config.clock
+        skew = config.clock_skew
+        self.clock = (lambda: config.clock() + skew) if skew else config.clock
         self.registry = Registry()
         self.stats = Stats()
         self.faults = FaultInjector(config.faults)
