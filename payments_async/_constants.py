@@ -48,6 +48,13 @@ CONNECTION_LIMIT: Final = 100  # bounded connector: waiters share these sockets
 MAX_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
 USER_AGENT: Final = "payments-async"
 
+# --- OpenTelemetry (extra "otel") ------------------------------------------------------------
+OTEL_INSTRUMENTATION_NAME: Final = "payments_async"
+# The HTTP semantic conventions' advised buckets for http.client.request.duration (seconds).
+OTEL_DURATION_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0
+)  # fmt: skip
+
 # --- Retries (stamina-style names) -------------------------------------------------------
 RETRY_ATTEMPTS: Final = 5
 RETRY_TIMEOUT: Final = 45.0  # overall deadline of one operation, all attempts included
