@@ -48,16 +48,20 @@ class ClockSkew:
     than the threshold", which is what :meth:`explains` tells a caller holding a 401.
 
     Args:
-        threshold: seconds of difference below which our own clock is trusted.
+        threshold: seconds of difference below which our own clock is trusted; None
+            trusts it always (observations are still recorded in ``estimate``).
         clock: our wall clock in epoch seconds (``time.time``; tests inject one).
     """
 
     __slots__ = ("_clock", "estimate", "offset", "threshold")
 
     def __init__(
-        self, threshold: float = CLOCK_SKEW_THRESHOLD, *, clock: Callable[[], float] = time.time
+        self,
+        threshold: float | None = CLOCK_SKEW_THRESHOLD,
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        if not threshold > 0 or not math.isfinite(threshold):
+        if threshold is not None and (not threshold > 0 or not math.isfinite(threshold)):
             raise ValueError("the clock skew threshold must be a positive number of seconds")
         self.threshold = threshold
         self._clock = clock
@@ -65,7 +69,7 @@ class ClockSkew:
         self.estimate: float | None = None  # the latest observation, applied or not
 
     def __repr__(self) -> str:
-        return f"<ClockSkew offset={self.offset:+.1f}s threshold={self.threshold}s>"
+        return f"<ClockSkew offset={self.offset:+.1f}s threshold={self.threshold}>"
 
     def now(self) -> float:
         """The time to sign with: our clock, corrected by the applied offset."""
@@ -88,6 +92,8 @@ class ClockSkew:
         midpoint = received - max(elapsed, 0.0) / 2
         estimate = server + 0.5 - midpoint
         self.estimate = estimate
+        if self.threshold is None:
+            return False
         target = estimate if abs(estimate) >= self.threshold else 0.0
         if abs(target - self.offset) < self.threshold:
             return False

@@ -96,3 +96,10 @@ def test_threshold_is_named_and_validated() -> None:
         with pytest.raises(ValueError, match="threshold"):
             ClockSkew(bad)
     assert "offset=+0.0s" in repr(ClockSkew())
+
+
+def test_no_threshold_trusts_our_clock_but_still_measures() -> None:
+    skew = ClockSkew(None, clock=FakeClock(T0))
+    assert skew.observe(http_date(T0 - 3600)) is False
+    assert skew.offset == 0.0
+    assert skew.estimate == pytest.approx(-3599.5)
