@@ -223,7 +223,7 @@ class ClientTelemetry:
 
 
 class _Scope:
-    """Start a span as the current one on enter; end it and detach on exit."""
+    """Start a span on enter (as the current one, unless it is a leaf); end it on exit."""
 
     __slots__ = ("_ct", "_span", "_start", "_token")
 
@@ -232,12 +232,17 @@ class _Scope:
     _start: float
     _token: object
 
-    def _begin(self, name: str, kind: str, attributes: dict[str, Any]) -> None:
+    def _begin(
+        self, name: str, kind: str, attributes: dict[str, Any], *, leaf: bool = False
+    ) -> None:
         otel = self._ct._otel
         self._span = self._ct._tel._tracer.start_span(
             name, kind=getattr(otel.SpanKind, kind), attributes=attributes
         )
-        self._token = otel.context.attach(otel.trace.set_span_in_context(self._span))
+        # A leaf (an HTTP exchange) has no children: making it current would only cost.
+        self._token = (
+            None if leaf else otel.context.attach(otel.trace.set_span_in_context(self._span))
+        )
         self._start = time.perf_counter()
 
     def _end(self, exc: BaseException | None) -> float:
@@ -250,7 +255,8 @@ class _Scope:
             span.record_exception(exc)
             span.set_status(otel.Status(otel.StatusCode.ERROR, type(exc).__name__))
         span.end()
-        otel.context.detach(self._token)
+        if self._token is not None:
+            otel.context.detach(self._token)
         return elapsed
 
 
@@ -335,9 +341,10 @@ class HttpScope(_Scope):
         }
         if attempt > 1:
             attrs["http.request.resend_count"] = attempt - 1
-        self._begin(f"{method} {template}", "CLIENT", attrs)
+        self._begin(f"{method} {template}", "CLIENT", attrs, leaf=True)
         if self._ct._tel.propagate:
-            self._ct._otel.propagate.inject(self._headers)
+            otel = self._ct._otel
+            otel.propagate.inject(self._headers, context=otel.trace.set_span_in_context(self._span))
         return self
 
     def response(self, status: int) -> None:
