@@ -846,6 +846,7 @@ class PaymentsClient:
             headers["Content-Type"] = JSON_CONTENT_TYPE
         for resend in (False, True):
             headers["Authorization"] = "Bearer " + token.value
+            signed_with = self._clock.offset
             if op.body is not None:
                 # SCA tokens are single use (unique jti and nonce): every send, the resend
                 # after a 401 included, carries a fresh one over the same body bytes. It
@@ -875,9 +876,19 @@ class PaymentsClient:
             self._observe(op, resp.status, resp.elapsed, None)
             if resp.status != 401 or resend:
                 break
-            # The token may have been revoked or expired early, or our clock is off (the
-            # 401's Date corrects it for the fresh SCA token): one refresh, one resend.
             self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
+            if op.body is not None and self._clock.explains(signed_with):
+                # The SCA token was judged on a clock ours was off from; the access token
+                # is not in question. One resend, signed on the service's time.
+                logger.info(
+                    "%s %s -> 401 while our clock was %.0fs off the service's; resending "
+                    "once with an SCA token signed on its time",
+                    op.method,
+                    op.path,
+                    self._clock.offset - signed_with,
+                )
+                continue
+            # The token may have been revoked or expired early: one refresh, one resend.
             self._tokens.invalidate(token)
             logger.debug("%s %s -> 401; refreshing the token once", op.method, op.path)
             token = await self._access_token(op, timeout)

@@ -7,7 +7,7 @@ from sandbox_support import payment
 
 from payments_async import AuthenticationError, PaymentsClient
 from payments_async.sandbox import SandboxConfig
-from payments_async.testing import SandboxHandle, sandbox_server
+from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
 
 FIVE_MINUTES = 300.0
 
@@ -82,3 +82,23 @@ async def test_a_401_the_clock_does_not_explain_is_not_retried() -> None:
             with pytest.raises(AuthenticationError):
                 await client.access_token_lifetime()
         assert sb.server.stats()["token_requests"] == 1
+
+
+async def test_sca_401_the_clock_explains_is_resent_once_without_a_new_token() -> None:
+    """The service's clock jumps after our token was issued: the POST's SCA token is
+    refused as expired, the 401's Date corrects our clock, one resend succeeds, and the
+    access token (not in question) is kept."""
+    clock = ManualClock()
+    async with sandbox_server(SandboxConfig(clock=clock)) as sb:
+        assert sb.credentials is not None
+        async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
+            await client.access_token_lifetime()
+            assert client.clock_offset == 0.0
+            clock.advance(FIVE_MINUTES)  # the token (1 h) is still valid; 180-s SCA tokens
+            sub = await client.submit_credit_transfer(payment())
+            assert client.clock_offset == pytest.approx(FIVE_MINUTES, abs=2)
+        stats = sb.server.stats()
+    assert sub.created
+    assert sub.attempts == 1
+    assert stats["responses"].get("401", 0) == 1
+    assert stats["token_requests"] == 1
