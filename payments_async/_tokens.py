@@ -342,14 +342,27 @@ class TokenSession:
     async def _fetch_attempts(self, identity: _Identity) -> AccessToken:
         deadline = time.monotonic() + self._fetch_deadline
         attempt = 0
+        clock_retried = False
         while True:
             attempt += 1
+            signed_with = self._clock.offset
             try:
                 token = await self._request_token(attempt, deadline, identity)
             except PaymentsError as exc:
                 # Kept so that a caller whose own deadline ends this wait can raise what
                 # the token endpoint actually did, not a bare timeout.
                 self.last_error = exc
+                if not clock_retried and exc.status == 401 and self._clock.explains(signed_with):
+                    # The 401's Date showed our clock off by more than the threshold: the
+                    # assertion was judged on the service's time. Once, at once, on it.
+                    clock_retried = True
+                    _log.info(
+                        "token request refused (401) while our clock was %.0fs off the "
+                        "service's; signing again on the service's time",
+                        self._clock.offset - signed_with,
+                        extra={"event": "token.clock_corrected", "offset": self._clock.offset},
+                    )
+                    continue
                 if not is_retryable(exc):
                     raise
                 delay = self._backoff(attempt)
