@@ -241,6 +241,7 @@ def test_cli_proxy_option(forward_proxy: ForwardProxy, caplog: pytest.LogCapture
 
 
 def test_cli_proxy_from_the_environment_variable(forward_proxy: ForwardProxy) -> None:
+    seen = len(forward_proxy.access_log())
     with threaded_sandbox() as sb:
         result = CliRunner().invoke(
             cli,
@@ -251,7 +252,7 @@ def test_cli_proxy_from_the_environment_variable(forward_proxy: ForwardProxy) ->
         port = sb.server.port
     assert result.exit_code == 0, result.output
     route = f"127.0.0.1:{port}/oauth/token"
-    lines = asyncio.run(_wait_for_log(forward_proxy, 0, lambda line: route in line))
+    lines = asyncio.run(_wait_for_log(forward_proxy, seen, lambda line: route in line))
     assert any(route in line for line in lines), lines
 
 
@@ -280,3 +281,23 @@ def test_cli_bad_proxy_url_is_a_usage_error() -> None:
     [line] = result.output.strip().splitlines()
     assert "scheme 'socks5' is not supported" in line
     assert "pw@" not in line
+
+
+def test_cli_trust_env_uses_the_standard_variables(forward_proxy: ForwardProxy) -> None:
+    seen = len(forward_proxy.access_log())
+    with threaded_sandbox() as sb:
+        env = {"HTTP_PROXY": forward_proxy.url_with_credentials}
+        ignored = CliRunner().invoke(
+            cli,
+            ["--base-url", sb.url, "--sandbox", "token"],
+            env={"HTTP_PROXY": "http://127.0.0.1:9"},
+        )
+        result = CliRunner().invoke(
+            cli, ["--base-url", sb.url, "--sandbox", "--trust-env", "token"], env=env
+        )
+        port = sb.server.port
+    assert ignored.exit_code == 0, ignored.output  # not trusted: the variable is not read
+    assert result.exit_code == 0, result.output
+    route = f"127.0.0.1:{port}/oauth/token"
+    lines = asyncio.run(_wait_for_log(forward_proxy, seen, lambda line: route in line))
+    assert any(route in line for line in lines), lines
