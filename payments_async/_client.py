@@ -56,7 +56,7 @@ from ._jwt import SignedToken
 from ._polling import NotificationSource, PollPolicy, poll_until_final
 from ._proxy import resolve_proxy
 from ._retry import RetryPolicy
-from ._telemetry import Telemetry
+from ._telemetry import NO_SCOPE, Telemetry
 from ._tokens import AccessToken, TokenSession
 from ._transport import Response, Transport, check_base_url, error_from_response
 from .iso20022 import (
@@ -448,9 +448,7 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"submit_credit_transfer expects a Pacs008, got {type(transfer).__name__}"
             )
-        if self._telemetry is not None:
-            return await self._traced_submit("submit_credit_transfer", PACS008_PATH, transfer)
-        return await self._submit(PACS008_PATH, transfer, transfer.message_id)
+        return await self._submit(PACS008_PATH, transfer, "submit_credit_transfer")
 
     async def request_cancellation(self, cancellation: Camt056) -> Submission:
         """Request the cancellation of a payment with a camt.056 (``POST /payments/camt056/v08``).
@@ -471,9 +469,7 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"request_cancellation expects a Camt056, got {type(cancellation).__name__}"
             )
-        if self._telemetry is not None:
-            return await self._traced_submit("request_cancellation", CAMT056_PATH, cancellation)
-        return await self._submit(CAMT056_PATH, cancellation, cancellation.message_id)
+        return await self._submit(CAMT056_PATH, cancellation, "request_cancellation")
 
     async def get_credit_transfer_status(self, payments_service_id: str) -> Pacs002:
         """Read a credit transfer's pacs.002 status report once.
@@ -483,14 +479,13 @@ class PaymentsClient:
             ApiError: any other refusal.
         """
         path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
-        if self._telemetry is not None:
-            with self._telemetry.operation(
-                "get_credit_transfer_status", "read", **{"payments.service_id": payments_service_id}
-            ) as scope:
-                report = await self._read(path, decode_pacs002)
-                scope.succeeded("ok")
-                return report
-        return await self._read(path, decode_pacs002)
+        tel = self._telemetry
+        if tel is None:
+            return await self._read(path, decode_pacs002)
+        with tel.operation(
+            "get_credit_transfer_status", "read", **{"payments.service_id": payments_service_id}
+        ):
+            return await self._read(path, decode_pacs002)
 
     async def get_cancellation_outcome(self, payments_service_id: str) -> Camt029:
         """Read a cancellation's camt.029 resolution once (it may still be pending).
@@ -500,14 +495,13 @@ class PaymentsClient:
             ApiError: any other refusal.
         """
         path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
-        if self._telemetry is not None:
-            with self._telemetry.operation(
-                "get_cancellation_outcome", "read", **{"payments.service_id": payments_service_id}
-            ) as scope:
-                resolution = await self._read(path, decode_camt029)
-                scope.succeeded("ok")
-                return resolution
-        return await self._read(path, decode_camt029)
+        tel = self._telemetry
+        if tel is None:
+            return await self._read(path, decode_camt029)
+        with tel.operation(
+            "get_cancellation_outcome", "read", **{"payments.service_id": payments_service_id}
+        ):
+            return await self._read(path, decode_camt029)
 
     async def wait_for_cancellation_outcome(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
@@ -537,31 +531,27 @@ class PaymentsClient:
         """
 
         path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
-        if self._telemetry is not None:
-            with self._telemetry.operation(
+        tel = self._telemetry
+        with (
+            tel.operation(
                 "wait_for_cancellation_outcome",
                 "wait",
                 **{"payments.service_id": payments_service_id},
-            ) as scope:
-                resolution, summary = await self._wait(
-                    path,
-                    decode_camt029,
-                    summarize_resolution,
-                    payments_service_id,
-                    timeout,
-                    "cancellation outcome",
-                )
+            )
+            if tel is not None
+            else NO_SCOPE
+        ) as scope:
+            resolution, summary = await self._wait(
+                path,
+                decode_camt029,
+                summarize_resolution,
+                payments_service_id,
+                timeout,
+                "cancellation outcome",
+                Camt029,
+            )
+            if tel is not None:
                 scope.succeeded(summary.outcome.value, **{"payments.status": summary.status})
-                return CancellationOutcome.from_resolution(payments_service_id, resolution, summary)
-        resolution, summary = await self._wait(
-            path,
-            decode_camt029,
-            summarize_resolution,
-            payments_service_id,
-            timeout,
-            "cancellation outcome",
-            Camt029,
-        )
         return CancellationOutcome.from_resolution(payments_service_id, resolution, summary)
 
     async def wait_for_payment_status(
@@ -583,29 +573,25 @@ class PaymentsClient:
         """
 
         path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
-        if self._telemetry is not None:
-            with self._telemetry.operation(
+        tel = self._telemetry
+        with (
+            tel.operation(
                 "wait_for_payment_status", "wait", **{"payments.service_id": payments_service_id}
-            ) as scope:
-                _, status = await self._wait(
-                    path,
-                    decode_pacs002,
-                    summarize_status_report,
-                    payments_service_id,
-                    timeout,
-                    "payment status",
-                )
+            )
+            if tel is not None
+            else NO_SCOPE
+        ) as scope:
+            _, status = await self._wait(
+                path,
+                decode_pacs002,
+                summarize_status_report,
+                payments_service_id,
+                timeout,
+                "payment status",
+                Pacs002,
+            )
+            if tel is not None:
                 scope.succeeded(status.outcome.value, **{"payments.status": status.status})
-                return status
-        _, status = await self._wait(
-            path,
-            decode_pacs002,
-            summarize_status_report,
-            payments_service_id,
-            timeout,
-            "payment status",
-            Pacs002,
-        )
         return status
 
     async def _wait(
@@ -673,13 +659,13 @@ class PaymentsClient:
     # 401) -> Transport.request. Kept flat: every frame here is held by each of thousands
     # of concurrent waiters while its poll waits for a free connection.
 
-    async def _traced_submit(self, name: str, path: str, message: Pacs008 | Camt056) -> Submission:
-        """``_submit`` inside an operation span (telemetry on)."""
-        assert self._telemetry is not None
-        with self._telemetry.operation(
-            name, "submit", **{"payments.message_id": message.message_id}
-        ) as scope:
-            sub = await self._submit(path, message, message.message_id)
+    async def _submit(self, path: str, message: Pacs008 | Camt056, name: str) -> Submission:
+        """``_post`` inside the operation span ``name`` when telemetry is on."""
+        tel = self._telemetry
+        if tel is None:
+            return await self._post(path, message, message.message_id)
+        with tel.operation(name, "submit", **{"payments.message_id": message.message_id}) as scope:
+            sub = await self._post(path, message, message.message_id)
             scope.succeeded(
                 "created" if sub.created else "replayed",
                 **{
@@ -692,7 +678,7 @@ class PaymentsClient:
             )
             return sub
 
-    async def _submit(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
+    async def _post(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
         validate(message)  # raises ValidationError before any I/O
         body = encode(message)  # encoded once: these bytes are signed and sent, every attempt
         op = _Operation("POST", path, body, message_id)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
     from yarl import URL
 
-__all__ = ["ClientTelemetry", "Telemetry", "url_template"]
+__all__ = ["NO_SCOPE", "ClientTelemetry", "Telemetry", "url_template"]
 
 _INSTALL_HINT: Final = "pip install 'payments-async[otel]'"
 
@@ -280,9 +280,8 @@ class OperationScope(_Scope):
         return self
 
     def succeeded(self, outcome: str, **attributes: Any) -> None:
-        """Record the outcome (``created``, ``replayed``, ``ok``, a final status...)."""
+        """Record the outcome (``created``, ``replayed``, a final status...; ``ok`` if not told)."""
         self._outcome = outcome
-        self._span.set_attribute("payments.outcome", outcome)
         for key, value in attributes.items():
             if value is not None:
                 self._span.set_attribute(key, value)
@@ -294,10 +293,9 @@ class OperationScope(_Scope):
         tb: TracebackType | None,
     ) -> None:
         outcome = self._outcome if exc is None else outcome_of_error(exc)
-        if exc is not None:
-            self._span.set_attribute("payments.outcome", outcome)
-            if isinstance(exc, PaymentsError) and exc.attempt is not None:
-                self._span.set_attribute("payments.attempts", exc.attempt)
+        self._span.set_attribute("payments.outcome", outcome)
+        if isinstance(exc, PaymentsError) and exc.attempt is not None:
+            self._span.set_attribute("payments.attempts", exc.attempt)
         elapsed = self._end(exc)
         attrs: dict[str, Any] = {"payments.operation": self._name, "payments.outcome": outcome}
         if exc is not None:
@@ -392,3 +390,21 @@ class TokenFetchScope(_Scope):
         if exc is not None:
             attrs["error.type"] = _error_type(exc)
         self._ct._tel._token_fetches.add(1, attrs)
+
+
+class _NoScope:
+    """Stands in for an :class:`OperationScope` when telemetry is off: does nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _NoScope:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def succeeded(self, outcome: str, **attributes: Any) -> None:
+        """Nothing to record."""
+
+
+NO_SCOPE: Final = _NoScope()  # one shared instance: entering it costs no allocation
