@@ -13,12 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
+from otel_support import Otel
 from sandbox_support import CREDITOR_IBAN, payment
 
 from payments_async import (
@@ -35,42 +32,11 @@ from payments_async.testing import SandboxHandle, sandbox_server
 FAST = RetryPolicy(wait_initial=0.01, wait_max=0.05)
 
 
-class Otel:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def telemetry(self, *, propagate: bool = False) -> Telemetry:
-        return Telemetry(
-            tracer_provider=self.tracer_provider,
-            meter_provider=self.meter_provider,
-            propagate=propagate,
-        )
-
-    def spans(self) -> list[ReadableSpan]:
-        return list(self.exporter.get_finished_spans())
-
-    def metrics(self) -> dict[str, list[Any]]:
-        data = self.reader.get_metrics_data()
-        out: dict[str, list[Any]] = {}
-        if data is None:
-            return out
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    out.setdefault(metric.name, []).extend(metric.data.data_points)
-        return out
-
-
 @pytest.fixture
 def otel() -> Iterator[Otel]:
     o = Otel()
     yield o
-    o.tracer_provider.shutdown()
-    o.meter_provider.shutdown()
+    o.close()
 
 
 @pytest_asyncio.fixture

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from otel_support import Otel
 from yarl import URL
 
 from payments_async import ConfigurationError, OutcomeUnknownError, Telemetry, TransportError
@@ -20,44 +17,8 @@ from payments_async._telemetry import ClientTelemetry, url_template
 BASE = URL("https://api.bank.example:8443")
 
 
-class Otel:
-    """An SDK tracer and meter provider whose output the test reads back."""
-
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-
-    def telemetry(self, *, propagate: bool = False) -> Telemetry:
-        return Telemetry(
-            tracer_provider=self.tracer_provider,
-            meter_provider=self.meter_provider,
-            propagate=propagate,
-        )
-
-    def finished(self) -> list[ReadableSpan]:
-        return list(self.spans.get_finished_spans())
-
-    def points(self, name: str) -> list[Any]:
-        data = self.reader.get_metrics_data()
-        assert data is not None
-        found: list[Any] = []
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        found.extend(metric.data.data_points)
-        return found
-
-    def close(self) -> None:
-        self.tracer_provider.shutdown()
-        self.meter_provider.shutdown()
-
-
 @pytest.fixture
-def otel() -> Any:
+def otel() -> Iterator[Otel]:
     o = Otel()
     yield o
     o.close()
@@ -91,7 +52,7 @@ def test_operation_with_token_fetch_and_http_attempts(otel: Otel) -> None:
             h.response(201)
         op.succeeded("created", **{"payments.service_id": "PS1", "payments.created": True})
 
-    spans = {(s.name, s.attributes.get("payments.attempt")): s for s in otel.finished()}
+    spans = {(s.name, s.attributes.get("payments.attempt")): s for s in otel.spans()}
     operation = spans[("payments.submit_credit_transfer", None)]
     fetch = spans[("payments.token_fetch", None)]
     token_http = spans[("POST /oauth/token", 1)]
@@ -170,7 +131,7 @@ def test_errors_mark_spans_and_count_outcomes(otel: Otel) -> None:
 
     with pytest.raises(OutcomeUnknownError):
         cancel()
-    spans = {s.name: s for s in otel.finished()}
+    spans = {s.name: s for s in otel.spans()}
     op = spans["payments.request_cancellation"]
     http = spans["POST /payments/camt056/v08"]
     assert op.attributes["payments.outcome"] == "unknown"
@@ -214,7 +175,7 @@ def test_trace_context_headers_can_be_switched_on(otel: Otel) -> None:
         "GET", "/x", attempt=1, request_id="r", headers=headers
     ):
         pass
-    [span] = otel.finished()
+    [span] = otel.spans()
     version, trace_id, span_id, _flags = headers["traceparent"].split("-")
     assert version == "00"
     assert int(trace_id, 16) == span.context.trace_id
