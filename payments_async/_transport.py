@@ -31,11 +31,11 @@ from ._errors import (
     TransportError,
 )
 from ._proxy import Proxy
+from ._retry import parse_retry_after
+from .iso20022._common import decode_error_envelope
 
 if TYPE_CHECKING:
     from ._telemetry import ClientTelemetry
-from ._retry import parse_retry_after
-from .iso20022._common import decode_error_envelope
 
 __all__ = ["Response", "Transport", "check_base_url", "error_from_response"]
 
