@@ -61,7 +61,12 @@ class ClockSkew:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if threshold is not None and (not threshold > 0 or not math.isfinite(threshold)):
+        if threshold is not None and (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not threshold > 0
+            or not math.isfinite(threshold)
+        ):
             raise ValueError("the clock skew threshold must be a positive number of seconds")
         self.threshold = threshold
         self._clock = clock

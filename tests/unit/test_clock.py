@@ -6,6 +6,7 @@ import email.utils
 
 import pytest
 
+from payments_async import ConfigurationError, Credentials, PaymentsClient
 from payments_async._clock import ClockSkew, parse_http_date
 from payments_async._constants import CLOCK_SKEW_THRESHOLD
 
@@ -92,9 +93,9 @@ def test_missing_or_bad_date_teaches_nothing() -> None:
 
 def test_threshold_is_named_and_validated() -> None:
     assert ClockSkew().threshold == CLOCK_SKEW_THRESHOLD
-    for bad in (0.0, -1.0, float("inf"), float("nan")):
+    for bad in (0.0, -1.0, float("inf"), float("nan"), "5", True):
         with pytest.raises(ValueError, match="threshold"):
-            ClockSkew(bad)
+            ClockSkew(bad)  # type: ignore[arg-type]
     assert "offset=+0.0s" in repr(ClockSkew())
 
 
@@ -103,3 +104,13 @@ def test_no_threshold_trusts_our_clock_but_still_measures() -> None:
     assert skew.observe(http_date(T0 - 3600)) is False
     assert skew.offset == 0.0
     assert skew.estimate == pytest.approx(-3599.5)
+
+
+@pytest.mark.parametrize("bad", [0, -5.0, float("nan"), "5"])
+def test_client_refuses_a_bad_threshold(rsa_credentials: Credentials, bad: object) -> None:
+    with pytest.raises(ConfigurationError, match="clock skew threshold"):
+        PaymentsClient(
+            rsa_credentials,
+            base_url="https://api.bank.example",
+            clock_skew_threshold=bad,  # type: ignore[arg-type]
+        )
