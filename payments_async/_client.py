@@ -293,6 +293,10 @@ class PaymentsClient:
                 raise ConfigurationError(f"{name} must be a {kind.__name__} or None")
         if telemetry is not None and not isinstance(telemetry, Telemetry):
             raise ConfigurationError("telemetry must be a payments_async.Telemetry or None")
+        if proxy is not None and not isinstance(proxy, str):
+            raise ConfigurationError("proxy must be a URL string or None")
+        if not isinstance(trust_env, bool):
+            raise ConfigurationError("trust_env must be True or False")
         self._credentials = credentials
         self._signer = credentials.signer()
         url = check_base_url(base_url)

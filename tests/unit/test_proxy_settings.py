@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from yarl import URL
 
-from payments_async import ConfigurationError
+from payments_async import ConfigurationError, Credentials, PaymentsClient
 from payments_async._proxy import Proxy, no_proxy_matches, proxy_from_env, resolve_proxy
 
 SECRET = "pr0xy-p@ss"
@@ -107,3 +107,29 @@ def test_bad_proxy_in_the_environment_names_the_variable(monkeypatch: pytest.Mon
 )
 def test_no_proxy_rules(host: str, port: int, no_proxy: str, bypass: bool) -> None:
     assert no_proxy_matches(host, port, no_proxy) is bypass
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"proxy": 3128}, "proxy must be a URL string"),
+        ({"trust_env": "yes"}, "trust_env must be True or False"),
+        ({"proxy": "socks5://u:pw-secret@h:1"}, "scheme 'socks5' is not supported"),
+    ],
+)
+def test_client_refuses_bad_proxy_settings(
+    rsa_credentials: Credentials, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message) as info:
+        PaymentsClient(rsa_credentials, base_url="https://api.bank.example", **kwargs)  # type: ignore[arg-type]
+    assert "pw-secret" not in str(info.value)
+
+
+def test_client_repr_never_shows_proxy_credentials(rsa_credentials: Credentials) -> None:
+    client = PaymentsClient(
+        rsa_credentials,
+        base_url="https://api.bank.example",
+        proxy="http://alice:pr0xy-p%40ss@proxy.corp:3128",
+    )
+    assert "pr0xy" not in repr(client)
+    assert "pr0xy" not in repr(vars(client._transport))
