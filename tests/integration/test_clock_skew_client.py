@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sandbox_support import payment
 
-from payments_async import AuthenticationError, PaymentsClient
+from payments_async import AuthenticationError, Credentials, PaymentsClient, ThreadPoolSigner
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
 
@@ -102,3 +102,20 @@ async def test_sca_401_the_clock_explains_is_resent_once_without_a_new_token() -
     assert sub.attempts == 1
     assert stats["responses"].get("401", 0) == 1
     assert stats["token_requests"] == 1
+
+
+async def test_the_corrected_clock_reaches_an_async_signer() -> None:
+    """The time is passed to the signer, whichever it is: a thread-pool signer too."""
+    async with sandbox_server(SandboxConfig(clock_skew=-FIVE_MINUTES)) as sb:
+        creds = sb.credentials
+        assert creds is not None
+        assert sb.private_key is not None
+        with ThreadPoolSigner(sb.private_key, key_id=creds.key_id, max_workers=1) as signer:
+            threaded = Credentials(
+                creds.client_id, creds.client_secret, issuer=creds.issuer, signer=signer
+            )
+            async with PaymentsClient(threaded, base_url=sb.url) as client:
+                sub = await client.submit_credit_transfer(payment())
+        refused = _refusals(sb)
+    assert sub.created
+    assert refused == 1  # the first assertion, signed on our clock
