@@ -11,10 +11,11 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_support import threaded_sandbox
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from proxy_support import (
     PROXY_PASSWORD,
     PROXY_USER,
@@ -131,8 +132,15 @@ async def test_the_service_certificate_is_still_checked_through_the_tunnel(
         proxy=forward_proxy.url_with_credentials,
         retry=FAST,
     ) as client:
+        seen = len(forward_proxy.access_log())
         with pytest.raises(TransportError, match="TLS failed"):
             await client.access_token_lifetime()
+    # The proxy logs the tunnel once it has closed both ends: only then may the sandbox
+    # stop, or the half-open TLS connection on its side outlives its event loop.
+    tunnel = f"CONNECT localhost:{tls_sandbox.port}"
+    lines = await _wait_for_log(forward_proxy, seen, lambda line: tunnel in line)
+    assert any(tunnel in line for line in lines), lines
+    await asyncio.sleep(0.2)  # the sandbox's loop reads the end of that connection
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["http", "https-connect"])
@@ -220,40 +228,49 @@ async def test_trust_env_uses_https_proxy_and_honours_no_proxy(
         assert await c.access_token_lifetime() > 0
 
 
+def _cli_via_proxy(
+    proxy: ForwardProxy, args: list[str], env: dict[str, str] | None = None
+) -> tuple[Result, list[str]]:
+    """Run the CLI against a threaded sandbox; return its result and the proxy's new lines.
+
+    The sandbox is stopped only after the proxy has closed its side of the tunnel (it logs
+    a connection when it ends) and the sandbox has no connection left, so no socket of
+    the stopped sandbox's loop is left to the garbage collector.
+    """
+    seen = len(proxy.access_log())
+    with threaded_sandbox() as sb:
+        result = CliRunner().invoke(
+            cli, ["--base-url", sb.url, "--sandbox", *args], env=env, catch_exceptions=False
+        )
+        route = f"127.0.0.1:{sb.server.port}/oauth/token"
+        lines = asyncio.run(_wait_for_log(proxy, seen, lambda line: route in line))
+        deadline = time.monotonic() + 10
+        while sb.call(_open_connections, sb.server) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return result, [line for line in lines if route in line]
+
+
+def _open_connections(server: Any) -> int:
+    runner = server._runner
+    return len(runner.server.connections) if runner is not None and runner.server else 0
+
+
 def test_cli_proxy_option(forward_proxy: ForwardProxy, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    with threaded_sandbox() as sb:
-        seen = len(forward_proxy.access_log())
-        result = CliRunner().invoke(
-            cli,
-            [
-                *("--base-url", sb.url, "--sandbox", "-v"),
-                *("--proxy", forward_proxy.url_with_credentials, "token"),
-            ],
-            catch_exceptions=False,
-        )
-        port = sb.server.port
+    result, lines = _cli_via_proxy(
+        forward_proxy, ["-v", "--proxy", forward_proxy.url_with_credentials, "token"]
+    )
     assert result.exit_code == 0, result.output
-    route = f"127.0.0.1:{port}/oauth/token"
-    lines = asyncio.run(_wait_for_log(forward_proxy, seen, lambda line: route in line))
-    assert any(route in line for line in lines), lines
+    assert lines
     _assert_no_secret(result.output + caplog.text)
 
 
 def test_cli_proxy_from_the_environment_variable(forward_proxy: ForwardProxy) -> None:
-    seen = len(forward_proxy.access_log())
-    with threaded_sandbox() as sb:
-        result = CliRunner().invoke(
-            cli,
-            ["--base-url", sb.url, "--sandbox", "token"],
-            env={"PAYMENTS_PROXY": forward_proxy.url_with_credentials},
-            catch_exceptions=False,
-        )
-        port = sb.server.port
+    result, lines = _cli_via_proxy(
+        forward_proxy, ["token"], env={"PAYMENTS_PROXY": forward_proxy.url_with_credentials}
+    )
     assert result.exit_code == 0, result.output
-    route = f"127.0.0.1:{port}/oauth/token"
-    lines = asyncio.run(_wait_for_log(forward_proxy, seen, lambda line: route in line))
-    assert any(route in line for line in lines), lines
+    assert lines
 
 
 def test_cli_wrong_proxy_password_is_one_line_without_it(forward_proxy: ForwardProxy) -> None:
@@ -284,20 +301,17 @@ def test_cli_bad_proxy_url_is_a_usage_error() -> None:
 
 
 def test_cli_trust_env_uses_the_standard_variables(forward_proxy: ForwardProxy) -> None:
-    seen = len(forward_proxy.access_log())
-    with threaded_sandbox() as sb:
-        env = {"HTTP_PROXY": forward_proxy.url_with_credentials}
+    with threaded_sandbox() as sb:  # not trusted: the variable is not read
         ignored = CliRunner().invoke(
             cli,
             ["--base-url", sb.url, "--sandbox", "token"],
             env={"HTTP_PROXY": "http://127.0.0.1:9"},
         )
-        result = CliRunner().invoke(
-            cli, ["--base-url", sb.url, "--sandbox", "--trust-env", "token"], env=env
-        )
-        port = sb.server.port
-    assert ignored.exit_code == 0, ignored.output  # not trusted: the variable is not read
+    assert ignored.exit_code == 0, ignored.output
+    result, lines = _cli_via_proxy(
+        forward_proxy,
+        ["--trust-env", "token"],
+        env={"HTTP_PROXY": forward_proxy.url_with_credentials},
+    )
     assert result.exit_code == 0, result.output
-    route = f"127.0.0.1:{port}/oauth/token"
-    lines = asyncio.run(_wait_for_log(forward_proxy, seen, lambda line: route in line))
-    assert any(route in line for line in lines), lines
+    assert lines
