@@ -30,6 +30,7 @@ from ._hooks import Hooks, RequestEvent
 from ._keys import generate_key_pair
 from ._polling import PollPolicy
 from ._retry import RetryBudget, RetryPolicy
+from ._telemetry import Telemetry
 from .iso20022 import (
     Camt029,
     Camt056,
@@ -77,6 +78,7 @@ __all__ = [
     "Signer",
     "SigningError",
     "Submission",
+    "Telemetry",
     "ThreadPoolSigner",
     "TransportError",
     "ValidationError",

@@ -20,10 +20,12 @@ from typing import Any, Literal, Protocol, Self, TypeVar
 import aiohttp
 import tenacity  # for the before_sleep hook's RetryCallState
 
+from ._clock import ClockSkew
 from ._constants import (
     CAMT029_PATH,
     CAMT056_PATH,
     CLIENT_ID_HEADER,
+    CLOCK_SKEW_THRESHOLD,
     CONNECT_TIMEOUT,
     CONNECTION_LIMIT,
     JSON_CONTENT_TYPE,
@@ -52,9 +54,11 @@ from ._errors import (
 from ._hooks import Hooks, RequestEvent, call_hook
 from ._jwt import SignedToken
 from ._polling import NotificationSource, PollPolicy, poll_until_final
+from ._proxy import resolve_proxy
 from ._retry import RetryPolicy
+from ._telemetry import NO_SCOPE, Telemetry
 from ._tokens import AccessToken, TokenSession
-from ._transport import Response, Transport, error_from_response
+from ._transport import Response, Transport, check_base_url, error_from_response
 from .iso20022 import (
     Camt029,
     Camt056,
@@ -234,6 +238,17 @@ class PaymentsClient:
             one concurrency limit of the request path.
         max_response_bytes: refuse response bodies larger than this.
         hooks: metrics callbacks.
+        proxy: a forward proxy for every request, ``http://[user:password@]host:port``
+            (percent-encode special characters in the credentials). The credentials go
+            only into ``Proxy-Authorization``, never into logs, reprs or errors. HTTPS
+            to the service goes through a CONNECT tunnel: the proxy sees no content.
+        trust_env: when ``proxy`` is None, use ``HTTPS_PROXY`` (``HTTP_PROXY`` for an
+            http base URL) unless ``NO_PROXY`` lists the host; read once, here.
+        telemetry: OpenTelemetry spans and metrics (extra ``otel``); None: no tracing,
+            and ``opentelemetry`` is never imported.
+        clock_skew_threshold: seconds of difference between the service's clock (the
+            ``Date`` of token answers and 401s) and ours past which JWTs are signed on
+            the service's time; None trusts our clock.
 
     Raises:
         ConfigurationError: a setting is of the wrong type or out of range (checked here,
@@ -254,6 +269,10 @@ class PaymentsClient:
         connection_limit: int = CONNECTION_LIMIT,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         hooks: Hooks | None = None,
+        proxy: str | None = None,
+        trust_env: bool = False,
+        telemetry: Telemetry | None = None,
+        clock_skew_threshold: float | None = CLOCK_SKEW_THRESHOLD,
     ) -> None:
         if not isinstance(credentials, Credentials):
             raise ConfigurationError("credentials must be a payments_async.Credentials")
@@ -272,16 +291,30 @@ class PaymentsClient:
         ):
             if value is not None and not isinstance(value, kind):
                 raise ConfigurationError(f"{name} must be a {kind.__name__} or None")
+        if telemetry is not None and not isinstance(telemetry, Telemetry):
+            raise ConfigurationError("telemetry must be a payments_async.Telemetry or None")
+        if proxy is not None and not isinstance(proxy, str):
+            raise ConfigurationError("proxy must be a URL string or None")
+        if not isinstance(trust_env, bool):
+            raise ConfigurationError("trust_env must be True or False")
         self._credentials = credentials
         self._signer = credentials.signer()
+        url = check_base_url(base_url)
+        self._telemetry = telemetry.bind(url) if telemetry is not None else None
+        try:
+            self._clock = ClockSkew(clock_skew_threshold)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
         self._transport = Transport(
-            base_url,
+            url,
             session=session,
             ssl_context=ssl_context,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             connection_limit=connection_limit,
             max_response_bytes=max_response_bytes,
+            proxy=resolve_proxy(proxy, trust_env=trust_env, base_url=url),
+            telemetry=self._telemetry,
         )
         self._retry = retry or RetryPolicy()
         self._poll = poll or PollPolicy()
@@ -297,6 +330,8 @@ class PaymentsClient:
             if on_refresh is not None
             else None,
             on_request=self._hooks.on_request,
+            clock=self._clock,
+            telemetry=self._telemetry,
         )
         self._base_headers: dict[str, str] = {
             CLIENT_ID_HEADER: credentials.client_id,
@@ -308,6 +343,15 @@ class PaymentsClient:
     def base_url(self) -> str:
         """The service's base address."""
         return str(self._transport.base_url)
+
+    @property
+    def clock_offset(self) -> float:
+        """Seconds added to our clock when signing JWTs (0.0 while our clock is trusted).
+
+        Learned from the ``Date`` header of token answers and 401s; worth monitoring: a
+        non-zero value means this machine's clock is off by more than the threshold.
+        """
+        return self._clock.offset
 
     def __repr__(self) -> str:
         return (
@@ -408,7 +452,7 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"submit_credit_transfer expects a Pacs008, got {type(transfer).__name__}"
             )
-        return await self._submit(PACS008_PATH, transfer, transfer.message_id)
+        return await self._submit(PACS008_PATH, transfer, "submit_credit_transfer")
 
     async def request_cancellation(self, cancellation: Camt056) -> Submission:
         """Request the cancellation of a payment with a camt.056 (``POST /payments/camt056/v08``).
@@ -429,7 +473,7 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"request_cancellation expects a Camt056, got {type(cancellation).__name__}"
             )
-        return await self._submit(CAMT056_PATH, cancellation, cancellation.message_id)
+        return await self._submit(CAMT056_PATH, cancellation, "request_cancellation")
 
     async def get_credit_transfer_status(self, payments_service_id: str) -> Pacs002:
         """Read a credit transfer's pacs.002 status report once.
@@ -438,7 +482,14 @@ class PaymentsClient:
             NotFoundError: no such payment for this client.
             ApiError: any other refusal.
         """
-        return await self._read(f"{PACS002_PATH}/{_check_id(payments_service_id)}", decode_pacs002)
+        path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
+        tel = self._telemetry
+        if tel is None:
+            return await self._read(path, decode_pacs002)
+        with tel.operation(
+            "get_credit_transfer_status", "read", **{"payments.service_id": payments_service_id}
+        ):
+            return await self._read(path, decode_pacs002)
 
     async def get_cancellation_outcome(self, payments_service_id: str) -> Camt029:
         """Read a cancellation's camt.029 resolution once (it may still be pending).
@@ -447,7 +498,14 @@ class PaymentsClient:
             NotFoundError: no such cancellation for this client.
             ApiError: any other refusal.
         """
-        return await self._read(f"{CAMT029_PATH}/{_check_id(payments_service_id)}", decode_camt029)
+        path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
+        tel = self._telemetry
+        if tel is None:
+            return await self._read(path, decode_camt029)
+        with tel.operation(
+            "get_cancellation_outcome", "read", **{"payments.service_id": payments_service_id}
+        ):
+            return await self._read(path, decode_camt029)
 
     async def wait_for_cancellation_outcome(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
@@ -477,15 +535,27 @@ class PaymentsClient:
         """
 
         path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
-        resolution, summary = await self._wait(
-            path,
-            decode_camt029,
-            summarize_resolution,
-            payments_service_id,
-            timeout,
-            "cancellation outcome",
-            Camt029,
-        )
+        tel = self._telemetry
+        with (
+            tel.operation(
+                "wait_for_cancellation_outcome",
+                "wait",
+                **{"payments.service_id": payments_service_id},
+            )
+            if tel is not None
+            else NO_SCOPE
+        ) as scope:
+            resolution, summary = await self._wait(
+                path,
+                decode_camt029,
+                summarize_resolution,
+                payments_service_id,
+                timeout,
+                "cancellation outcome",
+                Camt029,
+            )
+            if tel is not None:
+                scope.succeeded(summary.outcome.value, **{"payments.status": summary.status})
         return CancellationOutcome.from_resolution(payments_service_id, resolution, summary)
 
     async def wait_for_payment_status(
@@ -507,15 +577,25 @@ class PaymentsClient:
         """
 
         path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
-        _, status = await self._wait(
-            path,
-            decode_pacs002,
-            summarize_status_report,
-            payments_service_id,
-            timeout,
-            "payment status",
-            Pacs002,
-        )
+        tel = self._telemetry
+        with (
+            tel.operation(
+                "wait_for_payment_status", "wait", **{"payments.service_id": payments_service_id}
+            )
+            if tel is not None
+            else NO_SCOPE
+        ) as scope:
+            _, status = await self._wait(
+                path,
+                decode_pacs002,
+                summarize_status_report,
+                payments_service_id,
+                timeout,
+                "payment status",
+                Pacs002,
+            )
+            if tel is not None:
+                scope.succeeded(status.outcome.value, **{"payments.status": status.status})
         return status
 
     async def _wait(
@@ -583,7 +663,26 @@ class PaymentsClient:
     # 401) -> Transport.request. Kept flat: every frame here is held by each of thousands
     # of concurrent waiters while its poll waits for a free connection.
 
-    async def _submit(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
+    async def _submit(self, path: str, message: Pacs008 | Camt056, name: str) -> Submission:
+        """``_post`` inside the operation span ``name`` when telemetry is on."""
+        tel = self._telemetry
+        if tel is None:
+            return await self._post(path, message, message.message_id)
+        with tel.operation(name, "submit", **{"payments.message_id": message.message_id}) as scope:
+            sub = await self._post(path, message, message.message_id)
+            scope.succeeded(
+                "created" if sub.created else "replayed",
+                **{
+                    "payments.service_id": sub.payments_service_id,
+                    "payments.created": sub.created,
+                    "payments.replayed": sub.replayed,
+                    "payments.attempts": sub.attempts,
+                    "payments.request_id": sub.request_id,
+                },
+            )
+            return sub
+
+    async def _post(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
         validate(message)  # raises ValidationError before any I/O
         body = encode(message)  # encoded once: these bytes are signed and sent, every attempt
         op = _Operation("POST", path, body, message_id)
@@ -701,6 +800,8 @@ class PaymentsClient:
         kind: Literal["request", "token"] = (
             "token" if err is not None and err.path == TOKEN_PATH else "request"
         )
+        if self._telemetry is not None:
+            self._telemetry.retry(op.method, op.path, exc)
         logger.debug(
             "retry %s %s after attempt %d: %s; sleeping %.3fs (request_id=%s)",
             op.method,
@@ -735,13 +836,16 @@ class PaymentsClient:
             headers["Content-Type"] = JSON_CONTENT_TYPE
         for resend in (False, True):
             headers["Authorization"] = "Bearer " + token.value
+            signed_with = self._clock.offset
             if op.body is not None:
                 # SCA tokens are single use (unique jti and nonce): every send, the resend
                 # after a 401 included, carries a fresh one over the same body bytes. It
                 # comes from the signer that obtained this access token: after a key
                 # rotation, kid and iss still match the token's assertion.
                 signer = token.signer or self._signer
-                sca = signer.sign_sca_token(op.body, payment_id=op.payment_id)
+                sca = signer.sign_sca_token(
+                    op.body, payment_id=op.payment_id, now=self._clock.now()
+                )
                 if not isinstance(sca, SignedToken):  # an async signer (thread pool, HSM)
                     sca = await sca
                 headers[SCA_HEADER] = sca.value
@@ -762,6 +866,18 @@ class PaymentsClient:
             self._observe(op, resp.status, resp.elapsed, None)
             if resp.status != 401 or resend:
                 break
+            self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
+            if op.body is not None and self._clock.explains(signed_with):
+                # The SCA token was judged on a clock ours was off from; the access token
+                # is not in question. One resend, signed on the service's time.
+                logger.info(
+                    "%s %s -> 401 while our clock was %.0fs off the service's; resending "
+                    "once with an SCA token signed on its time",
+                    op.method,
+                    op.path,
+                    self._clock.offset - signed_with,
+                )
+                continue
             # The token may have been revoked or expired early: one refresh, one resend.
             self._tokens.invalidate(token)
             logger.debug("%s %s -> 401; refreshing the token once", op.method, op.path)

@@ -25,6 +25,10 @@ DEFAULT_KEYGEN_BITS: Final = 3072
 ASSERTION_LIFETIME: Final = 300.0  # seconds an authentication JWT is valid
 SCA_TOKEN_LIFETIME: Final = 180.0  # seconds, as the provider's own client uses
 JWT_LEEWAY: Final = 30.0  # clock skew tolerated by the verifiers (exp/nbf/iat)
+# Past this difference between the service's clock (HTTP Date) and ours, JWTs are signed
+# on the service's time: well above Date's one-second resolution plus a round trip, well
+# below the verifiers' leeway, so a correction happens before a token is refused.
+CLOCK_SKEW_THRESHOLD: Final = 5.0
 
 # --- Access tokens ----------------------------------------------------------------------
 TOKEN_REFRESH_LEEWAY: Final = 60.0  # refresh this long before expires_in runs out
@@ -43,6 +47,13 @@ READ_TIMEOUT: Final = 30.0
 CONNECTION_LIMIT: Final = 100  # bounded connector: waiters share these sockets
 MAX_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
 USER_AGENT: Final = "payments-async"
+
+# --- OpenTelemetry (extra "otel") ------------------------------------------------------------
+OTEL_INSTRUMENTATION_NAME: Final = "payments_async"
+# The HTTP semantic conventions' advised buckets for http.client.request.duration (seconds).
+OTEL_DURATION_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0
+)  # fmt: skip
 
 # --- Retries (stamina-style names) -------------------------------------------------------
 RETRY_ATTEMPTS: Final = 5

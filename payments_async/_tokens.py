@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import logging
 import random
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
+from ._clock import ClockSkew
 from ._constants import (
     FORM_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
@@ -42,6 +44,9 @@ from ._jwt import SignedToken
 from ._retry import is_retryable
 from ._transport import Transport, error_from_response
 from .iso20022._common import decode_error_envelope, decode_token_response
+
+if TYPE_CHECKING:
+    from ._telemetry import ClientTelemetry
 
 __all__ = ["AccessToken", "TokenSession"]
 
@@ -144,6 +149,10 @@ class TokenSession:
             logged and ignored.
         on_request: called after every token request with a ``RequestEvent`` of kind
             ``"token"``; exceptions it raises are logged and ignored.
+        clock: the service's clock, learned from the ``Date`` of token answers; the
+            assertion is signed on it. A 401 that a corrected clock explains is retried
+            once. A private one if None.
+        telemetry: a span per fetch and the fetch counter, or None.
     """
 
     def __init__(
@@ -159,6 +168,8 @@ class TokenSession:
         attempt_timeout: float = TOKEN_ATTEMPT_TIMEOUT,
         on_refresh: Callable[[AccessToken], object] | None = None,
         on_request: Callable[[RequestEvent], None] | None = None,
+        clock: ClockSkew | None = None,
+        telemetry: ClientTelemetry | None = None,
     ) -> None:
         if refresh_leeway < 0 or not 0 <= refresh_fraction < 1:
             raise ConfigurationError("refresh_leeway must be >= 0 and refresh_fraction in [0, 1)")
@@ -179,6 +190,8 @@ class TokenSession:
         self._on_refresh = on_refresh
         self._on_request = on_request
         self.last_error: PaymentsError | None = None
+        self._clock = clock if clock is not None else ClockSkew()
+        self._telemetry = telemetry
         self._token: AccessToken | None = None
         self._inflight: asyncio.Task[AccessToken] | None = None
         self._refresher: asyncio.Task[None] | None = None
@@ -321,16 +334,35 @@ class TokenSession:
         The token is cached only if ``identity`` is still the session's (no rotation
         happened meanwhile); it is returned to this fetch's callers either way.
         """
+        if self._telemetry is not None:
+            with self._telemetry.token_fetch():
+                return await self._fetch_attempts(identity)
+        return await self._fetch_attempts(identity)
+
+    async def _fetch_attempts(self, identity: _Identity) -> AccessToken:
         deadline = time.monotonic() + self._fetch_deadline
         attempt = 0
+        clock_retried = False
         while True:
             attempt += 1
+            signed_with = self._clock.offset
             try:
                 token = await self._request_token(attempt, deadline, identity)
             except PaymentsError as exc:
                 # Kept so that a caller whose own deadline ends this wait can raise what
                 # the token endpoint actually did, not a bare timeout.
                 self.last_error = exc
+                if not clock_retried and exc.status == 401 and self._clock.explains(signed_with):
+                    # The 401's Date showed our clock off by more than the threshold: the
+                    # assertion was judged on the service's time. Once, at once, on it.
+                    clock_retried = True
+                    _log.info(
+                        "token request refused (401) while our clock was %.0fs off the "
+                        "service's; signing again on the service's time",
+                        self._clock.offset - signed_with,
+                        extra={"event": "token.clock_corrected", "offset": self._clock.offset},
+                    )
+                    continue
                 if not is_retryable(exc):
                     raise
                 delay = self._backoff(attempt)
@@ -397,7 +429,7 @@ class TokenSession:
     async def _exchange_token(
         self, attempt: int, deadline: float, identity: _Identity, info: dict[str, Any]
     ) -> AccessToken:
-        signed = identity.signer.sign_assertion()
+        signed = identity.signer.sign_assertion(now=self._clock.now())
         if not isinstance(signed, SignedToken):  # an async signer (thread pool, HSM)
             signed = await signed
         assertion = signed.value
@@ -430,6 +462,8 @@ class TokenSession:
             attempt=attempt,
         )
         info["status"] = resp.status
+        if resp.status in (200, 401):
+            self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
         ctx: dict[str, Any] = {
             "method": "POST",
             "path": TOKEN_PATH,
@@ -496,8 +530,12 @@ class TokenSession:
             _log.error(
                 "token refresher stopped unexpectedly; restarting", exc_info=task.exception()
             )
+        # A context of its own: the refresher outlives the call that started it, and must
+        # not carry that call's context (its trace span) into every later refresh.
         self._refresher = asyncio.get_running_loop().create_task(
-            self._refresh_loop(), name="payments_async: token refresh"
+            self._refresh_loop(),
+            name="payments_async: token refresh",
+            context=contextvars.Context(),
         )
 
     def _refresh_at(self, token: AccessToken) -> float:

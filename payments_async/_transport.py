@@ -8,7 +8,7 @@ import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from yarl import URL
@@ -30,8 +30,12 @@ from ._errors import (
     ServerError,
     TransportError,
 )
+from ._proxy import Proxy
 from ._retry import parse_retry_after
 from .iso20022._common import decode_error_envelope
+
+if TYPE_CHECKING:
+    from ._telemetry import ClientTelemetry
 
 __all__ = ["Response", "Transport", "check_base_url", "error_from_response"]
 
@@ -88,6 +92,17 @@ def check_base_url(base_url: str | URL) -> URL:
     return url.with_path(url.path.rstrip("/"))
 
 
+def _proxy_refused(proxy: Proxy, ctx: dict[str, Any]) -> TransportError:
+    ctx = {**ctx, "status": 407}
+    return TransportError(
+        f"the proxy {proxy} refused our credentials (407 Proxy Authentication Required): "
+        "check the user and password in the proxy URL",
+        request_sent=False,
+        retryable=False,
+        **ctx,
+    )
+
+
 def error_from_response(
     resp: Response,
     *,
@@ -140,6 +155,8 @@ class Transport:
             request path (an owned session's connector is not limited on its own; a
             borrowed session's connector limit applies as well, inside the deadline).
         max_response_bytes: bodies longer than this are refused.
+        proxy: the forward proxy to send every request through, or None.
+        telemetry: spans and the duration metric of every exchange, or None.
 
     Raises:
         ConfigurationError: a setting is of the wrong type or out of range.
@@ -155,6 +172,8 @@ class Transport:
         read_timeout: float = READ_TIMEOUT,
         connection_limit: int = CONNECTION_LIMIT,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        proxy: Proxy | None = None,
+        telemetry: ClientTelemetry | None = None,
     ) -> None:
         self.base_url = check_base_url(base_url)
         if session is not None:
@@ -172,6 +191,8 @@ class Transport:
                 )
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise ConfigurationError("ssl_context must be an ssl.SSLContext")
+        self.proxy = proxy
+        self.telemetry = telemetry
         self._base = str(self.base_url)
         self._session = session
         self._owns_session = session is None
@@ -261,9 +282,40 @@ class Transport:
         else:
             await slots.acquire()
         try:
-            return await self._exchange(session, method, path, headers, body, timeout, ctx, start)
+            if self.telemetry is None:
+                return await self._exchange(
+                    session, method, path, headers, body, timeout, ctx, start
+                )
+            return await self._traced_exchange(
+                self.telemetry, session, method, path, headers, body, timeout, ctx, start
+            )
         finally:
             slots.release()
+
+    async def _traced_exchange(
+        self,
+        telemetry: ClientTelemetry,
+        session: aiohttp.ClientSession,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        timeout: float | None,
+        ctx: dict[str, Any],
+        start: float,
+    ) -> Response:
+        """``_exchange`` inside a CLIENT span (which may add trace-context headers)."""
+        sent = dict(headers)
+        with telemetry.http(
+            method,
+            path,
+            attempt=ctx["attempt"] or 1,
+            request_id=ctx["request_id"] or "",
+            headers=sent,
+        ) as span:
+            resp = await self._exchange(session, method, path, sent, body, timeout, ctx, start)
+            span.response(resp.status)
+            return resp
 
     async def _exchange(
         self,
@@ -289,8 +341,13 @@ class Transport:
                 allow_redirects=False,
                 raise_for_status=False,  # a borrowed session's setting must not apply
                 ssl=self._request_ssl,
+                proxy=self.proxy.url if self.proxy is not None else None,
+                proxy_auth=self.proxy.auth if self.proxy is not None else None,
             ) as resp:
                 ctx["status"] = resp.status  # errors from here on carry the status
+                if resp.status == 407 and self.proxy is not None:
+                    # The proxy's answer to a plain-http request, not the service's.
+                    raise _proxy_refused(self.proxy, ctx)
                 limit = self._max_response_bytes
                 if resp.content_length is not None and resp.content_length > limit:
                     raise InvalidResponseError(
@@ -308,6 +365,22 @@ class Transport:
                     body=data,
                     elapsed=time.monotonic() - start,
                 )
+        except aiohttp.ClientHttpProxyError as exc:
+            # The proxy refused the CONNECT tunnel. Not chained: aiohttp's exception holds
+            # the CONNECT request's headers, Proxy-Authorization included.
+            if exc.status == 407 and self.proxy is not None:
+                raise _proxy_refused(self.proxy, ctx) from None
+            raise TransportError(
+                f"the proxy refused the tunnel: {exc.status} {exc.message[:60]}",
+                request_sent=False,
+                **ctx,
+            ) from None
+        except aiohttp.ClientProxyConnectionError as exc:
+            raise TransportError(
+                f"cannot connect to the proxy {self.proxy}: {type(exc.os_error).__name__}",
+                request_sent=False,
+                **ctx,
+            ) from exc
         except aiohttp.ClientSSLError as exc:
             # Certificate not trusted, wrong host name, handshake refused: no HTTP request
             # reached the service, and trying again cannot change the answer.

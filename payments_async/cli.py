@@ -85,6 +85,7 @@ EXIT_INTERRUPTED: Final = 130
 """Stopped with Ctrl-C (or SIGTERM)."""
 
 ENV_BASE_URL: Final = "PAYMENTS_BASE_URL"
+ENV_PROXY: Final = "PAYMENTS_PROXY"
 SANDBOX_URL: Final = "http://127.0.0.1:8765"  # where ``payments-async sandbox`` listens
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class Settings:
     base_url: str | None = None
     credentials_file: Path | None = None
     sandbox: bool = False
+    proxy: str | None = field(default=None, repr=False)  # may carry credentials
+    trust_env: bool = False
     json: bool = False
     verbose: int = 0
     argv: list[str] | None = None
@@ -287,7 +290,13 @@ def _client(settings: Settings, **kwargs: Any) -> PaymentsClient:
     credentials = _credentials(settings)
     base_url = _base_url(settings)
     try:
-        return PaymentsClient(credentials, base_url=base_url, **kwargs)
+        return PaymentsClient(
+            credentials,
+            base_url=base_url,
+            proxy=settings.proxy or None,
+            trust_env=settings.trust_env,
+            **kwargs,
+        )
     except ValueError as exc:  # a URL only the transport's parser objects to
         raise CliError(f"--base-url {base_url!r} is not a valid URL: {exc}") from None
 
@@ -488,6 +497,18 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     help="JSON/TOML file: client_id, client_secret, key_id, issuer, private_key_file.",
 )
 @click.option("--sandbox", is_flag=True, help="Use the sandbox's predefined client (no keys).")
+@click.option(
+    "--proxy",
+    envvar=ENV_PROXY,
+    metavar="URL",
+    help=f"Forward proxy http://[user:password@]host:port (env {ENV_PROXY}: keeps the "
+    "password off the command line).",
+)
+@click.option(
+    "--trust-env",
+    is_flag=True,
+    help="Without --proxy, use HTTPS_PROXY / HTTP_PROXY and NO_PROXY from the environment.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
 @click.option("-v", "--verbose", count=True, help="Log requests to stderr; show tracebacks.")
 @click.version_option(__version__, prog_name="payments-async")
@@ -497,6 +518,8 @@ def cli(
     base_url: str | None,
     credentials_file: Path | None,
     sandbox: bool,
+    proxy: str | None,
+    trust_env: bool,
     as_json: bool,
     verbose: int,
 ) -> None:
@@ -506,6 +529,8 @@ def cli(
         base_url=base_url,
         credentials_file=credentials_file,
         sandbox=sandbox,
+        proxy=proxy,
+        trust_env=trust_env,
         json=as_json,
         verbose=verbose,
         argv=argv,

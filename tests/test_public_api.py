@@ -35,6 +35,7 @@ INTENDED = {
     "Signer",
     "SigningError",
     "Submission",
+    "Telemetry",
     "ThreadPoolSigner",
     "TransportError",
     "ValidationError",

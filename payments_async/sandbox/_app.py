@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import email.utils
 import hashlib
 import ipaddress
 import logging
@@ -777,7 +778,13 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
         state.close()
 
     app.on_cleanup.append(_close)
+    app.on_response_prepare.append(_date_header)
     return app
+
+
+async def _date_header(request: web.Request, response: web.StreamResponse) -> None:
+    """``Date`` on the sandbox's own clock (skewed or manual), as a real service's would be."""
+    response.headers["Date"] = email.utils.formatdate(_state(request).now(), usegmt=True)
 
 
 def _is_loopback(host: str) -> bool:

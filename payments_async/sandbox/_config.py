@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -223,6 +224,10 @@ class SandboxConfig:
         jwt_leeway: clock skew tolerated when checking JWT ``exp``/``nbf``/``iat``.
         notifications: status notifications to clients' receivers (our extension; off
             until a client has a target).
+        clock_skew: seconds the sandbox's clock runs ahead of ``clock`` (negative: behind).
+            Everything the sandbox times (JWT checks, token expiry, lifecycle, the
+            ``Date`` header) uses the skewed time, like a service whose clock is off
+            from the client's.
     """
 
     host: str = DEFAULT_HOST
@@ -247,6 +252,7 @@ class SandboxConfig:
     clock: Callable[[], float] = time.time
     jwt_leeway: float | None = None
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
+    clock_skew: float = 0.0
 
     def __post_init__(self) -> None:
         if self.token_lifetime <= 0:
@@ -259,3 +265,5 @@ class SandboxConfig:
             raise ValueError("max_body_size and max_header_size must be positive")
         if not self.body_read_timeout > 0:
             raise ValueError("body_read_timeout must be positive")
+        if not math.isfinite(self.clock_skew):
+            raise ValueError("clock_skew must be a finite number of seconds")

@@ -69,6 +69,13 @@ def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.Arg
         metavar="EUR",
         help="payments above it end RJCT/AM02 ('none' disables)",
     )
+    p.add_argument(
+        "--clock-skew",
+        type=float,
+        default=d.clock_skew,
+        metavar="S",
+        help="run the sandbox's clock S seconds ahead (negative: behind) of this machine's",
+    )
     p.add_argument("--other-client-status", type=int, choices=(403, 404), default=404)
     p.add_argument(
         "--max-body-size",
@@ -170,6 +177,7 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         other_client_status=args.other_client_status,
         max_body_size=args.max_body_size,
         body_read_timeout=args.body_read_timeout,
+        clock_skew=args.clock_skew,
         faults=FaultConfig.from_dict(faults),
         notifications=_notification_settings(args),
     )

@@ -147,7 +147,10 @@ class SandboxState:
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config
-        self.clock = config.clock
+        self.clock: Callable[[], float] = config.clock
+        if config.clock_skew:
+            base, skew = config.clock, config.clock_skew
+            self.clock = lambda: base() + skew
         self.registry = Registry()
         self.stats = Stats()
         self.faults = FaultInjector(config.faults)

@@ -1,0 +1,190 @@
+"""Telemetry scopes with the OpenTelemetry SDK's in-memory span exporter and metric reader."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.trace import SpanKind, StatusCode
+from otel_support import Otel
+from yarl import URL
+
+from payments_async import ConfigurationError, OutcomeUnknownError, Telemetry, TransportError
+from payments_async._telemetry import ClientTelemetry, url_template
+
+BASE = URL("https://api.bank.example:8443")
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    o = Otel()
+    yield o
+    o.close()
+
+
+def _client(otel: Otel, **kw: Any) -> ClientTelemetry:
+    return otel.telemetry(**kw).bind(BASE)
+
+
+def test_url_template_removes_ids() -> None:
+    assert url_template("/payments/pacs002/v12/abc-123") == (
+        "/payments/pacs002/v12/{paymentsServiceId}"
+    )
+    assert url_template("/payments/camt029/v09/X") == "/payments/camt029/v09/{paymentsServiceId}"
+    assert url_template("/payments/pacs008/v10") == "/payments/pacs008/v10"
+    assert url_template("/oauth/token") == "/oauth/token"
+
+
+def test_operation_with_token_fetch_and_http_attempts(otel: Otel) -> None:
+    ct = _client(otel)
+    with ct.operation("submit_credit_transfer", "submit", **{"payments.message_id": "M1"}) as op:
+        with (
+            ct.token_fetch(),
+            ct.http("POST", "/oauth/token", attempt=1, request_id="t1", headers={}) as h,
+        ):
+            h.response(200)
+        with ct.http("POST", "/payments/pacs008/v10", attempt=1, request_id="r1", headers={}) as h:
+            h.response(503)
+        ct.retry("POST", "/payments/pacs008/v10", None)
+        with ct.http("POST", "/payments/pacs008/v10", attempt=2, request_id="r1", headers={}) as h:
+            h.response(201)
+        op.succeeded("created", **{"payments.service_id": "PS1", "payments.created": True})
+
+    spans = {(s.name, s.attributes.get("payments.attempt")): s for s in otel.spans()}
+    operation = spans[("payments.submit_credit_transfer", None)]
+    fetch = spans[("payments.token_fetch", None)]
+    token_http = spans[("POST /oauth/token", 1)]
+    first = spans[("POST /payments/pacs008/v10", 1)]
+    second = spans[("POST /payments/pacs008/v10", 2)]
+
+    assert operation.kind is SpanKind.INTERNAL
+    assert operation.parent is None
+    assert dict(operation.attributes) == {
+        "payments.operation": "submit",
+        "payments.message_id": "M1",
+        "payments.outcome": "created",
+        "payments.service_id": "PS1",
+        "payments.created": True,
+    }
+    assert fetch.parent.span_id == operation.context.span_id
+    assert token_http.parent.span_id == fetch.context.span_id
+    for http in (first, second):
+        assert http.kind is SpanKind.CLIENT
+        assert http.parent.span_id == operation.context.span_id
+        assert http.context.trace_id == operation.context.trace_id
+    assert dict(first.attributes) == {
+        "http.request.method": "POST",
+        "url.template": "/payments/pacs008/v10",
+        "server.address": "api.bank.example",
+        "server.port": 8443,
+        "url.full": "https://api.bank.example:8443/payments/pacs008/v10",
+        "payments.attempt": 1,
+        "payments.request_id": "r1",
+        "http.response.status_code": 503,
+        "error.type": "503",
+    }
+    assert first.status.status_code is StatusCode.ERROR
+    assert second.attributes["http.request.resend_count"] == 1
+    assert second.attributes["http.response.status_code"] == 201
+    assert "error.type" not in second.attributes
+    assert second.status.status_code is StatusCode.UNSET
+
+    durations = otel.points("http.client.request.duration")
+    by_status = {p.attributes.get("http.response.status_code"): p for p in durations}
+    assert set(by_status) == {200, 201, 503}
+    assert by_status[503].attributes["error.type"] == "503"
+    assert by_status[201].attributes == {
+        "http.request.method": "POST",
+        "url.template": "/payments/pacs008/v10",
+        "server.address": "api.bank.example",
+        "server.port": 8443,
+        "http.response.status_code": 201,
+    }
+    assert all(p.count == 1 for p in durations)
+    [retries] = otel.points("payments.client.retries")
+    assert retries.value == 1
+    [fetches] = otel.points("payments.client.token.fetches")
+    assert (fetches.value, dict(fetches.attributes)) == (1, {"payments.outcome": "obtained"})
+    [ops] = otel.points("payments.client.operations")
+    assert dict(ops.attributes) == {
+        "payments.operation": "submit_credit_transfer",
+        "payments.outcome": "created",
+    }
+    [op_duration] = otel.points("payments.client.operation.duration")
+    assert op_duration.count == 1
+
+
+def test_errors_mark_spans_and_count_outcomes(otel: Otel) -> None:
+    ct = _client(otel)
+    unknown = OutcomeUnknownError("outcome unknown", message_id="M", method="POST", attempt=3)
+
+    def cancel() -> None:
+        with ct.operation("request_cancellation", "submit"):
+            with (
+                pytest.raises(TransportError),
+                ct.http("POST", "/payments/camt056/v08", attempt=3, request_id="r", headers={}),
+            ):
+                raise TransportError("timed out waiting for the response", attempt=3)
+            raise unknown
+
+    with pytest.raises(OutcomeUnknownError):
+        cancel()
+    spans = {s.name: s for s in otel.spans()}
+    op = spans["payments.request_cancellation"]
+    http = spans["POST /payments/camt056/v08"]
+    assert op.attributes["payments.outcome"] == "unknown"
+    assert op.attributes["error.type"] == "OutcomeUnknownError"
+    assert op.attributes["payments.attempts"] == 3
+    assert op.status.status_code is StatusCode.ERROR
+    assert http.attributes["error.type"] == "TransportError"
+    assert "http.response.status_code" not in http.attributes
+    assert [e.name for e in http.events] == ["exception"]
+    [ops] = otel.points("payments.client.operations")
+    assert dict(ops.attributes) == {
+        "payments.operation": "request_cancellation",
+        "payments.outcome": "unknown",
+        "error.type": "OutcomeUnknownError",
+    }
+    [duration] = otel.points("http.client.request.duration")
+    assert duration.attributes["error.type"] == "TransportError"
+
+
+def test_failed_token_fetch_is_counted(otel: Otel) -> None:
+    ct = _client(otel)
+    with pytest.raises(TransportError), ct.token_fetch():
+        raise TransportError("cannot connect")
+    [fetches] = otel.points("payments.client.token.fetches")
+    assert dict(fetches.attributes) == {
+        "payments.outcome": "failed",
+        "error.type": "TransportError",
+    }
+
+
+def test_trace_context_headers_are_off_by_default(otel: Otel) -> None:
+    headers: dict[str, str] = {"Accept": "application/json"}
+    with _client(otel).http("GET", "/x", attempt=1, request_id="r", headers=headers):
+        pass
+    assert headers == {"Accept": "application/json"}
+
+
+def test_trace_context_headers_can_be_switched_on(otel: Otel) -> None:
+    headers: dict[str, str] = {}
+    with _client(otel, propagate=True).http(
+        "GET", "/x", attempt=1, request_id="r", headers=headers
+    ):
+        pass
+    [span] = otel.spans()
+    version, trace_id, span_id, _flags = headers["traceparent"].split("-")
+    assert version == "00"
+    assert int(trace_id, 16) == span.context.trace_id
+    assert int(span_id, 16) == span.context.span_id
+
+
+def test_missing_extra_is_a_clear_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    with pytest.raises(
+        ConfigurationError, match=r"'otel' extra: pip install 'payments-async\[otel\]'"
+    ):
+        Telemetry()
