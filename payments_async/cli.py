@@ -1155,7 +1155,8 @@ def _resume_command(settings: Settings, input_path: Path) -> str:
     "--results",
     "results_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Results file, .csv or .jsonl [default: INPUT's stem + .results.csv/.jsonl].",
+    help="Results file, .csv or .jsonl [default: INPUT's stem + .results.csv/.jsonl, in the "
+    "working directory].",
 )
 @click.option(
     "--journal",
