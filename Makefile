@@ -47,7 +47,7 @@ unit: $(STAMP)
 # The site (API reference from the docstrings, and the guides) in site/; --strict turns a
 # broken link or a reference to a renamed name into a failure.
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # sdist, then the wheel built from that sdist; both checked; the wheel installed into a
 # clean environment runs the demo from outside the source tree.
