@@ -60,8 +60,9 @@ dist-check: dist
 	rm -rf $(DIST_VENV)
 	$(PYTHON) -m venv $(DIST_VENV)
 	$(DIST_VENV)/bin/python -m pip install --quiet "$$(ls dist/*.whl)[cli]"
-	cd "$$(mktemp -d)" && $(CURDIR)/$(DIST_VENV)/bin/payments-async --version \
-		&& $(CURDIR)/$(DIST_VENV)/bin/payments-async demo --processing-delay 0.5
+	tmp="$$(mktemp -d)" && cd "$$tmp" && $(CURDIR)/$(DIST_VENV)/bin/payments-async --version \
+		&& $(CURDIR)/$(DIST_VENV)/bin/payments-async demo --processing-delay 0.5; \
+		status=$$?; rm -rf "$$tmp"; exit $$status
 
 # What `pip install payments-async` gives users: the newest aiohttp the library allows
 # (the test extra pins an older one for aioresponses). Test modules that need aioresponses
