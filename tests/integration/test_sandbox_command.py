@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -123,3 +124,12 @@ def test_python_m_sandbox_works_without_click_or_rich() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "--processing-delay S" in proc.stdout
     assert "[default: 5.0]" in proc.stdout
+
+
+@pytest.mark.parametrize("kwargs", [{"action": "store_false"}, {"nargs": "+"}])
+def test_a_sandbox_option_without_a_click_form_is_named(kwargs: dict[str, str]) -> None:
+    from payments_async.cli import _click_option
+
+    action = argparse.ArgumentParser().add_argument("--new-thing", **kwargs)
+    with pytest.raises(TypeError, match="--new-thing"):
+        _click_option(action)
