@@ -8,7 +8,7 @@ Against a real service, with the ``PAYMENTS_*`` credentials in the environment::
 
     python examples/submit_and_wait.py https://payments.example.com
 
-Exit status: 0 accepted, 1 rejected.
+Exit status: 0 accepted, 1 rejected (or a code that cannot be classified).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ async def main(base_url: str) -> int:
         print(f"submitted {payment.message_id}: paymentsServiceId {submission.payments_service_id}")
         status = await client.wait_for_payment_status(submission.payments_service_id, timeout=60)
     print(f"final status {status.status} ({status.outcome.value})")
-    if status.outcome is Outcome.REJECTED:
+    if status.outcome is not Outcome.ACCEPTED:
         print(f"reason: {' '.join(status.reason_codes)} {'; '.join(status.reason_texts)}")
         return 1
     return 0
