@@ -1,7 +1,7 @@
 # Every target creates the environment it needs from a bare python3; nothing global is assumed.
 #   .venv         development: the package editable with .[dev,bench] (tests, lint, types, docs)
 #   .venv-demo    what a user of the command line installs: .[cli], nothing else
-#   .venv-latest  .[test-core,bench]: the tests that do not need aioresponses, on the newest
+#   .venv-latest  .[test-core,bench,pkcs11]: the tests that do not need aioresponses, on the newest
 #                 aiohttp the library allows
 #   .venv-dist    the built wheel, installed like a user would, running the demo
 PYTHON ?= python3
@@ -78,7 +78,7 @@ $(LATEST_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
-		-e '.[test-core,bench]'
+		-e '.[test-core,bench,pkcs11]'
 	touch $(LATEST_STAMP)
 
 test-latest: $(LATEST_STAMP)
