@@ -56,9 +56,13 @@ def test_sandbox_help_is_in_the_style_of_the_other_commands() -> None:
 def test_sandbox_bad_option_is_a_click_usage_error() -> None:
     result = invoke("sandbox", "--port", "eighty")
     assert result.exit_code == 2
-    assert "Usage: payments-async sandbox [OPTIONS]" in result.output
-    assert "Invalid value for '--port'" in result.output
-    assert "Traceback" not in result.output
+    other = invoke("status", "x", "--timeout", "soon")
+    assert other.exit_code == 2
+    # The same one-line form as every other command's usage errors.
+    assert other.output.startswith("error: Invalid value for '--timeout'")
+    assert result.output.startswith("error: Invalid value for '--port'")
+    assert "payments-async sandbox --help" in result.output
+    assert len(result.output.splitlines()) == 1
 
 
 def test_sandbox_bad_fault_is_one_line_exit_2() -> None:
@@ -133,3 +137,20 @@ def test_a_sandbox_option_without_a_click_form_is_named(kwargs: dict[str, str]) 
     action = argparse.ArgumentParser().add_argument("--new-thing", **kwargs)
     with pytest.raises(TypeError, match="--new-thing"):
         _click_option(action)
+
+
+def test_help_never_shows_the_notification_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "pw-do-not-print-0123456789"
+    monkeypatch.setenv("PAYMENTS_NOTIFY_PASSWORD", secret)
+    shown = invoke("sandbox", "--help").output
+    assert "--notify-password" in shown
+    assert secret not in shown
+    proc = subprocess.run(
+        [sys.executable, "-m", "payments_async.sandbox", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    assert "--notify-password" in proc.stdout
+    assert secret not in proc.stdout + proc.stderr
