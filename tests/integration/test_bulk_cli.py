@@ -337,7 +337,7 @@ def test_the_summary_after_ctrl_c_counts_what_was_actually_sent(tmp_path: Path) 
             "8",
         ]
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
