@@ -10,6 +10,7 @@ transport error, or an outcome whose codes cannot be classified; 130 interrupted
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -627,25 +628,108 @@ def keygen(
 # --- sandbox -----------------------------------------------------------------------------------
 
 
-@cli.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-@pass_settings
-def sandbox(settings: Settings, args: tuple[str, ...]) -> None:
-    """Run the local sandbox (the service's emulator) until Ctrl-C.
+def _click_option(action: argparse.Action) -> click.Option:
+    """The click form of one of the sandbox's argparse options (same name, help, default)."""
+    decls = [*action.option_strings, action.dest]
+    supported = (argparse._StoreAction, argparse._StoreTrueAction, argparse._AppendAction)
+    if not isinstance(action, supported) or action.nargs not in (None, 0):
+        # A new kind of sandbox option needs a line here (tests/integration/
+        # test_sandbox_command.py fails until it has one).
+        raise TypeError(f"sandbox option {action.option_strings[0]}: no click form for it")
+    if isinstance(action, argparse._StoreTrueAction):
+        return click.Option(decls, is_flag=True, default=False, help=action.help)
+    choices = action.choices
+    kind: Any  # a click.ParamType (generic in newer click, plain in older)
+    if choices is not None:
+        kind = click.Choice([str(c) for c in choices])
+    elif action.type is int:
+        kind = click.INT
+    elif action.type is float:
+        kind = click.FLOAT
+    else:
+        kind = click.STRING
+    multiple = isinstance(action, argparse._AppendAction)
+    metavar = action.metavar if isinstance(action.metavar, str) else None
+    if metavar is None and choices is None:
+        metavar = action.dest.upper()
+    return click.Option(
+        decls,
+        type=kind,
+        multiple=multiple,
+        default=None if multiple else action.default,
+        show_default=action.default is not None and not multiple,
+        metavar=metavar,
+        help=action.help,
+    )
 
-    Options are those of ``python -m payments_async.sandbox`` (see ``sandbox --help``):
-    --port (8765), --processing-delay S, --settlement-delay S, --fault KIND=SHARE, ...
+
+def _sandbox_options() -> tuple[list[click.Parameter], Callable[..., argparse.Namespace]]:
+    """The sandbox's options as click parameters, and the way back to its Namespace.
+
+    The options are defined once, by ``payments_async.sandbox``'s argparse parser (which
+    ``python -m payments_async.sandbox`` uses without click); here each becomes a click
+    option, so ``payments-async sandbox --help`` looks like every other command's.
     """
-    from .sandbox import main as sandbox_main
+    from .sandbox._main import build_parser
 
-    try:
-        code = sandbox_main(list(args))
-    except (OSError, OverflowError) as exc:  # a port out of range, in use, not ours
-        _fail(settings, f"cannot start the sandbox: {exc}", EXIT_USAGE)
-    raise SystemExit(code)
+    actions = [
+        a
+        for a in build_parser()._actions
+        if a.option_strings and not isinstance(a, argparse._HelpAction)
+    ]
+
+    def namespace(**values: Any) -> argparse.Namespace:
+        for action in actions:
+            value = values.get(action.dest)
+            if isinstance(action, argparse._AppendAction):
+                values[action.dest] = list(value or ())
+            elif action.choices is not None and value is not None and callable(action.type):
+                values[action.dest] = action.type(value)
+        return argparse.Namespace(**values)
+
+    return [_click_option(a) for a in actions], namespace
+
+
+class _SandboxCommand(click.Command):
+    """``payments-async sandbox``: its options are built on first use, not at import."""
+
+    _to_namespace: Callable[..., argparse.Namespace] | None = None
+
+    def _namespace_builder(self) -> Callable[..., argparse.Namespace]:
+        if self._to_namespace is None:
+            options, self._to_namespace = _sandbox_options()
+            self.params[:0] = options
+        return self._to_namespace
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        self._namespace_builder()
+        return super().get_params(ctx)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from .sandbox._main import run_from_args
+
+        args = self._namespace_builder()(**ctx.params)
+        settings = ctx.find_object(Settings) or Settings()
+        try:
+            code = run_from_args(args)
+        except (OSError, OverflowError) as exc:  # a port out of range, in use, not ours
+            _fail(settings, f"cannot start the sandbox: {exc}", EXIT_USAGE)
+        raise SystemExit(code)
+
+
+cli.add_command(
+    _SandboxCommand(
+        "sandbox",
+        help="""Run the local sandbox (the service's emulator) until Ctrl-C.
+
+    It prints its address and the predefined client (use them with --sandbox). The same
+    options work with `python -m payments_async.sandbox`, which needs no cli extra.
+    Every rule it applies is described in docs/sandbox.md.
+    """,
+        short_help="Run the local sandbox (the service's emulator) until Ctrl-C.",
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+)
 
 
 # --- single operations -------------------------------------------------------------------------
@@ -1155,7 +1239,8 @@ def _resume_command(settings: Settings, input_path: Path) -> str:
     "--results",
     "results_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Results file, .csv or .jsonl [default: INPUT's stem + .results.csv/.jsonl].",
+    help="Results file, .csv or .jsonl [default: INPUT's stem + .results.csv/.jsonl, in the "
+    "working directory].",
 )
 @click.option(
     "--journal",

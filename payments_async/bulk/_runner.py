@@ -171,10 +171,14 @@ def connection_limit_for(concurrency: int) -> int:
 
 
 def default_results_path(input_path: str | Path) -> Path:
-    """``<input stem>.results.csv`` beside the input (``.jsonl`` for a JSONL input)."""
+    """``<input stem>.results.csv`` in the working directory (``.jsonl`` for a JSONL input).
+
+    Not beside the input: an input kept in a repository or a shared folder stays clean
+    unless the caller names a results path there.
+    """
     p = Path(input_path)
     suffix = ".jsonl" if p.suffix.lower() in (".jsonl", ".ndjson", ".json") else ".csv"
-    return p.with_name(f"{p.stem}.results{suffix}")
+    return Path(f"{p.stem}.results{suffix}")
 
 
 def default_journal_path(results_path: str | Path) -> Path:

@@ -26,7 +26,7 @@ from ._app import CONTROL_PREFIX, SandboxServer
 from ._config import DEFAULT_HOST, DEFAULT_PORT, FaultConfig, SandboxConfig
 from ._notify import NotificationFaults, NotificationSettings, NotificationTarget
 
-__all__ = ["banner", "build_parser", "main", "run"]
+__all__ = ["DESCRIPTION", "banner", "build_parser", "main", "run", "run_from_args"]
 
 
 def banner(url: str) -> str:
@@ -47,82 +47,149 @@ def banner(url: str) -> str:
     )
 
 
+NOTIFY_PASSWORD_ENV = "PAYMENTS_NOTIFY_PASSWORD"
+
+DESCRIPTION = "Run the local payments sandbox (the service's emulator) until Ctrl-C."
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Names each option's default as ``payments-async``'s click help does: ``[default: X]``."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if not any(default is none for none in (None, False, argparse.SUPPRESS)) and default != []:
+            text += "  [default: %(default)s]"
+        return text
+
+
 def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.ArgumentParser:
-    """The command-line options (the CLI's ``sandbox`` command reuses them)."""
+    """The command-line options, each with its help (the CLI's ``sandbox`` command reuses them).
+
+    Args:
+        prog: the program name shown in usage and errors.
+    """
     d = SandboxConfig()
-    p = argparse.ArgumentParser(prog=prog, description="Run the local payments sandbox.")
-    p.add_argument("--host", default=DEFAULT_HOST, help="address to bind (loopback)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (0: any free port)")
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=DESCRIPTION,
+        formatter_class=_HelpFormatter,
+    )
+    p.add_argument("--host", default=DEFAULT_HOST, help="Address to bind (loopback).")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="Port to listen on (0: any free port)."
+    )
     p.add_argument(
         "--allow-non-loopback",
         action="store_true",
-        help="permit a non-loopback --host (the control routes have no auth)",
+        help="Permit a non-loopback --host (the control routes have no auth).",
     )
-    p.add_argument("--persist", metavar="PATH", help="keep state in this SQLite file")
-    p.add_argument("--token-lifetime", type=int, default=d.token_lifetime, metavar="S")
-    p.add_argument("--expires-in-as-string", action="store_true")
-    p.add_argument("--processing-delay", type=float, default=d.processing_delay, metavar="S")
-    p.add_argument("--settlement-delay", type=float, default=d.settlement_delay, metavar="S")
+    p.add_argument("--persist", metavar="PATH", help="Keep the state in this SQLite file.")
+    p.add_argument(
+        "--token-lifetime",
+        type=int,
+        default=d.token_lifetime,
+        metavar="S",
+        help="expires_in of the access tokens it issues, in seconds.",
+    )
+    p.add_argument(
+        "--expires-in-as-string",
+        action="store_true",
+        help="Send expires_in quoted, like the specification's sample.",
+    )
+    p.add_argument(
+        "--processing-delay",
+        type=float,
+        default=d.processing_delay,
+        metavar="S",
+        help="Seconds a payment stays PEND before its final status.",
+    )
+    p.add_argument(
+        "--settlement-delay",
+        type=float,
+        default=d.settlement_delay,
+        metavar="S",
+        help="Seconds a cancellation stays pending before its outcome.",
+    )
     p.add_argument(
         "--amount-limit",
         default=str(d.amount_limit),
         metavar="EUR",
-        help="payments above it end RJCT/AM02 ('none' disables)",
+        help="Payments above it end RJCT/AM02 ('none' disables).",
+    )
+    p.add_argument(
+        "--other-client-status",
+        type=int,
+        choices=(403, 404),
+        default=404,
+        help="The answer to reading another client's message.",
     )
     p.add_argument(
         "--clock-skew",
         type=float,
         default=d.clock_skew,
         metavar="S",
-        help="run the sandbox's clock S seconds ahead (negative: behind) of this machine's",
+        help="Run the sandbox's clock S seconds ahead (negative: behind) of this machine's.",
     )
-    p.add_argument("--other-client-status", type=int, choices=(403, 404), default=404)
     p.add_argument(
         "--max-body-size",
         type=int,
         default=d.max_body_size,
         metavar="BYTES",
-        help="larger request bodies get 413",
+        help="Larger request bodies get 413.",
     )
     p.add_argument(
         "--body-read-timeout",
         type=float,
         default=d.body_read_timeout,
         metavar="S",
-        help="a body slower than this gets 408 and its connection closed",
+        help="A body slower than this gets 408 and its connection closed.",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the fault injector")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the fault injector.")
     p.add_argument(
         "--fault",
         action="append",
         default=[],
         metavar="KIND=SHARE",
-        help="e.g. error_503=0.1, drop_before=0.05, latency=0.1 (repeatable)",
+        help="Inject a fault into a share of the requests, e.g. error_503=0.1, "
+        "drop_before=0.05, latency=0.1 (repeatable).",
     )
-    p.add_argument("--latency-seconds", type=float, default=FaultConfig().latency_seconds)
+    p.add_argument(
+        "--latency-seconds",
+        type=float,
+        default=FaultConfig().latency_seconds,
+        metavar="S",
+        help="Delay added by the latency fault.",
+    )
     n = p.add_argument_group("notifications (our extension; the real sandbox has none)")
     n.add_argument(
         "--notify",
         metavar="[CLIENT=]URL",
-        help=f"POST status notifications of CLIENT (default {SANDBOX_CLIENT_ID}) to URL",
+        help=f"POST status notifications of CLIENT (default {SANDBOX_CLIENT_ID}) to URL.",
     )
-    n.add_argument("--notify-payload", choices=("short", "full"), default="short")
-    n.add_argument("--notify-user", metavar="USER", help="HTTP Basic user to present")
+    n.add_argument(
+        "--notify-payload",
+        choices=("short", "full"),
+        default="short",
+        help="A short notice (where to read the status) or the full status report.",
+    )
+    n.add_argument("--notify-user", metavar="USER", help="HTTP Basic user to present.")
     n.add_argument(
         "--notify-password",
         metavar="PASSWORD",
-        default=os.environ.get("PAYMENTS_NOTIFY_PASSWORD"),
-        help="its password (default: env PAYMENTS_NOTIFY_PASSWORD)",
+        # Read from the environment when the options are used, not here: a default would
+        # be printed by --help.
+        help=f"Its password (default: env {NOTIFY_PASSWORD_ENV}).",
     )
-    n.add_argument("--notify-bearer", metavar="TOKEN", help="or a bearer token to present")
+    n.add_argument("--notify-bearer", metavar="TOKEN", help="Or a bearer token to present.")
     n.add_argument(
         "--notify-fault",
         action="append",
         default=[],
         metavar="KIND=SHARE",
-        help="loss, duplicate, reorder, delay, wrong_credentials (repeatable; uses --seed)",
+        help="loss, duplicate, reorder, delay, wrong_credentials (repeatable; uses --seed).",
     )
-    p.add_argument("--log-level", default="INFO", help="of the access log (stderr)")
+    p.add_argument("--log-level", default="INFO", help="Level of the access log (stderr).")
     return p
 
 
@@ -145,7 +212,9 @@ def _notification_settings(args: argparse.Namespace) -> NotificationSettings:
         url=url,
         payload=args.notify_payload,
         username=args.notify_user,
-        password=args.notify_password if args.notify_user else None,
+        password=(args.notify_password or os.environ.get(NOTIFY_PASSWORD_ENV))
+        if args.notify_user
+        else None,
         bearer=args.notify_bearer,
     )
     return NotificationSettings(targets={client_id: target}, faults=faults)
@@ -238,9 +307,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     Args:
         argv: the arguments (without the program name); ``sys.argv[1:]`` if None.
     """
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    return run_from_args(build_parser().parse_args(argv))
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Serve with parsed options until interrupted; returns the exit status.
+
+    Errors in the options are one line on stderr and status 2; a port that cannot be
+    bound is one line and status 1.
+
+    Args:
+        args: the options, as :func:`build_parser` parses them.
+    """
     try:
+        logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
         config = config_from_args(args)
         run(config)
     except (ConfigurationError, ValueError) as exc:

@@ -50,6 +50,12 @@ def sb() -> Iterator[ThreadedSandbox]:
         yield s
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results and journals go to the working directory: make it the test's own."""
+    monkeypatch.chdir(tmp_path)
+
+
 def bulk(sb: ThreadedSandbox, *args: str, json_out: bool = False) -> Result:
     pre = ["--sandbox", "--base-url", sb.url] + (["--json"] if json_out else [])
     return CliRunner().invoke(cli, [*pre, "bulk-cancel", *args], catch_exceptions=False)
@@ -331,7 +337,7 @@ def test_the_summary_after_ctrl_c_counts_what_was_actually_sent(tmp_path: Path) 
             "8",
         ]
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

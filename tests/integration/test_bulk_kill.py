@@ -25,7 +25,6 @@ from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import journal_counts
 from payments_async.sandbox import FaultConfig, SandboxConfig
 
-ROOT = Path(__file__).resolve().parents[2]
 ROWS = 2000
 FAULTS = FaultConfig(
     error_500=0.03,
@@ -54,9 +53,14 @@ def _command(sb: ThreadedSandbox, src: Path) -> list[str]:
     ]
 
 
+def _workdir(cmd: list[str]) -> Path:
+    """Run where the input is: results and journal go to the working directory."""
+    return Path(cmd[cmd.index("bulk-cancel") + 1]).parent
+
+
 def _start(cmd: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd, cwd=_workdir(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
@@ -76,7 +80,7 @@ def _run_to_completion(cmd: list[str]) -> tuple[int, list[dict[str, object]]]:
     """Run the same command again until it no longer asks to be rerun (exit 3), at most 3x."""
     summaries = []
     for _ in range(3):
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(cmd, cwd=_workdir(cmd), capture_output=True, text=True, timeout=120)
         assert "Traceback" not in proc.stderr, proc.stderr
         summaries.append(json.loads(proc.stdout))
         if proc.returncode != 3:
@@ -164,7 +168,7 @@ def test_ctrl_c_stops_cleanly_says_how_to_resume_and_resume_finishes(tmp_path: P
         assert len(results) == 300
         assert {r["outcome"] for r in results} <= {"rejected", "pending", "in_flight", "not_sent"}
 
-        again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        again = subprocess.run(cmd, cwd=_workdir(cmd), capture_output=True, text=True, timeout=120)
         assert again.returncode == 1, again.stderr
         assert {r["outcome"] for r in read_results(tmp_path / "int.results.csv")} == {"rejected"}
         stored = [c for c in sb.cancellations() if c.client_id == SANDBOX_CLIENT_ID]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from aioresponses import CallbackResult, aioresponses
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 from payments_async._keys import generate_private_key
+
+if TYPE_CHECKING:  # imported where used: test_keys and test_jwt run without aioresponses
+    from aioresponses import CallbackResult, aioresponses
 
 BASE_URL = "https://payments.example.test"
 
@@ -29,6 +31,8 @@ def other_rsa_key() -> RSAPrivateKey:
 @pytest.fixture
 def mock_http() -> Iterator[aioresponses]:
     """aioresponses (the test extra pins aiohttp < 3.14, which it supports)."""
+    from aioresponses import aioresponses
+
     with aioresponses() as mocked:
         yield mocked
 
@@ -57,6 +61,8 @@ class TokenServer:
         self.gate: Any = None  # an asyncio.Event the endpoint waits on, when set
 
     async def respond(self, url: Any, **kwargs: Any) -> CallbackResult:
+        from aioresponses import CallbackResult
+
         self.calls.append(kwargs)
         if self.gate is not None:
             await self.gate.wait()
