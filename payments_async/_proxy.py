@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import urllib.request
 from dataclasses import dataclass, field
 
-import aiohttp
 from yarl import URL
 
 from ._errors import ConfigurationError
@@ -25,7 +25,15 @@ class Proxy:
     """
 
     url: URL
-    auth: aiohttp.BasicAuth | None = field(default=None, repr=False, compare=False)
+    authorization: str | None = field(default=None, repr=False, compare=False)
+    """The ``Proxy-Authorization`` header value (``Basic ...``), or None: a secret."""
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        """The headers to send to the proxy itself (its credentials), or None."""
+        if self.authorization is None:
+            return None
+        return {"Proxy-Authorization": self.authorization}
 
     def __str__(self) -> str:
         return str(self.url)
@@ -54,11 +62,17 @@ class Proxy:
             )
         if url.path not in ("", "/") or url.query_string or url.fragment:
             raise ConfigurationError(f"{source} must not carry a path, query or fragment")
-        auth = None
+        authorization = None
         if url.user is not None or url.password is not None:
-            # yarl decodes the percent-encoding: "p%40ss" is the password "p@ss".
-            auth = aiohttp.BasicAuth(url.user or "", url.password or "")
-        return cls(url.with_user(None).with_path(""), auth)
+            user = url.user or ""
+            if ":" in user:
+                raise ConfigurationError(f"{source}: the user name must not contain ':'")
+            # yarl decodes the percent-encoding: "p%40ss" is the password "p@ss". The header
+            # is built here (RFC 7617, UTF-8) rather than with aiohttp.BasicAuth and
+            # proxy_auth=, which aiohttp 3.14 deprecates.
+            pair = f"{user}:{url.password or ''}".encode()
+            authorization = "Basic " + base64.b64encode(pair).decode("ascii")
+        return cls(url.with_user(None).with_path(""), authorization)
 
 
 def proxy_from_env(base_url: URL) -> Proxy | None:

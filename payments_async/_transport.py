@@ -192,6 +192,16 @@ class Transport:
         if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
             raise ConfigurationError("ssl_context must be an ssl.SSLContext")
         self.proxy = proxy
+        # The proxy's credentials: aiohttp sends proxy_headers only with the CONNECT of an
+        # https target; a plain-http request goes to the proxy itself, so there they travel
+        # as a header of the request (the proxy consumes it; RFC 9110, 11.7.2).
+        self._proxy_headers: dict[str, str] | None = None
+        self._proxy_request_headers: dict[str, str] | None = None
+        if proxy is not None and proxy.headers is not None:
+            if self.base_url.scheme == "https":
+                self._proxy_headers = proxy.headers
+            else:
+                self._proxy_request_headers = proxy.headers
         self.telemetry = telemetry
         self._base = str(self.base_url)
         self._session = session
@@ -331,6 +341,8 @@ class Transport:
         client_timeout = aiohttp.ClientTimeout(
             total=timeout, sock_connect=self._connect_timeout, sock_read=self._read_timeout
         )
+        if self._proxy_request_headers is not None:
+            headers = {**headers, **self._proxy_request_headers}
         try:
             async with session.request(
                 method,
@@ -342,7 +354,7 @@ class Transport:
                 raise_for_status=False,  # a borrowed session's setting must not apply
                 ssl=self._request_ssl,
                 proxy=self.proxy.url if self.proxy is not None else None,
-                proxy_auth=self.proxy.auth if self.proxy is not None else None,
+                proxy_headers=self._proxy_headers,
             ) as resp:
                 ctx["status"] = resp.status  # errors from here on carry the status
                 if resp.status == 407 and self.proxy is not None:
