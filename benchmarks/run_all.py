@@ -191,6 +191,13 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "<= 25",
             s["journal_overhead_pct"] <= 25,
         )
+        if "input_peak_rss_mb" in s and not bulk.get("quick"):
+            add(
+                f"Bulk: check and journal {s['input_rows']:,} rows, peak RSS MB",
+                s["input_peak_rss_mb"],
+                "<= 150",
+                s["input_peak_rss_mb"] <= 150,
+            )
     notif = results.get("notifications")
     if notif:
         n = next(r for r in notif["rows"] if r["mode"] == "notifications")

@@ -43,6 +43,12 @@ from yarl import URL
 from . import __version__
 from ._client import CancellationOutcome, PaymentsClient, Submission, _check_id
 from ._constants import (
+    BULK_HEARTBEAT_INTERVAL,
+    BULK_STALLED_AFTER,
+    BULK_STALLED_CHECK_INTERVAL,
+    BULK_STATUS_INTERVAL,
+    BULK_WORKER_CONCURRENCY,
+    BULK_WORKER_ROWS,
     CLI_MAX_JSON_DEPTH,
     CLI_PROBE_TIMEOUT,
     CLI_RETRY_TIMEOUT,
@@ -1201,12 +1207,22 @@ class _RichProgress:
             "bulk", total=None, submitted=0, accepted=0, rejected=0, failed=0
         )
 
+        self._started = False
+
     @contextlib.contextmanager
     def running(self) -> Iterator[_RichProgress]:
-        with self._progress:
+        # Shown from the first update on: the input's own bar comes first (one live
+        # display per console).
+        try:
             yield self
+        finally:
+            if self._started:
+                self._progress.stop()
 
     def update(self, counts: Any) -> None:
+        if not self._started:
+            self._started = True
+            self._progress.start()
         self._progress.update(
             self._task,
             total=counts.total,
@@ -1216,6 +1232,44 @@ class _RichProgress:
             rejected=counts.rejected,
             failed=counts.failed,
         )
+
+
+class _InputBar:
+    """The bar shown while the input is read: checked, then planned (MB of the file)."""
+
+    _LABELS: Final = {"check": "checking", "plan": "planning"}
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=24),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[mb]}"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._started = False
+
+    def __call__(self, phase: str, done: int, size: int) -> None:
+        if not self._started:
+            self._started = True
+            self._progress.start()
+        task = self._tasks.get(phase)
+        if task is None:
+            for other in self._tasks.values():
+                self._progress.update(other, visible=False)
+            task = self._tasks[phase] = self._progress.add_task(
+                self._LABELS.get(phase, phase), total=max(size, 1), mb=""
+            )
+        mb = f"{done / 1e6:,.0f}/{size / 1e6:,.0f} MB"
+        self._progress.update(task, completed=done, mb=mb)
+
+    def close(self) -> None:
+        if self._started:
+            self._started = False
+            self._progress.stop()
 
 
 def _resume_command(settings: Settings, input_path: Path) -> str:
@@ -1245,9 +1299,18 @@ def _resume_command(settings: Settings, input_path: Path) -> str:
 @click.option(
     "--journal",
     "journal_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Journal file [default: beside the results, <results stem>.journal.sqlite].",
+    metavar="FILE|URL",
+    help="Journal file, or a postgresql:// database (the scale extra) "
+    "[default: beside the results, <results stem>.journal.sqlite].",
 )
+@click.option(
+    "--queue",
+    "queue_url",
+    metavar="URL",
+    help="Distribute the rows over workers: plan them in this postgresql:// database and "
+    "queue one job per row (the scale extra; run `payments-async worker --queue URL`).",
+)
+@click.option("--no-wait", is_flag=True, help="With --queue: return once the rows are queued.")
 @click.option(
     "--no-journal",
     is_flag=True,
@@ -1268,7 +1331,9 @@ def bulk_cancel_cmd(
     input_path: Path,
     concurrency: int,
     results_path: Path | None,
-    journal_path: Path | None,
+    journal_path: str | None,
+    queue_url: str | None,
+    no_wait: bool,
     no_journal: bool,
     skip_invalid: bool,
     timeout: float,
@@ -1295,6 +1360,15 @@ def bulk_cancel_cmd(
     """
     from .bulk import BulkInputError, JournalError, bulk_cancel, connection_limit_for
 
+    if queue_url is not None:
+        if journal_path is not None or no_journal or results_path is not None:
+            raise click.UsageError(
+                "--queue keeps the journal in its database and writes no results file: "
+                "drop --journal/--no-journal/--results (export with bulk-results)"
+            )
+        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid)
+    if no_wait:
+        raise click.UsageError("--no-wait goes with --queue")
     show_bar = not settings.json and settings.err.is_terminal
 
     async def go() -> int:
@@ -1306,6 +1380,7 @@ def bulk_cancel_cmd(
                 loop.add_signal_handler(sig, stop.set)
                 installed.append(sig)
         bar = _RichProgress(settings.err) if show_bar else None
+        input_bar = _InputBar(settings.err) if show_bar else None
         try:
             limit = connection_limit_for(concurrency)
             # The library's retry window, not the CLI's: a long unattended run rides out
@@ -1315,6 +1390,8 @@ def bulk_cancel_cmd(
                     settings.err.print(f"checking {input_path} ...")
 
                 def planned(bulk: Any, resumed: bool) -> None:
+                    if input_bar is not None:
+                        input_bar.close()
                     if settings.json:
                         return
                     if resumed:
@@ -1322,7 +1399,7 @@ def bulk_cancel_cmd(
                             f"resuming the run recorded in its journal ({bulk.total} rows)"
                         )
                     else:
-                        settings.err.print(f"{len(bulk.rows)} rows planned")
+                        settings.err.print(f"{bulk.valid} rows planned")
 
                 with bar.running() if bar is not None else contextlib.nullcontext():
                     report = await bulk_cancel(
@@ -1341,6 +1418,7 @@ def bulk_cancel_cmd(
                         # whatever the service's state, and no journal is made for a run
                         # that cannot start.
                         on_checked=lambda _: _token_lifetime(client),
+                        input_progress=input_bar,
                     )
         except BulkInputError as exc:
             if not settings.json:
@@ -1356,6 +1434,8 @@ def bulk_cancel_cmd(
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         finally:
+            if input_bar is not None:
+                input_bar.close()
             for sig in installed:
                 loop.remove_signal_handler(sig)
         halted = await _halt_reason(settings, report.halted)
@@ -1464,6 +1544,326 @@ async def _halt_reason(settings: Settings, exc: PaymentsError | None) -> str | N
     if isinstance(exc, TransportError):
         return await _describe_unreachable(settings, exc)
     return None if exc is None else str(exc)
+
+
+# --- distributed bulk runs (the scale extra) ---------------------------------------------------
+
+
+def _queue_counts(st: Any) -> Any:
+    """The progress bar's counters from a :class:`QueueStatus`."""
+    from .bulk import BulkCounts
+
+    oc = st.outcomes
+    return BulkCounts(
+        total=st.rows - st.states.get("invalid", 0),
+        submitted=st.states.get("acknowledged", 0) + st.states.get("final", 0),
+        accepted=oc.get("accepted", 0),
+        rejected=oc.get("rejected", 0),
+        unknown=oc.get("unknown", 0),
+        failed=oc.get("failed", 0),
+    )
+
+
+def _queue_status_dict(st: Any) -> dict[str, Any]:
+    return {
+        "run_id": st.run_id,
+        "input": st.input_name,
+        "rows": st.rows,
+        "states": dict(sorted(st.states.items())),
+        "outcomes": dict(sorted(st.outcomes.items())),
+        "queued": st.queued,
+        "errors": st.errors,
+        "done": st.done,
+    }
+
+
+def _queue_exit_code(st: Any) -> int:
+    not_final = st.rows - st.done
+    if not_final or st.outcomes.get("failed", 0):
+        return EXIT_SERVICE
+    if st.outcomes.get("rejected", 0) or st.outcomes.get("unknown", 0):
+        return EXIT_BUSINESS
+    return EXIT_OK
+
+
+def _bulk_cancel_queued(
+    settings: Settings, input_path: Path, queue_url: str, no_wait: bool, skip_invalid: bool
+) -> NoReturn:
+    """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
+    from .bulk import BulkInputError, JournalError, new_run_id
+    from .bulk._input import check_input
+    from .bulk._queue import enqueue_run, queue_status
+    from .bulk._runner import plan_input
+
+    show_bar = not settings.json and settings.err.is_terminal
+    input_bar = _InputBar(settings.err) if show_bar else None
+
+    def told(phase: str) -> Callable[[int, int], None] | None:
+        if input_bar is None:
+            return None
+        return lambda done, size: input_bar(phase, done, size)
+
+    async def go() -> int:
+        if not settings.json:
+            settings.err.print(f"checking {input_path} ...")
+        try:
+            bulk = await asyncio.to_thread(check_input, input_path, progress=told("check"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CliError(f"cannot read {str(input_path)!r}: {exc}") from None
+        finally:
+            if input_bar is not None:
+                input_bar.close()
+        if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
+            err = BulkInputError(bulk.errors)
+            for e in err.errors:
+                settings.err.print(Text(f"{input_path}: {e}", style="red"))
+            raise CliError(str(err), EXIT_USAGE)
+        try:
+            report = await enqueue_run(
+                queue_url,
+                input_sha256=bulk.sha256,
+                input_name=input_path.name,
+                new_run_id=new_run_id(),
+                plan=lambda run_id: plan_input(bulk, run_id, progress=told("plan")),
+            )
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        finally:
+            if input_bar is not None:
+                input_bar.close()
+        if not settings.json:
+            what = "planned" if report.planned else "already planned (same input)"
+            settings.err.print(
+                f"run {report.run_id}: {report.rows} rows {what}; {report.enqueued} jobs queued"
+            )
+        if no_wait:
+            if settings.json:
+                settings.emit(
+                    {
+                        "run_id": report.run_id,
+                        "rows": report.rows,
+                        "planned": report.planned,
+                        "enqueued": report.enqueued,
+                    }
+                )
+            return EXIT_OK
+        bar = (
+            _RichProgress(settings.err) if not settings.json and settings.err.is_terminal else None
+        )
+        with bar.running() if bar is not None else contextlib.nullcontext():
+            while True:
+                st = await asyncio.to_thread(queue_status, queue_url, report.run_id)
+                if bar is not None:
+                    bar.update(_queue_counts(st))
+                if st.settled:
+                    break
+                await asyncio.sleep(BULK_STATUS_INTERVAL)
+        return _queue_summary(settings, st)
+
+    _run(settings, go)
+
+
+def _queue_summary(settings: Settings, st: Any) -> int:
+    code = _queue_exit_code(st)
+    if settings.json:
+        settings.emit({**_queue_status_dict(st), "exit_code": code})
+        return code
+    table = Table(title=f"bulk run {st.run_id} ({st.input_name})", show_edge=False)
+    table.add_column("rows")
+    table.add_column("count", justify="right")
+    for name, n in sorted(st.outcomes.items()):
+        table.add_row(name, str(n))
+    for name in ("planned", "sent", "acknowledged", "invalid"):
+        if st.states.get(name, 0):
+            label = name if name == "invalid" else f"{name} (not final)"
+            table.add_row(label, str(st.states[name]))
+    table.add_row("queued or running", str(st.queued))
+    settings.out.print(table)
+    if code == EXIT_SERVICE and st.settled:
+        settings.err.print(
+            "some rows are not final and no job is left for them: run the same bulk-cancel "
+            "command again to queue them"
+        )
+    return code
+
+
+_queue_option = click.option(
+    "--queue", "queue_url", required=True, metavar="URL", help="The postgresql:// queue."
+)
+_run_option = click.option(
+    "--run", "run_id", metavar="RUN", help="The run id [default: the latest run]."
+)
+
+
+@cli.command("worker")
+@_queue_option
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1, max=1000),
+    default=BULK_WORKER_CONCURRENCY,
+    show_default=True,
+    help="HTTP requests (submissions and outcome reads) this process has in flight.",
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(min=1, max=100_000),
+    default=BULK_WORKER_ROWS,
+    show_default=True,
+    help="Rows this process works on at once (most of them waiting for their outcome).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=POLL_TIMEOUT,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for each row's outcome.",
+)
+@click.option(
+    "--heartbeat",
+    type=click.FloatRange(min=0.1),
+    default=BULK_HEARTBEAT_INTERVAL,
+    show_default=True,
+    metavar="S",
+    help="Seconds between this worker's heartbeats.",
+)
+@click.option(
+    "--stalled-after",
+    type=click.FloatRange(min=0.5),
+    default=BULK_STALLED_AFTER,
+    show_default=True,
+    metavar="S",
+    help="A worker silent this long is taken for dead and its rows are run again.",
+)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Stop when no job is waiting (benchmarks, tests) instead of serving the queue.",
+)
+@pass_settings
+def worker_cmd(
+    settings: Settings,
+    queue_url: str,
+    concurrency: int,
+    rows: int,
+    timeout: float,
+    heartbeat: float,
+    stalled_after: float,
+    once: bool,
+) -> None:
+    """Run bulk-cancel rows queued with `bulk-cancel INPUT --queue URL` (the scale extra).
+
+    Start any number of workers, on any hosts, against the same database. A worker that
+    dies (even SIGKILL) has its rows put back in the queue by the others once its
+    heartbeat stops; they resend each row with its recorded ids, so nothing is stored
+    twice. Stop a worker with Ctrl-C or SIGTERM: its rows get a few seconds to finish,
+    then go back to the queue.
+    """
+    from .bulk import JournalError
+    from .bulk._queue import run_worker
+
+    if heartbeat >= stalled_after:
+        raise click.UsageError("--heartbeat must be shorter than --stalled-after")
+
+    async def go() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+
+        def ready() -> None:
+            if not settings.json:
+                settings.err.print(f"worker ready ({rows} rows, {concurrency} requests at once)")
+
+        work = asyncio.ensure_future(
+            run_worker(
+                queue_url,
+                lambda limit: _client(settings, connection_limit=limit),
+                concurrency=concurrency,
+                rows=rows,
+                timeout=timeout,
+                heartbeat_interval=heartbeat,
+                stalled_after=stalled_after,
+                stalled_check_interval=min(BULK_STALLED_CHECK_INTERVAL, stalled_after / 2),
+                wait=not once,
+                ready=ready,
+            )
+        )
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            stopper.cancel()
+            if not work.done():
+                work.cancel()
+            try:
+                await work
+            except asyncio.CancelledError:
+                pass
+            except JournalError as exc:
+                raise CliError(str(exc), EXIT_USAGE) from None
+        return EXIT_INTERRUPTED if stop.is_set() else EXIT_OK
+
+    _run(settings, go)
+
+
+@cli.command("bulk-status")
+@_queue_option
+@_run_option
+@pass_settings
+def bulk_status_cmd(settings: Settings, queue_url: str, run_id: str | None) -> None:
+    """Show the progress of a distributed bulk run across all its workers.
+
+    Exit: 0 all rows accepted; 1 all final, some rejected; 3 rows not final yet.
+    """
+    from .bulk import JournalError
+    from .bulk._queue import queue_status
+
+    async def go() -> int:
+        try:
+            st = await asyncio.to_thread(queue_status, queue_url, run_id)
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        return _queue_summary(settings, st)
+
+    _run(settings, go)
+
+
+@cli.command("bulk-results")
+@_queue_option
+@_run_option
+@click.option(
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Results file, .csv or .jsonl (the columns of bulk-cancel's results).",
+)
+@pass_settings
+def bulk_results_cmd(settings: Settings, queue_url: str, run_id: str | None, output: Path) -> None:
+    """Export the results of a distributed bulk run, one line per input row."""
+    from .bulk import JournalError
+    from .bulk._queue import write_queue_results
+
+    async def go() -> int:
+        try:
+            run, path = await asyncio.to_thread(write_queue_results, queue_url, output, run_id)
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        except OSError as exc:
+            raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
+        if settings.json:
+            settings.emit({"run_id": run, "results": str(path)})
+        else:
+            settings.say(f"results of run {run}: {path}")
+        return EXIT_OK
+
+    _run(settings, go)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

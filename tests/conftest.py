@@ -10,6 +10,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+# A real PostgreSQL started by the suite (see pg_fixtures.py), for the tests that ask.
+from pg_fixtures import pg_dsn, postgres_server  # noqa: F401
+
 from payments_async import Credentials
 
 _ENV_TO_CLEAR = (

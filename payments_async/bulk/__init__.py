@@ -4,9 +4,11 @@
 
     report = await bulk_cancel(client, "payments.csv", concurrency=32)
 
-Every row's ids are fixed and committed to a SQLite journal (WAL) before anything is
-sent, and every state change is committed as it happens, so the same call after a crash
-resumes without creating anything twice. See ``examples/README.md`` for the columns.
+Every row's ids are fixed and committed to a journal (a SQLite file, or PostgreSQL with the
+``scale`` extra) before anything is sent, and every state change is committed as it
+happens, so the same call after a crash resumes without creating anything twice. The input
+is checked and planned as a stream, in bounded memory. See ``examples/README.md`` for the
+columns, and ``docs/scaling.md`` for runs over many worker processes.
 """
 
 from ._input import (
@@ -15,8 +17,10 @@ from ._input import (
     REQUIRED_COLUMNS,
     BulkInput,
     BulkRow,
+    InputCheck,
     RowError,
     build_row_message,
+    check_input,
     check_row,
     read_input,
 )
@@ -43,8 +47,10 @@ from ._runner import (
     default_journal_path,
     default_results_path,
     new_run_id,
+    plan_input,
     plan_rows,
 )
+from ._stores import open_journal
 
 __all__ = [
     "COLUMNS",
@@ -59,6 +65,7 @@ __all__ = [
     "BulkReport",
     "BulkRow",
     "BulkRunner",
+    "InputCheck",
     "Journal",
     "JournalError",
     "MemoryJournal",
@@ -69,12 +76,15 @@ __all__ = [
     "SqliteJournal",
     "build_row_message",
     "bulk_cancel",
+    "check_input",
     "check_row",
     "connection_limit_for",
     "default_journal_path",
     "default_results_path",
     "journal_counts",
     "new_run_id",
+    "open_journal",
+    "plan_input",
     "plan_rows",
     "read_input",
     "result_record",

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
 import json
 import re
+import sqlite3
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, TextIO
 
 from .._errors import ValidationError
 from ..iso20022 import Camt056, build_cancellation
@@ -22,9 +25,16 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "BulkInput",
     "BulkRow",
+    "InputCheck",
+    "InputScan",
+    "ProgressCallback",
     "RowError",
+    "ScannedRow",
     "build_row_message",
+    "check_input",
     "check_row",
+    "file_sha256",
+    "is_jsonl",
     "parse_amount",
     "parse_record",
     "read_input",
@@ -183,10 +193,13 @@ def _column_of(path: str) -> str | None:
     return None
 
 
-def _records(text: str, path: Path) -> Iterator[tuple[int, Mapping[str, object] | None, str]]:
-    """Yield ``(line, record, problem)``: a record, or None and why the line is unreadable."""
-    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
-        for n, raw in enumerate(text.splitlines(), start=1):
+def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object] | None, str]]:
+    """Yield ``(line, record, problem)``: a record, or None and why the line is unreadable.
+
+    Reads ``fh`` as it goes: one line (or one CSV record) in memory at a time.
+    """
+    if jsonl:
+        for n, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
             try:
@@ -203,7 +216,7 @@ def _records(text: str, path: Path) -> Iterator[tuple[int, Mapping[str, object] 
                 continue
             yield n, obj, ""
         return
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv.reader(fh, strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -353,6 +366,277 @@ def check_row(row: BulkRow) -> list[RowError]:
     return []
 
 
+ProgressCallback = Callable[[int, int], None]
+"""Told ``(bytes read, file size)`` as a file is read."""
+
+_PROGRESS_EVERY: Final = 2000  # rows between two progress calls
+_READ_CHUNK: Final = 1 << 20
+
+
+def is_jsonl(path: str | Path) -> bool:
+    """True when the file is read as JSON lines (by its suffix), else as CSV."""
+    return Path(path).suffix.lower() in (".jsonl", ".ndjson", ".json")
+
+
+class _HashingReader(io.RawIOBase):
+    """A binary file that hashes and counts what is read through it."""
+
+    def __init__(self, raw: io.BufferedReader) -> None:
+        self._raw = raw
+        self.digest = hashlib.sha256()
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer)
+        if n:
+            view = memoryview(buffer)[:n]
+            self.digest.update(view)
+            self.count += n
+        return n or 0
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, read in chunks (a journal is bound to it).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        while chunk := fh.read(_READ_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class _SeenIds:
+    """The ids met so far in a file, on disk: memory stays flat for any number of rows.
+
+    A temporary SQLite file (deleted on close) maps each end-to-end id and each given
+    ``assignment_id`` to the first line that used it.
+    """
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="payments-bulk-ids-")
+        self._db = sqlite3.connect(Path(self._dir.name) / "ids.sqlite", isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=OFF")
+        self._db.execute("PRAGMA synchronous=OFF")
+        self._db.execute("PRAGMA cache_size=-8192")  # KiB: 8 MiB of cache at most
+        self._db.execute(
+            "CREATE TABLE seen (kind INTEGER, id TEXT, line INTEGER, PRIMARY KEY (kind, id))"
+            " WITHOUT ROWID"
+        )
+        self._db.execute("BEGIN")  # never committed: the file is thrown away
+
+    def first(self, kind: int, value: str, line: int) -> int:
+        """The first line that used ``value`` (``line`` itself when it is new)."""
+        cur = self._db.execute(
+            "INSERT INTO seen VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING line",
+            (kind, value, line),
+        )
+        if cur.fetchone() is not None:
+            return line
+        got = self._db.execute(
+            "SELECT line FROM seen WHERE kind = ? AND id = ?", (kind, value)
+        ).fetchone()
+        return int(got[0])
+
+    def close(self) -> None:
+        self._db.close()
+        self._dir.cleanup()
+
+
+_E2E: Final = 0
+_ASSIGNMENT: Final = 1
+
+
+@dataclass(slots=True)
+class ScannedRow:
+    """One item of :func:`scan_input`.
+
+    Attributes:
+        line: the line number in the file.
+        row: the parsed row, or None when the line is unusable.
+        errors: its problems (duplicates included); empty for a valid row.
+        header: True for the CSV header's problems (not a data row).
+    """
+
+    line: int
+    row: BulkRow | None
+    errors: list[RowError]
+    header: bool = False
+
+
+class InputScan:
+    """A bulk file read as a stream: iterate it once for every row, then read its digest.
+
+    Only one row is in memory at a time, besides the ids seen so far (two rows for the
+    same payment or ``assignment_id`` are refused, as :func:`read_input` refuses them).
+
+    Args:
+        path: the CSV or JSONL file.
+        check: the per-row ISO/SEPA check (the default builds each row's camt.056).
+        progress: told ``(bytes read, file size)`` every few thousand rows and at the end.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        check: Callable[[BulkRow], list[RowError]] = check_row,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self._check = check
+        self._progress = progress
+        self.sha256: str | None = None
+        """The file's SHA-256, once the iteration has read it to the end."""
+
+    def __iter__(self) -> Iterator[ScannedRow]:
+        """Every data row (valid or not) in file order, and the header's problems first.
+
+        Raises:
+            OSError: the file cannot be read.
+            UnicodeDecodeError: the file is not UTF-8.
+        """
+        path = self.path
+        size = path.stat().st_size
+        jsonl = is_jsonl(path)
+        header_ok = True
+        progress = self._progress
+        seen = _SeenIds()
+        with path.open("rb") as raw, contextlib.closing(seen):
+            hashing = _HashingReader(raw)
+            text = io.TextIOWrapper(
+                io.BufferedReader(hashing, _READ_CHUNK), encoding="utf-8-sig", newline=""
+            )
+            for n, (line, record, problem) in enumerate(_records(text, jsonl), start=1):
+                if progress is not None and n % _PROGRESS_EVERY == 0:
+                    progress(hashing.count, size)
+                if record is None:
+                    yield ScannedRow(line, None, [RowError(line, None, problem)])
+                    continue
+                if "__header__" in record:
+                    names = record["__header__"]
+                    assert isinstance(names, list)
+                    header_errors = _check_columns(names)
+                    header_ok = not header_errors
+                    if header_errors:
+                        yield ScannedRow(line, None, header_errors, header=True)
+                    continue
+                if not header_ok:
+                    yield ScannedRow(line, None, [])
+                    continue
+                row, problems = parse_record(line, record, self._check, known_only=jsonl)
+                if row is not None:
+                    first = seen.first(_E2E, row.original_end_to_end_id, line)
+                    if first != line:
+                        problems.append(
+                            RowError(
+                                line, "original_end_to_end_id", f"same payment as line {first}"
+                            )
+                        )
+                    if row.assignment_id is not None:
+                        first = seen.first(_ASSIGNMENT, row.assignment_id, line)
+                        if first != line:
+                            problems.append(
+                                RowError(line, "assignment_id", f"already used on line {first}")
+                            )
+                yield ScannedRow(line, None if problems else row, problems)
+            while text.read(_READ_CHUNK):  # to the end, so the digest covers every byte
+                pass
+            self.sha256 = hashing.digest.hexdigest()
+            if progress is not None:
+                progress(hashing.count, size)
+
+
+@dataclass(frozen=True, slots=True)
+class InputCheck:
+    """A bulk file checked as a stream: every problem, and how many rows are valid.
+
+    Unlike :class:`BulkInput` it keeps no rows: :func:`plan_input` reads the file again
+    to plan them, so a file of any length is checked and planned in bounded memory.
+
+    Attributes:
+        path: the file.
+        sha256: digest of its bytes; a journal is bound to it.
+        valid: the number of valid rows.
+        errors: every problem found, in line order.
+        invalid_lines: lines of the rows that have errors.
+    """
+
+    path: Path
+    sha256: str
+    valid: int
+    errors: tuple[RowError, ...]
+    invalid_lines: tuple[int, ...]
+
+    @property
+    def fatal(self) -> bool:
+        """True when the file as a whole is unusable (bad header, no rows): nothing can run."""
+        return any(e.line == _HEADER_LINE for e in self.errors) or (
+            not self.valid and not self.invalid_lines
+        )
+
+    @property
+    def total(self) -> int:
+        """Data rows in the file, valid or not."""
+        return self.valid + len(self.invalid_lines)
+
+
+def check_input(
+    path: str | Path,
+    *,
+    check: Callable[[BulkRow], list[RowError]] = check_row,
+    progress: ProgressCallback | None = None,
+) -> InputCheck:
+    """Check every row of a CSV or JSONL bulk file, reading it as a stream; nothing is sent.
+
+    The same checks as :func:`read_input`, without keeping the rows.
+
+    Args:
+        path: the input file.
+        check: the per-row ISO/SEPA check.
+        progress: told ``(bytes read, file size)`` as the file is read.
+
+    Raises:
+        OSError: the file cannot be read.
+        UnicodeDecodeError: the file is not UTF-8.
+    """
+    sha256, _, valid, errors, invalid = _collect(
+        InputScan(path, check=check, progress=progress), keep_rows=False
+    )
+    return InputCheck(
+        path=Path(path), sha256=sha256, valid=valid, errors=errors, invalid_lines=invalid
+    )
+
+
+def _collect(
+    scan: InputScan, *, keep_rows: bool
+) -> tuple[str, tuple[BulkRow, ...], int, tuple[RowError, ...], tuple[int, ...]]:
+    """Read a scan to its end: ``(sha256, rows kept, valid rows, errors, invalid lines)``."""
+    rows: list[BulkRow] = []
+    valid = 0
+    errors: list[RowError] = []
+    invalid: list[int] = []
+    for item in scan:
+        errors.extend(item.errors)
+        if item.header:
+            continue
+        if item.row is None:
+            invalid.append(item.line)
+        else:
+            valid += 1
+            if keep_rows:
+                rows.append(item.row)
+    if not valid and not errors:
+        errors.append(RowError(_HEADER_LINE, None, "no rows to cancel"))
+    assert scan.sha256 is not None  # the scan read the file to its end
+    return scan.sha256, tuple(rows), valid, tuple(errors), tuple(invalid)
+
+
 def read_input(
     path: str | Path, *, check: Callable[[BulkRow], list[RowError]] = check_row
 ) -> BulkInput:
@@ -362,7 +646,8 @@ def read_input(
     line, anything else is CSV with a header row. Every problem is collected (never only
     the first), with the file's line number. Two rows for the same original end-to-end id
     or the same ``assignment_id`` are refused: the second would only be rejected, or
-    stored as a replay of the first.
+    stored as a replay of the first. Every valid row is kept in memory: for large files
+    use :func:`check_input` and :func:`plan_input`, which stream.
 
     Args:
         path: the input file.
@@ -375,55 +660,7 @@ def read_input(
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    path = Path(path)
-    data = path.read_bytes()
-    text = data.decode("utf-8-sig")
-    jsonl = path.suffix.lower() in (".jsonl", ".ndjson", ".json")
-    rows: list[BulkRow] = []
-    errors: list[RowError] = []
-    invalid: list[int] = []
-    seen_e2e: dict[str, int] = {}
-    seen_ids: dict[str, int] = {}
-    header_ok = True
-    for line, record, problem in _records(text, path):
-        if record is None:
-            errors.append(RowError(line, None, problem))
-            invalid.append(line)
-            continue
-        if "__header__" in record:
-            names = record["__header__"]
-            assert isinstance(names, list)
-            header_errors = _check_columns(names)
-            errors.extend(header_errors)
-            header_ok = not header_errors
-            continue
-        if not header_ok:
-            invalid.append(line)
-            continue
-        row, problems = parse_record(line, record, check, known_only=jsonl)
-        if row is not None:
-            first = seen_e2e.setdefault(row.original_end_to_end_id, line)
-            if first != line:
-                problems.append(
-                    RowError(line, "original_end_to_end_id", f"same payment as line {first}")
-                )
-            if row.assignment_id is not None:
-                first = seen_ids.setdefault(row.assignment_id, line)
-                if first != line:
-                    problems.append(
-                        RowError(line, "assignment_id", f"already used on line {first}")
-                    )
-        if problems:
-            errors.extend(problems)
-            invalid.append(line)
-        elif row is not None:
-            rows.append(row)
-    if not rows and not errors:
-        errors.append(RowError(_HEADER_LINE, None, "no rows to cancel"))
+    sha256, rows, _, errors, invalid = _collect(InputScan(path, check=check), keep_rows=True)
     return BulkInput(
-        path=path,
-        sha256=hashlib.sha256(data).hexdigest(),
-        rows=tuple(rows),
-        errors=tuple(errors),
-        invalid_lines=tuple(invalid),
+        path=Path(path), sha256=sha256, rows=rows, errors=errors, invalid_lines=invalid
     )

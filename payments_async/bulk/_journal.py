@@ -173,8 +173,12 @@ class Journal(Protocol):
         """True when the plan is already recorded (a resumed run)."""
         ...
 
-    def plan(self, rows: Sequence[PlannedRow]) -> None:
-        """Record every row's fixed ids and body in one committed transaction."""
+    def plan(self, rows: Iterable[PlannedRow]) -> None:
+        """Record every row's fixed ids and body in one committed transaction.
+
+        ``rows`` is consumed once, so it may be a generator reading the input as it goes;
+        an exception it raises rolls the whole plan back.
+        """
         ...
 
     def rows(self) -> list[RowState]:
@@ -238,12 +242,65 @@ class _Memory:
                 error=r.error,
             )
 
+    def _ensure(self) -> None:
+        """Load the rows when a store wrote its plan without keeping it in memory."""
+
     def _update(self, line: int, **changes: Any) -> None:
+        self._ensure()
         self._rows[line] = replace(self._rows[line], **changes)
 
     def rows(self) -> list[RowState]:
         """Every row, in line order."""
+        self._ensure()
         return [self._rows[k] for k in sorted(self._rows)]
+
+    # The state changes as the rows in memory see them; the stores write the same to disk.
+
+    def _apply_sent(self, line: int) -> None:
+        self._ensure()
+        self._update(line, state=SENT, attempts=self._rows[line].attempts + 1)
+
+    def _apply_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
+        self._update(
+            line,
+            state=ACKNOWLEDGED,
+            payments_service_id=payments_service_id,
+            created=created,
+            error=None,
+        )
+
+    def _apply_final(
+        self,
+        line: int,
+        *,
+        outcome: str,
+        status: str | None,
+        reason_codes: Sequence[str],
+        reason_text: str | None,
+        return_request_needed: bool,
+    ) -> None:
+        self._update(
+            line,
+            state=FINAL,
+            outcome=outcome,
+            status=status,
+            reason_codes=tuple(reason_codes),
+            reason_text=reason_text,
+            return_request_needed=return_request_needed,
+            error=None,
+        )
+
+    def _apply_not_sent(self, line: int, error: str, *, final: bool) -> None:
+        if final:
+            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
+        else:
+            self._update(line, state=PLANNED, error=error)
+
+    def _apply_error(self, line: int, error: str, *, final: bool) -> None:
+        if final:
+            self._update(line, state=FINAL, outcome="failed", error=error)
+        else:
+            self._update(line, error=error)
 
 
 class MemoryJournal(_Memory):
@@ -275,25 +332,18 @@ class MemoryJournal(_Memory):
         """True once :meth:`plan` ran."""
         return self._planned
 
-    def plan(self, rows: Sequence[PlannedRow]) -> None:
+    def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Keep the plan in memory."""
         self._load(rows)
         self._planned = True
 
     async def mark_sent(self, line: int) -> None:
         """Count one more attempt."""
-        row = self._rows[line]
-        self._update(line, state=SENT, attempts=row.attempts + 1)
+        self._apply_sent(line)
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """Keep the ``paymentsServiceId``."""
-        self._update(
-            line,
-            state=ACKNOWLEDGED,
-            payments_service_id=payments_service_id,
-            created=created,
-            error=None,
-        )
+        self._apply_acknowledged(line, payments_service_id, created)
 
     async def mark_final(
         self,
@@ -306,30 +356,22 @@ class MemoryJournal(_Memory):
         return_request_needed: bool,
     ) -> None:
         """Keep the outcome."""
-        self._update(
+        self._apply_final(
             line,
-            state=FINAL,
             outcome=outcome,
             status=status,
-            reason_codes=tuple(reason_codes),
+            reason_codes=reason_codes,
             reason_text=reason_text,
             return_request_needed=return_request_needed,
-            error=None,
         )
 
     async def mark_error(self, line: int, error: str, *, final: bool) -> None:
         """Keep the error (and make the row final when retrying cannot help)."""
-        if final:
-            self._update(line, state=FINAL, outcome="failed", error=error)
-        else:
-            self._update(line, error=error)
+        self._apply_error(line, error, final=final)
 
     async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
         """Keep the error; the row is ``planned`` again (or final ``not_sent``)."""
-        if final:
-            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
-        else:
-            self._update(line, state=PLANNED, error=error)
+        self._apply_not_sent(line, error, final=final)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -359,8 +401,7 @@ class SqliteJournal(_Memory):
         self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None] | None]] = []
         self._flush_scheduled = False
         self.commits = 0  # transactions written, for benchmarks and tests
-        if planned:
-            self._read_rows()
+        self._loaded = not planned  # a recorded plan is read back when first needed
 
     @classmethod
     def open(cls, path: str | Path, *, input_sha256: str, new_run_id: str) -> SqliteJournal:
@@ -428,11 +469,12 @@ class SqliteJournal(_Memory):
         """True when the file holds the plan (this is a resumed run)."""
         return self._planned
 
-    def plan(self, rows: Sequence[PlannedRow]) -> None:
+    def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Record every row and mark the plan complete, all in one transaction.
 
         Either the whole plan is in the file or none of it: a run killed while planning
-        starts over with a fresh plan, and nothing had been sent.
+        (or a ``rows`` generator that raises) leaves no plan, and nothing had been sent.
+        The rows are streamed into the file, not kept: :meth:`rows` reads them back.
         """
         if self._planned:
             raise JournalError("the journal already holds a plan")
@@ -443,7 +485,7 @@ class SqliteJournal(_Memory):
             db.executemany(
                 "INSERT INTO rows (line, original_end_to_end_id, assignment_id, "
                 "cancellation_id, body, state, error, updated_at) VALUES (?,?,?,?,?,?,?,?)",
-                [
+                (
                     (
                         r.line,
                         r.original_end_to_end_id,
@@ -455,19 +497,29 @@ class SqliteJournal(_Memory):
                         now,
                     )
                     for r in rows
-                ],
+                ),
             )
             db.execute("UPDATE meta SET value = '1' WHERE key = 'planned'")
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         self.commits += 1
-        self._load(rows)
         self._planned = True
+        self._loaded = False
+
+    def _ensure(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            self._read_rows()
 
     def _read_rows(self) -> None:
-        for rec in self._db.execute(f"SELECT {_COLUMNS} FROM rows ORDER BY line"):  # noqa: S608
+        try:
+            records = self._db.execute(f"SELECT {_COLUMNS} FROM rows ORDER BY line")  # noqa: S608
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot read journal {str(self._path)!r}: {exc}") from exc
+        for rec in records:
             (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
             (outcome, status, codes, text, rrn, error) = rec[9:]
             self._rows[line] = RowState(
@@ -528,8 +580,7 @@ class SqliteJournal(_Memory):
 
     async def mark_sent(self, line: int) -> None:
         """Commit ``sent`` (one more attempt) before the request goes out."""
-        row = self._rows[line]
-        self._update(line, state=SENT, attempts=row.attempts + 1)
+        self._apply_sent(line)
         await self._write(
             "UPDATE rows SET state = ?, attempts = attempts + 1, updated_at = ? WHERE line = ?",
             (SENT, _now(), line),
@@ -537,13 +588,7 @@ class SqliteJournal(_Memory):
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """Commit the ``paymentsServiceId`` before the row is waited on."""
-        self._update(
-            line,
-            state=ACKNOWLEDGED,
-            payments_service_id=payments_service_id,
-            created=created,
-            error=None,
-        )
+        self._apply_acknowledged(line, payments_service_id, created)
         await self._write(
             "UPDATE rows SET state = ?, payments_service_id = ?, created = ?, error = NULL, "
             "updated_at = ? WHERE line = ?",
@@ -561,16 +606,13 @@ class SqliteJournal(_Memory):
         return_request_needed: bool,
     ) -> None:
         """Commit the outcome; the row counts as done only after this returns."""
-        codes = tuple(reason_codes)
-        self._update(
+        self._apply_final(
             line,
-            state=FINAL,
             outcome=outcome,
             status=status,
-            reason_codes=codes,
+            reason_codes=reason_codes,
             reason_text=reason_text,
             return_request_needed=return_request_needed,
-            error=None,
         )
         await self._write(
             "UPDATE rows SET state = ?, outcome = ?, status = ?, reason_codes = ?, "
@@ -580,7 +622,7 @@ class SqliteJournal(_Memory):
                 FINAL,
                 outcome,
                 status,
-                json.dumps(list(codes)),
+                json.dumps(list(reason_codes)),
                 reason_text,
                 int(return_request_needed),
                 _now(),
@@ -590,29 +632,27 @@ class SqliteJournal(_Memory):
 
     async def mark_error(self, line: int, error: str, *, final: bool) -> None:
         """Commit an error; a ``final`` one ends the row as ``failed``."""
+        self._apply_error(line, error, final=final)
         if final:
-            self._update(line, state=FINAL, outcome="failed", error=error)
             await self._write(
                 "UPDATE rows SET state = ?, outcome = 'failed', error = ?, updated_at = ? "
                 "WHERE line = ?",
                 (FINAL, error, _now(), line),
             )
         else:
-            self._update(line, error=error)
             await self._write(
                 "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?", (error, _now(), line)
             )
 
     async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
         """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
+        self._apply_not_sent(line, error, final=final)
         if final:
-            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
             await self._write(
                 "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
                 (FINAL, NOT_SENT, error, _now(), line),
             )
         else:
-            self._update(line, state=PLANNED, error=error)
             await self._write(
                 "UPDATE rows SET state = ?, error = ?, updated_at = ? WHERE line = ?",
                 (PLANNED, error, _now(), line),

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -25,17 +25,27 @@ from .._errors import (
     ValidationError,
 )
 from ..iso20022 import decode_camt056, encode
-from ._input import BulkInput, RowError, build_row_message, read_input
+from ._input import (
+    BulkInput,
+    BulkRow,
+    InputCheck,
+    InputScan,
+    ProgressCallback,
+    RowError,
+    build_row_message,
+    check_input,
+)
 from ._journal import (
     ACKNOWLEDGED,
     PLANNED,
     Journal,
+    JournalError,
     MemoryJournal,
     PlannedRow,
     RowState,
-    SqliteJournal,
 )
 from ._results import UNFINISHED, row_outcome, write_results
+from ._stores import is_postgres_url, open_journal
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -50,6 +60,7 @@ __all__ = [
     "default_journal_path",
     "default_results_path",
     "new_run_id",
+    "plan_input",
     "plan_rows",
 ]
 
@@ -225,6 +236,66 @@ def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
 
 # 4xx statuses a rerun may overcome: credentials or permissions fixed, load gone down.
 _RETRYABLE_4XX: Final = frozenset({401, 403, 408, 409, 425, 429})
+
+
+def _phase(progress: Callable[[str, int, int], None] | None, phase: str) -> ProgressCallback | None:
+    if progress is None:
+        return None
+    return lambda done, size: progress(phase, done, size)
+
+
+def _no_check(row: BulkRow) -> list[RowError]:
+    return []
+
+
+def plan_input(
+    checked: InputCheck, run_id: str, *, progress: ProgressCallback | None = None
+) -> Iterator[PlannedRow]:
+    """Plan a checked file row by row, reading it again as a stream (bounded memory).
+
+    The same ids and bodies as :func:`plan_rows`; give the result to ``Journal.plan``,
+    which consumes it inside its one transaction.
+
+    Args:
+        checked: what :func:`check_input` found in the file.
+        run_id: the run's id.
+        progress: told ``(bytes read, file size)`` as the file is read.
+
+    Yields:
+        One planned row per data row, in line order; invalid rows carry their errors.
+
+    Raises:
+        JournalError: the file changed since it was checked (the plan is rolled back).
+    """
+    by_line: dict[int, list[str]] = {}
+    for err in checked.errors:
+        text = f"{err.column}: {err.message}" if err.column else err.message
+        by_line.setdefault(err.line, []).append(text)
+    invalid = set(checked.invalid_lines)
+    changed = JournalError(
+        f"{str(checked.path)!r} changed while it was being planned; nothing was sent"
+    )
+    scan = InputScan(checked.path, check=_no_check, progress=progress)
+    for item in scan:
+        if item.header:
+            continue
+        line = item.line
+        if line in invalid:
+            error = "; ".join(by_line.get(line, ["invalid"]))
+            yield PlannedRow(line, None, None, None, None, error=error)
+            continue
+        row = item.row
+        if row is None:
+            raise changed
+        aid = row.assignment_id or f"BC-{run_id}-{line}"
+        cid = f"CX-{run_id}-{line}"
+        try:
+            msg = build_row_message(row, assignment_id=aid, cancellation_id=cid)
+        except ValidationError:
+            raise changed from None
+        yield PlannedRow(line, row.original_end_to_end_id, aid, cid, encode(msg))
+    if scan.sha256 != checked.sha256:
+        raise changed
 
 
 def _is_final_refusal(exc: PaymentsError) -> bool:
@@ -464,8 +535,9 @@ async def bulk_cancel(
     timeout: float = POLL_TIMEOUT,
     progress: ProgressSink | None = None,
     stop: asyncio.Event | None = None,
-    on_plan: Callable[[BulkInput, bool], Awaitable[None] | None] | None = None,
-    on_checked: Callable[[BulkInput], Awaitable[object] | None] | None = None,
+    on_plan: Callable[[InputCheck, bool], Awaitable[None] | None] | None = None,
+    on_checked: Callable[[InputCheck], Awaitable[object] | None] | None = None,
+    input_progress: Callable[[str, int, int], None] | None = None,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
@@ -479,7 +551,8 @@ async def bulk_cancel(
         client: the client to send with.
         input_path: the CSV or JSONL file.
         results_path: where to write the results; :func:`default_results_path` if None.
-        journal_path: the journal file; :func:`default_journal_path` if None.
+        journal_path: the journal file, or a ``postgresql://`` address to keep it in
+            PostgreSQL (the ``scale`` extra); :func:`default_journal_path` if None.
         use_journal: False keeps the plan in memory only (no resume after a crash).
         skip_invalid: plan only the valid rows; invalid ones are reported as ``invalid``.
         concurrency: HTTP requests in flight at once.
@@ -491,6 +564,9 @@ async def bulk_cancel(
         on_checked: called with the checked input before the journal is opened (the CLI
             checks there that the service can be reached); what it raises propagates and
             nothing is written.
+        input_progress: told ``(phase, bytes read, file size)`` while the input is read,
+            with phase ``"check"``, then ``"plan"`` for a new run (the file is read as a
+            stream, in bounded memory, once to check it and once to plan it).
 
     Returns:
         The report; the results file is written even when the run was interrupted.
@@ -502,8 +578,10 @@ async def bulk_cancel(
         OSError: the input cannot be read or the results cannot be written.
     """
     start = time.monotonic()
-    bulk = read_input(input_path)
-    if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.rows):
+    bulk = await asyncio.to_thread(
+        check_input, input_path, progress=_phase(input_progress, "check")
+    )
+    if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
         raise BulkInputError(bulk.errors)
     if on_checked is not None:
         checked = on_checked(bulk)
@@ -512,15 +590,23 @@ async def bulk_cancel(
     results = Path(results_path) if results_path is not None else default_results_path(input_path)
     journal: Journal
     if use_journal:
-        jpath = Path(journal_path) if journal_path is not None else default_journal_path(results)
-        journal = SqliteJournal.open(jpath, input_sha256=bulk.sha256, new_run_id=new_run_id())
+        target: str | Path = (
+            default_journal_path(results)
+            if journal_path is None
+            else journal_path
+            if is_postgres_url(journal_path)
+            else Path(journal_path)
+        )
+        journal = open_journal(
+            target, input_sha256=bulk.sha256, new_run_id=new_run_id(), input_name=bulk.path.name
+        )
     else:
         journal = MemoryJournal(new_run_id())
     interrupted = False
     try:
         resumed = journal.is_planned()
         if not resumed:
-            journal.plan(plan_rows(bulk, journal.run_id))
+            journal.plan(plan_input(bulk, journal.run_id, progress=_phase(input_progress, "plan")))
         already_final = sum(1 for r in journal.rows() if r.is_done)
         if on_plan is not None:
             maybe = on_plan(bulk, resumed)

@@ -121,6 +121,12 @@ def test_bulk(tmp_path: Path) -> None:
     assert "bulk-cancel of" in proc.stdout
     assert {"journal_overhead_pct", "rows_per_s_on", "rows_per_s_off"} <= set(data["summary"])
     assert all(r["rows"] == data["rows"] for r in data["runs"])
+    assert {r["store"] for r in data["runs"]} == {"on", "off", "pg"}  # SQLite, none, PostgreSQL
+    (memory,) = data["input_memory"]
+    assert memory["valid"] == memory["rows"]
+    assert memory["peak_rss_mb"] > 0
+    assert [w["workers"] for w in data["workers"]] == [1]
+    assert all(w["final"] == w["rows"] == data["rows"] for w in data["workers"])
 
 
 def test_codec(tmp_path: Path) -> None:

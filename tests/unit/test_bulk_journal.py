@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -126,9 +127,37 @@ async def test_changes_made_together_share_one_commit(tmp_path: Path) -> None:
 async def test_a_failed_write_fails_the_awaiting_step(tmp_path: Path) -> None:
     j = SqliteJournal.open(tmp_path / "j.sqlite", input_sha256="a" * 64, new_run_id="R")
     j.plan(_rows(1))
+    assert len(j.rows()) == 1  # the runner reads the plan back before it sends
     j._db.execute("DROP TABLE rows")  # simulate a broken file
     with pytest.raises(JournalError, match="cannot write journal"):
         await j.mark_sent(2)
+    j.close()
+
+
+def test_an_unreadable_plan_is_a_journal_error(tmp_path: Path) -> None:
+    j = SqliteJournal.open(tmp_path / "j.sqlite", input_sha256="a" * 64, new_run_id="R")
+    j.plan(_rows(1))
+    j._db.execute("DROP TABLE rows")  # simulate a broken file
+    with pytest.raises(JournalError, match="cannot read journal"):
+        j.rows()
+    j.close()
+
+
+def test_plan_streams_a_generator_and_a_failing_one_leaves_no_plan(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R")
+
+    def failing() -> Iterator[PlannedRow]:
+        yield from _rows(3)
+        raise JournalError("the input changed")
+
+    with pytest.raises(JournalError, match="the input changed"):
+        j.plan(failing())
+    assert not j.is_planned()
+    assert _states(path) == {}  # rolled back: nothing half-planned
+    j.plan(iter(_rows(4)))
+    assert j.is_planned()
+    assert [r.line for r in j.rows()] == [2, 3, 4, 5]
     j.close()
 
 

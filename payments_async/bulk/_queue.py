@@ -1,0 +1,549 @@
+"""Distributed bulk runs: one procrastinate job per row, any number of workers and hosts.
+
+The plan (every row's ``assgnmt.id``, ``cxlId`` and camt.056 bytes) is written to the
+PostgreSQL journal before any job exists, so a job carries only ``(run_id, line)`` and
+every execution of it sends the very same message: the service stores it once and
+answers 200 to a resubmission. Procrastinate delivers a job at least once (a worker
+killed mid-job has its job retried elsewhere); the effect on the service is exactly once.
+
+Each row's job has a queueing lock named after the row: a row never has two jobs
+waiting. Enqueueing holds an advisory lock on the run and skips rows with a job waiting
+or running, so two ``bulk-cancel`` commands racing on one input enqueue each row once.
+(No procrastinate ``lock`` per row: its fetch query then compares every waiting job with
+the others, which made a 10,000-row queue crawl; and a row run twice at once, after a
+worker wrongly taken for dead, is still stored once.) procrastinate and psycopg come with
+the ``scale`` extra and are imported only here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from .._client import PaymentsClient
+from .._constants import (
+    BULK_ENQUEUE_BATCH,
+    BULK_HEARTBEAT_INTERVAL,
+    BULK_JOB_ATTEMPTS,
+    BULK_JOB_RETRY_WAIT,
+    BULK_QUEUE,
+    BULK_SHUTDOWN_GRACE,
+    BULK_STALLED_AFTER,
+    BULK_STALLED_CHECK_INTERVAL,
+    BULK_WORKER_CONCURRENCY,
+    BULK_WORKER_ROWS,
+    POLL_TIMEOUT,
+)
+from .._errors import PaymentsError
+from ..iso20022 import decode_camt056
+from ._journal import ACKNOWLEDGED, FINAL, INVALID, SENT, JournalError, RowState
+from ._results import write_results
+from ._runner import _is_final_refusal, _one_line, connection_limit_for
+from ._stores import _postgres as pg
+
+if TYPE_CHECKING:
+    import procrastinate
+    import psycopg_pool
+
+__all__ = [
+    "TASK_NAME",
+    "QueueStatus",
+    "WorkerStopped",
+    "enqueue_run",
+    "make_app",
+    "queue_status",
+    "run_worker",
+    "write_queue_results",
+]
+
+logger = logging.getLogger("payments_async.bulk.queue")
+
+TASK_NAME: Final = "payments_async.bulk.cancel_row"
+"""The procrastinate task every row's job runs."""
+
+
+def _require_procrastinate() -> None:
+    try:
+        import procrastinate  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise JournalError(
+            "distributed runs need procrastinate: pip install 'payments-async[scale]'"
+        ) from exc
+
+
+def row_lock(run_id: str, line: int) -> str:
+    """The queueing lock of one row's job."""
+    return f"payments-bulk:{run_id}:{line}"
+
+
+class WorkerStopped(Exception):
+    """A row's job was interrupted by its worker stopping; procrastinate retries it."""
+
+
+@dataclass(slots=True)
+class _WorkerState:
+    """What every job of a worker process shares: the client and the database pool."""
+
+    client: PaymentsClient
+    pool: psycopg_pool.AsyncConnectionPool[Any]
+    timeout: float
+
+
+_ASYNC_COMMIT: Final = "-c synchronous_commit=off"
+
+
+def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
+    """The procrastinate app of bulk runs on this database, with the row task registered.
+
+    Args:
+        dsn: the ``postgresql://`` address of the queue (the journal lives there too).
+        worker: True for a worker's app: its job bookkeeping commits without waiting for
+            the disk (see :func:`run_worker`); enqueueing always waits for it.
+    """
+    _require_procrastinate()
+    import procrastinate
+
+    extra: dict[str, Any] = {"kwargs": {"options": _ASYNC_COMMIT}} if worker else {}
+    app: procrastinate.App = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=dsn, **extra)
+    )
+
+    @app.task(
+        name=TASK_NAME,
+        queue=BULK_QUEUE,
+        pass_context=True,
+        retry=procrastinate.RetryStrategy(
+            max_attempts=BULK_JOB_ATTEMPTS, linear_wait=BULK_JOB_RETRY_WAIT
+        ),
+    )
+    async def cancel_row(context: procrastinate.JobContext, run_id: str, line: int) -> None:
+        state = context.additional_context["payments_bulk"]
+        assert isinstance(state, _WorkerState)
+        try:
+            await process_row(state, run_id, line)
+        except asyncio.CancelledError:
+            # A stopping worker cancels its rows after the grace period. Failing the job
+            # (instead of letting procrastinate mark it aborted) puts it back in the
+            # queue: the row resumes elsewhere from its recorded state.
+            raise WorkerStopped(f"row {line} of run {run_id} interrupted") from None
+
+    return app
+
+
+async def _execute(
+    pool: psycopg_pool.AsyncConnectionPool[Any], sql: str, params: tuple[Any, ...]
+) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(sql, params)
+
+
+async def _read_row(
+    pool: psycopg_pool.AsyncConnectionPool[Any], run_id: str, line: int
+) -> RowState | None:
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            f"SELECT {pg.ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
+            "WHERE run_id = %s AND line = %s",
+            (run_id, line),
+        )
+        rec = await cur.fetchone()
+    return None if rec is None else pg.row_from_record(rec)
+
+
+async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
+    """Run one row to its outcome, from whatever state the journal records.
+
+    A final row is left alone (a duplicate delivery does nothing); an acknowledged one is
+    only waited on; any other is (re)sent with its recorded body. A failure that a retry
+    may cure raises, so procrastinate retries the job; a refusal is recorded as final.
+    """
+    pool, client = state.pool, state.client
+    row = await _read_row(pool, run_id, line)
+    if row is None or row.state in (FINAL, INVALID):
+        return
+    psid = row.payments_service_id
+    if row.state != ACKNOWLEDGED or psid is None:
+        assert row.body is not None  # only invalid rows lack a body
+        await _execute(pool, pg.SQL_SENT, (SENT, _now(), run_id, line))
+        try:
+            sub = await client.request_cancellation(decode_camt056(row.body))
+        except PaymentsError as exc:
+            final = _is_final_refusal(exc)
+            if final:
+                await _execute(pool, pg.SQL_FAILED, (FINAL, _one_line(exc), _now(), run_id, line))
+                return
+            await _execute(pool, pg.SQL_ERROR, (_one_line(exc), _now(), run_id, line))
+            raise
+        psid = sub.payments_service_id
+        await _execute(
+            pool,
+            pg.SQL_ACKNOWLEDGED,
+            (ACKNOWLEDGED, psid, sub.created, _now(), run_id, line),
+        )
+    try:
+        outcome = await client.wait_for_cancellation_outcome(psid, timeout=state.timeout)
+    except PaymentsError as exc:
+        await _execute(pool, pg.SQL_ERROR, (_one_line(exc), _now(), run_id, line))
+        raise
+    sql, params = pg.sql_for_final(
+        run_id,
+        line,
+        outcome=outcome.outcome.value,
+        status=outcome.status or next(iter(outcome.tx_statuses), None),
+        reason_codes=outcome.reason_codes,
+        reason_text="; ".join(outcome.reason_texts) or None,
+        return_request_needed=outcome.return_request_needed,
+    )
+    await _execute(pool, sql, params)
+
+
+def _now() -> float:
+    import time
+
+    return time.time()
+
+
+async def ensure_queue_schema(app: procrastinate.App, dsn: str) -> None:
+    """Create procrastinate's tables and the journal's when missing (once, under a lock)."""
+    import psycopg
+
+    try:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise JournalError(f"cannot connect to PostgreSQL ({pg.redact(dsn)}): {exc}") from None
+    async with conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_id("schema"),))
+        cur = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
+        rec = await cur.fetchone()
+        if not (rec and rec[0]):
+            await conn.execute(app.schema_manager.get_schema())
+
+
+def _lock_id(name: str) -> int:
+    return zlib.crc32(f"payments-bulk:{name}".encode()) & 0x7FFF_FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueReport:
+    """What :func:`enqueue_run` did.
+
+    Attributes:
+        run_id: the run (new, or the one this input already had).
+        planned: True when this call wrote the plan; False when it was there already.
+        enqueued: jobs deferred by this call (rows already queued, running or final are
+            not queued again).
+        rows: data rows in the run.
+    """
+
+    run_id: str
+    planned: bool
+    enqueued: int
+    rows: int
+
+
+_UNQUEUED_ROWS: Final = """
+SELECT r.line FROM payments_bulk_rows r
+ WHERE r.run_id = %(run)s AND r.state NOT IN ('final', 'invalid')
+   AND NOT EXISTS (SELECT 1 FROM procrastinate_jobs j
+                    WHERE j.queueing_lock = %(prefix)s || r.line
+                      AND j.status IN ('todo', 'doing'))
+ ORDER BY r.line
+"""
+
+
+async def enqueue_run(
+    dsn: str,
+    *,
+    input_sha256: str,
+    input_name: str,
+    new_run_id: str,
+    plan: Callable[[str], Iterator[Any]],
+) -> EnqueueReport:
+    """Fix every row's ids in PostgreSQL (once per input) and queue one job per open row.
+
+    Args:
+        dsn: the queue's database.
+        input_sha256: the input's digest: the key of its run.
+        input_name: the input's file name, for ``bulk-status``.
+        new_run_id: the run id when this input has no run yet.
+        plan: called with the run id, yields the planned rows (consumed only when this
+            call writes the plan).
+
+    Raises:
+        JournalError: the database cannot be reached or holds another schema.
+    """
+    app = make_app(dsn)
+    await ensure_queue_schema(app, dsn)
+    conn = await asyncio.to_thread(pg.connect, dsn)
+    try:
+        await asyncio.to_thread(pg.ensure_schema, conn)
+        run_id, _ = await asyncio.to_thread(
+            pg.open_run,
+            conn,
+            input_sha256=input_sha256,
+            new_run_id=new_run_id,
+            input_name=input_name,
+        )
+        wrote = await asyncio.to_thread(lambda: pg.plan_run(conn, run_id, plan(run_id)))
+        # One enqueuer per run at a time: a second command waits here, then finds every
+        # row queued (or final) and defers nothing.
+        await asyncio.to_thread(conn.execute, "SELECT pg_advisory_lock(%s)", (_lock_id(run_id),))
+        try:
+            lines = [
+                r[0]
+                for r in (
+                    await asyncio.to_thread(
+                        lambda: conn.execute(
+                            _UNQUEUED_ROWS, {"run": run_id, "prefix": row_lock(run_id, 0)[:-1]}
+                        ).fetchall()
+                    )
+                )
+            ]
+            async with app.open_async():
+                task = app.tasks[TASK_NAME]
+                template = task.configure().job
+                for i in range(0, len(lines), BULK_ENQUEUE_BATCH):
+                    jobs = [
+                        template.evolve(
+                            task_kwargs={"run_id": run_id, "line": line},
+                            queueing_lock=row_lock(run_id, line),
+                        )
+                        for line in lines[i : i + BULK_ENQUEUE_BATCH]
+                    ]
+                    await app.job_manager.batch_defer_jobs_async(jobs)
+        finally:
+            await asyncio.to_thread(
+                conn.execute, "SELECT pg_advisory_unlock(%s)", (_lock_id(run_id),)
+            )
+        total = await asyncio.to_thread(
+            lambda: conn.execute(
+                "SELECT rows_total FROM payments_bulk_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        )
+    finally:
+        conn.close()
+    return EnqueueReport(
+        run_id=run_id, planned=wrote, enqueued=len(lines), rows=int(total[0]) if total else 0
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatus:
+    """Progress of a distributed run, read from the database.
+
+    Attributes:
+        run_id: the run.
+        input_name: its input file's name.
+        rows: data rows in the run.
+        states: rows per journal state (``planned``, ``sent``, ``acknowledged``,
+            ``final``, ``invalid``).
+        outcomes: final rows per outcome (``accepted``, ``rejected``, ``unknown``,
+            ``failed``).
+        queued: rows with a job waiting or running.
+        errors: rows not final whose last attempt met an error.
+    """
+
+    run_id: str
+    input_name: str | None
+    rows: int
+    states: dict[str, int]
+    outcomes: dict[str, int]
+    queued: int
+    errors: int
+
+    @property
+    def done(self) -> int:
+        """Rows that need nothing more: final or invalid."""
+        return self.states.get(FINAL, 0) + self.states.get(INVALID, 0)
+
+    @property
+    def settled(self) -> bool:
+        """True when no row has a job waiting or running: the run has gone as far as it can."""
+        return self.queued == 0
+
+
+def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
+    """Read a run's progress (the latest run when ``run`` is None).
+
+    Raises:
+        JournalError: the database cannot be reached, or has no such run.
+    """
+    conn = pg.connect(dsn)
+    try:
+        run_id, _, total = pg.find_run(conn, run)
+        name = conn.execute(
+            "SELECT input_name FROM payments_bulk_runs WHERE run_id = %s", (run_id,)
+        ).fetchone()
+        states: dict[str, int] = {}
+        outcomes: dict[str, int] = {}
+        errors = 0
+        for state, outcome, has_error, n in conn.execute(
+            "SELECT state, outcome, error IS NOT NULL, COUNT(*) FROM payments_bulk_rows "
+            "WHERE run_id = %s GROUP BY 1, 2, 3",
+            (run_id,),
+        ):
+            states[state] = states.get(state, 0) + n
+            if state == FINAL:
+                outcomes[outcome or "unknown"] = outcomes.get(outcome or "unknown", 0) + n
+            elif has_error and state != INVALID:
+                errors += n
+        prefix = row_lock(run_id, 0)[:-1]
+        queued = conn.execute(
+            "SELECT COUNT(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing') "
+            "AND queueing_lock LIKE %s",
+            (prefix.replace("_", r"\_").replace("%", r"\%") + "%",),
+        ).fetchone()
+    finally:
+        conn.close()
+    return QueueStatus(
+        run_id=run_id,
+        input_name=name[0] if name else None,
+        rows=total,
+        states=states,
+        outcomes=outcomes,
+        queued=int(queued[0]) if queued else 0,
+        errors=errors,
+    )
+
+
+def write_queue_results(dsn: str, path: str | Path, run: str | None = None) -> tuple[str, Path]:
+    """Write a run's results file (the single-process runner's columns), streaming.
+
+    Returns:
+        ``(run_id, path written)``.
+
+    Raises:
+        JournalError: the database cannot be reached, or has no such run.
+    """
+    conn = pg.connect(dsn)
+    try:
+        run_id, _, _ = pg.find_run(conn, run)
+
+        def rows() -> Iterator[RowState]:
+            with conn.transaction(), conn.cursor(name="payments_bulk_results") as cur:
+                cur.itersize = 2000
+                cur.execute(
+                    f"SELECT {pg.ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
+                    "WHERE run_id = %s ORDER BY line",
+                    (run_id,),
+                )
+                for rec in cur:
+                    yield pg.row_from_record(rec)
+
+        written = write_results(path, rows())
+    finally:
+        conn.close()
+    return run_id, written
+
+
+async def run_worker(
+    dsn: str,
+    client_factory: Callable[[int], PaymentsClient],
+    *,
+    concurrency: int = BULK_WORKER_CONCURRENCY,
+    rows: int = BULK_WORKER_ROWS,
+    timeout: float = POLL_TIMEOUT,
+    heartbeat_interval: float = BULK_HEARTBEAT_INTERVAL,
+    stalled_after: float = BULK_STALLED_AFTER,
+    stalled_check_interval: float = BULK_STALLED_CHECK_INTERVAL,
+    wait: bool = True,
+    ready: Callable[[], Awaitable[None] | None] | None = None,
+) -> None:
+    """Run bulk row jobs until cancelled (or, with ``wait=False``, until the queue is empty).
+
+    Beside procrastinate's own loop, the worker looks for jobs of workers whose heartbeat
+    stopped (killed processes, lost hosts) and puts them back in the queue; any worker
+    then runs them with the row's recorded ids.
+
+    The worker's commits do not wait for the server's disk (``synchronous_commit=off``),
+    as the SQLite journal's ``synchronous=NORMAL``: a killed worker loses nothing, since
+    the server has every commit; a crash of the server itself may drop its last few
+    hundred milliseconds of changes, which only makes rows run again with their recorded
+    ids. The plan and the jobs are written with durable commits.
+
+    Args:
+        dsn: the queue's database.
+        client_factory: builds the worker's client for a connection limit.
+        concurrency: HTTP requests this process has in flight (its client's connections,
+            a few spare for tokens).
+        rows: rows (jobs) this process works on at once; most of them wait for their
+            outcome, so this is far larger than ``concurrency``.
+        timeout: seconds each row waits for its outcome.
+        heartbeat_interval: seconds between this worker's heartbeats.
+        stalled_after: a worker whose heartbeat is older than this is taken for dead.
+        stalled_check_interval: seconds between looks for stalled jobs.
+        wait: False stops the worker once no job is waiting (for benchmarks and tests: it
+            does not stay to put back the jobs of a worker that died).
+        ready: called once the worker is about to take jobs.
+    """
+    from psycopg_pool import AsyncConnectionPool
+
+    app = make_app(dsn, worker=True)
+    await ensure_queue_schema(app, dsn)
+    conn = await asyncio.to_thread(pg.connect, dsn)
+    try:
+        await asyncio.to_thread(pg.ensure_schema, conn)
+    finally:
+        conn.close()
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        dsn,
+        min_size=1,
+        max_size=concurrency + 1,
+        open=False,
+        kwargs={"autocommit": True, "options": _ASYNC_COMMIT},
+    )
+    await pool.open()
+    try:
+        async with client_factory(connection_limit_for(concurrency)) as client, app.open_async():
+            state = _WorkerState(client=client, pool=pool, timeout=timeout)
+            reaper = asyncio.create_task(_retry_stalled(app, stalled_after, stalled_check_interval))
+            try:
+                if ready is not None:
+                    maybe = ready()
+                    if maybe is not None:
+                        await maybe
+                await app.run_worker_async(
+                    queues=[BULK_QUEUE],
+                    concurrency=rows,
+                    shutdown_graceful_timeout=BULK_SHUTDOWN_GRACE,
+                    wait=wait,
+                    install_signal_handlers=False,
+                    update_heartbeat_interval=heartbeat_interval,
+                    stalled_worker_timeout=stalled_after,
+                    additional_context={"payments_bulk": state},
+                    delete_jobs="never",
+                )
+            finally:
+                reaper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reaper
+    finally:
+        await pool.close()
+
+
+async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: float) -> None:
+    """Put the jobs of dead workers back in the queue, forever."""
+    _require_procrastinate()
+    import procrastinate
+
+    while True:
+        await asyncio.sleep(every)
+        try:
+            stalled = await app.job_manager.get_stalled_jobs(
+                queue=BULK_QUEUE, seconds_since_heartbeat=stalled_after
+            )
+        except procrastinate.exceptions.ConnectorException as exc:
+            logger.warning("cannot look for stalled jobs: %s", exc)
+            continue
+        for job in stalled:
+            try:
+                await app.job_manager.retry_job(job)
+            except procrastinate.exceptions.ConnectorException:
+                continue  # another worker put it back first
+            logger.info("job %s of a stopped worker put back in the queue", job.id)

@@ -1,0 +1,510 @@
+"""The bulk journal in PostgreSQL (psycopg 3): the same rows and states as the SQLite file.
+
+A database holds any number of runs, each keyed by its input's SHA-256: the same input
+given twice finds the run it started, as the SQLite file beside the results does. The
+plan is written with ``COPY`` inside one transaction that holds the run's row lock, so
+two commands planning the same input at once produce one plan: the second waits, then
+finds it planned and resumes it.
+
+State changes use the same group commit as the SQLite file: every change queued while a
+transaction is being written goes into the next one, and each coroutine resumes only
+after its change is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from .._journal import (
+    ACKNOWLEDGED,
+    FINAL,
+    INVALID,
+    NOT_SENT,
+    PLANNED,
+    SENT,
+    JournalError,
+    PlannedRow,
+    RowState,
+    _Memory,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "ROW_COLUMNS",
+    "SCHEMA_VERSION",
+    "PostgresJournal",
+    "connect",
+    "ensure_schema",
+    "find_run",
+    "open_run",
+    "plan_run",
+    "redact",
+    "require_psycopg",
+    "row_from_record",
+    "sql_for_final",
+]
+
+SCHEMA_VERSION: Final = 1
+
+# Table names carry a prefix: the database is often shared with procrastinate's tables.
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS payments_bulk_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS payments_bulk_runs (
+    run_id TEXT PRIMARY KEY,
+    input_sha256 TEXT NOT NULL UNIQUE,
+    input_name TEXT,
+    planned BOOLEAN NOT NULL DEFAULT FALSE,
+    rows_total INTEGER NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS payments_bulk_rows (
+    run_id TEXT NOT NULL REFERENCES payments_bulk_runs (run_id) ON DELETE CASCADE,
+    line INTEGER NOT NULL,
+    original_end_to_end_id TEXT,
+    assignment_id TEXT,
+    cancellation_id TEXT,
+    body BYTEA,
+    state TEXT NOT NULL,
+    payments_service_id TEXT,
+    created BOOLEAN,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    outcome TEXT,
+    status TEXT,
+    reason_codes TEXT,
+    reason_text TEXT,
+    return_request_needed BOOLEAN,
+    error TEXT,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, line),
+    UNIQUE (run_id, assignment_id)
+);
+CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
+"""
+
+# One lock id for "creating the schema", so processes starting together do not race.
+_SCHEMA_LOCK: Final = 0x70A7_B01C
+
+ROW_COLUMNS: Final = (
+    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
+    "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
+    "return_request_needed, error"
+)
+"""The columns :func:`row_from_record` reads, in its order."""
+
+SQL_SENT: Final = (
+    "UPDATE payments_bulk_rows SET state = %s, attempts = attempts + 1, updated_at = %s "
+    "WHERE run_id = %s AND line = %s"
+)
+SQL_ACKNOWLEDGED: Final = (
+    "UPDATE payments_bulk_rows SET state = %s, payments_service_id = %s, created = %s, "
+    "error = NULL, updated_at = %s WHERE run_id = %s AND line = %s"
+)
+SQL_FINAL: Final = (
+    "UPDATE payments_bulk_rows SET state = %s, outcome = %s, status = %s, reason_codes = %s, "
+    "reason_text = %s, return_request_needed = %s, error = NULL, updated_at = %s "
+    "WHERE run_id = %s AND line = %s"
+)
+SQL_FAILED: Final = (
+    "UPDATE payments_bulk_rows SET state = %s, outcome = 'failed', error = %s, updated_at = %s "
+    "WHERE run_id = %s AND line = %s"
+)
+SQL_NOT_SENT: Final = (
+    "UPDATE payments_bulk_rows SET state = %s, outcome = %s, error = %s, updated_at = %s "
+    "WHERE run_id = %s AND line = %s"
+)
+SQL_ERROR: Final = (
+    "UPDATE payments_bulk_rows SET error = %s, updated_at = %s WHERE run_id = %s AND line = %s"
+)
+
+
+def require_psycopg() -> None:
+    """Raise a clear error naming the extra when psycopg is not installed.
+
+    Raises:
+        JournalError: psycopg is missing.
+    """
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise JournalError(
+            "a PostgreSQL journal needs psycopg: pip install 'payments-async[scale]'"
+        ) from exc
+
+
+def redact(dsn: str) -> str:
+    """The address without its password, for messages."""
+    require_psycopg()
+    import psycopg
+
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable PostgreSQL address>"
+    params.pop("password", None)
+    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def connect(dsn: str) -> psycopg.Connection[Any]:
+    """A synchronous autocommit connection, with a clear error when it cannot be made.
+
+    Raises:
+        JournalError: the server cannot be reached or refuses us (the password is never
+            part of the message).
+    """
+    require_psycopg()
+    import psycopg
+
+    try:
+        conn: psycopg.Connection[Any] = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise JournalError(f"cannot connect to PostgreSQL ({redact(dsn)}): {exc}") from None
+    return conn
+
+
+def ensure_schema(conn: psycopg.Connection[Any]) -> None:
+    """Create the tables when missing (serialised across processes by an advisory lock).
+
+    Raises:
+        JournalError: the database holds tables of another schema version.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+        conn.execute(_SCHEMA)
+        conn.execute(
+            "INSERT INTO payments_bulk_meta (key, value) VALUES ('schema', %s) "
+            "ON CONFLICT (key) DO NOTHING",
+            (str(SCHEMA_VERSION),),
+        )
+        got = conn.execute("SELECT value FROM payments_bulk_meta WHERE key = 'schema'").fetchone()
+    if got is None or got[0] != str(SCHEMA_VERSION):
+        raise JournalError(
+            f"the database holds bulk tables of schema {got[0] if got else None!r}, "
+            f"not {SCHEMA_VERSION}"
+        )
+
+
+def find_run(conn: psycopg.Connection[Any], run: str | None) -> tuple[str, bool, int]:
+    """``(run_id, planned, rows_total)`` of a run given by id, or of the latest run.
+
+    Raises:
+        JournalError: no such run.
+    """
+    if run is None:
+        rec = conn.execute(
+            "SELECT run_id, planned, rows_total FROM payments_bulk_runs "
+            "ORDER BY created_at DESC LIMIT 1"
+        ).fetchone()
+    else:
+        rec = conn.execute(
+            "SELECT run_id, planned, rows_total FROM payments_bulk_runs WHERE run_id = %s",
+            (run,),
+        ).fetchone()
+    if rec is None:
+        raise JournalError(f"no bulk run {run!r} in this database" if run else "no bulk runs")
+    return str(rec[0]), bool(rec[1]), int(rec[2])
+
+
+def row_from_record(rec: Sequence[Any]) -> RowState:
+    """A :class:`RowState` from a record of :data:`ROW_COLUMNS`."""
+    (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
+    (outcome, status, codes, text, rrn, error) = rec[9:]
+    return RowState(
+        line=line,
+        original_end_to_end_id=e2e,
+        assignment_id=aid,
+        cancellation_id=cid,
+        body=bytes(body) if body is not None else None,
+        state=state,
+        payments_service_id=psid,
+        created=created,
+        attempts=attempts,
+        outcome=outcome,
+        status=status,
+        reason_codes=tuple(json.loads(codes)) if codes else (),
+        reason_text=text,
+        return_request_needed=bool(rrn),
+        error=error,
+    )
+
+
+def open_run(
+    conn: psycopg.Connection[Any], *, input_sha256: str, new_run_id: str, input_name: str | None
+) -> tuple[str, bool]:
+    """The run of this input (created with ``new_run_id`` when new): ``(run_id, planned)``."""
+    conn.execute(
+        "INSERT INTO payments_bulk_runs (run_id, input_sha256, input_name, created_at) "
+        "VALUES (%s, %s, %s, %s) ON CONFLICT (input_sha256) DO NOTHING",
+        (new_run_id, input_sha256, input_name, time.time()),
+    )
+    rec = conn.execute(
+        "SELECT run_id, planned FROM payments_bulk_runs WHERE input_sha256 = %s", (input_sha256,)
+    ).fetchone()
+    assert rec is not None  # inserted above, or already there
+    return str(rec[0]), bool(rec[1])
+
+
+def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedRow]) -> bool:
+    """Write the plan of a run unless another process did: True when this call wrote it.
+
+    The run's row is locked for the whole transaction, so of two processes planning the
+    same run one writes and the other, once the first commits, finds it planned. ``rows``
+    may be a generator: it is consumed only when this process writes the plan.
+    """
+    now = time.time()
+    with conn.transaction():
+        rec = conn.execute(
+            "SELECT planned FROM payments_bulk_runs WHERE run_id = %s FOR UPDATE", (run_id,)
+        ).fetchone()
+        if rec is None:
+            raise JournalError(f"no bulk run {run_id!r} in this database")
+        if rec[0]:
+            return False
+        n = 0
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY payments_bulk_rows (run_id, line, original_end_to_end_id, assignment_id, "
+                "cancellation_id, body, state, error, updated_at) FROM STDIN"
+            ) as copy,
+        ):
+            for r in rows:
+                copy.write_row(
+                    (
+                        run_id,
+                        r.line,
+                        r.original_end_to_end_id,
+                        r.assignment_id,
+                        r.cancellation_id,
+                        r.body,
+                        INVALID if r.error is not None else PLANNED,
+                        r.error,
+                        now,
+                    )
+                )
+                n += 1
+        conn.execute(
+            "UPDATE payments_bulk_runs SET planned = TRUE, rows_total = %s WHERE run_id = %s",
+            (n, run_id),
+        )
+    return True
+
+
+def sql_for_final(
+    run_id: str,
+    line: int,
+    *,
+    outcome: str,
+    status: str | None,
+    reason_codes: Sequence[str],
+    reason_text: str | None,
+    return_request_needed: bool,
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement that records a row's outcome."""
+    return SQL_FINAL, (
+        FINAL,
+        outcome,
+        status,
+        json.dumps(list(reason_codes)),
+        reason_text,
+        return_request_needed,
+        time.time(),
+        run_id,
+        line,
+    )
+
+
+class PostgresJournal(_Memory):
+    """The journal of one run in PostgreSQL, for the single-process runner.
+
+    Open it with :meth:`open`. Reads and the plan use a synchronous connection (they
+    happen before anything is sent); state changes go through an asyncio connection in
+    grouped transactions, each awaited change committed before its coroutine resumes.
+
+    Args:
+        conn: an open autocommit connection with the schema in place.
+        dsn: the address, to open the asyncio connection with.
+        run_id: this run's id.
+        planned: True when the database already holds this run's plan.
+    """
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], dsn: str, run_id: str, *, planned: bool
+    ) -> None:
+        super().__init__()
+        self._conn = conn
+        self._dsn = dsn
+        self._run_id = run_id
+        self._planned = planned
+        self._aconn: psycopg.AsyncConnection[Any] | None = None
+        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.commits = 0  # transactions written, for benchmarks and tests
+        self._loaded = not planned  # a recorded plan is read back when first needed
+
+    @classmethod
+    def open(
+        cls, dsn: str, *, input_sha256: str, new_run_id: str, input_name: str | None = None
+    ) -> PostgresJournal:
+        """Open the run of this input in the database (creating tables and run if missing).
+
+        Args:
+            dsn: a ``postgresql://`` address (libpq form).
+            input_sha256: the input's digest: the key of its run.
+            new_run_id: the run id to record when the input has no run yet.
+            input_name: the input file's name, shown by ``bulk-status``.
+
+        Raises:
+            JournalError: the server cannot be reached, or holds another schema version.
+        """
+        conn = connect(dsn)
+        try:
+            ensure_schema(conn)
+            run_id, planned = open_run(
+                conn, input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
+            )
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, dsn, run_id, planned=planned)
+
+    @property
+    def path(self) -> None:
+        """None: nothing is kept in a local file."""
+        return None
+
+    @property
+    def run_id(self) -> str:
+        """The run id recorded in the database."""
+        return self._run_id
+
+    def is_planned(self) -> bool:
+        """True when the database holds this run's plan (a resumed run)."""
+        return self._planned
+
+    def plan(self, rows: Iterable[PlannedRow]) -> None:
+        """Record every row and mark the plan complete, all in one transaction.
+
+        Raises:
+            JournalError: the run already holds a plan (another process wrote it first).
+        """
+        if self._planned or not plan_run(self._conn, self._run_id, rows):
+            raise JournalError("the journal already holds a plan")
+        self._planned = True
+        self._loaded = False
+        self.commits += 1
+
+    def _ensure(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            self._read_rows()
+
+    def _read_rows(self) -> None:
+        with self._conn.cursor() as cur:
+            cur.execute(
+                f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
+                "WHERE run_id = %s ORDER BY line",
+                (self._run_id,),
+            )
+            for rec in cur:
+                row = row_from_record(rec)
+                self._rows[row.line] = row
+
+    # --- group commit ----------------------------------------------------------------------
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((sql, params, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_loop())
+        return fut
+
+    async def _flush_loop(self) -> None:
+        """Write what is queued in one transaction; repeat while changes keep coming."""
+        import psycopg
+
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                if self._aconn is None:
+                    self._aconn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+                    # As the SQLite file's synchronous=NORMAL: a killed client loses
+                    # nothing (the server has every commit); only a crash of the server
+                    # itself may drop the last few hundred milliseconds of changes, which
+                    # a resume redoes safely with the recorded ids.
+                    await self._aconn.execute("SET synchronous_commit = off")
+                # Pipeline mode: the batch's statements go out without waiting for each
+                # answer, so a batch costs about one round trip, not one per statement.
+                conn = self._aconn
+                async with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
+                    for sql, params, _ in batch:
+                        await cur.execute(sql, params)
+            except psycopg.Error as exc:
+                error = JournalError(f"cannot write the PostgreSQL journal: {exc}")
+                for _, _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(error)
+                continue
+            self.commits += 1
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def mark_sent(self, line: int) -> None:
+        """Commit ``sent`` (one more attempt) before the request goes out."""
+        self._apply_sent(line)
+        await self._write(SQL_SENT, (SENT, time.time(), self._run_id, line))
+
+    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
+        """Commit the ``paymentsServiceId`` before the row is waited on."""
+        self._apply_acknowledged(line, payments_service_id, created)
+        await self._write(
+            SQL_ACKNOWLEDGED,
+            (ACKNOWLEDGED, payments_service_id, created, time.time(), self._run_id, line),
+        )
+
+    async def mark_final(self, line: int, **outcome: Any) -> None:
+        """Commit the outcome; the row counts as done only after this returns.
+
+        Takes the keyword arguments of :meth:`Journal.mark_final`.
+        """
+        self._apply_final(line, **outcome)
+        await self._write(*sql_for_final(self._run_id, line, **outcome))
+
+    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
+        """Commit an error; a ``final`` one ends the row as ``failed``."""
+        self._apply_error(line, error, final=final)
+        if final:
+            await self._write(SQL_FAILED, (FINAL, error, time.time(), self._run_id, line))
+        else:
+            await self._write(SQL_ERROR, (error, time.time(), self._run_id, line))
+
+    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
+        """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
+        self._apply_not_sent(line, error, final=final)
+        state, outcome = (FINAL, NOT_SENT) if final else (PLANNED, None)
+        await self._write(SQL_NOT_SENT, (state, outcome, error, time.time(), self._run_id, line))
+
+    async def aclose(self) -> None:
+        """Wait for queued changes, then close both connections."""
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        if self._aconn is not None:
+            await self._aconn.close()
+            self._aconn = None
+        self._conn.close()
+
+    def close(self) -> None:
+        """Close the connections (changes are committed as they are awaited)."""
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+        self._conn.close()
+        if self._aconn is not None:
+            # The asyncio connection belongs to the loop; closing its socket is enough here.
+            self._aconn.pgconn.finish()
+            self._aconn = None

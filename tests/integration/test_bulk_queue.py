@@ -1,0 +1,358 @@
+"""Distributed bulk runs on procrastinate: real PostgreSQL, real worker processes, the sandbox.
+
+Every claim is checked against the sandbox's own state (what it stored) and the queue's
+tables (what jobs exist), not against what the commands print.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+from cli_support import (
+    ThreadedSandbox,
+    bulk_rows,
+    precreate_payments,
+    read_results,
+    threaded_sandbox,
+    write_csv,
+)
+
+from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.bulk import RESULT_COLUMNS
+from payments_async.sandbox import FaultConfig, SandboxConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(sb: ThreadedSandbox, *args: str) -> list[str]:
+    return [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", sb.url, *args]
+
+
+def _run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def _worker(sb: ThreadedSandbox, dsn: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        _cli(
+            sb,
+            "worker",
+            "--queue",
+            dsn,
+            "--concurrency",
+            "16",
+            "--timeout",
+            "60",
+            "--heartbeat",
+            "0.5",
+            "--stalled-after",
+            "3",
+            *extra,
+        ),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _jobs(dsn: str) -> list[tuple[str, str]]:
+    with psycopg.connect(dsn) as conn:
+        return [
+            (str(lock), str(status))
+            for lock, status in conn.execute(
+                "SELECT queueing_lock, status FROM procrastinate_jobs"
+            ).fetchall()
+        ]
+
+
+def _stored(sb: ThreadedSandbox) -> Counter[str]:
+    stored = [c for c in sb.cancellations() if c.client_id == SANDBOX_CLIENT_ID]
+    return Counter(c.original_end_to_end_id for c in stored)
+
+
+def test_queue_run_end_to_end_with_status_and_results(pg_dsn: str, tmp_path: Path) -> None:
+    config = SandboxConfig(processing_delay=3600, settlement_delay=0.1)
+    with threaded_sandbox(config) as sb:
+        rows = bulk_rows(80, prefix="E2E-Q")
+        paid = {r["original_end_to_end_id"] for r in rows[::2]}
+        precreate_payments(sb, sorted(paid))
+        src = write_csv(tmp_path / "q.csv", rows)
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        info = json.loads(queued.stdout)
+        assert info["rows"] == 80
+        assert info["enqueued"] == 80
+        assert info["planned"] is True
+        assert sb.stats()["cancellations_stored"] == 0  # queued, nothing sent yet
+
+        status = _run(_cli(sb, "--json", "bulk-status", "--queue", pg_dsn))
+        assert status.returncode == 3  # not final yet
+        assert json.loads(status.stdout)["queued"] == 80
+
+        worker = _run(_cli(sb, "worker", "--queue", pg_dsn, "--concurrency", "8", "--once"))
+        assert worker.returncode == 0, worker.stderr
+
+        status = _run(_cli(sb, "--json", "bulk-status", "--queue", pg_dsn))
+        st = json.loads(status.stdout)
+        assert status.returncode == 1  # all final, half rejected
+        assert st["outcomes"] == {"accepted": 40, "rejected": 40}
+        assert st["queued"] == 0
+
+        out = tmp_path / "q.results.csv"
+        res = _run(_cli(sb, "bulk-results", "--queue", pg_dsn, "--output", str(out)))
+        assert res.returncode == 0, res.stderr
+        results = read_results(out)
+        assert tuple(results[0]) == RESULT_COLUMNS  # the single-process runner's columns
+        assert [int(r["line"]) for r in results] == list(range(2, 82))
+        for r in results:
+            expected = "accepted" if r["original_end_to_end_id"] in paid else "rejected"
+            assert r["outcome"] == expected
+        assert max(_stored(sb).values()) == 1
+        assert sb.stats()["cancellations_stored"] == 80
+
+
+def _counts(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        return dict(
+            conn.execute("SELECT state, COUNT(*) FROM payments_bulk_rows GROUP BY state").fetchall()
+        )
+
+
+def _stop(procs: list[subprocess.Popen[str]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate(timeout=30)
+
+
+KILL_ROWS = 600
+KILL_FAULTS = FaultConfig(
+    error_503=0.02,
+    commit_then_drop=0.03,  # stored, then the answer is lost: the retry must get a 200
+    seed=11,
+)
+
+
+def test_sigkill_one_of_three_workers_loses_nothing_and_stores_nothing_twice(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    config = SandboxConfig(processing_delay=3600, settlement_delay=1.0, faults=KILL_FAULTS)
+    with threaded_sandbox(config) as sb:
+        rows = bulk_rows(KILL_ROWS, prefix="E2E-QK")
+        paid = {r["original_end_to_end_id"] for r in rows[::3]}
+        precreate_payments(sb, sorted(paid))
+        src = write_csv(tmp_path / "kill.csv", rows)
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        workers = [_worker(sb, pg_dsn) for _ in range(3)]
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                c = _counts(pg_dsn)
+                if c.get("acknowledged", 0) + c.get("final", 0) >= KILL_ROWS // 4:
+                    break
+                assert all(w.poll() is None for w in workers)
+                time.sleep(0.05)
+            victim = workers[0]
+            os.kill(victim.pid, signal.SIGKILL)
+            victim.communicate(timeout=30)
+            at_kill = _counts(pg_dsn)
+            with psycopg.connect(pg_dsn) as conn:
+                doing = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT id FROM procrastinate_jobs WHERE status = 'doing'"
+                    ).fetchall()
+                ]
+            assert at_kill.get("final", 0) < KILL_ROWS, at_kill  # it really was cut short
+            workers.append(_worker(sb, pg_dsn))  # a replacement, as an operator would
+
+            # Generous: under a loaded machine the tail (rows waiting on their outcome)
+            # can take minutes; the loop ends as soon as every row is final.
+            deadline = time.monotonic() + 300
+            while _counts(pg_dsn).get("final", 0) < KILL_ROWS:
+                assert time.monotonic() < deadline, _counts(pg_dsn)
+                time.sleep(0.2)
+        finally:
+            _stop(workers)
+        assert victim.returncode == -signal.SIGKILL
+        assert doing  # jobs were running when it died
+
+        # exactly once at the service: one stored cancellation per payment, no refusals
+        per_payment = _stored(sb)
+        assert set(per_payment) == {r["original_end_to_end_id"] for r in rows}
+        assert max(per_payment.values()) == 1
+        stats = sb.stats()
+        assert stats["cancellations_stored"] == KILL_ROWS
+        assert stats["replays_answered"] > 0  # resends were answered 200, not stored again
+        assert stats["replays_changed_body"] == 0  # every resend was the very same message
+
+        # one job per row, every one succeeded (the dead worker's jobs were run again)
+        jobs = _jobs(pg_dsn)
+        assert len(jobs) == KILL_ROWS
+        assert len({lock for lock, _ in jobs}) == KILL_ROWS
+        assert {status for _, status in jobs} == {"succeeded"}
+        with psycopg.connect(pg_dsn) as conn:
+            # the dead worker's jobs were put back (doing -> todo) and started again
+            rerun = conn.execute(
+                "SELECT COUNT(*) FROM (SELECT job_id FROM procrastinate_events "
+                "WHERE type = 'started' AND job_id = ANY(%s) GROUP BY job_id "
+                "HAVING COUNT(*) > 1) AS twice",
+                (doing,),
+            ).fetchone()
+            put_back = conn.execute(
+                "SELECT COUNT(DISTINCT job_id) FROM procrastinate_events "
+                "WHERE type = 'deferred_for_retry' AND job_id = ANY(%s)",
+                (doing,),
+            ).fetchone()
+        assert rerun is not None
+        assert rerun[0] > 0
+        assert put_back is not None
+        assert put_back[0] >= rerun[0]
+
+        out = tmp_path / "kill.results.csv"
+        assert (
+            _run(_cli(sb, "bulk-results", "--queue", pg_dsn, "--output", str(out))).returncode == 0
+        )
+        results = read_results(out)
+        assert len(results) == KILL_ROWS
+        by_id = {c.payments_service_id: c for c in sb.cancellations()}
+        for r in results:
+            assert by_id[r["payments_service_id"]].assignment_id == r["assignment_id"]
+            expected = "accepted" if r["original_end_to_end_id"] in paid else "rejected"
+            assert r["outcome"] == expected
+        print(f"at kill: {at_kill}, jobs running {len(doing)}, run again {rerun[0]}, stats {stats}")
+
+
+def test_enqueueing_twice_and_racing_commands_queue_each_row_once(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    config = SandboxConfig(processing_delay=3600, settlement_delay=0)
+    with threaded_sandbox(config) as sb:
+        rows = bulk_rows(300, prefix="E2E-QR")
+        src = write_csv(tmp_path / "race.csv", rows)
+        cmd = _cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait")
+        racers = [
+            subprocess.Popen(
+                cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
+        outs = [p.communicate(timeout=120) for p in racers]
+        assert [p.returncode for p in racers] == [0, 0], outs
+        reports = [json.loads(out) for out, _ in outs]
+        assert len({r["run_id"] for r in reports}) == 1  # one run for one input
+        assert sorted(r["planned"] for r in reports) == [False, True]  # one plan
+        assert sum(r["enqueued"] for r in reports) == 300  # each row queued by one of them
+        again = json.loads(_run(cmd).stdout)
+        assert again["enqueued"] == 0
+        jobs = _jobs(pg_dsn)
+        assert len(jobs) == 300
+        assert len({lock for lock, _ in jobs}) == 300
+
+        assert _run(_cli(sb, "worker", "--queue", pg_dsn, "--once")).returncode == 0
+        after = json.loads(_run(cmd).stdout)  # every row final: nothing to queue
+        assert after["enqueued"] == 0
+        assert len(_jobs(pg_dsn)) == 300
+        assert max(_stored(sb).values()) == 1
+        assert sb.stats()["cancellations_stored"] == 300
+
+
+def test_worker_and_status_errors_are_one_line(tmp_path: Path) -> None:
+    bad = f"postgresql://u:pw-secret@/db?host={tmp_path}&connect_timeout=2"
+    for args in (
+        ["bulk-status", "--queue", bad],
+        ["bulk-results", "--queue", bad, "--output", str(tmp_path / "r.csv")],
+        ["worker", "--queue", bad, "--once"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "payments_async", "--sandbox", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert "pw-secret" not in proc.stderr
+        assert "cannot connect to PostgreSQL" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bulk-cancel", "SRC", "--no-wait"],
+        ["bulk-cancel", "SRC", "--queue", "postgresql://x/y", "--journal", "j.sqlite"],
+        ["bulk-cancel", "SRC", "--queue", "postgresql://x/y", "--results", "r.csv"],
+        ["worker", "--queue", "postgresql://x/y", "--heartbeat", "5", "--stalled-after", "2"],
+    ],
+)
+def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
+    src = write_csv(tmp_path / "x.csv", bulk_rows(1))
+    cmd = [str(src) if a == "SRC" else a for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-m", "payments_async", "--sandbox", *cmd],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    # Rows take 25 s to settle: a worker that waited for them all would take that long.
+    config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
+    with threaded_sandbox(config) as sb:
+        rows = bulk_rows(200, prefix="E2E-QT")
+        src = write_csv(tmp_path / "term.csv", rows)
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        first = _worker(sb, pg_dsn)
+        try:
+            deadline = time.monotonic() + 60
+            while _counts(pg_dsn).get("acknowledged", 0) < 50:
+                assert time.monotonic() < deadline, _counts(pg_dsn)
+                time.sleep(0.05)
+            stopped_at = time.monotonic()
+            first.send_signal(signal.SIGTERM)
+            _, err = first.communicate(timeout=60)
+            took = time.monotonic() - stopped_at
+            assert first.returncode == 130, err
+            assert "Traceback" not in err
+            assert took < 15  # a few seconds of grace, not the rows' whole wait
+            at_stop = _counts(pg_dsn)
+            assert at_stop.get("final", 0) < 200, at_stop  # rows were left unfinished
+            second = _worker(sb, pg_dsn)
+            try:
+                deadline = time.monotonic() + 300
+                while _counts(pg_dsn).get("final", 0) < 200:
+                    assert time.monotonic() < deadline, _counts(pg_dsn)
+                    time.sleep(0.2)
+            finally:
+                _stop([second])
+        finally:
+            _stop([first])
+        assert max(_stored(sb).values()) == 1
+        assert sb.stats()["cancellations_stored"] == 200
+        assert {status for _, status in _jobs(pg_dsn)} == {"succeeded"}

@@ -1,0 +1,174 @@
+"""Both journal stores behind one interface: SQLite (default) and PostgreSQL (real server)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from cli_support import bulk_rows, read_results, threaded_sandbox, write_csv
+
+from payments_async import Credentials, PaymentsClient
+from payments_async.bulk import Journal, JournalError, PlannedRow, bulk_cancel
+from payments_async.bulk._stores import is_postgres_url, open_journal
+from payments_async.bulk._stores._postgres import PostgresJournal
+from payments_async.sandbox import SandboxConfig
+
+
+def _rows(n: int) -> list[PlannedRow]:
+    return [PlannedRow(i, f"E2E-{i}", f"BC-X-{i}", f"CX-X-{i}", b"{}") for i in range(2, n + 2)]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | Path]:
+    if request.param == "sqlite":
+        yield tmp_path / "j.sqlite"
+    else:
+        yield request.getfixturevalue("pg_dsn")
+
+
+def _db_states(target: str | Path) -> dict[int, tuple[str, int]]:
+    """Read the store through a second connection, as a resumed process would."""
+    if is_postgres_url(target):
+        with psycopg.connect(str(target)) as conn:
+            rows = conn.execute("SELECT line, state, attempts FROM payments_bulk_rows").fetchall()
+    else:
+        import sqlite3
+
+        db = sqlite3.connect(target)
+        rows = db.execute("SELECT line, state, attempts FROM rows").fetchall()
+        db.close()
+    return {line: (state, attempts) for line, state, attempts in rows}
+
+
+def test_is_postgres_url() -> None:
+    assert is_postgres_url("postgresql://u@h/db")
+    assert is_postgres_url("postgres://h/db")
+    assert not is_postgres_url(Path("postgresql://looks-like-a-url"))  # a Path is a file
+    assert not is_postgres_url("journal.sqlite")
+
+
+async def test_plan_changes_and_resume_behave_alike(target: str | Path) -> None:
+    j: Journal = open_journal(target, input_sha256="a" * 64, new_run_id="RUN1")
+    assert not j.is_planned()
+    j.plan([*_rows(3), PlannedRow(5, None, None, None, None, error="amount: bad")])
+    assert _db_states(target) == {
+        2: ("planned", 0),
+        3: ("planned", 0),
+        4: ("planned", 0),
+        5: ("invalid", 0),
+    }
+    await j.mark_sent(2)
+    await j.mark_acknowledged(2, "PSID-2", created=True)
+    await asyncio.gather(
+        j.mark_sent(3),
+        j.mark_final(
+            2,
+            outcome="rejected",
+            status="RJCR",
+            reason_codes=["NOOR"],
+            reason_text="no such payment",
+            return_request_needed=True,
+        ),
+    )
+    await j.mark_error(4, "ServerError: 503", final=False)
+    # every awaited change is in the store, as a second connection sees it
+    assert _db_states(target) == {
+        2: ("final", 1),
+        3: ("sent", 1),
+        4: ("planned", 0),
+        5: ("invalid", 0),
+    }
+    j.close()
+
+    again = open_journal(target, input_sha256="a" * 64, new_run_id="OTHER")
+    assert again.is_planned()
+    assert again.run_id == "RUN1"  # the recorded run id wins: same ids on resume
+    rows = {r.line: r for r in again.rows()}
+    assert rows[2].payments_service_id == "PSID-2"
+    assert rows[2].created is True
+    assert rows[2].outcome == "rejected"
+    assert rows[2].reason_codes == ("NOOR",)
+    assert rows[2].return_request_needed
+    assert rows[3].attempts == 1
+    assert rows[4].error == "ServerError: 503"
+    assert rows[5].is_done
+    assert rows[2].assignment_id == "BC-X-2"
+    with pytest.raises(JournalError, match="already holds a plan"):
+        again.plan(_rows(1))
+    again.close()
+
+
+def test_postgres_journal_keeps_one_run_per_input(pg_dsn: str) -> None:
+    a = PostgresJournal.open(pg_dsn, input_sha256="a" * 64, new_run_id="RUNA")
+    b = PostgresJournal.open(pg_dsn, input_sha256="b" * 64, new_run_id="RUNB")
+    a.plan(_rows(2))
+    b.plan(_rows(5))
+    assert (len(a.rows()), len(b.rows())) == (2, 5)
+    a.close()
+    b.close()
+    again = PostgresJournal.open(pg_dsn, input_sha256="b" * 64, new_run_id="NEW")
+    assert again.run_id == "RUNB"
+    assert len(again.rows()) == 5
+    again.close()
+
+
+def test_two_processes_planning_one_input_write_one_plan(pg_dsn: str) -> None:
+    """Both open the run before either plans; the second to plan finds it planned."""
+    journals = [
+        PostgresJournal.open(pg_dsn, input_sha256="c" * 64, new_run_id=f"RUN{i}") for i in range(2)
+    ]
+    assert journals[0].run_id == journals[1].run_id  # the input's run, whoever came first
+    start = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def plan(j: PostgresJournal) -> None:
+        start.wait()
+        try:
+            j.plan(_rows(500))
+            outcomes.append("planned")
+        except JournalError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=plan, args=(j,)) for j in journals]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(outcomes) == ["planned", "refused"]
+    assert len(_db_states(pg_dsn)) == 500
+    for j in journals:
+        j.close()
+
+
+def test_unreachable_postgres_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
+    dsn = f"postgresql://bulk:s3cret-pw@/db?host={tmp_path}&connect_timeout=2"
+    with pytest.raises(JournalError, match="cannot connect to PostgreSQL") as info:
+        open_journal(dsn, input_sha256="a" * 64, new_run_id="R")
+    assert "s3cret-pw" not in str(info.value)
+
+
+async def test_single_process_runner_with_the_postgres_journal(pg_dsn: str, tmp_path: Path) -> None:
+    config = SandboxConfig(processing_delay=3600, settlement_delay=0)
+    with threaded_sandbox(config) as sb:
+        src = write_csv(tmp_path / "pg.csv", bulk_rows(60, prefix="E2E-PGJ"))
+        async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
+            report = await bulk_cancel(client, src, journal_path=pg_dsn, concurrency=8)
+            assert report.journal_path is None  # nothing on disk
+            assert report.totals["rejected"] == 60  # no such payments: NOOR
+            assert not (tmp_path / "pg.results.journal.sqlite").exists()
+            again = await bulk_cancel(client, src, journal_path=pg_dsn, concurrency=8)
+        assert again.resumed
+        assert again.already_final == 60
+        assert again.counts.submitted == 0  # nothing resent: the journal said final
+        assert sb.stats()["cancellations_stored"] == 60
+        results = read_results(tmp_path / "pg.results.csv")
+        assert [r["outcome"] for r in results] == ["rejected"] * 60
+        with psycopg.connect(pg_dsn) as conn:
+            stored = conn.execute(
+                "SELECT COUNT(*) FROM payments_bulk_rows WHERE state = 'final'"
+            ).fetchone()
+        assert stored == (60,)

@@ -1,0 +1,50 @@
+"""A real PostgreSQL 16 for the tests, started by the suite from the ``pgserver`` wheel.
+
+One server per test session in a short temporary directory (its Unix socket lives
+there; no TCP port is opened), one fresh database per test. As root, pgserver runs the
+server as its own unprivileged ``pgserver`` user (PostgreSQL refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """The running server (``pgserver.PostgresServer``), stopped and deleted at the end."""
+    with warnings.catch_warnings():
+        # platformdirs warns that XDG_RUNTIME_DIR is unset when pgserver is imported.
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        pgdata = Path(tempfile.mkdtemp(prefix="pa-pg-"))
+        server = pgserver.get_server(pgdata, cleanup_mode="delete")
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        shutil.rmtree(pgdata, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_dsn(postgres_server: object) -> Iterator[str]:
+    """The ``postgresql://`` address of a new, empty database, dropped after the test."""
+    import psycopg
+
+    name = f"t_{secrets.token_hex(6)}"
+    admin = postgres_server.get_uri()  # type: ignore[attr-defined]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield postgres_server.get_uri(name)  # type: ignore[attr-defined]
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
