@@ -156,16 +156,21 @@ async def test_single_process_runner_with_the_postgres_journal(pg_dsn: str, tmp_
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "pg.csv", bulk_rows(60, prefix="E2E-PGJ"))
         async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
-            report = await bulk_cancel(client, src, journal_path=pg_dsn, concurrency=8)
+            out = tmp_path / "pg.results.csv"
+            report = await bulk_cancel(
+                client, src, results_path=out, journal_path=pg_dsn, concurrency=8
+            )
             assert report.journal_path is None  # nothing on disk
             assert report.totals["rejected"] == 60  # no such payments: NOOR
             assert not (tmp_path / "pg.results.journal.sqlite").exists()
-            again = await bulk_cancel(client, src, journal_path=pg_dsn, concurrency=8)
+            again = await bulk_cancel(
+                client, src, results_path=out, journal_path=pg_dsn, concurrency=8
+            )
         assert again.resumed
         assert again.already_final == 60
         assert again.counts.submitted == 0  # nothing resent: the journal said final
         assert sb.stats()["cancellations_stored"] == 60
-        results = read_results(tmp_path / "pg.results.csv")
+        results = read_results(out)
         assert [r["outcome"] for r in results] == ["rejected"] * 60
         with psycopg.connect(pg_dsn) as conn:
             stored = conn.execute(
