@@ -71,10 +71,9 @@ from .iso20022 import (
     decode_camt029,
     decode_pacs002,
     decode_submission,
-    encode,
+    encode_validated,
     summarize_resolution,
     summarize_status_report,
-    validate,
 )
 
 __all__ = ["CancellationOutcome", "PaymentsClient", "Submission"]
@@ -683,8 +682,9 @@ class PaymentsClient:
             return sub
 
     async def _post(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
-        validate(message)  # raises ValidationError before any I/O
-        body = encode(message)  # encoded once: these bytes are signed and sent, every attempt
+        # Encoded once: these bytes are signed and sent, every attempt. They are validated
+        # before any I/O unless these exact bytes passed validation before (a builder's).
+        body, _ = encode_validated(message)
         op = _Operation("POST", path, body, message_id)
         try:
             resp = await self._exchange(op, time.monotonic() + self._retry.timeout)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
@@ -13,7 +15,9 @@ from typing import Any
 import msgspec
 import msgspec.inspect as mi
 
+from .._constants import VALIDATED_DIGESTS_MAX
 from .._errors import Problem, ValidationError
+from ._common import encode
 from .camt056 import (
     Camt056,
     CancellationRequest,
@@ -33,6 +37,7 @@ __all__ = [
     "ISO_4217",
     "RULES",
     "check_iban",
+    "encode_validated",
     "find_problems",
     "validate",
 ]
@@ -406,3 +411,60 @@ def validate(msg: Pacs008 | Camt056) -> None:
     problems = find_problems(msg)
     if problems:
         raise ValidationError(problems)
+    _remember(type(msg), hashlib.sha256(encode(msg)).digest())
+
+
+# --- validate once ---------------------------------------------------------------------------
+#
+# Validity is a pure function of a message's content, and its encoding states that content
+# in full: bytes equal to the encoding of a valid message of the same type are valid. So the
+# SHA-256 digests of encodings that passed ``validate()`` are kept (a bounded, oldest-first
+# table) and ``encode_validated`` checks the rules again only for bytes it has not seen. A
+# message changed after it was validated encodes to other bytes and is checked again.
+
+_VALID: dict[tuple[type, bytes], None] = {}
+_VALID_LOCK = threading.Lock()
+
+
+def _remember(kind: type, digest: bytes) -> None:
+    key = (kind, digest)
+    if key in _VALID:
+        return
+    with _VALID_LOCK:
+        while len(_VALID) >= VALIDATED_DIGESTS_MAX:
+            del _VALID[next(iter(_VALID))]
+        _VALID[key] = None
+
+
+def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
+    """Encode a message for sending, validating it unless these exact bytes passed before.
+
+    The client calls this for every POST: a message that ``validate()`` (or a builder)
+    accepted and that was not changed since is not checked a second time; any other
+    message is checked before its bytes are returned.
+
+    Args:
+        msg: a pacs.008 or camt.056 message.
+
+    Returns:
+        The JSON bytes to send and their SHA-256 digest.
+
+    Raises:
+        ValidationError: the message breaks a rule (see ``validate``).
+        TypeError: ``msg`` is not a message with validation rules.
+    """
+    if not isinstance(msg, Pacs008 | Camt056):
+        raise TypeError(f"no validation rules for {type(msg).__name__}")
+    kind = type(msg)
+    try:
+        body = encode(msg)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        validate(msg)  # names the field that cannot be encoded, with its path
+        raise ValidationError.single("$", f"cannot be encoded: {exc}") from exc
+    digest = hashlib.sha256(body).digest()
+    if (kind, digest) not in _VALID:
+        problems = find_problems(msg)
+        if problems:
+            raise ValidationError(problems)
+        _remember(kind, digest)
+    return body, digest
