@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         counts, warmup, rounds = {1: 30, 16: 60, 64: 80}, 10, 2
     else:
-        counts, warmup, rounds = {1: 500, 16: 2000, 64: 2000}, 100, 5
+        counts, warmup, rounds = {1: 300, 16: 1000, 64: 1000}, 100, 7
     rounds = args.rounds or rounds
     client_cpu = pin_client()
     info = machine_info()
