@@ -10,7 +10,7 @@ server does only what keeps a client honest, on a raw ``asyncio.Protocol``:
   bytes; an SCA token seen before is refused (401), as the service refuses a reused one, so
   every client must sign a fresh token per request. The RSA signature itself is not
   verified (the sandbox and the tests do that): this server must stay cheaper than the
-  clients it measures. Answers 201 with a submission result;
+  clients it measures. Answers 201 with a submission result echoing the message id;
 * ``GET`` of a camt.029 / pacs.002 by id answers a final message (fixtures of the tests);
 * ``GET /_stats`` answers the counters.
 
@@ -38,9 +38,42 @@ TOKEN_BODY = msgspec.json.encode(
     {"access_token": ACCESS_TOKEN, "token_type": "bearer", "expires_in": 3600}
 )
 SUBMITTED = (
-    b'{"data":{"paymentsServiceId":"PS-%d","paymentId":"raw","status":"PENDING",'
+    b'{"data":{"paymentsServiceId":"PS-%d","paymentId":%s,"status":"PENDING",'
     b'"creationDateTime":"2026-11-23T00:00:00.000"}}'
 )
+
+
+class _Id(msgspec.Struct):
+    id: str | None = None
+    msgId: str | None = None
+
+
+class _Header(msgspec.Struct):
+    assgnmt: _Id | None = None
+    grpHdr: _Id | None = None
+
+
+class _Posted(msgspec.Struct):
+    fitoFIPmtCxlReq: _Header | None = None
+    fitoFICstmrCdtTrf: _Header | None = None
+
+
+_POSTED = msgspec.json.Decoder(_Posted)
+
+
+def _message_id(body: bytes) -> str | None:
+    """``assgnmt.id`` of a camt.056 or ``grpHdr.msgId`` of a pacs.008: echoed as paymentId."""
+    try:
+        posted = _POSTED.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if posted.fitoFIPmtCxlReq is not None and posted.fitoFIPmtCxlReq.assgnmt is not None:
+        return posted.fitoFIPmtCxlReq.assgnmt.id
+    if posted.fitoFICstmrCdtTrf is not None and posted.fitoFICstmrCdtTrf.grpHdr is not None:
+        return posted.fitoFICstmrCdtTrf.grpHdr.msgId
+    return None
+
+
 POST_PATHS = (b"/payments/camt056/v08", b"/payments/pacs008/v10")
 GET_PREFIXES = {
     b"/payments/camt029/v09/": (FIXTURES / "camt029_resolution.json").read_bytes(),
@@ -144,8 +177,11 @@ class HttpProtocol(asyncio.Protocol):
             refused = self._check_sca(headers.get(b"sca-token"), body)
             if refused is not None:
                 return 401, _error(refused)
+            message_id = _message_id(body)
+            if message_id is None:
+                return 400, _error("INVALID_MESSAGE")
             st.posts += 1
-            return 201, SUBMITTED % st.posts
+            return 201, SUBMITTED % (st.posts, msgspec.json.encode(message_id))
         if method == b"GET":
             for prefix, answer in GET_PREFIXES.items():
                 if target.startswith(prefix) and len(target) > len(prefix):
