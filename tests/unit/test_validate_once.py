@@ -33,7 +33,7 @@ from payments_async.iso20022 import (
 BASE = "http://127.0.0.1:9"
 CAMT056_URL = f"{BASE}/payments/camt056/v08"
 PACS008_URL = f"{BASE}/payments/pacs008/v10"
-SUBMISSION = {"data": {"paymentsServiceId": "PS-1", "paymentId": "A-1", "status": "PENDING"}}
+SUBMISSION = {"data": {"paymentsServiceId": "PS-1", "status": "PENDING"}}
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
