@@ -175,11 +175,13 @@ class RawServerProcess:
 
 SERVER_CPU = 0  # the server's core; the benchmark process pins itself to CLIENT_CPU
 CLIENT_CPU = 1
+_CPUS = frozenset(os.sched_getaffinity(0))  # before any pinning: children may use them all
+TWO_CORES = {SERVER_CPU, CLIENT_CPU} <= _CPUS
 
 
 def pin_client() -> int | None:
-    """Pin this process (every thread) to ``CLIENT_CPU`` when the machine has it."""
-    if CLIENT_CPU in os.sched_getaffinity(0) and SERVER_CPU in os.sched_getaffinity(0):
+    """Pin this process (every thread) to ``CLIENT_CPU`` when the machine has two cores."""
+    if TWO_CORES:
         os.sched_setaffinity(0, {CLIENT_CPU})
         return CLIENT_CPU
     return None
@@ -191,19 +193,24 @@ def raw_server_process(
 ) -> Iterator[RawServerProcess]:
     """Run the minimal service-like server on a free loopback port, pinned to ``SERVER_CPU``."""
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in the finally
-    two_cores = {SERVER_CPU, CLIENT_CPU} <= os.sched_getaffinity(0)
     cmd = [sys.executable, str(ROOT / "benchmarks" / "_rawserver.py"), "--port", "0"]
     cmd += ["--loop", loop]
-    if two_cores:
+    if TWO_CORES:
         cmd += ["--cpu", str(SERVER_CPU)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+
+    def unpin() -> None:  # the child starts with this process's (pinned) affinity
+        os.sched_setaffinity(0, _CPUS)
+
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, preexec_fn=unpin
+    )
     try:
         url = _wait_for_banner(proc, startup_timeout)
         if url is None:
             log.seek(0)
             raise RuntimeError(f"the raw server did not start: {log.read()[-2000:]}")
         yield RawServerProcess(
-            url=url, proc=proc, ps=psutil.Process(proc.pid), cpu=SERVER_CPU if two_cores else None
+            url=url, proc=proc, ps=psutil.Process(proc.pid), cpu=SERVER_CPU if TWO_CORES else None
         )
     finally:
         if proc.poll() is None:

@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.host not in ("127.0.0.1", "::1", "localhost"):
         p.error("loopback only")
-    if args.cpu is not None and args.cpu in os.sched_getaffinity(0):
+    if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
     factory = None
     if args.loop == "uvloop":

@@ -17,7 +17,7 @@ The CPU ratio ours / bare is taken within each round; the median over rounds is 
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -43,6 +43,7 @@ from bench_post import CLIENT_ID, CLIENT_SECRET, profile_ours
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import CAMT029_PATH, CLIENT_ID_HEADER, PACS002_PATH
+from payments_async._loop import run as run_loop
 from payments_async.iso20022 import Camt029, Pacs002
 from payments_async.testing import generate_test_keypair
 
@@ -141,11 +142,21 @@ async def run(
     return rows, extra
 
 
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=int, help="rounds per case")
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the client's event loop (the JSON is then <name>-uvloop.json)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(
         __doc__.splitlines()[0],
         argv,
-        extra=lambda p: p.add_argument("--rounds", type=int, help="rounds per case"),
+        extra=_options,
     )
     if args.quick:
         counts, warmup, rounds = {1: 30, 16: 60, 64: 80}, 10, 2
@@ -157,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     key, _pem = generate_test_keypair()
     with raw_server_process(loop="uvloop") as server:
         print(f"raw server {server.url} (core {server.cpu}); client core {client_cpu}", flush=True)
-        rows, extra = asyncio.run(
-            run(server.url, key, counts, rounds, warmup, args.profile, server)
+        rows, extra = run_loop(
+            run(server.url, key, counts, rounds, warmup, args.profile, server), kind=args.loop
         )
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     medians: list[dict[str, Any]] = []
@@ -187,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": info,
         "method": {
+            "client_loop": args.loop,
             "server": "benchmarks/_rawserver.py (uvloop), its own process",
             "server_cpu": server.cpu,
             "client_cpu": client_cpu,
@@ -234,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             "Profile:",
             {k: p.get(k) for k in ("samples", "self_share", "inclusive_share", "skipped")},
         )
-    path = write_result(args.out, NAME, result)
+    path = write_result(args.out, NAME if args.loop == "asyncio" else f"{NAME}-uvloop", result)
     print(f"wrote {path}")
     return 0
 

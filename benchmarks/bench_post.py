@@ -23,6 +23,7 @@ c=64 with py-spy (when installed) and writes where the client's CPU goes.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import collections
@@ -66,6 +67,7 @@ from cryptography.hazmat.primitives.hashes import SHA256
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._jwt import JwtSigner
+from payments_async._loop import run as run_loop
 from payments_async.iso20022 import build_cancellation, decode_submission, encode, validate
 from payments_async.testing import generate_test_keypair
 
@@ -431,11 +433,21 @@ async def run(
     return out
 
 
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=int, help="rounds per case")
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the client's event loop (the JSON is then <name>-uvloop.json)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(
         __doc__.splitlines()[0],
         argv,
-        extra=lambda p: p.add_argument("--rounds", type=int, help="rounds per concurrency"),
+        extra=_options,
     )
     if args.quick:
         counts, rounds, warmup, micro_s = {1: 30, 16: 60, 64: 80}, 2, 10, 0.05
@@ -452,7 +464,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{client_cpu}",
             flush=True,
         )
-        data = asyncio.run(run(server, key, counts, rounds, warmup, micro_s / 5, args.profile))
+        data = run_loop(
+            run(server, key, counts, rounds, warmup, micro_s / 5, args.profile), kind=args.loop
+        )
         server_stats = server.stats()
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     rows = data["rows"]
@@ -508,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": info,
         "method": {
+            "client_loop": args.loop,
             "server": "benchmarks/_rawserver.py (uvloop), its own process",
             "server_cpu": server.cpu,
             "client_cpu": client_cpu,
@@ -561,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
             "Profile:",
             {k: p.get(k) for k in ("samples", "self_share", "inclusive_share", "skipped")},
         )
-    path = write_result(args.out, NAME, result)
+    path = write_result(args.out, NAME if args.loop == "asyncio" else f"{NAME}-uvloop", result)
     print(f"wrote {path}")
     return 0
 
