@@ -251,14 +251,15 @@ def step_costs(key: Any, min_seconds: float) -> dict[str, float]:
 
 # Where a sample's leaf frame (self time) lives, first match wins.
 _CATEGORIES = (
-    # py-spy shows Python frames only: the RSA signature (C) is charged to JwtSigner._sign.
-    ("jwt_with_rsa_signature", ("payments_async/_jwt.py", "hashlib", "base64", "uuid.py")),
+    # py-spy shows Python frames only: the RSA signature (C) is charged to KeySigner.sign.
+    ("rsa_signature", ("payments_async/signing/",)),
+    ("jwt", ("payments_async/_jwt.py", "payments_async/_credentials.py", "hashlib", "base64")),
     ("validate", ("iso20022/_validate.py",)),
     ("builders", ("iso20022/builders.py", "datetime")),
     ("iso20022_other", ("iso20022/",)),
     ("tokens", ("payments_async/_tokens.py",)),
     ("retry", ("tenacity/", "payments_async/_retry.py")),
-    ("client_pipeline", ("payments_async/_client.py", "payments_async/_credentials.py")),
+    ("client_pipeline", ("payments_async/_client.py",)),
     ("transport", ("payments_async/_transport.py",)),
     ("aiohttp_yarl_multidict", ("aiohttp/", "yarl/", "multidict/", "propcache/")),
     ("asyncio_and_sockets", ("asyncio/", "selectors.py", "socket.py", "uvloop")),

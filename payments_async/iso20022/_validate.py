@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from functools import cache
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 import msgspec.inspect as mi
@@ -53,8 +53,22 @@ __all__ = [
 Check = Callable[[Any], "str | None"]
 """A scalar rule: returns a message when the value breaks it, else None."""
 
-Walker = Callable[[Any, str, list[Problem]], None]
-StructCheck = Callable[[Any, str, list[Problem]], None]
+_Path: TypeAlias = "str | tuple[_Path, str]"
+"""A JSON path, built as (parent, segment) pairs and joined only when a problem names it."""
+
+Walker = Callable[[Any, _Path, list[Problem]], None]
+StructCheck = Callable[[Any, _Path, list[Problem]], None]
+
+
+def _render(path: _Path) -> str:
+    """The path as text, e.g. ``$.fitoFIPmtCxlReq.assgnmt.id``."""
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, segment = path
+        parts.append(segment)
+    parts.append(path)
+    return "".join(reversed(parts))
+
 
 _SEPA_TEXT = re.compile(r"[A-Za-z0-9/\-?:().,'+ ]+")
 _BICFI = re.compile(r"[A-Z0-9]{4}[A-Z]{2}[A-Z0-9]{2}(?:[A-Z0-9]{3})?")
@@ -219,65 +233,75 @@ RULES: dict[str, Check] = {
 # --- rules that span several fields of one struct ---------------------------------------
 
 
-def _amount_range(v: ActiveCurrencyAndAmount, path: str, out: list[Problem]) -> None:
+def _amount_range(v: ActiveCurrencyAndAmount, path: _Path, out: list[Problem]) -> None:
     value = v.value
     if not isinstance(value, Decimal) or not value.is_finite():
         return  # the scalar rule already said so
     if v.ccy == "EUR":
         if not _EUR_MIN <= value <= _EUR_MAX:
-            out.append(Problem(f"{path}.value", f"EUR amount must be 0.01..999999999.99: {value}"))
+            out.append(
+                Problem(f"{_render(path)}.value", f"EUR amount must be 0.01..999999999.99: {value}")
+            )
         exponent = value.as_tuple().exponent
         if isinstance(exponent, int) and exponent < -2:
-            out.append(Problem(f"{path}.value", f"EUR amount has more than 2 decimals: {value}"))
+            out.append(
+                Problem(f"{_render(path)}.value", f"EUR amount has more than 2 decimals: {value}")
+            )
     elif value <= 0:
-        out.append(Problem(f"{path}.value", f"amount must be positive: {value}"))
+        out.append(Problem(f"{_render(path)}.value", f"amount must be positive: {value}"))
 
 
-def _account_id(v: AccountIdentification, path: str, out: list[Problem]) -> None:
+def _account_id(v: AccountIdentification, path: _Path, out: list[Problem]) -> None:
     if (v.othr is None) == (v.iban is None):
-        out.append(Problem(path, "give exactly one of 'othr' and 'iban'"))
+        out.append(Problem(_render(path), "give exactly one of 'othr' and 'iban'"))
 
 
-def _institution(v: FinancialInstitutionIdentification, path: str, out: list[Problem]) -> None:
+def _institution(v: FinancialInstitutionIdentification, path: _Path, out: list[Problem]) -> None:
     if v.bicfi is None and v.clr_sys_mmb_id is None:
-        out.append(Problem(path, "give 'bicfi' or 'clrSysMmbId'"))
+        out.append(Problem(_render(path), "give 'bicfi' or 'clrSysMmbId'"))
 
 
-def _count(value: Any, actual: int, path: str, out: list[Problem]) -> None:
+def _count(value: Any, actual: int, path: _Path, out: list[Problem]) -> None:
     if _nb_of_txs(value) is None and int(value) != actual:
-        out.append(Problem(path, f"says {value} but the message has {actual} transaction(s)"))
+        out.append(
+            Problem(_render(path), f"says {value} but the message has {actual} transaction(s)")
+        )
 
 
-def _credit_transfer(v: CreditTransfer, path: str, out: list[Problem]) -> None:
+def _credit_transfer(v: CreditTransfer, path: _Path, out: list[Problem]) -> None:
     if isinstance(v.cdt_trf_tx_inf, list):
         _count(
             getattr(v.grp_hdr, "nb_of_txs", None),
             len(v.cdt_trf_tx_inf),
-            f"{path}.grpHdr.nbOfTxs",
+            (path, ".grpHdr.nbOfTxs"),
             out,
         )
 
 
-def _cancellation_request(v: CancellationRequest, path: str, out: list[Problem]) -> None:
+def _cancellation_request(v: CancellationRequest, path: _Path, out: list[Problem]) -> None:
     if v.ctrl_data is None or not isinstance(v.undrlyg, list):
         return
     total = sum(len(getattr(u, "tx_inf", None) or ()) for u in v.undrlyg)
-    _count(getattr(v.ctrl_data, "nb_of_txs", None), total, f"{path}.ctrlData.nbOfTxs", out)
+    _count(getattr(v.ctrl_data, "nb_of_txs", None), total, (path, ".ctrlData.nbOfTxs"), out)
 
 
-def _original_tx_ref(v: OriginalTransactionReference, path: str, out: list[Problem]) -> None:
+def _original_tx_ref(v: OriginalTransactionReference, path: _Path, out: list[Problem]) -> None:
     amt = v.intr_bk_sttlm_amt
     if not isinstance(amt, ActiveCurrencyAndAmount):
         return
     if amt.ccy != "EUR":
-        out.append(Problem(f"{path}.intrBkSttlmAmt.ccy", f"must be EUR, got {amt.ccy!r}"))
+        out.append(Problem(f"{_render(path)}.intrBkSttlmAmt.ccy", f"must be EUR, got {amt.ccy!r}"))
     if isinstance(amt.value, Decimal) and amt.value.is_finite() and amt.value <= 0:
-        out.append(Problem(f"{path}.intrBkSttlmAmt.value", f"must be positive: {amt.value}"))
+        out.append(
+            Problem(f"{_render(path)}.intrBkSttlmAmt.value", f"must be positive: {amt.value}")
+        )
 
 
-def _originator(v: Originator, path: str, out: list[Problem]) -> None:
+def _originator(v: Originator, path: _Path, out: list[Problem]) -> None:
     if v.nm is None and v.id is None:
-        out.append(Problem(path, "give the originator's name 'nm' or BIC 'id.orgId.anyBIC'"))
+        out.append(
+            Problem(_render(path), "give the originator's name 'nm' or BIC 'id.orgId.anyBIC'")
+        )
 
 
 STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
@@ -318,30 +342,30 @@ def _compile(t: mi.Type, extra: dict[str, Any] | None = None) -> Walker | None:
 
 
 def _scalar(check: Check) -> Walker:
-    def walk(v: Any, path: str, out: list[Problem]) -> None:
+    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
         msg = check(v)
         if msg is not None:
-            out.append(Problem(path, msg))
+            out.append(Problem(_render(path), msg))
 
     return walk
 
 
 def _list(item: Walker | None, min_items: int | None, max_items: int | None) -> Walker:
-    def walk(v: Any, path: str, out: list[Problem]) -> None:
+    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
         if not isinstance(v, list):
-            out.append(Problem(path, f"expected an array, got {type(v).__name__}"))
+            out.append(Problem(_render(path), f"expected an array, got {type(v).__name__}"))
             return
         n = len(v)
         if min_items is not None and n < min_items:
-            out.append(Problem(path, f"needs at least {min_items} item(s), got {n}"))
+            out.append(Problem(_render(path), f"needs at least {min_items} item(s), got {n}"))
         if max_items is not None and n > max_items:
-            out.append(Problem(path, f"allows at most {max_items} item(s), got {n}"))
+            out.append(Problem(_render(path), f"allows at most {max_items} item(s), got {n}"))
         if item is not None:
             for i, x in enumerate(v):
                 if x is None:
-                    out.append(Problem(f"{path}[{i}]", "must not be null"))
+                    out.append(Problem(f"{_render(path)}[{i}]", "must not be null"))
                 else:
-                    item(x, f"{path}[{i}]", out)
+                    item(x, (path, f"[{i}]"), out)
 
     return walk
 
@@ -350,21 +374,21 @@ def _list(item: Walker | None, min_items: int | None, max_items: int | None) -> 
 def _struct(cls: type[msgspec.Struct]) -> Walker:
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
-    fields = tuple((f.name, f.encode_name, f.required, _compile(f.type)) for f in info.fields)
+    fields = tuple((f.name, "." + f.encode_name, f.required, _compile(f.type)) for f in info.fields)
     checks = STRUCT_CHECKS.get(cls, ())
     name = cls.__name__
 
-    def walk(v: Any, path: str, out: list[Problem]) -> None:
+    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
         if not isinstance(v, cls):
-            out.append(Problem(path, f"expected {name}, got {type(v).__name__}"))
+            out.append(Problem(_render(path), f"expected {name}, got {type(v).__name__}"))
             return
-        for attr, wire, required, child in fields:
+        for attr, dotted, required, child in fields:
             x = getattr(v, attr)
             if x is None:
                 if required:
-                    out.append(Problem(f"{path}.{wire}", "required field is missing"))
+                    out.append(Problem(_render(path) + dotted, "required field is missing"))
             elif child is not None:
-                child(x, f"{path}.{wire}", out)
+                child(x, (path, dotted), out)
         for check in checks:  # written to tolerate parts that already failed above
             check(v, path, out)
 
