@@ -31,6 +31,7 @@ SCRIPTS = {
     "post": "bench_post.py",
     "post-uvloop": "bench_post.py",  # the same with the client on uvloop (the speed extra)
     "get": "bench_get.py",
+    "loop": "bench_loop.py",
     "polling": "bench_polling.py",
     "bulk": "bench_bulk.py",
     "signing": "bench_signing.py",
@@ -158,6 +159,15 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 if variant in mine and variant in base and base[variant]["rps"]:
                     v = round(mine[variant]["rps"] / base[variant]["rps"], 3)
                 add(f"POST c={c}: {variant} on uvloop / on asyncio (req/s)", v, "measured", None)
+    loop = results.get("loop")
+    if loop and loop.get("ratios"):
+        for r in loop["ratios"]:
+            add(
+                f"POST c={r['concurrency']}: {r['variant']} on uvloop / asyncio (req/s)",
+                r["uvloop_over_asyncio_rps"],
+                "measured",
+                None,
+            )
     get = results.get("get")
     if get:
         w = get["worst_ours_cpu_over_bare_cpu"]

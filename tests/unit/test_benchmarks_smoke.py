@@ -89,6 +89,19 @@ def test_get(tmp_path: Path) -> None:
     assert all(r["errors"] == 0 for r in data["rows"])
 
 
+def test_loop_compares_uvloop_with_asyncio_in_one_run(tmp_path: Path) -> None:
+    proc = run("bench_loop.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = load(tmp_path / "loop.json")
+    if "skipped" in data:
+        pytest.skip(data["skipped"])
+    assert {(r["loop"], r["round"]) for r in data["rows"]} == {
+        (loop, r) for loop in ("asyncio", "uvloop") for r in (0, 1)
+    }
+    assert all(r["errors"] == 0 for r in data["rows"])
+    assert {r["variant"] for r in data["ratios"]} == {"hand", "ours-prebuilt"}
+
+
 def test_polling(tmp_path: Path) -> None:
     proc = run("bench_polling.py", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
