@@ -29,7 +29,6 @@ from _harness import RESULTS_DIR, format_table, machine_info  # noqa: E402
 SCRIPTS = {
     "codec": "bench_codec.py",
     "post": "bench_post.py",
-    "post-uvloop": "bench_post.py",  # the same with the client on uvloop (the speed extra)
     "get": "bench_get.py",
     "loop": "bench_loop.py",
     "polling": "bench_polling.py",
@@ -51,8 +50,6 @@ def run_script(name: str, out: Path, quick: bool) -> dict[str, Any]:
         cmd += ["--out", str(out)]
     if name in ("post", "get") and not quick:
         cmd.append("--profile")
-    if name.endswith("-uvloop"):
-        cmd += ["--loop", "uvloop"]
     print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
     t0 = time.perf_counter()
     try:
@@ -149,16 +146,6 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             )
         v = post["ratios"]["64"]["ours_prebuilt_over_peer_rps"]
         add("POST c=64: ours (prebuilt) / peer", v, ">= 2.5", v is not None and v >= 2.5)
-    fast = results.get("post-uvloop")
-    if post and fast:
-        for c in ("16", "64"):
-            mine = {r["variant"]: r for r in fast["medians"] if str(r["concurrency"]) == c}
-            base = {r["variant"]: r for r in post["medians"] if str(r["concurrency"]) == c}
-            for variant in ("hand", "ours-prebuilt"):
-                v = None
-                if variant in mine and variant in base and base[variant]["rps"]:
-                    v = round(mine[variant]["rps"] / base[variant]["rps"], 3)
-                add(f"POST c={c}: {variant} on uvloop / on asyncio (req/s)", v, "measured", None)
     loop = results.get("loop")
     if loop and loop.get("ratios"):
         for r in loop["ratios"]:
