@@ -66,9 +66,9 @@ from ._errors import (
     ValidationError,
 )
 from ._keys import generate_key_pair, load_public_key, public_key_pem
-from ._retry import RetryPolicy
 from ._loop import LOOP_CHOICES, LoopKind
 from ._loop import run as run_loop
+from ._retry import RetryPolicy
 from .iso20022 import (
     Camt056,
     Outcome,
