@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         runs[name] = run_script(name, args.out, args.quick)
         data = load(args.out, name)
         if data is not None:
-            data.pop("rows", None)  # every round's row is kept in <name>.json only
+            if name in ("post", "get", "loop"):
+                data.pop("rows", None)  # every round's row is kept in <name>.json only
             results[name] = data
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     combined = {

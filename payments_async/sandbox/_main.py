@@ -191,6 +191,7 @@ def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.Arg
         metavar="KIND=SHARE",
         help="loss, duplicate, reorder, delay, wrong_credentials (repeatable; uses --seed).",
     )
+    p.add_argument("--log-level", default="INFO", help="Level of the access log (stderr).")
     p.add_argument(
         "--loop",
         choices=LOOP_CHOICES,
