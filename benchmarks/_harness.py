@@ -149,6 +149,82 @@ def sandbox_process(*extra_args: str, startup_timeout: float = 30.0) -> Iterator
         log.close()
 
 
+@dataclass
+class RawServerProcess:
+    """``benchmarks/_rawserver.py`` in its own process, pinned to one core when possible."""
+
+    url: str
+    proc: subprocess.Popen[str]
+    ps: psutil.Process = field(repr=False)
+    cpu: int | None = None
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server process has used so far."""
+        t = self.ps.cpu_times()
+        return t.user + t.system
+
+    def stats(self) -> dict[str, Any]:
+        """``GET /_stats``: requests, refused, posts, gets."""
+        req = urllib.request.Request(
+            self.url + "/_stats",
+            headers={"Authorization": "Bearer raw-server-access-token", "X-Service-Client-Id": "x"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+SERVER_CPU = 0  # the server's core; the benchmark process pins itself to CLIENT_CPU
+CLIENT_CPU = 1
+_CPUS = frozenset(os.sched_getaffinity(0))  # before any pinning: children may use them all
+TWO_CORES = {SERVER_CPU, CLIENT_CPU} <= _CPUS
+
+
+def pin_client() -> int | None:
+    """Pin this process (every thread) to ``CLIENT_CPU`` when the machine has two cores."""
+    if TWO_CORES:
+        os.sched_setaffinity(0, {CLIENT_CPU})
+        return CLIENT_CPU
+    return None
+
+
+@contextlib.contextmanager
+def raw_server_process(
+    loop: str = "asyncio", startup_timeout: float = 30.0
+) -> Iterator[RawServerProcess]:
+    """Run the minimal service-like server on a free loopback port, pinned to ``SERVER_CPU``."""
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in the finally
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "_rawserver.py"), "--port", "0"]
+    cmd += ["--loop", loop]
+    if TWO_CORES:
+        cmd += ["--cpu", str(SERVER_CPU)]
+
+    def unpin() -> None:  # the child starts with this process's (pinned) affinity
+        os.sched_setaffinity(0, _CPUS)
+
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, preexec_fn=unpin
+    )
+    try:
+        url = _wait_for_banner(proc, startup_timeout)
+        if url is None:
+            log.seek(0)
+            raise RuntimeError(f"the raw server did not start: {log.read()[-2000:]}")
+        yield RawServerProcess(
+            url=url, proc=proc, ps=psutil.Process(proc.pid), cpu=SERVER_CPU if TWO_CORES else None
+        )
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        log.close()
+
+
 def _wait_for_banner(proc: subprocess.Popen[str], timeout: float) -> str | None:
     found: list[str] = []
 
@@ -262,6 +338,82 @@ async def closed_loop(
         server_cpu_s=(s1 - s0) if s0 is not None and s1 is not None else None,
         first_error=first_error,
     )
+
+
+def median(values: Sequence[float]) -> float | None:
+    """The median of the values (None when there are none)."""
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+Variant = tuple[str, Callable[[int], Awaitable[object]], int]
+"""(name, op(i), requests per round)."""
+
+
+async def interleaved_rounds(
+    variants: Sequence[Variant],
+    concurrency: int,
+    rounds: int,
+    warmup: int,
+    server: Any = None,
+    before_round: Callable[[int], Awaitable[None]] | None = None,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Run every variant once per round, the order rotated each round; one row per run.
+
+    Rotating the order spreads whatever else the machine does over all variants alike;
+    ratios are then taken within a round and their median across rounds reported.
+    """
+    rows: list[dict[str, Any]] = []
+    for _name, op, _n in variants:
+        await closed_loop(op, warmup, min(concurrency, warmup))  # connections, token, caches
+    for r in range(rounds):
+        if before_round is not None:
+            await before_round(r)
+        k = r % len(variants)
+        for name, op, n in [*variants[k:], *variants[:k]]:
+            res = await closed_loop(op, n, concurrency, server=server)
+            row = {"variant": name, "round": r, **res.summary()}
+            rows.append(row)
+            log(
+                f"  c={concurrency:<3d} round {r} {name:13s} {row['rps']:>9} req/s  "
+                f"cpu {row['cpu_us_per_req']} µs/req  errors {row['errors']}"
+            )
+    return rows
+
+
+def median_ratio(
+    rows: Sequence[dict[str, Any]], num: str, den: str, key: str, concurrency: int
+) -> float | None:
+    """Median over rounds of ``num[key] / den[key]`` taken within each round."""
+    by = {(r["variant"], r["round"]): r for r in rows if r["concurrency"] == concurrency}
+    vals = []
+    for (variant, rnd), row in by.items():
+        if variant == num and (den, rnd) in by:
+            vals.append(ratio(row[key], by[(den, rnd)][key], 6))
+    m = median([v for v in vals if v is not None])
+    return None if m is None else round(m, 3)
+
+
+def median_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (variant, concurrency): the median of each number over the rounds."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["variant"], r["concurrency"]), []).append(r)
+    out = []
+    for (variant, c), rs in groups.items():
+        row: dict[str, Any] = {"variant": variant, "concurrency": c, "rounds": len(rs)}
+        for key in ("n", "rps", "p50_ms", "p99_ms", "cpu_us_per_req", "server_cpu_us_per_req"):
+            vals = [x[key] for x in rs if x.get(key) is not None]
+            if vals:
+                m = median(vals)
+                row[key] = round(m, 3) if m is not None else None
+        row["errors"] = sum(x["errors"] for x in rs)
+        out.append(row)
+    return out
 
 
 class RssSampler:

@@ -1,143 +1,92 @@
 """GET reads (camt.029 outcome, pacs.002 status): ours vs bare aiohttp + msgspec vs the peer.
 
-Issue 7, item 2. The sandbox runs as a separate process with zero processing and
-settlement delays, so every message is final and the sandbox answers from its body cache.
-Ids are created before the clocks start and read round-robin. Per route and concurrency:
+Issue 14. The server is ``_rawserver.py`` (a separate process pinned to core 0, answering
+a final camt.029 / pacs.002 for any id); this process, the client, is pinned to core 1.
+Per route and concurrency, ``rounds`` rounds, each running every variant once in a
+rotated order:
 
 * ``ours``: ``PaymentsClient.get_cancellation_outcome`` / ``get_credit_transfer_status``.
-* ``bare``: ``aiohttp`` GET with fixed headers, ``await resp.read()`` and a typed
-  ``msgspec.json.Decoder`` (built once) of the same message struct: the floor for a read.
+* ``bare``: ``aiohttp`` GET with the service's headers, ``await resp.read()``, a status
+  check and a typed ``msgspec.json.Decoder`` (built once) of the same message struct: the
+  floor for a read.
 * ``peer``: httpx + ``resp.json()`` + pydantic ``model_validate`` (``_peer.py``).
+
+The CPU ratio ours / bare is taken within each round; the median over rounds is reported.
+``--profile`` samples ``ours`` (camt.029, c=16) with py-spy.
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import os
 import sys
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import msgspec
 from _harness import (
-    ASSIGNEE_BIC,
-    ASSIGNER_BIC,
-    BENCH_CLIENT_ID,
-    BENCH_CLIENT_SECRET,
     BENCH_ISS,
     BENCH_KID,
-    CONCURRENCY_LEVELS,
-    CREDITOR_AGENT_BIC,
-    CREDITOR_IBAN,
-    SandboxProcess,
-    closed_loop,
     format_table,
+    interleaved_rounds,
     machine_info,
+    median_ratio,
+    median_rows,
     parse_args,
-    ratio,
-    sandbox_process,
+    pin_client,
+    raw_server_process,
     write_result,
 )
 from _peer import PeerClient
+from bench_post import CLIENT_ID, CLIENT_SECRET, profile_ours
 
 from payments_async import Credentials, PaymentsClient
-from payments_async._constants import (
-    CAMT029_PATH,
-    CLIENT_ID_HEADER,
-    PACS002_PATH,
-    SANDBOX_CLIENT_ID,
-)
-from payments_async.iso20022 import Camt029, Pacs002, build_cancellation, build_credit_transfer
+from payments_async._constants import CAMT029_PATH, CLIENT_ID_HEADER, PACS002_PATH
+from payments_async._loop import run as run_loop
+from payments_async.iso20022 import Camt029, Pacs002
 from payments_async.testing import generate_test_keypair
 
 NAME = "get"
 ROUTES = ("camt029", "pacs002")
-
-
-def _transfer(i: int) -> Any:
-    return build_credit_transfer(
-        debtor_name="Alice Example",
-        debtor_iban="DE89370400440532013000",
-        debtor_agent_id="37040044",
-        creditor_name="Bob Example",
-        creditor_iban=CREDITOR_IBAN,
-        creditor_agent_id="20041010",
-        amount=Decimal("10.00"),
-    )
-
-
-def _cancellation(i: int) -> Any:
-    return build_cancellation(
-        original_end_to_end_id=f"E2E{i:08d}",
-        amount=Decimal("10.00"),
-        creditor_agent_bic=CREDITOR_AGENT_BIC,
-        creditor_iban=CREDITOR_IBAN,
-        assigner_bic=ASSIGNER_BIC,
-        assignee_bic=ASSIGNEE_BIC,
-    )
-
-
-async def _create_ids(client: PaymentsClient, m: int) -> dict[str, list[str]]:
-    """m payments and m cancellations owned by this client (64 at a time)."""
-    sem = asyncio.Semaphore(64)
-
-    async def pay(i: int) -> str:
-        async with sem:
-            return (await client.submit_credit_transfer(_transfer(i))).payments_service_id
-
-    async def cancel(i: int) -> str:
-        async with sem:
-            return (await client.request_cancellation(_cancellation(i))).payments_service_id
-
-    pacs = await asyncio.gather(*(pay(i) for i in range(m)))
-    camts = await asyncio.gather(*(cancel(i) for i in range(m)))
-    return {"pacs002": list(pacs), "camt029": list(camts)}
+LEVELS = (1, 16, 64)
+GET_TARGET = 1.10
 
 
 async def run(
-    sb: SandboxProcess,
+    url: str,
     key: Any,
     counts: dict[int, int],
+    rounds: int,
     warmup: int,
-    m: int,
     profile: bool,
-    extra: dict[str, Any],
-    rounds: int = 3,
-) -> list[dict[str, Any]]:
+    server: Any,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     creds = Credentials(
-        BENCH_CLIENT_ID, BENCH_CLIENT_SECRET, key_id=BENCH_KID, issuer=BENCH_ISS, private_key=key
+        CLIENT_ID, CLIENT_SECRET, key_id=BENCH_KID, issuer=BENCH_ISS, private_key=key
     )
-    ours = PaymentsClient(creds, base_url=sb.url)
-    predefined = PaymentsClient(Credentials.sandbox(), base_url=sb.url)
+    ours = PaymentsClient(creds, base_url=url)
     peer = PeerClient(
-        sb.url,
-        client_id=BENCH_CLIENT_ID,
-        client_secret=BENCH_CLIENT_SECRET,
+        url,
+        client_id=CLIENT_ID,
+        client_secret=CLIENT_SECRET,
         kid=BENCH_KID,
         issuer=BENCH_ISS,
         private_key=key,
     )
     session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100))
     rows: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
     try:
-        ids = await _create_ids(ours, m)
-        bare_ids = await _create_ids(predefined, m)
         async with session.post(
-            sb.url + "/oauth/token",
-            data={
-                "grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
-                "assertion": "sandbox-predefined-assertion-v1",
-                "scope": "makePayments",
-            },
-            auth=aiohttp.BasicAuth(SANDBOX_CLIENT_ID, "sandbox-secret"),
-            headers={"Accept": "application/json"},
+            url + "/oauth/token",
+            data={"grant_type": "x", "assertion": "x", "scope": "makePayments"},
+            auth=aiohttp.BasicAuth(CLIENT_ID, CLIENT_SECRET),
         ) as r:
             token = (await r.json())["access_token"]
         headers = {
             "Authorization": f"Bearer {token}",
-            CLIENT_ID_HEADER: SANDBOX_CLIENT_ID,
+            CLIENT_ID_HEADER: CLIENT_ID,
             "Accept": "application/json",
         }
         decoders = {
@@ -145,11 +94,11 @@ async def run(
             "pacs002": msgspec.json.Decoder(Pacs002),
         }
         paths = {"camt029": CAMT029_PATH, "pacs002": PACS002_PATH}
+        ids = [f"PS-{i:06d}" for i in range(200)]
 
-        def variants(route: str) -> list[tuple[str, Any]]:
-            own, bare = ids[route], bare_ids[route]
+        def variants(route: str, n: int) -> list[tuple[str, Any, int]]:
             dec = decoders[route].decode
-            base = sb.url + paths[route] + "/"
+            base = url + paths[route] + "/"
             ours_get = (
                 ours.get_cancellation_outcome
                 if route == "camt029"
@@ -162,104 +111,102 @@ async def run(
             )
 
             async def op_ours(i: int) -> None:
-                await ours_get(own[i % m])
+                await ours_get(ids[i % 200])
 
             async def op_bare(i: int) -> None:
-                async with session.get(base + bare[i % m], headers=headers) as r:
+                async with session.get(base + ids[i % 200], headers=headers) as r:
                     body = await r.read()
                     if r.status != 200:
                         raise RuntimeError(f"bare GET answered {r.status}")
                 dec(body)
 
             async def op_peer(i: int) -> None:
-                await peer_get(own[i % m])
+                await peer_get(ids[i % 200])
 
-            return [("ours", op_ours), ("bare", op_bare), ("peer", op_peer)]
-
-        if profile:
-            import cProfile
-            import time
-
-            from bench_post import profile_breakdown
-
-            op = variants("camt029")[0][1]
-            n = counts[16]
-            prof = cProfile.Profile(time.process_time)
-            c0 = time.process_time()
-            prof.enable()
-            await closed_loop(op, n, 16, collect=False)
-            prof.disable()
-            extra["profile_ours_camt029_c16"] = profile_breakdown(prof, n, time.process_time() - c0)
+            return [("ours", op_ours, n), ("bare", op_bare, n), ("peer", op_peer, max(20, n // 5))]
 
         for route in ROUTES:
-            for c in CONCURRENCY_LEVELS:
-                # Variants interleaved, `rounds` times; each keeps its median round by CPU
-                # per request, so one noisy moment on a shared machine does not decide.
-                tried: dict[str, list[dict[str, Any]]] = {}
-                for _ in range(rounds):
-                    for name, op in variants(route):
-                        await closed_loop(op, warmup, min(c, warmup))
-                        res = await closed_loop(op, counts[c], c, server=sb)
-                        tried.setdefault(name, []).append(
-                            {"route": route, "variant": name, **res.summary()}
-                        )
-                for name, runs in tried.items():
-                    runs.sort(key=lambda r: r["cpu_us_per_req"])
-                    row = runs[len(runs) // 2]
-                    row["rounds"] = len(runs)
-                    rows.append(row)
-                    print(
-                        f"  {route} {name:5s} c={c:<3d} {row['rps']:>9} req/s  "
-                        f"cpu {row['cpu_us_per_req']} µs/req (median of {len(runs)})  "
-                        f"errors {row['errors']}",
-                        flush=True,
-                    )
+            for c in LEVELS:
+                got = await interleaved_rounds(
+                    variants(route, counts[c]), c, rounds, warmup, server
+                )
+                rows += [{"route": route, **row} for row in got]
+        if profile:
+            print("profiling ours (camt029, c=16) with py-spy ...", flush=True)
+            op = variants("camt029", 0)[0][1]
+            extra["profile_ours_camt029_c16"] = await profile_ours(op, counts[16] * 3, 16)
     finally:
-        try:
-            await ours.aclose()
-            await predefined.aclose()
-            await peer.aclose()
-        finally:
-            await session.close()
-    return rows
+        await ours.aclose()
+        await peer.aclose()
+        await session.close()
+    return rows, extra
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rounds", type=int, help="rounds per case")
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the client's event loop (the JSON is then <name>-uvloop.json)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(__doc__.splitlines()[0], argv)
+    args = parse_args(
+        __doc__.splitlines()[0],
+        argv,
+        extra=_options,
+    )
     if args.quick:
-        counts, warmup, m, rounds = {1: 30, 16: 60, 64: 80}, 10, 10, 1
+        counts, warmup, rounds = {1: 30, 16: 60, 64: 80}, 10, 2
     else:
-        counts, warmup, m, rounds = {1: 1500, 16: 3000, 64: 3000}, 200, 200, 3
+        counts, warmup, rounds = {1: 300, 16: 1000, 64: 1000}, 100, 7
+    rounds = args.rounds or rounds
+    client_cpu = pin_client()
     info = machine_info()
-    key, pem = generate_test_keypair()
-    with sandbox_process("--processing-delay", "0", "--settlement-delay", "0") as sb:
-        sb.register(pem)
-        print(f"sandbox {sb.url} (pid {sb.proc.pid})", flush=True)
-        extra: dict[str, Any] = {}
-        rows = asyncio.run(run(sb, key, counts, warmup, m, args.profile, extra, rounds))
+    key, _pem = generate_test_keypair()
+    with raw_server_process(loop="uvloop") as server:
+        print(f"raw server {server.url} (core {server.cpu}); client core {client_cpu}", flush=True)
+        rows, extra = run_loop(
+            run(server.url, key, counts, rounds, warmup, args.profile, server), kind=args.loop
+        )
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    by = {(r["route"], r["variant"], r["concurrency"]): r for r in rows}
+    medians: list[dict[str, Any]] = []
     ratios: dict[str, Any] = {}
     for route in ROUTES:
-        for c in CONCURRENCY_LEVELS:
-            o, b, p = (by[(route, v, c)] for v in ("ours", "bare", "peer"))
+        mine = [r for r in rows if r["route"] == route]
+        medians += [{"route": route, **m} for m in median_rows(mine)]
+        for c in LEVELS:
             ratios[f"{route}/c{c}"] = {
-                "ours_cpu_over_bare_cpu": ratio(o["cpu_us_per_req"], b["cpu_us_per_req"]),
-                "peer_cpu_over_bare_cpu": ratio(p["cpu_us_per_req"], b["cpu_us_per_req"]),
-                "ours_over_peer_rps": ratio(o["rps"], p["rps"]),
-                "ours_over_bare_rps": ratio(o["rps"], b["rps"]),
+                "ours_cpu_over_bare_cpu": median_ratio(mine, "ours", "bare", "cpu_us_per_req", c),
+                "ours_over_bare_rps": median_ratio(mine, "ours", "bare", "rps", c),
+                "peer_cpu_over_bare_cpu": median_ratio(mine, "peer", "bare", "cpu_us_per_req", c),
+                "ours_over_peer_rps": median_ratio(mine, "ours", "peer", "rps", c),
             }
     worst = max(
         (r["ours_cpu_over_bare_cpu"] for r in ratios.values() if r["ours_cpu_over_bare_cpu"]),
         default=None,
     )
-    targets = {"ours_cpu_over_bare_cpu <= 1.3 (worst case)": worst is not None and worst <= 1.3}
+    targets = {
+        f"ours_cpu_over_bare_cpu <= {GET_TARGET} (worst case)": worst is not None
+        and worst <= GET_TARGET
+    }
     result = {
         "benchmark": NAME,
         "quick": args.quick,
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": info,
+        "method": {
+            "client_loop": args.loop,
+            "server": "benchmarks/_rawserver.py (uvloop), its own process",
+            "server_cpu": server.cpu,
+            "client_cpu": client_cpu,
+            "rounds": rounds,
+            "requests_per_round": counts,
+        },
         "rows": rows,
+        "medians": medians,
         "ratios": ratios,
         "worst_ours_cpu_over_bare_cpu": worst,
         "targets_met": targets,
@@ -268,20 +215,20 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         format_table(
-            rows,
+            medians,
             [
                 "route",
                 "variant",
                 "concurrency",
+                "rounds",
                 "n",
                 "errors",
                 "rps",
                 "p50_ms",
                 "p99_ms",
                 "cpu_us_per_req",
-                "server_cpu_util",
             ],
-            title="GET reads — client CPU is this process only",
+            title=f"GET reads, medians over {rounds} rounds; client CPU is this process only",
         )
     )
     print()
@@ -289,16 +236,17 @@ def main(argv: list[str] | None = None) -> int:
         format_table(
             [{"case": k, **v} for k, v in ratios.items()],
             ["case", *next(iter(ratios.values())).keys()],
-            title="Ratios",
+            title="Ratios (median over rounds of the per-round ratio)",
         )
     )
     print("Targets:", targets)
     if "profile_ours_camt029_c16" in extra:
-        prof = extra["profile_ours_camt029_c16"]
+        p = extra["profile_ours_camt029_c16"]
         print(
-            "Profile of ours (camt029, c=16), self µs/req:", prof["self_us_per_req_under_profiler"]
+            "Profile:",
+            {k: p.get(k) for k in ("samples", "self_share", "inclusive_share", "skipped")},
         )
-    path = write_result(args.out, NAME, result)
+    path = write_result(args.out, NAME if args.loop == "asyncio" else f"{NAME}-uvloop", result)
     print(f"wrote {path}")
     return 0
 

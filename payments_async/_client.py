@@ -71,10 +71,9 @@ from .iso20022 import (
     decode_camt029,
     decode_pacs002,
     decode_submission,
-    encode,
+    encode_validated,
     summarize_resolution,
     summarize_status_report,
-    validate,
 )
 
 __all__ = ["CancellationOutcome", "PaymentsClient", "Submission"]
@@ -338,6 +337,7 @@ class PaymentsClient:
             "Accept": JSON_CONTENT_TYPE,
             "User-Agent": USER_AGENT,
         }
+        self._post_headers = {**self._base_headers, "Content-Type": JSON_CONTENT_TYPE}
 
     @property
     def base_url(self) -> str:
@@ -683,8 +683,9 @@ class PaymentsClient:
             return sub
 
     async def _post(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
-        validate(message)  # raises ValidationError before any I/O
-        body = encode(message)  # encoded once: these bytes are signed and sent, every attempt
+        # Encoded once: these bytes are signed and sent, every attempt. They are validated
+        # before any I/O unless these exact bytes passed validation before (a builder's).
+        body, _ = encode_validated(message)
         op = _Operation("POST", path, body, message_id)
         try:
             resp = await self._exchange(op, time.monotonic() + self._retry.timeout)
@@ -768,30 +769,26 @@ class PaymentsClient:
             ) from exc
 
     async def _exchange(self, op: _Operation, deadline: float) -> Response:
-        """Attempts under the retry policy until a 2xx, a final error or the deadline."""
+        """Attempts under the retry policy until a 2xx, a final error or the deadline.
 
-        async def attempt() -> Response:
-            op.attempts += 1
-            # Each attempt gets what is left of the deadline, so the deadline holds even
-            # when the service stops answering mid-response.
-            remaining = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-            try:
-                return await self._attempt(op, remaining)
-            except TransportError as exc:
-                if exc.path != TOKEN_PATH:  # a token failure: this POST was not sent
-                    op.maybe_stored = op.maybe_stored or exc.request_sent
-                raise
-            except (ServerError, InvalidResponseError) as exc:
-                if exc.path != TOKEN_PATH:
-                    op.maybe_stored = True  # a 5xx or a garbled answer can follow a commit
-                raise
-
-        return await self._retry.run(
-            attempt,
-            rng=self._rng,
-            before_sleep=functools.partial(self._before_retry, op),
-            deadline=deadline,
-        )
+        Attempt 1 runs right here, outside the retry machinery: a call that succeeds at
+        once passes through no retry frame (every frame of the chain is paid again each
+        time the request resumes). After a failure the policy takes over from it.
+        """
+        try:
+            resp = await self._attempt(op, deadline)
+        except Exception as exc:
+            return await self._retry.retry_after(
+                exc,
+                functools.partial(self._attempt, op, deadline),
+                rng=self._rng,
+                before_sleep=functools.partial(self._before_retry, op),
+                deadline=deadline,
+            )
+        budget = self._retry.budget
+        if budget is not None:
+            budget.record_success()
+        return resp
 
     def _before_retry(self, op: _Operation, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -827,13 +824,15 @@ class PaymentsClient:
                 ),
             )
 
-    async def _attempt(self, op: _Operation, timeout: float) -> Response:
+    async def _attempt(self, op: _Operation, deadline: float) -> Response:
         """One attempt; a 401 invalidates that exact token and resends once with a new one."""
-        token = await self._access_token(op, timeout)
-        headers = dict(self._base_headers)
+        op.attempts += 1
+        # Each attempt gets what is left of the deadline, so the deadline holds even when
+        # the service stops answering mid-response.
+        timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
+        token = await self._access_token(op, timeout)  # its failures: this call was not sent
+        headers = dict(self._post_headers if op.body is not None else self._base_headers)
         headers[REQUEST_ID_HEADER] = op.request_id
-        if op.body is not None:
-            headers["Content-Type"] = JSON_CONTENT_TYPE
         for resend in (False, True):
             headers["Authorization"] = "Bearer " + token.value
             signed_with = self._clock.offset
@@ -861,6 +860,10 @@ class PaymentsClient:
                     attempt=op.attempts,
                 )
             except PaymentsError as exc:
+                if isinstance(exc, TransportError):
+                    op.maybe_stored = op.maybe_stored or exc.request_sent
+                elif isinstance(exc, InvalidResponseError):
+                    op.maybe_stored = True  # a garbled answer can follow a commit
                 self._observe(op, exc.status, time.monotonic() - start, exc)
                 raise
             self._observe(op, resp.status, resp.elapsed, None)
@@ -884,9 +887,12 @@ class PaymentsClient:
             token = await self._access_token(op, timeout)
         if 200 <= resp.status < 300:
             return resp
-        raise error_from_response(
+        err = error_from_response(
             resp, method=op.method, path=op.path, request_id=op.request_id, attempt=op.attempts
         )
+        if isinstance(err, ServerError):
+            op.maybe_stored = True  # a 5xx can follow a commit
+        raise err
 
     def _observe(
         self, op: _Operation, status: int | None, elapsed: float, error: PaymentsError | None

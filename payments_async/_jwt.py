@@ -7,8 +7,8 @@ import base64
 import hashlib
 import hmac
 import inspect
+import os
 import time
-import uuid
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeAlias, TypeVar
@@ -160,7 +160,8 @@ class JwtSigner:
     """Builds both JWTs for one kid and issuer and has a :class:`Signer` sign them.
 
     Build one per client (``Credentials`` does); the header segment is encoded once. Every
-    token gets a fresh ``jti`` (and the SCA token a fresh ``nonce``), from ``uuid4``.
+    token gets a fresh ``jti`` (and the SCA token a fresh ``nonce``): 128 random bits from
+    ``os.urandom``, in hex.
 
     The ``sign_*`` methods return a :class:`SignedToken` directly when the signer is sync
     (:class:`~payments_async.signing.KeySigner`: no await, no thread hop) and an awaitable
@@ -301,7 +302,7 @@ class JwtSigner:
         iat = int(time.time() if now is None else now)
         exp = iat + int(lifetime)
         claims = _AssertionClaims(
-            iss=self._issuer, sub=client_id, iat=iat, nbf=iat, exp=exp, jti=uuid.uuid4().hex
+            iss=self._issuer, sub=client_id, iat=iat, nbf=iat, exp=exp, jti=os.urandom(16).hex()
         )
         return claims, exp
 
@@ -351,10 +352,10 @@ class JwtSigner:
             iat=iat,
             nbf=iat,
             exp=exp,
-            jti=uuid.uuid4().hex,
+            jti=os.urandom(16).hex(),
             alg=SCA_HASH_ALG,
             hd=body_hash(body),
-            nonce=uuid.uuid4().hex,
+            nonce=os.urandom(16).hex(),
             payment_id=payment_id,
         )
         return claims, exp

@@ -228,11 +228,42 @@ class RetryPolicy:
         except Exception as exc:
             if not retry_on(exc):
                 raise
-            first: BaseException | None = exc
-        else:
-            if self.budget is not None:
-                self.budget.record_success()
-            return result
+            return await self.retry_after(
+                exc, fn, retry_on=retry_on, rng=rng, before_sleep=before_sleep, deadline=deadline
+            )
+        if self.budget is not None:
+            self.budget.record_success()
+        return result
+
+    async def retry_after(
+        self,
+        failure: BaseException,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        retry_on: Callable[[BaseException], bool] = is_retryable,
+        rng: random.Random | None = None,
+        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+        deadline: float | None = None,
+    ) -> T:
+        """Go on retrying ``fn()`` after its first attempt, run by the caller, failed.
+
+        For a caller that runs attempt 1 itself, so that a call that succeeds at once
+        passes through no retry frame at all (it then calls ``budget.record_success()``
+        itself). ``failure`` becomes tenacity's attempt 1, exactly as in :meth:`run`.
+
+        Args:
+            failure: what the first attempt raised; raised again when not retryable.
+            fn: one attempt (the second and later ones).
+            retry_on: which exceptions earn another attempt; each operation states it.
+            rng: random source for the jitter.
+            before_sleep: called before each sleep (logging, metrics hooks).
+            deadline: absolute ``time.monotonic()`` deadline; ``timeout`` from now if None.
+        """
+        if not retry_on(failure):
+            raise failure
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
+        first: BaseException | None = failure
 
         async def again() -> T:
             nonlocal first

@@ -66,6 +66,8 @@ from ._errors import (
     ValidationError,
 )
 from ._keys import generate_key_pair, load_public_key, public_key_pem
+from ._loop import LOOP_CHOICES, LoopKind
+from ._loop import run as run_loop
 from ._retry import RetryPolicy
 from .iso20022 import (
     Camt056,
@@ -130,6 +132,7 @@ class Settings:
     trust_env: bool = False
     json: bool = False
     verbose: int = 0
+    loop: LoopKind = "auto"
     argv: list[str] | None = None
     out: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
     err: Console = field(
@@ -352,7 +355,7 @@ def _fail(
 def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
     """Run a command's coroutine; map every error to one line and an exit code."""
     try:
-        code = asyncio.run(_call(coro_fn))
+        code = run_loop(_call(coro_fn), kind=settings.loop)
     except CliError as exc:
         _maybe_trace(settings)
         _fail(settings, str(exc), exc.code, exc.details)
@@ -518,6 +521,13 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
 @click.option("-v", "--verbose", count=True, help="Log requests to stderr; show tracebacks.")
+@click.option(
+    "--loop",
+    type=click.Choice(LOOP_CHOICES),
+    default="auto",
+    show_default=True,
+    help="Event loop: uvloop when installed (the speed extra), or asyncio's own.",
+)
 @click.version_option(__version__, prog_name="payments-async")
 @click.pass_context
 def cli(
@@ -529,6 +539,7 @@ def cli(
     trust_env: bool,
     as_json: bool,
     verbose: int,
+    loop: LoopKind,
 ) -> None:
     """The command group (see ``_HELP``)."""
     argv = ctx.obj if isinstance(ctx.obj, list) else None
@@ -540,6 +551,7 @@ def cli(
         trust_env=trust_env,
         json=as_json,
         verbose=verbose,
+        loop=loop,
         argv=argv,
     )
     if verbose:

@@ -10,7 +10,7 @@ from ._common import (
     decode_token_response,
     encode,
 )
-from ._validate import find_problems, validate
+from ._validate import encode_validated, find_problems, validate
 from .builders import build_cancellation, build_credit_transfer
 from .camt029 import Camt029, Resolution, decode_camt029
 from .camt056 import Camt056, CancellationRequest, decode_camt056
@@ -59,6 +59,7 @@ __all__ = [
     "decode_submission",
     "decode_token_response",
     "encode",
+    "encode_validated",
     "find_problems",
     "return_request_needed",
     "summarize_resolution",

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from functools import cache
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 import msgspec.inspect as mi
 
+from .._constants import VALIDATED_DIGESTS_MAX
 from .._errors import Problem, ValidationError
+from ._common import encode
 from .camt056 import (
     Camt056,
     CancellationRequest,
@@ -33,6 +37,7 @@ __all__ = [
     "ISO_4217",
     "RULES",
     "check_iban",
+    "encode_validated",
     "find_problems",
     "validate",
 ]
@@ -48,8 +53,22 @@ __all__ = [
 Check = Callable[[Any], "str | None"]
 """A scalar rule: returns a message when the value breaks it, else None."""
 
-Walker = Callable[[Any, str, list[Problem]], None]
-StructCheck = Callable[[Any, str, list[Problem]], None]
+_Path: TypeAlias = "str | tuple[_Path, str]"
+"""A JSON path, built as (parent, segment) pairs and joined only when a problem names it."""
+
+Walker = Callable[[Any, _Path, list[Problem]], None]
+StructCheck = Callable[[Any, _Path, list[Problem]], None]
+
+
+def _render(path: _Path) -> str:
+    """The path as text, e.g. ``$.fitoFIPmtCxlReq.assgnmt.id``."""
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, segment = path
+        parts.append(segment)
+    parts.append(path)
+    return "".join(reversed(parts))
+
 
 _SEPA_TEXT = re.compile(r"[A-Za-z0-9/\-?:().,'+ ]+")
 _BICFI = re.compile(r"[A-Z0-9]{4}[A-Z]{2}[A-Z0-9]{2}(?:[A-Z0-9]{3})?")
@@ -214,65 +233,75 @@ RULES: dict[str, Check] = {
 # --- rules that span several fields of one struct ---------------------------------------
 
 
-def _amount_range(v: ActiveCurrencyAndAmount, path: str, out: list[Problem]) -> None:
+def _amount_range(v: ActiveCurrencyAndAmount, path: _Path, out: list[Problem]) -> None:
     value = v.value
     if not isinstance(value, Decimal) or not value.is_finite():
         return  # the scalar rule already said so
     if v.ccy == "EUR":
         if not _EUR_MIN <= value <= _EUR_MAX:
-            out.append(Problem(f"{path}.value", f"EUR amount must be 0.01..999999999.99: {value}"))
+            out.append(
+                Problem(f"{_render(path)}.value", f"EUR amount must be 0.01..999999999.99: {value}")
+            )
         exponent = value.as_tuple().exponent
         if isinstance(exponent, int) and exponent < -2:
-            out.append(Problem(f"{path}.value", f"EUR amount has more than 2 decimals: {value}"))
+            out.append(
+                Problem(f"{_render(path)}.value", f"EUR amount has more than 2 decimals: {value}")
+            )
     elif value <= 0:
-        out.append(Problem(f"{path}.value", f"amount must be positive: {value}"))
+        out.append(Problem(f"{_render(path)}.value", f"amount must be positive: {value}"))
 
 
-def _account_id(v: AccountIdentification, path: str, out: list[Problem]) -> None:
+def _account_id(v: AccountIdentification, path: _Path, out: list[Problem]) -> None:
     if (v.othr is None) == (v.iban is None):
-        out.append(Problem(path, "give exactly one of 'othr' and 'iban'"))
+        out.append(Problem(_render(path), "give exactly one of 'othr' and 'iban'"))
 
 
-def _institution(v: FinancialInstitutionIdentification, path: str, out: list[Problem]) -> None:
+def _institution(v: FinancialInstitutionIdentification, path: _Path, out: list[Problem]) -> None:
     if v.bicfi is None and v.clr_sys_mmb_id is None:
-        out.append(Problem(path, "give 'bicfi' or 'clrSysMmbId'"))
+        out.append(Problem(_render(path), "give 'bicfi' or 'clrSysMmbId'"))
 
 
-def _count(value: Any, actual: int, path: str, out: list[Problem]) -> None:
+def _count(value: Any, actual: int, path: _Path, out: list[Problem]) -> None:
     if _nb_of_txs(value) is None and int(value) != actual:
-        out.append(Problem(path, f"says {value} but the message has {actual} transaction(s)"))
+        out.append(
+            Problem(_render(path), f"says {value} but the message has {actual} transaction(s)")
+        )
 
 
-def _credit_transfer(v: CreditTransfer, path: str, out: list[Problem]) -> None:
+def _credit_transfer(v: CreditTransfer, path: _Path, out: list[Problem]) -> None:
     if isinstance(v.cdt_trf_tx_inf, list):
         _count(
             getattr(v.grp_hdr, "nb_of_txs", None),
             len(v.cdt_trf_tx_inf),
-            f"{path}.grpHdr.nbOfTxs",
+            (path, ".grpHdr.nbOfTxs"),
             out,
         )
 
 
-def _cancellation_request(v: CancellationRequest, path: str, out: list[Problem]) -> None:
+def _cancellation_request(v: CancellationRequest, path: _Path, out: list[Problem]) -> None:
     if v.ctrl_data is None or not isinstance(v.undrlyg, list):
         return
     total = sum(len(getattr(u, "tx_inf", None) or ()) for u in v.undrlyg)
-    _count(getattr(v.ctrl_data, "nb_of_txs", None), total, f"{path}.ctrlData.nbOfTxs", out)
+    _count(getattr(v.ctrl_data, "nb_of_txs", None), total, (path, ".ctrlData.nbOfTxs"), out)
 
 
-def _original_tx_ref(v: OriginalTransactionReference, path: str, out: list[Problem]) -> None:
+def _original_tx_ref(v: OriginalTransactionReference, path: _Path, out: list[Problem]) -> None:
     amt = v.intr_bk_sttlm_amt
     if not isinstance(amt, ActiveCurrencyAndAmount):
         return
     if amt.ccy != "EUR":
-        out.append(Problem(f"{path}.intrBkSttlmAmt.ccy", f"must be EUR, got {amt.ccy!r}"))
+        out.append(Problem(f"{_render(path)}.intrBkSttlmAmt.ccy", f"must be EUR, got {amt.ccy!r}"))
     if isinstance(amt.value, Decimal) and amt.value.is_finite() and amt.value <= 0:
-        out.append(Problem(f"{path}.intrBkSttlmAmt.value", f"must be positive: {amt.value}"))
+        out.append(
+            Problem(f"{_render(path)}.intrBkSttlmAmt.value", f"must be positive: {amt.value}")
+        )
 
 
-def _originator(v: Originator, path: str, out: list[Problem]) -> None:
+def _originator(v: Originator, path: _Path, out: list[Problem]) -> None:
     if v.nm is None and v.id is None:
-        out.append(Problem(path, "give the originator's name 'nm' or BIC 'id.orgId.anyBIC'"))
+        out.append(
+            Problem(_render(path), "give the originator's name 'nm' or BIC 'id.orgId.anyBIC'")
+        )
 
 
 STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
@@ -313,30 +342,30 @@ def _compile(t: mi.Type, extra: dict[str, Any] | None = None) -> Walker | None:
 
 
 def _scalar(check: Check) -> Walker:
-    def walk(v: Any, path: str, out: list[Problem]) -> None:
+    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
         msg = check(v)
         if msg is not None:
-            out.append(Problem(path, msg))
+            out.append(Problem(_render(path), msg))
 
     return walk
 
 
 def _list(item: Walker | None, min_items: int | None, max_items: int | None) -> Walker:
-    def walk(v: Any, path: str, out: list[Problem]) -> None:
+    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
         if not isinstance(v, list):
-            out.append(Problem(path, f"expected an array, got {type(v).__name__}"))
+            out.append(Problem(_render(path), f"expected an array, got {type(v).__name__}"))
             return
         n = len(v)
         if min_items is not None and n < min_items:
-            out.append(Problem(path, f"needs at least {min_items} item(s), got {n}"))
+            out.append(Problem(_render(path), f"needs at least {min_items} item(s), got {n}"))
         if max_items is not None and n > max_items:
-            out.append(Problem(path, f"allows at most {max_items} item(s), got {n}"))
+            out.append(Problem(_render(path), f"allows at most {max_items} item(s), got {n}"))
         if item is not None:
             for i, x in enumerate(v):
                 if x is None:
-                    out.append(Problem(f"{path}[{i}]", "must not be null"))
+                    out.append(Problem(f"{_render(path)}[{i}]", "must not be null"))
                 else:
-                    item(x, f"{path}[{i}]", out)
+                    item(x, (path, f"[{i}]"), out)
 
     return walk
 
@@ -345,21 +374,21 @@ def _list(item: Walker | None, min_items: int | None, max_items: int | None) -> 
 def _struct(cls: type[msgspec.Struct]) -> Walker:
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType)
-    fields = tuple((f.name, f.encode_name, f.required, _compile(f.type)) for f in info.fields)
+    fields = tuple((f.name, "." + f.encode_name, f.required, _compile(f.type)) for f in info.fields)
     checks = STRUCT_CHECKS.get(cls, ())
     name = cls.__name__
 
-    def walk(v: Any, path: str, out: list[Problem]) -> None:
+    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
         if not isinstance(v, cls):
-            out.append(Problem(path, f"expected {name}, got {type(v).__name__}"))
+            out.append(Problem(_render(path), f"expected {name}, got {type(v).__name__}"))
             return
-        for attr, wire, required, child in fields:
+        for attr, dotted, required, child in fields:
             x = getattr(v, attr)
             if x is None:
                 if required:
-                    out.append(Problem(f"{path}.{wire}", "required field is missing"))
+                    out.append(Problem(_render(path) + dotted, "required field is missing"))
             elif child is not None:
-                child(x, f"{path}.{wire}", out)
+                child(x, (path, dotted), out)
         for check in checks:  # written to tolerate parts that already failed above
             check(v, path, out)
 
@@ -406,3 +435,60 @@ def validate(msg: Pacs008 | Camt056) -> None:
     problems = find_problems(msg)
     if problems:
         raise ValidationError(problems)
+    _remember(type(msg), hashlib.sha256(encode(msg)).digest())
+
+
+# --- validate once ---------------------------------------------------------------------------
+#
+# Validity is a pure function of a message's content, and its encoding states that content
+# in full: bytes equal to the encoding of a valid message of the same type are valid. So the
+# SHA-256 digests of encodings that passed ``validate()`` are kept (a bounded, oldest-first
+# table) and ``encode_validated`` checks the rules again only for bytes it has not seen. A
+# message changed after it was validated encodes to other bytes and is checked again.
+
+_VALID: dict[tuple[type, bytes], None] = {}
+_VALID_LOCK = threading.Lock()
+
+
+def _remember(kind: type, digest: bytes) -> None:
+    key = (kind, digest)
+    if key in _VALID:
+        return
+    with _VALID_LOCK:
+        while len(_VALID) >= VALIDATED_DIGESTS_MAX:
+            del _VALID[next(iter(_VALID))]
+        _VALID[key] = None
+
+
+def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
+    """Encode a message for sending, validating it unless these exact bytes passed before.
+
+    The client calls this for every POST: a message that ``validate()`` (or a builder)
+    accepted and that was not changed since is not checked a second time; any other
+    message is checked before its bytes are returned.
+
+    Args:
+        msg: a pacs.008 or camt.056 message.
+
+    Returns:
+        The JSON bytes to send and their SHA-256 digest.
+
+    Raises:
+        ValidationError: the message breaks a rule (see ``validate``).
+        TypeError: ``msg`` is not a message with validation rules.
+    """
+    if not isinstance(msg, Pacs008 | Camt056):
+        raise TypeError(f"no validation rules for {type(msg).__name__}")
+    kind = type(msg)
+    try:
+        body = encode(msg)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        validate(msg)  # names the field that cannot be encoded, with its path
+        raise ValidationError.single("$", f"cannot be encoded: {exc}") from exc
+    digest = hashlib.sha256(body).digest()
+    if (kind, digest) not in _VALID:
+        problems = find_problems(msg)
+        if problems:
+            raise ValidationError(problems)
+        _remember(kind, digest)
+    return body, digest

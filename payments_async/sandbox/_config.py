@@ -255,6 +255,11 @@ class SandboxConfig:
     clock_skew: float = 0.0
 
     def __post_init__(self) -> None:
+        # Checked here, not left to the event loop: uvloop takes a port above 65535 modulo
+        # 65536 and would listen on some other port instead of refusing it. OverflowError,
+        # as socket.bind() and asyncio raise for it (the CLI reports it in one line).
+        if not 0 <= self.port <= 65535:
+            raise OverflowError(f"port must be 0-65535, got {self.port}")
         if self.token_lifetime <= 0:
             raise ValueError("token_lifetime must be positive")
         if self.processing_delay < 0 or self.settlement_delay < 0:

@@ -22,6 +22,8 @@ from .._constants import (
     SANDBOX_SCA_TOKEN,
 )
 from .._errors import ConfigurationError
+from .._loop import LOOP_CHOICES, LoopKind
+from .._loop import run as run_loop
 from ._app import CONTROL_PREFIX, SandboxServer
 from ._config import DEFAULT_HOST, DEFAULT_PORT, FaultConfig, SandboxConfig
 from ._notify import NotificationFaults, NotificationSettings, NotificationTarget
@@ -190,6 +192,12 @@ def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.Arg
         help="loss, duplicate, reorder, delay, wrong_credentials (repeatable; uses --seed).",
     )
     p.add_argument("--log-level", default="INFO", help="Level of the access log (stderr).")
+    p.add_argument(
+        "--loop",
+        choices=LOOP_CHOICES,
+        default="auto",
+        help="Event loop: uvloop when installed (the speed extra), or asyncio's own.",
+    )
     return p
 
 
@@ -284,7 +292,11 @@ async def serve(
 
 
 def run(
-    config: SandboxConfig | None = None, *, host: str | None = None, port: int | None = None
+    config: SandboxConfig | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    loop: LoopKind = "auto",
 ) -> None:
     """Run the sandbox in the foreground until interrupted (blocking).
 
@@ -292,13 +304,18 @@ def run(
         config: the configuration; ``SandboxConfig(port=DEFAULT_PORT)`` if None.
         host: overrides ``config.host``.
         port: overrides ``config.port``.
+        loop: ``"auto"`` runs on uvloop when it is installed (the ``speed`` extra),
+            ``"asyncio"`` on asyncio's own loop, ``"uvloop"`` requires uvloop.
+
+    Raises:
+        ConfigurationError: ``loop="uvloop"`` and uvloop is not installed.
     """
     config = config or SandboxConfig(port=DEFAULT_PORT)
     if host is not None:
         config = replace(config, host=host)
     if port is not None:
         config = replace(config, port=port)
-    asyncio.run(serve(config))
+    run_loop(serve(config), kind=loop)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -322,7 +339,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
         config = config_from_args(args)
-        run(config)
+        run(config, loop=args.loop)
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

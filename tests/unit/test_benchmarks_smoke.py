@@ -46,21 +46,22 @@ def post_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_post_writes_rows_ratios_and_signing_limit(post_out: Path) -> None:
+def test_post_leads_with_the_hand_written_baseline(post_out: Path) -> None:
     data = load(post_out / "post.json")
-    assert {"machine", "signing", "rows", "ratios", "step_costs_us", "targets_met_at_c64"} <= set(
+    assert {"machine", "method", "signature_us", "rows", "medians", "ratios", "targets"} <= set(
         data
     )
-    variants = {(r["variant"], r["concurrency"]) for r in data["rows"]}
+    variants = {(r["variant"], r["concurrency"]) for r in data["medians"]}
     for c in (1, 16, 64):
-        assert {("ours", c), ("peer", c), ("bare", c), ("ours-prebuilt", c)} <= variants
-    assert ("ours+pool", 64) in variants
+        assert {("hand", c), ("ours-prebuilt", c), ("ours-builder", c), ("peer", c)} <= variants
+    assert {r["round"] for r in data["rows"]} == {0, 1}  # --quick: two interleaved rounds
     for row in data["rows"]:
         assert row["errors"] == 0, row
         assert {"rps", "p50_ms", "p99_ms", "cpu_us_per_req"} <= set(row)
-    assert data["signing"]["sign_cpu_us"] > 0
-    assert {"ours_over_peer_rps", "ours_over_signing_limit_rps", "ours_cpu_over_one_signature"} <= (
-        set(data["ratios"]["64"])
+    assert data["signature_us"] > 0
+    assert data["server_stats"]["refused"] == 0  # every SCA token fresh, every hd right
+    assert {"ours_prebuilt_over_hand_rps", "ours_builder_over_hand_rps"} <= set(
+        data["ratios"]["64"]
     )
 
 
@@ -75,7 +76,7 @@ def test_runner_draws_the_chart_and_summarizes_targets(post_out: Path) -> None:
     run_all.draw_chart(post, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     targets = run_all.summary_rows({"post": post})
-    assert any("signing limit" in t["target"] for t in targets)
+    assert any("hand-written" in t["target"] for t in targets)
 
 
 def test_get(tmp_path: Path) -> None:
@@ -83,9 +84,22 @@ def test_get(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "GET reads" in proc.stdout
     data = load(tmp_path / "get.json")
-    assert {"rows", "ratios", "worst_ours_cpu_over_bare_cpu", "targets_met"} <= set(data)
+    assert {"rows", "medians", "ratios", "worst_ours_cpu_over_bare_cpu", "targets_met"} <= set(data)
     assert {r["variant"] for r in data["rows"]} == {"ours", "bare", "peer"}
     assert all(r["errors"] == 0 for r in data["rows"])
+
+
+def test_loop_compares_uvloop_with_asyncio_in_one_run(tmp_path: Path) -> None:
+    proc = run("bench_loop.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = load(tmp_path / "loop.json")
+    if "skipped" in data:
+        pytest.skip(data["skipped"])
+    assert {(r["loop"], r["round"]) for r in data["rows"]} == {
+        (loop, r) for loop in ("asyncio", "uvloop") for r in (0, 1)
+    }
+    assert all(r["errors"] == 0 for r in data["rows"])
+    assert {r["variant"] for r in data["ratios"]} == {"hand", "ours-prebuilt"}
 
 
 def test_polling(tmp_path: Path) -> None:
@@ -153,7 +167,7 @@ def test_run_all_writes_latest(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "Issue 7 targets" in proc.stdout
+    assert "Targets" in proc.stdout
     latest = load(tmp_path / "latest.json")
     assert {"machine", "runs", "targets", "results"} <= set(latest)
     assert "polling" in latest["results"]
