@@ -379,7 +379,9 @@ def _unreachable(settings: Settings, exc: TransportError) -> str:
 
 
 async def _describe_unreachable(settings: Settings, exc: TransportError) -> str:
-    if exc.request_sent:
+    # No probe when something answered (a proxy's 407 has a status) or when requests go
+    # through a proxy: a direct connection would bypass it, and say nothing about it.
+    if exc.request_sent or exc.status is not None or settings.proxy or settings.trust_env:
         return str(exc)
     try:
         url = URL(_base_url(settings))

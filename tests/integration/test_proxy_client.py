@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import pickle
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -284,6 +286,38 @@ def test_cli_wrong_proxy_password_is_one_line_without_it(forward_proxy: ForwardP
     assert line.startswith("error: POST /oauth/token -> 407: the proxy http://127.0.0.1:")
     assert "refused our credentials" in line
     _assert_no_secret(result.output, WRONG_PASSWORD)
+
+
+def test_cli_never_bypasses_the_proxy_to_explain_a_failure(forward_proxy: ForwardProxy) -> None:
+    # A bare listener stands in for the service and counts connections: with a wrong
+    # password the proxy answers 407 itself, so any connection here went around it.
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    proxy = f"http://{PROXY_USER}:{WRONG_PASSWORD}@127.0.0.1:{forward_proxy.port}"
+    service = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        result = CliRunner().invoke(
+            cli, ["--base-url", service, "--sandbox", "--proxy", proxy, "token"]
+        )
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+        for conn in accepted:
+            conn.close()
+    assert result.exit_code == 3
+    assert "refused our credentials" in result.output
+    assert accepted == []
 
 
 def test_cli_bad_proxy_url_is_a_usage_error() -> None:
