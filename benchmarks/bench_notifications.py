@@ -72,6 +72,7 @@ async def run_row(
     rate: float,
     first_index: int,
     receiver_options: dict[str, Any],
+    profiler: Any = None,
 ) -> dict[str, Any]:
     gets = 0
     get_errors = 0
@@ -141,6 +142,8 @@ async def run_row(
                 # from here on the client's and the sandbox's CPU is the settlement path's
                 phase["cpu"] = time.process_time()
                 phase["sandbox_cpu"] = sb.cpu_seconds()
+                if profiler is not None:
+                    profiler.enable()  # the settlement phase only
             assert sub.creation_date_time is not None
             settles = _epoch(sub.creation_date_time) + delay
             try:
@@ -161,6 +164,8 @@ async def run_row(
         s0 = sb.cpu_seconds()
         await asyncio.gather(*(one(first_index + i) for i in range(waiters)))
         wall = time.perf_counter() - t0
+        if profiler is not None:
+            profiler.disable()
         cpu = time.process_time() - c0
         sandbox_cpu_end = sb.cpu_seconds()
         server_cpu = sandbox_cpu_end - s0
@@ -208,25 +213,26 @@ async def run_row(
         row["receiver_queue_full"] = st.queue_full
         row["receiver_confirm_reads"] = st.confirm_reads
         row["receiver_callbacks"] = st.callbacks
+        # the sandbox's own view (its last 10,000 notifications): status final -> fired by
+        # its scheduler, and -> first 2xx answer from the receiver
+        row["sandbox_fire_lag_ms"] = sent1.get("fire_lag_ms")
+        row["sandbox_delivery_lag_ms"] = sent1.get("delivery_lag_ms")
     if trace is not None:
         row["stages"] = _stage_percentiles(trace, stamps)
     return row
 
 
-def _profiled(runner: Any, path: Path) -> dict[str, Any]:
-    """Run one row under cProfile; print the top of it and keep the stats file."""
+def _profiled(sb: SandboxProcess, mode: str, args: Any, *row_args: Any) -> dict[str, Any]:
+    """Run one row with cProfile over its settlement phase; print the top, keep the file."""
     import cProfile
     import pstats
 
     prof = cProfile.Profile()
-    prof.enable()
-    try:
-        row: dict[str, Any] = asyncio.run(runner)
-    finally:
-        prof.disable()
+    row: dict[str, Any] = asyncio.run(run_row(sb, mode, *row_args, profiler=prof))
+    path = args.out / f"{NAME}-{mode}.pstats"
     path.parent.mkdir(parents=True, exist_ok=True)
     prof.dump_stats(path)
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
     return row
 
 
@@ -332,11 +338,11 @@ def main(argv: list[str] | None = None) -> int:
             # interleaved: polling, notifications, polling, ... so drifting load hits both
             for mode in modes if r % 2 == 0 else modes[::-1]:
                 load = [round(x, 2) for x in os.getloadavg()]
-                runner = run_row(sb, mode, waiters, delay, rate, index, options)
+                row_args = (waiters, delay, rate, index, options)
                 if args.profile:
-                    row = _profiled(runner, args.out / f"{NAME}-{mode}.pstats")
+                    row = _profiled(sb, mode, args, *row_args)
                 else:
-                    row = asyncio.run(runner)
+                    row = asyncio.run(run_row(sb, mode, *row_args))
                 index += waiters
                 row["round"] = r + 1
                 row["loadavg_start"] = load
@@ -349,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if "stages" in row:
                     print(f"    stages (ms): {row['stages']}", flush=True)
+                    print(
+                        f"    sandbox: fired {row['sandbox_fire_lag_ms']}, "
+                        f"delivered {row['sandbox_delivery_lag_ms']}",
+                        flush=True,
+                    )
                 rows.append(row)
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     notified = [r for r in rows if r["mode"] == "notifications"]

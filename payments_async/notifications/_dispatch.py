@@ -432,12 +432,13 @@ class NotificationReceiver:
         if first:
             self.stats.callbacks += 1
             if isinstance(message, Camt029):
-                from .._client import CancellationOutcome
+                if self._on_cancellation is not None:  # nothing to build without a handler
+                    from .._client import CancellationOutcome
 
-                await self._call(
-                    self._on_cancellation,
-                    CancellationOutcome.from_resolution(psid, message, resolution),
-                )
+                    await self._call(
+                        self._on_cancellation,
+                        CancellationOutcome.from_resolution(psid, message, resolution),
+                    )
             elif self._on_payment is not None:
                 try:
                     await self._on_payment(psid, payment)
