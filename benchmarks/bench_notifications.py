@@ -136,14 +136,18 @@ async def run_row(
             nonlocal submitted
             async with sem:
                 sub = await client.request_cancellation(msg)
+            del msg  # sent: a waiter does not keep its request (nor would an application)
             submitted += 1
             if submitted == waiters:
                 # every waiter is in flight and nothing has settled yet (D > W / rate):
                 # from here on the client's and the sandbox's CPU is the settlement path's
                 phase["cpu"] = time.process_time()
+                phase["t"] = time.perf_counter()
                 phase["sandbox_cpu"] = sb.cpu_seconds()
                 if profiler is not None:
                     profiler.enable()  # the settlement phase only
+                if os.environ.get("BENCH_GC_CENSUS"):
+                    _census("all submitted")
             assert sub.creation_date_time is not None
             settles = _epoch(sub.creation_date_time) + delay
             try:
@@ -159,11 +163,16 @@ async def run_row(
             outcomes[out.outcome.name] = outcomes.get(out.outcome.name, 0) + 1
 
         gc.collect()
+        pauses = _GcPauses()
+        gc.callbacks.append(pauses)
         t0 = time.perf_counter()
         c0 = time.process_time()
         s0 = sb.cpu_seconds()
         await asyncio.gather(*(one(first_index + i) for i in range(waiters)))
         wall = time.perf_counter() - t0
+        gc.callbacks.remove(pauses)
+        if os.environ.get("BENCH_GC_CENSUS"):
+            _census("all returned")
         if profiler is not None:
             profiler.disable()
         cpu = time.process_time() - c0
@@ -182,6 +191,17 @@ async def run_row(
             sb.post("/_sandbox/notifications/remove", {"client_id": SANDBOX_CLIENT_ID})
         await client.aclose()
 
+    # when the slow ones settled, and when the collector paused, both as seconds after
+    # the first settlement: one stall shows as one cluster
+    first_settle = min((st for st, _ in stamps.values()), default=0.0)
+    perf_to_epoch = time.time() - time.perf_counter()
+    slow = sorted(stamps.values(), key=lambda sd: sd[1] - sd[0])[-max(1, len(stamps) // 100) :]
+    slowest_1pct_settled = sorted(round(st - first_settle, 2) for st, _ in slow)
+    long_pauses = [
+        (round(t + perf_to_epoch - first_settle, 2), gen, round(d * 1000, 1))
+        for t, gen, d in pauses.pauses
+        if d > 0.02 and t + perf_to_epoch >= first_settle - 1
+    ]
     lags.sort()
     sandbox_gets = stats1["requests"].get("camt029", 0) - stats0["requests"].get("camt029", 0)
     sent0, sent1 = stats0["notifications"], stats1["notifications"]
@@ -202,6 +222,10 @@ async def run_row(
         "sandbox_cpu_s": round(server_cpu, 1),
         "client_cpu_us_per_settlement": round(settle_cpu / waiters * 1e6),
         "sandbox_cpu_us_per_settlement": round(settle_sandbox_cpu / waiters * 1e6),
+        "gc_pauses": pauses.summary(),
+        "slowest_1pct_settled_s": [slowest_1pct_settled[:1], slowest_1pct_settled[-1:]],
+        "gc_pauses_over_20ms_after_first_settlement": long_pauses,
+        "gc_pauses_settlement_phase": pauses.summary(phase.get("t", 0.0)),
         "outcomes": outcomes,
         "errors": errors,
     }
@@ -234,6 +258,42 @@ def _profiled(sb: SandboxProcess, mode: str, args: Any, *row_args: Any) -> dict[
     prof.dump_stats(path)
     pstats.Stats(prof).sort_stats("tottime").print_stats(30)
     return row
+
+
+def _census(when: str) -> None:
+    from collections import Counter
+
+    objs = gc.get_objects()
+    top = Counter(type(o).__qualname__ for o in objs).most_common(15)
+    print(f"    gc census ({when}): {len(objs)} tracked; {top}", flush=True)
+
+
+class _GcPauses:
+    """A ``gc.callbacks`` entry: how long the collector stopped the loop, per generation.
+
+    ``since`` (a ``perf_counter`` instant) splits the pauses: the settlement phase only.
+    """
+
+    def __init__(self) -> None:
+        self._start = 0.0
+        self.pauses: list[tuple[float, int, float]] = []  # (start, generation, seconds)
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append((self._start, info["generation"], time.perf_counter() - self._start))
+
+    def summary(self, since: float = 0.0) -> dict[str, dict[str, float]]:
+        out = {}
+        for g in (0, 1, 2):
+            p = [d for t, gen, d in self.pauses if gen == g and t >= since]
+            out[f"gen{g}"] = {
+                "count": len(p),
+                "total_ms": round(sum(p) * 1000, 1),
+                "max_ms": round(max(p, default=0.0) * 1000, 1),
+            }
+        return out
 
 
 def _pin(sb: SandboxProcess) -> dict[str, list[int]] | None:
@@ -314,8 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     waiters = 300 if args.quick else 10_000
     if args.waiters:
         waiters = args.waiters
-    delay = args.settlement_delay or (3.0 if args.quick else 45.0)
     rate = args.rate
+    # D: the last submission leaves at W / rate; 10 s more so that every waiter is in
+    # flight (and the submissions are over) before the first settlement
+    delay = args.settlement_delay or (3.0 if args.quick else waiters / rate + 10.0)
     options = {"workers": args.workers} if args.workers else {}
     if waiters / rate >= delay:
         raise SystemExit(
@@ -355,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 if "stages" in row:
                     print(f"    stages (ms): {row['stages']}", flush=True)
+                    print(f"    gc (settling): {row['gc_pauses_settlement_phase']}", flush=True)
+                    print(
+                        f"    slowest 1% settled {row['slowest_1pct_settled_s']} s; gc pauses "
+                        f"(s, gen, ms): {row['gc_pauses_over_20ms_after_first_settlement']}",
+                        flush=True,
+                    )
                     print(
                         f"    sandbox: fired {row['sandbox_fire_lag_ms']}, "
                         f"delivered {row['sandbox_delivery_lag_ms']}",
@@ -399,13 +467,14 @@ def main(argv: list[str] | None = None) -> int:
     diagnostic = (
         args.waiters
         or args.settlement_delay
-        or args.rate != DEFAULT_RATE
         or args.workers
         or args.no_pin
         or args.only
         or args.profile
     )
-    name = NAME if not diagnostic else NAME + "-diagnostic"
+    name = NAME if rate == DEFAULT_RATE else f"{NAME}-{rate:g}-per-s"
+    if diagnostic:
+        name += "-diagnostic"
     path = write_result(args.out, name, result)
     print(f"wrote {path}")
     return 0
