@@ -1,12 +1,14 @@
 """Notifications vs polling: 10,000 cancellation waiters, settlement -> outcome and GETs per waiter.
 
-Issue 12. The sandbox runs as a separate process with settlement delay D (45 s; 3 s with
---quick): each cancellation stays PDCR for D seconds after it is stored. The benchmark
-process submits W cancellations at a steady R per second (500; the predefined sandbox
-client: no signing) and starts each one's ``wait_for_cancellation_outcome`` right after
-its submission, so all W waiters are in flight together (W / R = 20 s < D) and the
-settlements then arrive as a steady stream of R per second, after the submissions have
-ended. Two rows in the same run:
+Issue 12. The sandbox runs as a separate process pinned to core 0 (this process to core
+1, ``os.sched_setaffinity``; ``--no-pin`` leaves both free) with settlement delay D: each
+cancellation stays PDCR for D seconds after it is stored. The benchmark submits W
+cancellations at a steady R per second (500; the predefined sandbox client: no signing)
+and starts each one's ``wait_for_cancellation_outcome`` right after its submission; D
+defaults to W / R + 10 s, so all W waiters are in flight together and the settlements
+then arrive as a steady stream of R per second, after the submissions have ended. Both
+modes in the same run, with the same sandbox process (``--rounds N``: interleaved,
+polling/notifications then notifications/polling, ...):
 
 * ``polling``: the client's default ``PollPolicy`` only;
 * ``notifications``: a ``NotificationReceiver`` (HTTP Basic, short notices) attached to
@@ -18,7 +20,12 @@ ended. Two rows in the same run:
 Measured per row: each waiter's lag (its return minus its settlement instant, from the
 sandbox's ``creationDateTime`` + D; same machine clock), p50/p99/max, and GETs per waiter
 (every GET the client sent, the receiver's confirmations included, counted with
-``Hooks.on_request`` and checked against the sandbox's ``/_sandbox/stats``).
+``Hooks.on_request`` and checked against the sandbox's ``/_sandbox/stats``); the load
+average before and after each row; CPU per settlement of each process over the settlement
+phase; the garbage collector's pauses. For notifications also the lag per stage
+(``delivery``: settlement -> queued by the receiver; ``queue``: -> its confirming GET
+starts; ``confirm_get``; ``wake``: -> the waiter returned) and the sandbox's own timings
+(final -> fired, final -> first 2xx). ``--profile`` adds cProfile of the settlement phase.
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ async def run_row(
     first_index: int,
     receiver_options: dict[str, Any],
     profiler: Any = None,
+    gc_freeze: bool = False,
 ) -> dict[str, Any]:
     gets = 0
     get_errors = 0
@@ -148,6 +156,10 @@ async def run_row(
                     profiler.enable()  # the settlement phase only
                 if os.environ.get("BENCH_GC_CENSUS"):
                     _census("all submitted")
+                if gc_freeze:
+                    # diagnostic: what an application can do once its long-lived state is
+                    # built; the collector stops traversing the waiters
+                    gc.freeze()
             assert sub.creation_date_time is not None
             settles = _epoch(sub.creation_date_time) + delay
             try:
@@ -171,6 +183,8 @@ async def run_row(
         await asyncio.gather(*(one(first_index + i) for i in range(waiters)))
         wall = time.perf_counter() - t0
         gc.callbacks.remove(pauses)
+        if gc_freeze:
+            gc.unfreeze()
         if os.environ.get("BENCH_GC_CENSUS"):
             _census("all returned")
         if profiler is not None:
@@ -404,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.profile:
                     row = _profiled(sb, mode, args, *row_args)
                 else:
-                    row = asyncio.run(run_row(sb, mode, *row_args))
+                    row = asyncio.run(run_row(sb, mode, *row_args, gc_freeze=args.gc_freeze))
+                row["gc_freeze"] = args.gc_freeze
                 index += waiters
                 row["round"] = r + 1
                 row["loadavg_start"] = load
@@ -471,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         or args.no_pin
         or args.only
         or args.profile
+        or args.gc_freeze
     )
     name = NAME if rate == DEFAULT_RATE else f"{NAME}-{rate:g}-per-s"
     if diagnostic:
@@ -488,6 +504,9 @@ def _extra(p: Any) -> None:
     )
     p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of both modes")
     p.add_argument("--only", choices=("polling", "notifications"), help="diagnostic: one mode")
+    p.add_argument(
+        "--gc-freeze", action="store_true", help="diagnostic: gc.freeze() once all are waiting"
+    )
     p.add_argument("--no-pin", action="store_true", help="do not pin the two processes")
     p.add_argument("--workers", type=int, help="diagnostic: the receiver's workers")
 
