@@ -56,7 +56,7 @@ from _harness import (
 )
 
 from payments_async import Credentials, Hooks, PaymentsClient, RequestEvent
-from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async._constants import NOTIFIED_POLL_INITIAL, POLL_JITTER, SANDBOX_CLIENT_ID
 from payments_async.iso20022 import build_cancellation
 from payments_async.notifications import BasicAuth, NotificationReceiver, ReceiverServer
 
@@ -397,6 +397,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             f"--settlement-delay must exceed waiters / rate ({waiters / rate:g} s): "
             "every waiter must be in flight before the first settlement"
+        )
+    earliest_safety_poll = NOTIFIED_POLL_INITIAL * (1 - POLL_JITTER)
+    if delay >= earliest_safety_poll:
+        print(
+            f"note: D = {delay:g} s reaches the safety-net poll ({earliest_safety_poll:g} s "
+            "at the earliest): waiters with notifications will poll too",
+            flush=True,
         )
     info = machine_info()
     modes = ("polling", "notifications") if not args.only else (args.only,)
