@@ -385,9 +385,8 @@ class NotificationReceiver:
         if key in self._final:
             # A duplicate, or a late/out-of-order delivery: final statuses are terminal.
             self.stats.known_final += 1
-            if self._on_event is not None:
-                known = self._recall(key)
-                assert known is not None
+            known = self._recall(key) if self._on_event is not None else None
+            if known is not None:
                 await self._emit(notification, known, first=False)
             return
         if key in self._inflight:
