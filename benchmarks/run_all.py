@@ -198,19 +198,12 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             )
     notif = results.get("notifications")
     if notif:
-        n = next(r for r in notif["rows"] if r["mode"] == "notifications")
-        add(
-            "Notifications: settlement -> outcome p99 (ms)",
-            n["lag_p99_ms"],
-            "<= 100",
-            n["lag_p99_ms"] <= 100,
-        )
-        add(
-            "Notifications: GETs per waiter",
-            n["gets_per_waiter"],
-            "<= 1.2",
-            n["gets_per_waiter"] <= 1.2,
-        )
+        # with --rounds, the worst round counts
+        ns = [r for r in notif["rows"] if r["mode"] == "notifications"]
+        p99 = max(r["lag_p99_ms"] for r in ns)
+        gets = max(r["gets_per_waiter"] for r in ns)
+        add("Notifications: settlement -> outcome p99 (ms)", p99, "<= 100", p99 <= 100)
+        add("Notifications: GETs per waiter", gets, "<= 1.2", gets <= 1.2)
     return out
 
 

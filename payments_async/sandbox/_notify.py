@@ -15,7 +15,7 @@ import base64
 import heapq
 import logging
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -62,6 +62,7 @@ DEFAULT_NOTIFY_CONCURRENCY: Final = 64  # deliveries in flight at once
 DEFAULT_NOTIFY_DELAY: Final = 1.0  # seconds the delay fault holds a notification
 DEFAULT_NOTIFY_REORDER_DELAY: Final = 0.2  # seconds the reorder fault holds one back
 _TICK: Final = 0.5  # the scheduler looks at the clock at least this often (manual clocks)
+_TIMINGS_KEPT: Final = 10_000  # recent notifications whose timings the stats summarize
 
 NOTIFICATION_FAULT_KINDS: Final = ("loss", "duplicate", "reorder", "delay", "wrong_credentials")
 
@@ -255,6 +256,10 @@ class Notifier:
         self.base_url: str | None = None
         self.counts: Counter[str] = Counter()
         self.fault_counts: Counter[str] = Counter()
+        # seconds from a status becoming final to the scheduler firing its notification,
+        # and to the first 2xx answer (the last _TIMINGS_KEPT of each)
+        self._fire_lags: deque[float] = deque(maxlen=_TIMINGS_KEPT)
+        self._delivery_lags: deque[float] = deque(maxlen=_TIMINGS_KEPT)
 
     # --- configuration -------------------------------------------------------------------
 
@@ -297,6 +302,8 @@ class Notifier:
             "pending": len(self._heap),
             "in_flight": len(self._deliveries),
             "faults": {kind: self.fault_counts.get(kind, 0) for kind in NOTIFICATION_FAULT_KINDS},
+            "fire_lag_ms": _quantiles_ms(self._fire_lags),
+            "delivery_lag_ms": _quantiles_ms(self._delivery_lags),
         }
 
     # --- scheduling ----------------------------------------------------------------------
@@ -352,8 +359,8 @@ class Notifier:
         while True:
             now = self._state.now()
             while self._heap and self._heap[0][0] <= now:
-                _, _, kind, psid = heapq.heappop(self._heap)
-                self._fire(kind, psid, now)
+                due, _, kind, psid = heapq.heappop(self._heap)
+                self._fire(kind, psid, now, due)
             wait = _TICK if not self._heap else min(_TICK, max(0.0, self._heap[0][0] - now))
             self._wakeup.clear()
             try:
@@ -362,7 +369,7 @@ class Notifier:
             except TimeoutError:
                 pass
 
-    def _fire(self, kind: _Kind, psid: str, now: float) -> None:
+    def _fire(self, kind: _Kind, psid: str, now: float, due: float) -> None:
         key = (kind, psid)
         if key in self._notified:
             return
@@ -395,7 +402,8 @@ class Notifier:
                 body = self._short(psid, CAMT056_PATH, CAMT029_PATH)
         self._notified.add(key)
         self.counts["notifications"] += 1
-        task = asyncio.create_task(self._deliver(target, body, psid))
+        self._fire_lags.append(now - due)
+        task = asyncio.create_task(self._deliver(target, body, psid, due))
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
 
@@ -423,7 +431,9 @@ class Notifier:
         self.fault_counts.update(hits)
         return hits
 
-    async def _deliver(self, target: NotificationTarget, body: bytes, psid: str) -> None:
+    async def _deliver(
+        self, target: NotificationTarget, body: bytes, psid: str, due: float
+    ) -> None:
         faults = self._faults
         hits = self._draw()
         if "loss" in hits:
@@ -436,15 +446,18 @@ class Notifier:
             await asyncio.sleep(hold)
         for copy in range(2 if "duplicate" in hits else 1):
             spoil = "wrong_credentials" in hits and copy == 0
-            await self._send(target, body, psid, spoil_first=spoil)
+            delivered = await self._send(target, body, psid, spoil_first=spoil)
+            if delivered and copy == 0:
+                self._delivery_lags.append(self._state.now() - due)
 
     async def _send(
         self, target: NotificationTarget, body: bytes, psid: str, *, spoil_first: bool
-    ) -> None:
+    ) -> bool:
+        """Deliver one copy with retries; True when an attempt was answered 2xx."""
         settings = self._settings
         session = self._session
         if session is None:
-            return
+            return False
         for attempt in range(1, settings.max_attempts + 1):
             headers = {
                 "Content-Type": JSON_CONTENT_TYPE,
@@ -463,7 +476,7 @@ class Notifier:
                 logger.debug("notification for %s: attempt %d failed: %s", psid, attempt, exc)
             if status is not None and 200 <= status < 300:
                 self.counts["delivered"] += 1
-                return
+                return True
             if attempt == settings.max_attempts:
                 break
             self.counts["retries"] += 1
@@ -471,6 +484,21 @@ class Notifier:
             await asyncio.sleep(backoff * self._jitter.uniform(0.5, 1.0))
         self.counts["failed"] += 1
         logger.warning("notification for %s not delivered after %d attempts", psid, attempt)
+        return False
+
+
+def _quantiles_ms(values: deque[float]) -> dict[str, float | None]:
+    """p50/p99/max in milliseconds of recent timings (None when there are none)."""
+    if not values:
+        return {"n": 0, "p50": None, "p99": None, "max": None}
+    ordered = sorted(values)
+    last = len(ordered) - 1
+    return {
+        "n": len(ordered),
+        "p50": round(ordered[round(0.50 * last)] * 1000, 1),
+        "p99": round(ordered[round(0.99 * last)] * 1000, 1),
+        "max": round(ordered[-1] * 1000, 1),
+    }
 
 
 def _with_id(report: bytes, psid: str) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import time
 from collections import Counter
 
@@ -428,3 +429,52 @@ async def test_sandbox_control_routes_refuse_bad_input_and_never_echo_secrets() 
             assert HOOK_PASSWORD not in text
         async with http.post(base + "/notifications/remove", json={"client_id": "acme"}) as resp:
             assert (await resp.json()) == {"removed": True}
+
+
+async def test_sandbox_stats_time_scheduling_and_delivery_separately() -> None:
+    # Every notification held 0.3 s by the delay fault: it is fired on time by the
+    # scheduler, and its delivery (final -> first 2xx) shows the hold.
+    faults = NotificationFaults(delay=1.0, delay_seconds=0.3, seed=7)
+    async with notifying_stack(faults=faults) as st:
+        before = st.sent()
+        assert before["fire_lag_ms"] == {"n": 0, "p50": None, "p99": None, "max": None}
+        p = transfer()
+        await st.client.submit_credit_transfer(p)
+        x = await st.client.request_cancellation(cancellation_for(p))
+        outcome = await asyncio.wait_for(
+            st.client.wait_for_cancellation_outcome(x.payments_service_id), WAIT
+        )
+        assert outcome.accepted
+        await settle(st)
+        sent = st.sent()
+        fired, delivered = sent["fire_lag_ms"], sent["delivery_lag_ms"]
+        assert fired["n"] == delivered["n"] == sent["delivered"] == 2  # payment + cancellation
+        assert 0 <= fired["p50"] <= fired["max"] < 300
+        assert 300 <= delivered["p50"] <= delivered["max"]
+
+
+async def test_confirmed_finals_are_kept_encoded_out_of_the_collectors_way() -> None:
+    # 10,000 cached decoded messages (~15 tracked objects each) set off a full garbage
+    # collection in the middle of the benchmark's settlement stream: the cache keeps bytes,
+    # and what it gives back equals what the confirming read returned.
+    async with notifying_stack() as st:
+        c = st.client
+        p = transfer()
+        s = await c.submit_credit_transfer(p)
+        x = await c.request_cancellation(cancellation_for(p))
+        outcome = await asyncio.wait_for(
+            c.wait_for_cancellation_outcome(x.payments_service_id), WAIT
+        )
+        status = await asyncio.wait_for(c.wait_for_payment_status(s.payments_service_id), WAIT)
+        await settle(st)
+        assert outcome.accepted
+        assert status.status == "RJCT"
+        cached = st.receiver._final  # white box: what the cache holds
+        assert len(cached) == 2
+        assert all(isinstance(v, bytes) and not gc.is_tracked(v) for v in cached.values())
+        assert st.receiver.confirmed(
+            x.payments_service_id, "cancellation"
+        ) == await c.get_cancellation_outcome(x.payments_service_id)
+        assert st.receiver.confirmed(
+            s.payments_service_id, "payment"
+        ) == await c.get_credit_transfer_status(s.payments_service_id)
