@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
-import json
 import pstats
 import subprocess
 import sys
@@ -27,9 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _harness import BENCH_CLIENT_ID, BENCH_CLIENT_SECRET, BENCH_ISS, BENCH_KID, sandbox_process
-from bench_bulk import Postgres, cli_path, write_input
-from cryptography.hazmat.primitives import serialization
+from _harness import sandbox_process
+from bench_bulk import Postgres, cli_path, write_credentials, write_input
 
 from payments_async.testing import generate_test_keypair
 
@@ -83,26 +81,7 @@ def main() -> int:
     key, pem = generate_test_keypair()
     with tempfile.TemporaryDirectory(prefix="profile-worker-") as tmp, Postgres() as pg:
         work = Path(tmp)
-        key_file = work / "key.pem"
-        key_file.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        creds = work / "credentials.json"
-        creds.write_text(
-            json.dumps(
-                {
-                    "client_id": BENCH_CLIENT_ID,
-                    "client_secret": BENCH_CLIENT_SECRET,
-                    "key_id": BENCH_KID,
-                    "issuer": BENCH_ISS,
-                    "private_key_file": str(key_file),
-                }
-            )
-        )
+        creds = write_credentials(work, key)
         rows_file = work / "rows.csv"
         write_input(rows_file, args.rows)
         with sandbox_process("--settlement-delay", "0", "--processing-delay", "0") as sb:
