@@ -88,6 +88,31 @@ def write_input(path: Path, rows: int) -> None:
             )
 
 
+def write_credentials(work: Path, key: Any) -> Path:
+    """The benchmark client's key and credentials file in ``work``; returns the file."""
+    key_file = work / "key.pem"
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    creds = work / "credentials.json"
+    creds.write_text(
+        json.dumps(
+            {
+                "client_id": BENCH_CLIENT_ID,
+                "client_secret": BENCH_CLIENT_SECRET,
+                "key_id": BENCH_KID,
+                "issuer": BENCH_ISS,
+                "private_key_file": str(key_file),
+            }
+        )
+    )
+    return creds
+
+
 def cli_path() -> list[str] | None:
     """The ``payments-async`` command, or None when the CLI is not available."""
     exe = Path(sys.executable).with_name("payments-async")
@@ -400,26 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     pg = postgres_or_none()
     with tempfile.TemporaryDirectory(prefix="bench-bulk-") as tmp, pg or contextlib.nullcontext():
         work = Path(tmp)
-        key_file = work / "key.pem"
-        key_file.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        creds = work / "credentials.json"
-        creds.write_text(
-            json.dumps(
-                {
-                    "client_id": BENCH_CLIENT_ID,
-                    "client_secret": BENCH_CLIENT_SECRET,
-                    "key_id": BENCH_KID,
-                    "issuer": BENCH_ISS,
-                    "private_key_file": str(key_file),
-                }
-            )
-        )
+        creds = write_credentials(work, key)
         rows_file = work / "rows.csv"
         write_input(rows_file, n_rows)
         modes = ("on", "off", "pg") if pg is not None else ("on", "off")

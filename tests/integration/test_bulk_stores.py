@@ -151,7 +151,10 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password(tmp_path: Pa
     assert "s3cret-pw" not in str(info.value)
 
 
-async def test_single_process_runner_with_the_postgres_journal(pg_dsn: str, tmp_path: Path) -> None:
+async def test_single_process_runner_with_the_postgres_journal(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the results file goes to the working directory
     config = SandboxConfig(processing_delay=3600, settlement_delay=0)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "pg.csv", bulk_rows(60, prefix="E2E-PGJ"))

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
+    "GroupCommitter",
     "PostgresJournal",
     "connect",
     "ensure_schema",
@@ -319,6 +320,83 @@ def sql_for_final(
     )
 
 
+class GroupCommitter:
+    """Group commit of single-row changes on one asyncio connection.
+
+    Every change queued while a transaction is being written goes into the next one, sent
+    in pipeline mode (a batch costs about one round trip, not one per statement); the
+    future of each change resolves only once its transaction is committed. The
+    connection commits without waiting for the server's disk (``synchronous_commit =
+    off``), as the SQLite file's ``synchronous=NORMAL``: a killed client loses nothing
+    (the server has every commit); only a crash of the server itself may drop the last
+    few hundred milliseconds of changes, which a resume redoes safely with the recorded
+    ids.
+
+    Args:
+        dsn: the database's address.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._aconn: psycopg.AsyncConnection[Any] | None = None
+        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.commits = 0  # transactions written, for benchmarks and tests
+
+    def write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
+        """Queue one change; the future resolves once it is committed.
+
+        The future fails with :class:`JournalError` when its transaction cannot be written.
+        """
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((sql, params, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_loop())
+        return fut
+
+    async def _flush_loop(self) -> None:
+        """Write what is queued in one transaction; repeat while changes keep coming."""
+        import psycopg
+
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                if self._aconn is None or self._aconn.closed:
+                    self._aconn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+                    await self._aconn.execute("SET synchronous_commit = off")
+                conn = self._aconn
+                async with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
+                    for sql, params, _ in batch:
+                        await cur.execute(sql, params)
+            except psycopg.Error as exc:
+                error = JournalError(f"cannot write the PostgreSQL journal: {exc}")
+                for _, _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(error)
+                continue
+            self.commits += 1
+            for _, _, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def aclose(self) -> None:
+        """Wait for queued changes, then close the connection."""
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        if self._aconn is not None:
+            await self._aconn.close()
+            self._aconn = None
+
+    def close(self) -> None:
+        """Close the connection at once (outside the event loop), dropping queued changes."""
+        if self._flusher is not None and not self._flusher.done():
+            self._flusher.cancel()
+        if self._aconn is not None:
+            # The asyncio connection belongs to the loop; closing its socket is enough here.
+            self._aconn.pgconn.finish()
+            self._aconn = None
+
+
 class PostgresJournal(_Memory):
     """The journal of one run in PostgreSQL, for the single-process runner.
 
@@ -341,10 +419,8 @@ class PostgresJournal(_Memory):
         self._dsn = dsn
         self._run_id = run_id
         self._planned = planned
-        self._aconn: psycopg.AsyncConnection[Any] | None = None
-        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-        self.commits = 0  # transactions written, for benchmarks and tests
+        self._committer = GroupCommitter(dsn)
+        self._plan_commits = 0
         self._loaded = not planned  # a recorded plan is read back when first needed
 
     @classmethod
@@ -397,7 +473,7 @@ class PostgresJournal(_Memory):
             raise JournalError("the journal already holds a plan")
         self._planned = True
         self._loaded = False
-        self.commits += 1
+        self._plan_commits += 1
 
     def _ensure(self) -> None:
         if not self._loaded:
@@ -418,42 +494,12 @@ class PostgresJournal(_Memory):
     # --- group commit ----------------------------------------------------------------------
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((sql, params, fut))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_loop())
-        return fut
+        return self._committer.write(sql, params)
 
-    async def _flush_loop(self) -> None:
-        """Write what is queued in one transaction; repeat while changes keep coming."""
-        import psycopg
-
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                if self._aconn is None:
-                    self._aconn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-                    # As the SQLite file's synchronous=NORMAL: a killed client loses
-                    # nothing (the server has every commit); only a crash of the server
-                    # itself may drop the last few hundred milliseconds of changes, which
-                    # a resume redoes safely with the recorded ids.
-                    await self._aconn.execute("SET synchronous_commit = off")
-                # Pipeline mode: the batch's statements go out without waiting for each
-                # answer, so a batch costs about one round trip, not one per statement.
-                conn = self._aconn
-                async with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
-                    for sql, params, _ in batch:
-                        await cur.execute(sql, params)
-            except psycopg.Error as exc:
-                error = JournalError(f"cannot write the PostgreSQL journal: {exc}")
-                for _, _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(error)
-                continue
-            self.commits += 1
-            for _, _, fut in batch:
-                if not fut.done():
-                    fut.set_result(None)
+    @property
+    def commits(self) -> int:
+        """Transactions written (the plan's and the grouped changes'), for benchmarks and tests."""
+        return self._plan_commits + self._committer.commits
 
     async def mark_sent(self, line: int) -> None:
         """Commit ``sent`` (one more attempt) before the request goes out."""
@@ -492,19 +538,10 @@ class PostgresJournal(_Memory):
 
     async def aclose(self) -> None:
         """Wait for queued changes, then close both connections."""
-        if self._flusher is not None:
-            await asyncio.gather(self._flusher, return_exceptions=True)
-        if self._aconn is not None:
-            await self._aconn.close()
-            self._aconn = None
+        await self._committer.aclose()
         self._conn.close()
 
     def close(self) -> None:
         """Close the connections (changes are committed as they are awaited)."""
-        if self._flusher is not None and not self._flusher.done():
-            self._flusher.cancel()
+        self._committer.close()
         self._conn.close()
-        if self._aconn is not None:
-            # The asyncio connection belongs to the loop; closing its socket is enough here.
-            self._aconn.pgconn.finish()
-            self._aconn = None
