@@ -478,3 +478,33 @@ async def test_confirmed_finals_are_kept_encoded_out_of_the_collectors_way() -> 
         assert st.receiver.confirmed(
             s.payments_service_id, "payment"
         ) == await c.get_credit_transfer_status(s.payments_service_id)
+
+
+async def test_the_sandbox_keeps_read_bodies_out_of_the_collectors_way() -> None:
+    # The sandbox's cache of GET bodies held each status object: two tracked objects per
+    # id read, which made the sandbox's full collections long enough (0.1-0.15 s) to delay
+    # its notifications. Its entries are now plain data the collector does not track, and
+    # a status change still gives a new body.
+    from payments_async.iso20022 import summarize_status_report
+    from payments_async.sandbox._app import _BODIES_KEY
+
+    async with notifying_stack() as st:
+        c = st.client
+        p = transfer()
+        s = await c.submit_credit_transfer(p)
+        pending = await c.get_credit_transfer_status(s.payments_service_id)
+        x = await c.request_cancellation(cancellation_for(p))
+        outcome = await asyncio.wait_for(
+            c.wait_for_cancellation_outcome(x.payments_service_id), WAIT
+        )
+        status = await asyncio.wait_for(c.wait_for_payment_status(s.payments_service_id), WAIT)
+        await settle(st)
+        assert outcome.accepted
+        assert summarize_status_report(pending).status == "PEND"
+        assert status.status == "RJCT"  # the body cached while pending was rebuilt
+        again = await c.get_credit_transfer_status(s.payments_service_id)
+        assert summarize_status_report(again).status == "RJCT"
+        cache = st.sandbox.server.app[_BODIES_KEY]._bodies  # white box: what the cache holds
+        assert {s.payments_service_id, x.payments_service_id} <= set(cache)
+        gc.collect()
+        assert not any(gc.is_tracked(entry) for entry in cache.values())
