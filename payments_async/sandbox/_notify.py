@@ -280,6 +280,7 @@ class _GcPauses:
         }
         out["long"] = [[round(t, 3), g, round(d * 1000, 1)] for t, g, d in self.long]
         out["tracked_objects"] = len(gc.get_objects())  # what a full collection traverses
+        out["frozen_objects"] = gc.get_freeze_count()  # what it skips (gc.freeze())
         return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 import subprocess
 import sys
@@ -128,3 +129,43 @@ def test_the_pytest_fixture_works_for_users(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+async def test_the_sandbox_program_keeps_its_start_up_objects_out_of_full_collections() -> None:
+    # `python -m payments_async.sandbox` freezes what exists once it has started (modules,
+    # classes, functions), so its full collections, which hold back every notification
+    # due meanwhile, traverse only the state it builds. Embedding the sandbox
+    # (SandboxServer) leaves the host process's collector alone.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "payments_async.sandbox",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--log-level",
+        "WARNING",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        text = ""
+        while "listening on " not in text:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            assert line, "the sandbox exited before printing its banner"
+            text += line
+        url = text.split("listening on ", 1)[1].split()[0]
+        async with aiohttp.ClientSession() as http, http.get(url + "/_sandbox/stats") as r:
+            collector = (await r.json())["notifications"]["gc"]
+        assert collector["frozen_objects"] > 20_000
+        assert collector["tracked_objects"] < collector["frozen_objects"] // 2
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
+    assert proc.returncode == 0
+    async with SandboxServer(SandboxConfig(port=0)) as embedded:
+        assert embedded.notifier.snapshot()["gc"]["frozen_objects"] == 0
+    assert gc.get_freeze_count() == 0
