@@ -47,11 +47,14 @@ def _census() -> Counter[str]:
 
 async def measure(url: str, mode: str, waiters: int, first_index: int) -> dict[str, Any]:
     gets = 0
+    all_read = asyncio.Event()  # every polling waiter has made its first GET
 
     def on_request(ev: RequestEvent) -> None:
         nonlocal gets
         if ev.method == "GET":
             gets += 1
+            if gets == waiters:
+                all_read.set()
 
     async with PaymentsClient(
         Credentials.sandbox(), base_url=url, hooks=Hooks(on_request=on_request)
@@ -81,8 +84,8 @@ async def measure(url: str, mode: str, waiters: int, first_index: int) -> dict[s
                 for psid in ids
             ]
             # every waiter asleep: polling after its first GET, notifications at once
-            while mode == "polling" and gets < waiters:
-                await asyncio.sleep(0.05)
+            if mode == "polling":
+                await asyncio.wait_for(all_read.wait(), 120)
             for _ in range(3):
                 await asyncio.sleep(0.05)
             gc.collect()

@@ -504,7 +504,8 @@ async def test_the_sandbox_keeps_read_bodies_out_of_the_collectors_way() -> None
         payment, cancellation = await _cancel_a_pending_payment(st)
         again = await st.client.get_credit_transfer_status(payment)
         assert summarize_status_report(again).status == "RJCT"
-        cache = st.sandbox.server.app[_BODIES_KEY]._bodies  # white box: what the cache holds
-        assert {payment, cancellation} <= set(cache)
+        cache = st.sandbox.server.app[_BODIES_KEY]  # white box: what the cache holds
+        assert {payment, cancellation} <= set(cache._statuses) == set(cache._bodies)
         gc.collect()
-        assert not any(gc.is_tracked(entry) for entry in cache.values())
+        entries = [*cache._statuses.values(), *cache._bodies.values()]
+        assert not any(gc.is_tracked(entry) for entry in entries)

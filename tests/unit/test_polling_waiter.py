@@ -165,7 +165,10 @@ async def test_the_receiver_wakes_every_waiter_of_an_id_and_forgets_them() -> No
         receiver.watch("y", other)
         receiver.unwatch("x", b)
         receiver._wake("x")
-        assert a.done() and c.done() and not b.done() and not other.done()
+        assert a.done()
+        assert c.done()
+        assert not b.done()  # unwatched before the wake
+        assert not other.done()
         assert "x" not in receiver._watchers
         receiver.unwatch("x", a)  # a woken waiter unwatching finds nothing: no error
         receiver.unwatch("y", other)
