@@ -255,6 +255,23 @@ async def run_row(
         # its scheduler, and -> first 2xx answer from the receiver
         row["sandbox_fire_lag_ms"] = sent1.get("fire_lag_ms")
         row["sandbox_delivery_lag_ms"] = sent1.get("delivery_lag_ms")
+        # the sandbox process's own collector over the row, and its long pauses from the
+        # first settlement on (s after it, generation, ms): a pause there delays firing
+        gc0, gc1 = sent0.get("gc"), sent1.get("gc")
+        if gc0 is not None and gc1 is not None:
+            row["sandbox_gc"] = {
+                g: {
+                    "count": gc1[g]["count"] - gc0[g]["count"],
+                    "total_ms": round(gc1[g]["total_ms"] - gc0[g]["total_ms"], 1),
+                }
+                for g in ("gen0", "gen1", "gen2")
+            }
+            row["sandbox_gc_pauses_after_first_settlement"] = [
+                (round(t - first_settle, 2), g, ms)
+                for t, g, ms in gc1["long"]
+                if t >= first_settle - 1
+            ]
+            row["sandbox_tracked_objects"] = gc1["tracked_objects"]
     if trace is not None:
         row["stages"] = _stage_percentiles(trace, stamps)
     return row
@@ -450,6 +467,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"delivered {row['sandbox_delivery_lag_ms']}",
                         flush=True,
                     )
+                    if "sandbox_gc" in row:
+                        print(
+                            f"    sandbox gc (row): {row['sandbox_gc']}; "
+                            f"{row['sandbox_tracked_objects']} tracked; pauses (s, gen, ms): "
+                            f"{row['sandbox_gc_pauses_after_first_settlement']}",
+                            flush=True,
+                        )
                 rows.append(row)
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     notified = [r for r in rows if r["mode"] == "notifications"]

@@ -12,7 +12,7 @@ import random
 import re
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar
@@ -53,7 +53,7 @@ from ._errors import (
 )
 from ._hooks import Hooks, RequestEvent, call_hook
 from ._jwt import SignedToken
-from ._polling import NotificationSource, PollPolicy, poll_until_final
+from ._polling import NotificationSource, Poll, PollPolicy
 from ._proxy import resolve_proxy
 from ._retry import RetryPolicy
 from ._telemetry import NO_SCOPE, Telemetry
@@ -203,6 +203,55 @@ class CancellationOutcome:
             message=message,
             resolution=resolution,
         )
+
+
+class _Waiter(Poll[tuple[M, S]]):
+    """One ``wait_for_*`` call: what its poll loop reads, held in slots (no closures).
+
+    ``fetch`` is one GET of ``path`` within the wait's deadline; ``peek`` takes a final
+    message the notification source has confirmed, when it is of the awaited type.
+    """
+
+    __slots__ = ("_client", "_deadline", "_decoder", "_path", "_summarize", "_type")
+
+    def __init__(
+        self,
+        client: PaymentsClient,
+        path: str,
+        decoder: Callable[[bytes], M],
+        summarize: Callable[[M], S],
+        message_type: type[M],
+        deadline: float,
+        payments_service_id: str,
+        **options: Any,
+    ) -> None:
+        super().__init__(payments_service_id, **options)
+        self._client = client
+        self._path = path
+        self._decoder = decoder
+        self._summarize = summarize
+        self._type = message_type
+        self._deadline = deadline
+
+    async def fetch(self) -> tuple[M, S]:
+        # Any queueing for a connection happens in the transport, inside the deadline.
+        message = await self._client._read(self._path, self._decoder, self._deadline)
+        return message, self._summarize(message)
+
+    def status_of(self, result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:
+        summary = result[1]
+        return summary.outcome, summary.codes
+
+    def peek(self) -> tuple[M, S] | None:
+        source = self._source
+        if source is None:
+            return None
+        # A receiver's confirmed final message: the waiter returns without a read.
+        kind = "cancellation" if self._type is Camt029 else "payment"
+        message = source.confirmed(self._id, kind)
+        if isinstance(message, self._type):
+            return message, self._summarize(message)
+        return None
 
 
 class PaymentsClient:
@@ -598,7 +647,7 @@ class PaymentsClient:
                 scope.succeeded(status.outcome.value, **{"payments.status": status.status})
         return status
 
-    async def _wait(
+    def _wait(
         self,
         path: str,
         decoder: Callable[[bytes], M],
@@ -607,55 +656,27 @@ class PaymentsClient:
         timeout: float,
         what: str,
         message_type: type[M],
-    ) -> tuple[M, S]:
-        """Poll ``path`` until the summary of its message is settled; both waiters use it."""
+    ) -> Coroutine[Any, Any, tuple[M, S]]:
+        """Poll ``path`` until the summary of its message is settled; both waiters use it.
+
+        Not a coroutine itself: the waiter's only frame below the caller is ``Poll.run``.
+        """
         _check_seconds("timeout", timeout)
-        deadline = time.monotonic() + timeout
-
-        async def fetch() -> tuple[M, S]:
-            # Any queueing for a connection happens in the transport, inside the deadline.
-            message = await self._read(path, decoder, deadline)
-            return message, summarize(message)
-
-        def status_of(result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:
-            summary = result[1]
-            return summary.outcome, summary.codes
-
         notices = self._notices
-        if notices is None:
-            return await poll_until_final(
-                fetch,
-                status_of,
-                payments_service_id=payments_service_id,
-                timeout=timeout,
-                policy=self._poll,
-                what=what,
-                rng=self._rng,
-            )
-        kind = "cancellation" if message_type is Camt029 else "payment"
-
-        def peek() -> tuple[M, S] | None:
-            # A receiver's confirmed final message: the waiter returns without a read.
-            message = notices.confirmed(payments_service_id, kind)
-            if isinstance(message, message_type):
-                return message, summarize(message)
-            return None
-
-        event = notices.watch(payments_service_id)
-        try:
-            return await poll_until_final(
-                fetch,
-                status_of,
-                payments_service_id=payments_service_id,
-                timeout=timeout,
-                policy=self._notified_poll,
-                what=what,
-                rng=self._rng,
-                wake=event,
-                peek=peek,
-            )
-        finally:
-            notices.unwatch(payments_service_id, event)
+        return _Waiter(
+            self,
+            path,
+            decoder,
+            summarize,
+            message_type,
+            time.monotonic() + timeout,
+            payments_service_id,
+            timeout=timeout,
+            policy=self._poll if notices is None else self._notified_poll,
+            what=what,
+            rng=self._rng,
+            source=notices,
+        ).run()
 
     # --- the pipeline --------------------------------------------------------------------
     #

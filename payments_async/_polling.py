@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ._constants import (
     POLL_INITIAL,
@@ -21,7 +21,7 @@ from ._errors import ConfigurationError, NotFoundError, PollTimeoutError
 from ._retry import is_retryable
 from .iso20022.codes import Outcome
 
-__all__ = ["NotificationSource", "PollPolicy", "poll_until_final"]
+__all__ = ["NotificationSource", "Poll", "PollPolicy", "poll_until_final"]
 
 T = TypeVar("T")
 logger = logging.getLogger("payments_async")
@@ -69,20 +69,29 @@ class PollPolicy:
         """The (endless) sequence of sleeps between polls."""
         base = self.initial
         while True:
-            spread = base * self.jitter
-            yield max(0.0, base + rng.uniform(-spread, spread))
-            base = min(self.maximum, base * self.multiplier)
+            interval, base = self._next(base, rng)
+            yield interval
+
+    def _next(self, base: float, rng: random.Random) -> tuple[float, float]:
+        """The sleep drawn around ``base``, and the base after it."""
+        spread = base * self.jitter
+        return max(0.0, base + rng.uniform(-spread, spread)), min(
+            self.maximum, base * self.multiplier
+        )
 
 
 class NotificationSource(Protocol):
-    """What the waiters know of a notification receiver: an id's event and its result."""
+    """What the waiters know of a notification receiver: wake-ups and confirmed results."""
 
-    def watch(self, payments_service_id: str) -> asyncio.Event:
-        """An event set once a final status of this id has been confirmed."""
+    def watch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
+        """Complete ``waiter`` (result None) once a final status of this id is confirmed.
+
+        The source forgets a waiter once it has completed it.
+        """
         ...
 
-    def unwatch(self, payments_service_id: str, event: asyncio.Event) -> None:
-        """Forget an event returned by ``watch``."""
+    def unwatch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
+        """Forget a waiter passed to ``watch`` (nothing happens if it is already gone)."""
         ...
 
     def confirmed(self, payments_service_id: str, kind: str) -> object | None:
@@ -90,17 +99,226 @@ class NotificationSource(Protocol):
         ...
 
 
-async def _pause(seconds: float, wake: asyncio.Event | None) -> None:
-    """Sleep ``seconds``, or less when ``wake`` is set meanwhile (then clear it)."""
-    if wake is None:
-        await asyncio.sleep(seconds)
-        return
-    try:
-        async with asyncio.timeout(seconds):
-            await wake.wait()
-    except TimeoutError:
-        return
-    wake.clear()
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+class Poll(Generic[T]):
+    """One waiter: the state of its poll loop, in one small object.
+
+    Thousands of waiters are alive at once, and the garbage collector traverses all of
+    them at each full collection, so a waiter holds no closures (and their cells), no
+    schedule generator, no event and no nested coroutines: ``run`` is the only coroutine
+    below the caller, and each sleep is one future (registered with the notification
+    source, if any) plus one timer handle. Subclasses give ``fetch``, ``status_of`` and,
+    with a source, ``peek``.
+
+    Args:
+        payments_service_id: the id polled, for errors and logs (and the source).
+        timeout: overall deadline in seconds.
+        policy: the interval schedule.
+        what: a word for logs ("cancellation outcome").
+        rng: random source for the jitter (a new ``random.Random`` when needed, if None).
+        source: a notification receiver; with it, the first poll waits one interval
+            (polling is then the safety net) and each wait ends early when the source
+            confirms a final status for the id.
+    """
+
+    __slots__ = ("_id", "_policy", "_rng", "_source", "_timeout", "_what")
+
+    def __init__(
+        self,
+        payments_service_id: str,
+        *,
+        timeout: float,
+        policy: PollPolicy,
+        what: str,
+        rng: random.Random | None = None,
+        source: NotificationSource | None = None,
+    ) -> None:
+        self._id = payments_service_id
+        self._timeout = timeout
+        self._policy = policy
+        self._what = what
+        self._rng = rng
+        self._source = source
+
+    def fetch(self) -> Awaitable[T]:
+        """One read of the status (it applies its own retries)."""
+        raise NotImplementedError
+
+    def status_of(self, result: T) -> tuple[Outcome, tuple[str, ...]]:
+        """``(outcome, raw codes)`` of a result, the group code first."""
+        raise NotImplementedError
+
+    def peek(self) -> T | None:
+        """A final result known without a read (a confirmed notification), or None."""
+        return None
+
+    async def run(self) -> T:
+        """Call ``fetch`` until its outcome is settled, or raise when the timeout passes.
+
+        Settled means ACCEPTED or REJECTED, or UNKNOWN (codes that cannot be classified, or
+        that contradict each other) read twice in a row with the same codes: such an answer
+        is returned at once for the caller to see, not polled to the deadline. An answer
+        without any code counts as pending.
+
+        Transient errors (the same ones a request retries on) and a 404 within the grace
+        period are logged and polled again; any other error propagates at once. Cancelling
+        the awaiting task stops polling immediately: the only await points are the fetch
+        and the sleep, both cancellable.
+
+        Raises:
+            PollTimeoutError: the deadline passed first; carries every raw code seen.
+        """
+        policy = self._policy
+        source = self._source
+        start = time.monotonic()
+        deadline = start + self._timeout
+        last_status: str | None = None
+        seen: dict[str, None] | None = None  # every raw code, in the order first seen
+        unknown: tuple[str, ...] | None = None  # the codes of the previous read, if UNKNOWN
+        polls = 0
+        base = policy.initial  # the schedule's next base interval (``PollPolicy.intervals``)
+        first_sleeps = source is not None  # with a source, polling is the safety net
+        while True:
+            interval, base = policy._next(base, self._jitter())
+            early = self.peek()
+            if early is not None:
+                return early
+            if first_sleeps:
+                first_sleeps = False
+                pause = min(interval, self._timeout)
+            else:
+                polls += 1
+                try:
+                    result = await self.fetch()
+                except NotFoundError:
+                    if time.monotonic() - start > policy.not_found_grace:
+                        raise
+                    logger.debug("poll %s %s: not visible yet", self._what, self._id)
+                except Exception as exc:
+                    if not is_retryable(exc):
+                        raise
+                    logger.debug("poll %s %s: transient %s", self._what, self._id, exc)
+                else:
+                    outcome, codes = self.status_of(result)
+                    if codes:
+                        if seen is None:
+                            seen = {}
+                        seen.update(dict.fromkeys(codes))
+                    last_status = codes[0] if codes else None
+                    logger.debug(
+                        "poll %s %s: #%d codes=%s outcome=%s",
+                        self._what,
+                        self._id,
+                        polls,
+                        codes,
+                        outcome.value,
+                    )
+                    if outcome.is_final:
+                        return result
+                    if outcome is Outcome.UNKNOWN and codes:
+                        if codes == unknown:
+                            return result  # the same unclassifiable answer twice: surface it
+                        unknown = codes
+                    else:
+                        unknown = None
+                    del result  # not kept while sleeping: a decoded message is ~15 objects
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                if source is not None:
+                    early = self.peek()  # confirmed while the read was in flight
+                    if early is not None:
+                        return early
+                pause = min(interval, remaining)
+            # One future, completed by the timer or by the source, whichever comes first.
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            timer = loop.call_later(pause, _expire, waiter)
+            if source is not None:
+                source.watch(self._id, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                if source is not None:
+                    source.unwatch(self._id, waiter)
+        raise PollTimeoutError(
+            f"no final {self._what} after {self._timeout:g}s and {polls} polls",
+            payments_service_id=self._id,
+            last_status=last_status,
+            statuses=tuple(seen) if seen is not None else (),
+        )
+
+    def _jitter(self) -> random.Random:
+        if self._rng is None:
+            self._rng = random.Random()
+        return self._rng
+
+
+class _CallablePoll(Poll[T]):
+    """A ``Poll`` whose read, classification and peek are callables."""
+
+    __slots__ = ("_fetch", "_peek", "_status_of")
+
+    def __init__(
+        self,
+        fetch: Callable[[], Awaitable[T]],
+        status_of: Callable[[T], tuple[Outcome, tuple[str, ...]]],
+        peek: Callable[[], T | None] | None,
+        payments_service_id: str,
+        **options: Any,
+    ) -> None:
+        super().__init__(payments_service_id, **options)
+        self._fetch = fetch
+        self._status_of = status_of
+        self._peek = peek
+
+    def fetch(self) -> Awaitable[T]:
+        return self._fetch()
+
+    def status_of(self, result: T) -> tuple[Outcome, tuple[str, ...]]:
+        return self._status_of(result)
+
+    def peek(self) -> T | None:
+        return self._peek() if self._peek is not None else None
+
+
+class _EventSource:
+    """A ``NotificationSource`` over one ``asyncio.Event`` (``poll_until_final``'s ``wake``).
+
+    A set event wakes the sleeping waiter and is cleared; one set before the sleep ends
+    the sleep at once.
+    """
+
+    __slots__ = ("_event", "_relay")
+
+    def __init__(self, event: asyncio.Event) -> None:
+        self._event = event
+        self._relay: asyncio.Task[None] | None = None
+
+    def watch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
+        if self._event.is_set():
+            self._event.clear()
+            waiter.set_result(None)
+        else:
+            self._relay = asyncio.ensure_future(self._wake(waiter))
+
+    async def _wake(self, waiter: asyncio.Future[None]) -> None:
+        await self._event.wait()
+        self._event.clear()
+        _expire(waiter)
+
+    def unwatch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
+        relay, self._relay = self._relay, None
+        if relay is not None:
+            relay.cancel()
+
+    def confirmed(self, payments_service_id: str, kind: str) -> object | None:
+        return None
 
 
 async def poll_until_final(
@@ -115,17 +333,7 @@ async def poll_until_final(
     wake: asyncio.Event | None = None,
     peek: Callable[[], T | None] | None = None,
 ) -> T:
-    """Call ``fetch`` until its outcome is settled, or raise when ``timeout`` passes.
-
-    Settled means ACCEPTED or REJECTED, or UNKNOWN (codes that cannot be classified, or
-    that contradict each other) read twice in a row with the same codes: such an answer
-    is returned at once for the caller to see, not polled to the deadline. An answer
-    without any code counts as pending.
-
-    Transient errors (the same ones a request retries on) and a 404 within the grace
-    period are logged and polled again; any other error propagates at once. Cancelling
-    the awaiting task stops polling immediately: the only await points are the fetch and
-    the sleep, both cancellable.
+    """``Poll.run`` with the read and its classification given as callables.
 
     Args:
         fetch: one read of the status (it applies its own retries).
@@ -135,68 +343,23 @@ async def poll_until_final(
         policy: the interval schedule.
         what: a word for logs ("cancellation outcome").
         rng: random source for the jitter.
-        wake: set by a notification receiver when this id's final status is confirmed;
-            with it, the first poll waits one interval (polling is then the safety net)
-            and every wait ends early when it is set.
+        wake: set when this id's final status is confirmed; with it, the first poll waits
+            one interval (polling is then the safety net) and every wait ends early when
+            it is set (then it is cleared).
         peek: a final result known without a read (a confirmed notification), or None.
 
     Raises:
         PollTimeoutError: the deadline passed first; carries every raw code seen.
     """
-    start = time.monotonic()
-    deadline = start + timeout
-    last_status: str | None = None
-    seen: dict[str, None] = {}  # every raw code, in the order first seen
-    unknown: tuple[str, ...] | None = None  # the codes of the previous read, if UNKNOWN
-    polls = 0
-    schedule = policy.intervals(rng or random.Random())
-    if wake is not None:
-        early = peek() if peek is not None else None
-        if early is not None:
-            return early
-        await _pause(min(next(schedule), timeout), wake)
-    for interval in schedule:
-        early = peek() if peek is not None else None
-        if early is not None:
-            return early
-        polls += 1
-        try:
-            result = await fetch()
-        except NotFoundError:
-            if time.monotonic() - start > policy.not_found_grace:
-                raise
-            logger.debug("poll %s %s: not visible yet", what, payments_service_id)
-        except Exception as exc:
-            if not is_retryable(exc):
-                raise
-            logger.debug("poll %s %s: transient %s", what, payments_service_id, exc)
-        else:
-            outcome, codes = status_of(result)
-            seen.update(dict.fromkeys(codes))
-            last_status = codes[0] if codes else None
-            logger.debug(
-                "poll %s %s: #%d codes=%s outcome=%s",
-                what,
-                payments_service_id,
-                polls,
-                codes,
-                outcome.value,
-            )
-            if outcome.is_final:
-                return result
-            if outcome is Outcome.UNKNOWN and codes:
-                if codes == unknown:
-                    return result  # the same unclassifiable answer twice: surface it
-                unknown = codes
-            else:
-                unknown = None
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        await _pause(min(interval, remaining), wake)
-    raise PollTimeoutError(
-        f"no final {what} after {timeout:g}s and {polls} polls",
-        payments_service_id=payments_service_id,
-        last_status=last_status,
-        statuses=tuple(seen),
+    poll = _CallablePoll(
+        fetch,
+        status_of,
+        peek,
+        payments_service_id,
+        timeout=timeout,
+        policy=policy,
+        what=what,
+        rng=rng,
+        source=_EventSource(wake) if wake is not None else None,
     )
+    return await poll.run()

@@ -222,10 +222,14 @@ class NotificationReceiver:
         # Confirmed finals, kept encoded: bytes are one object the garbage collector never
         # traverses, where a decoded message is a tree of ~15 tracked objects; 10,000 of
         # those were enough to start a full collection (a 0.5-1 s pause) mid-stream.
-        self._final: OrderedDict[tuple[NotificationKind, str], bytes] = OrderedDict()
-        self._inflight: set[tuple[NotificationKind, str]] = set()
-        self._again: set[tuple[NotificationKind, str]] = set()
-        self._watchers: dict[str, set[asyncio.Event]] = {}
+        # Keyed by (kind value, id): a tuple of strings, which the collector stops tracking,
+        # where one holding the enum member stays tracked.
+        self._final: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._inflight: set[tuple[str, str]] = set()
+        self._again: set[tuple[str, str]] = set()
+        # id -> its sleeping waiter (nearly always one), or a list of them: no container
+        # per waiter for the collector to traverse
+        self._watchers: dict[str, asyncio.Future[None] | list[asyncio.Future[None]]] = {}
 
     def __repr__(self) -> str:
         return f"NotificationReceiver(client={self._client!r}, auth={self._auth!r})"
@@ -334,19 +338,33 @@ class NotificationReceiver:
 
     # --- what the client's waiters see (the NotificationSource interface) --------------
 
-    def watch(self, payments_service_id: str) -> asyncio.Event:
-        """An event set when a final status for this id has been confirmed."""
-        event = asyncio.Event()
-        self._watchers.setdefault(payments_service_id, set()).add(event)
-        return event
+    def watch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
+        """Complete ``waiter`` when a final status for this id has been confirmed."""
+        current = self._watchers.get(payments_service_id)
+        if current is None:
+            self._watchers[payments_service_id] = waiter
+        elif isinstance(current, list):
+            current.append(waiter)
+        else:
+            self._watchers[payments_service_id] = [current, waiter]
 
-    def unwatch(self, payments_service_id: str, event: asyncio.Event) -> None:
-        """Stop watching (the waiter returned or gave up)."""
-        events = self._watchers.get(payments_service_id)
-        if events is not None:
-            events.discard(event)
-            if not events:
+    def unwatch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
+        """Stop watching (the waiter woke, returned or gave up)."""
+        current = self._watchers.get(payments_service_id)
+        if current is waiter:
+            del self._watchers[payments_service_id]
+        elif isinstance(current, list):
+            if waiter in current:
+                current.remove(waiter)
+            if not current:
                 del self._watchers[payments_service_id]
+
+    def _wake(self, payments_service_id: str) -> None:
+        """Complete every waiter of this id (they are forgotten: each sleep registers anew)."""
+        current = self._watchers.pop(payments_service_id, None)
+        for waiter in current if isinstance(current, list) else (current,):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
     def confirmed(self, payments_service_id: str, kind: str) -> Pacs002 | Camt029 | None:
         """The confirmed final message for this id, if a notification brought one.
@@ -355,13 +373,13 @@ class NotificationReceiver:
             payments_service_id: the id.
             kind: ``"payment"`` or ``"cancellation"``.
         """
-        return self._recall((NotificationKind(kind), payments_service_id))
+        return self._recall((NotificationKind(kind).value, payments_service_id))
 
-    def _recall(self, key: tuple[NotificationKind, str]) -> Pacs002 | Camt029 | None:
+    def _recall(self, key: tuple[str, str]) -> Pacs002 | Camt029 | None:
         raw = self._final.get(key)
         if raw is None:
             return None
-        if key[0] is NotificationKind.CANCELLATION:
+        if key[0] == NotificationKind.CANCELLATION.value:
             return decode_camt029(raw)
         return decode_pacs002(raw)
 
@@ -381,7 +399,7 @@ class NotificationReceiver:
                 queue.task_done()
 
     async def _process(self, notification: Notification) -> None:
-        key = (notification.kind, notification.payments_service_id)
+        key = (notification.kind.value, notification.payments_service_id)
         if key in self._final:
             # A duplicate, or a late/out-of-order delivery: final statuses are terminal.
             self.stats.known_final += 1
@@ -425,7 +443,7 @@ class NotificationReceiver:
     async def _settle(
         self,
         notification: Notification,
-        key: tuple[NotificationKind, str],
+        key: tuple[str, str],
         message: Pacs002 | Camt029,
     ) -> bool:
         """Act on a confirmed status; True when it was final."""
@@ -442,8 +460,7 @@ class NotificationReceiver:
         self._final[key] = encode(message)
         if len(self._final) > self._capacity:
             self._final.popitem(last=False)
-        for event in self._watchers.get(psid, ()):
-            event.set()
+        self._wake(psid)
         first = await self._seen.add(f"{notification.kind.value}:{psid}:{status}")
         if first:
             self.stats.callbacks += 1

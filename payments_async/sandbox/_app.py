@@ -40,7 +40,7 @@ from .._errors import ConfigurationError, ValidationError
 from .._jwt import JwtVerificationError, verify_assertion, verify_sca_token
 from ..iso20022 import Camt056, Pacs008, decode_camt056, decode_pacs008, encode, validate
 from ._config import SHUTDOWN_TIMEOUT, FaultConfig, SandboxConfig
-from ._lifecycle import CancellationRecord, PaymentRecord
+from ._lifecycle import CancellationRecord, CancellationStatus, PaymentRecord, PaymentStatus
 from ._messages import cancellation_outcome_body, payment_status_body, submission_body
 from ._notify import NOTIFIER_KEY, Notifier, install
 from ._protocol import SandboxRunner, printable
@@ -583,17 +583,33 @@ async def _post_camt056(request: web.Request) -> web.Response:
 
 
 class _BodyCache:
-    """Encoded GET bodies by id, rebuilt only when the status changes."""
+    """Encoded GET bodies by id, rebuilt only when the status changes.
+
+    Per id it keeps the status's fields (a tuple of strings, bools and None) and the body
+    (bytes): objects the garbage collector does not track. Keeping the status object
+    itself (a fresh one per final record) made two tracked objects per id read: 20,000
+    more for the collector to traverse per 10,000 settled cancellations, and full
+    collections of 0.1-0.15 s in the sandbox's process that delayed its notifications.
+    """
 
     def __init__(self) -> None:
-        self._bodies: dict[str, tuple[object, bytes]] = {}
+        self._statuses: dict[str, tuple[object, ...]] = {}
+        self._bodies: dict[str, bytes] = {}
 
-    def get(self, key: str, status: object) -> bytes | None:
-        hit = self._bodies.get(key)
-        return hit[1] if hit is not None and hit[0] == status else None
+    def get(self, key: str, status: PaymentStatus | CancellationStatus) -> bytes | None:
+        if self._statuses.get(key) != _fields(status):
+            return None
+        return self._bodies[key]
 
-    def put(self, key: str, status: object, body: bytes) -> None:
-        self._bodies[key] = (status, body)
+    def put(self, key: str, status: PaymentStatus | CancellationStatus, body: bytes) -> None:
+        self._statuses[key] = _fields(status)
+        self._bodies[key] = body
+
+
+def _fields(status: PaymentStatus | CancellationStatus) -> tuple[object, ...]:
+    if isinstance(status, CancellationStatus):
+        return (status.conf, status.tx_status, status.reason, status.text, status.final)
+    return (status.code, status.reason, status.text, status.final)
 
 
 _BODIES_KEY: Final = web.AppKey("payments_async.sandbox.bodies", _BodyCache)

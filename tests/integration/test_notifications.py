@@ -19,6 +19,7 @@ from joserfc.jwk import ECKey
 from notification_support import (
     HOOK_PASSWORD,
     HOOK_USER,
+    Stack,
     cancellation_for,
     notifying_stack,
     settle,
@@ -27,6 +28,7 @@ from notification_support import (
 
 from payments_async import CancellationOutcome, Outcome, PollPolicy
 from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH
+from payments_async.iso20022 import summarize_status_report
 from payments_async.notifications import (
     BasicAuth,
     BearerAuth,
@@ -453,28 +455,57 @@ async def test_sandbox_stats_time_scheduling_and_delivery_separately() -> None:
         assert 300 <= delivered["p50"] <= delivered["max"]
 
 
+async def _cancel_a_pending_payment(st: Stack) -> tuple[str, str]:
+    """A payment read while pending, then cancelled; both finals awaited and settled.
+
+    Returns:
+        The payment's and the cancellation's ids.
+    """
+    c = st.client
+    p = transfer()
+    s = await c.submit_credit_transfer(p)
+    pending = await c.get_credit_transfer_status(s.payments_service_id)
+    assert summarize_status_report(pending).status == "PEND"
+    x = await c.request_cancellation(cancellation_for(p))
+    outcome = await asyncio.wait_for(c.wait_for_cancellation_outcome(x.payments_service_id), WAIT)
+    status = await asyncio.wait_for(c.wait_for_payment_status(s.payments_service_id), WAIT)
+    await settle(st)
+    assert outcome.accepted
+    assert status.status == "RJCT"
+    return s.payments_service_id, x.payments_service_id
+
+
 async def test_confirmed_finals_are_kept_encoded_out_of_the_collectors_way() -> None:
     # 10,000 cached decoded messages (~15 tracked objects each) set off a full garbage
     # collection in the middle of the benchmark's settlement stream: the cache keeps bytes,
     # and what it gives back equals what the confirming read returned.
     async with notifying_stack() as st:
         c = st.client
-        p = transfer()
-        s = await c.submit_credit_transfer(p)
-        x = await c.request_cancellation(cancellation_for(p))
-        outcome = await asyncio.wait_for(
-            c.wait_for_cancellation_outcome(x.payments_service_id), WAIT
-        )
-        status = await asyncio.wait_for(c.wait_for_payment_status(s.payments_service_id), WAIT)
-        await settle(st)
-        assert outcome.accepted
-        assert status.status == "RJCT"
+        payment, cancellation = await _cancel_a_pending_payment(st)
         cached = st.receiver._final  # white box: what the cache holds
         assert len(cached) == 2
         assert all(isinstance(v, bytes) and not gc.is_tracked(v) for v in cached.values())
         assert st.receiver.confirmed(
-            x.payments_service_id, "cancellation"
-        ) == await c.get_cancellation_outcome(x.payments_service_id)
-        assert st.receiver.confirmed(
-            s.payments_service_id, "payment"
-        ) == await c.get_credit_transfer_status(s.payments_service_id)
+            cancellation, "cancellation"
+        ) == await c.get_cancellation_outcome(cancellation)
+        assert st.receiver.confirmed(payment, "payment") == await c.get_credit_transfer_status(
+            payment
+        )
+
+
+async def test_the_sandbox_keeps_read_bodies_out_of_the_collectors_way() -> None:
+    # The sandbox's cache of GET bodies held each status object: two tracked objects per
+    # id read, which made the sandbox's full collections long enough (0.1-0.15 s) to delay
+    # its notifications. Its entries are now plain data the collector does not track, and
+    # a status change still gives a new body (the payment's, read while pending, is RJCT).
+    from payments_async.sandbox._app import _BODIES_KEY
+
+    async with notifying_stack() as st:
+        payment, cancellation = await _cancel_a_pending_payment(st)
+        again = await st.client.get_credit_transfer_status(payment)
+        assert summarize_status_report(again).status == "RJCT"
+        cache = st.sandbox.server.app[_BODIES_KEY]  # white box: what the cache holds
+        assert {payment, cancellation} <= set(cache._statuses) == set(cache._bodies)
+        gc.collect()
+        entries = [*cache._statuses.values(), *cache._bodies.values()]
+        assert not any(gc.is_tracked(entry) for entry in entries)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import socket
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -22,7 +25,12 @@ pytest_plugins = ["sandbox_fixtures"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_python_m_sandbox_prints_url_and_credentials_and_serves() -> None:
+@contextlib.asynccontextmanager
+async def _program() -> AsyncIterator[tuple[str, str]]:
+    """``python -m payments_async.sandbox`` on a free port: (its URL, its banner).
+
+    Stopped with SIGTERM on exit, which it must answer with status 0.
+    """
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -47,17 +55,21 @@ async def test_python_m_sandbox_prints_url_and_credentials_and_serves() -> None:
             if line.startswith("Press Ctrl+C"):
                 break
         text = "".join(banner)
-        url = text.split("listening on ", 1)[1].split()[0]
+        yield text.split("listening on ", 1)[1].split()[0], text
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)
+    assert proc.returncode == 0
+
+
+async def test_python_m_sandbox_prints_url_and_credentials_and_serves() -> None:
+    async with _program() as (url, text):
         assert url.startswith("http://127.0.0.1:")
         for value in (SANDBOX_CLIENT_ID, SANDBOX_ASSERTION, SANDBOX_SCA_TOKEN):
             assert value in text
         async with aiohttp.ClientSession() as http, http.get(url + "/_sandbox/stats") as r:
             assert r.status == 200
             assert (await r.json())["payments"] == 0
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 10)
-    assert proc.returncode == 0
 
 
 def test_non_loopback_host_is_refused() -> None:
@@ -128,3 +140,18 @@ def test_the_pytest_fixture_works_for_users(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+async def test_the_sandbox_program_keeps_its_start_up_objects_out_of_full_collections() -> None:
+    # `python -m payments_async.sandbox` freezes what exists once it has started (modules,
+    # classes, functions), so its full collections, which hold back every notification
+    # due meanwhile, traverse only the state it builds. Embedding the sandbox
+    # (SandboxServer) leaves the host process's collector alone.
+    async with _program() as (url, _), aiohttp.ClientSession() as http:
+        async with http.get(url + "/_sandbox/stats") as r:
+            collector = (await r.json())["notifications"]["gc"]
+        assert collector["frozen_objects"] > 20_000
+        assert collector["tracked_objects"] < collector["frozen_objects"] // 2
+    async with SandboxServer(SandboxConfig(port=0)) as embedded:
+        assert embedded.notifier.snapshot()["gc"]["frozen_objects"] == 0
+    assert gc.get_freeze_count() == 0
