@@ -44,11 +44,11 @@ __all__ = [
 
 # How it works: each field's type is an alias from ``_types`` whose ``Meta.extra`` names
 # its ISO type ("Max35Text", "Iban", ...). For each message class we read the type tree
-# once with ``msgspec.inspect`` and compile it into nested closures: a struct walker per
-# Struct (required fields, then ``STRUCT_CHECKS`` for rules that span fields), a list
-# walker (``min_items``/``max_items`` from ``Meta.extra``) and a scalar check looked up in
-# ``RULES`` by ISO type name. ``find_problems`` runs the compiled walker; paths use the
-# wire names (``encode_name``) so they match the JSON the service sees.
+# once with ``msgspec.inspect`` and generate one walker function for it (see "compiling"
+# below): required fields, lists (``min_items``/``max_items`` from ``Meta.extra``), a
+# scalar check looked up in ``RULES`` by ISO type name, then ``STRUCT_CHECKS`` for rules
+# that span fields of one struct. ``find_problems`` runs it; paths use the wire names
+# (``encode_name``) so they match the JSON the service sees.
 
 Check = Callable[[Any], "str | None"]
 """A scalar rule: returns a message when the value breaks it, else None."""
@@ -56,7 +56,6 @@ Check = Callable[[Any], "str | None"]
 _Path: TypeAlias = "str | tuple[_Path, str]"
 """A JSON path, built as (parent, segment) pairs and joined only when a problem names it."""
 
-Walker = Callable[[Any, _Path, list[Problem]], None]
 StructCheck = Callable[[Any, _Path, list[Problem]], None]
 
 
@@ -281,7 +280,8 @@ def _credit_transfer(v: CreditTransfer, path: _Path, out: list[Problem]) -> None
 def _cancellation_request(v: CancellationRequest, path: _Path, out: list[Problem]) -> None:
     if v.ctrl_data is None or not isinstance(v.undrlyg, list):
         return
-    total = sum(len(getattr(u, "tx_inf", None) or ()) for u in v.undrlyg)
+    lists = (getattr(u, "tx_inf", None) for u in v.undrlyg)
+    total = sum(len(t) for t in lists if isinstance(t, list))  # a non-list is named above
     _count(getattr(v.ctrl_data, "nb_of_txs", None), total, (path, ".ctrlData.nbOfTxs"), out)
 
 
@@ -315,10 +315,41 @@ STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
 }
 
 
-# --- compiling a message class into a walker -----------------------------------------------
+# --- compiling a message class into one flat function ------------------------------------
+#
+# A message class is read once (``msgspec.inspect``) and turned into the source of ONE
+# Python function that walks the whole tree: attribute reads, ``None`` tests and rule
+# checks inline, no call per struct and no path object per field. Paths are constant
+# strings (plus ``[i]`` inside lists) written only when a problem is reported. Each scalar
+# rule first tries a *sufficient* fast test (``_FAST``: a C-level regex match or set
+# lookup that only valid values pass); a value that fails it goes to the rule itself
+# (``RULES``), which accepts it or says what is wrong, so messages are unchanged.
+# ``tests/unit/test_validate_fast.py`` checks the generated walker against the plain
+# recursive walker (kept there as an oracle) on arbitrary messages.
+
+_FAST_MAX35 = re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,35}").fullmatch
+_FAST: dict[str, Callable[[str], object]] = {
+    "Max35Text": _FAST_MAX35,
+    # no '/' at all, so the identifier slash rules hold; one with a '/' gets the full rule
+    "Max35Id": re.compile(r"[A-Za-z0-9\-?:().,'+ ]{1,35}").fullmatch,
+    "Max70Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,70}").fullmatch,
+    "Max140Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,140}").fullmatch,
+    "BicFi": _BICFI.fullmatch,
+    "Uetr": _UETR.fullmatch,
+    "CurrencyCode": ISO_4217.__contains__,
+    "CountryCode": _COUNTRY.fullmatch,
+    "NbOfTxs": _NB_OF_TXS.fullmatch,
+    "SettlementMethodCode": _SETTLEMENT_METHODS.__contains__,
+    "ChargeBearerCode": _CHARGE_BEARERS.__contains__,
+    "CancellationReasonCode": CANCELLATION_REASONS.__contains__,
+}
+"""For a ``str``: a truthy answer means ``RULES[iso_type]`` accepts it (never the reverse)."""
+
+_Node: TypeAlias = "tuple[str, Any] | tuple[str, Any, int | None, int | None] | None"
+"""What a field holds: ("scalar", iso_type), ("struct", cls), ("list", item, min, max)."""
 
 
-def _compile(t: mi.Type, extra: dict[str, Any] | None = None) -> Walker | None:
+def _classify(t: mi.Type, extra: dict[str, Any] | None = None) -> _Node:
     extra = dict(extra or {})
     while True:
         if isinstance(t, mi.Metadata):
@@ -333,65 +364,153 @@ def _compile(t: mi.Type, extra: dict[str, Any] | None = None) -> Walker | None:
             break
     iso_type = extra.get("iso_type")
     if iso_type is not None:
-        return _scalar(RULES[iso_type])
+        if iso_type not in RULES:
+            raise KeyError(f"no rule for ISO type {iso_type!r}")
+        return ("scalar", iso_type)
     if isinstance(t, mi.StructType):
-        return _struct(t.cls)
+        return ("struct", t.cls)
     if isinstance(t, mi.ListType):
-        return _list(_compile(t.item_type), extra.get("min_items"), extra.get("max_items"))
+        return ("list", _classify(t.item_type), extra.get("min_items"), extra.get("max_items"))
     return None
 
 
-def _scalar(check: Check) -> Walker:
-    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
-        msg = check(v)
-        if msg is not None:
-            out.append(Problem(_render(path), msg))
-
-    return walk
+_PathParts: TypeAlias = "tuple[str, ...]"
+"""A path at generation time: constant text and, as ``{name}``, loop index variables."""
 
 
-def _list(item: Walker | None, min_items: int | None, max_items: int | None) -> Walker:
-    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
-        if not isinstance(v, list):
-            out.append(Problem(_render(path), f"expected an array, got {type(v).__name__}"))
+def _path_expr(parts: _PathParts) -> str:
+    """Python source that evaluates to the path's text (``$.a.b[3].c``)."""
+    pieces: list[str] = []
+    text = ""
+    for part in parts:
+        if part.startswith("{"):
+            if text:
+                pieces.append(repr(text))
+                text = ""
+            pieces.append(f"str({part[1:-1]})")
+        else:
+            text += part
+    if text:
+        pieces.append(repr(text))
+    return " + ".join(pieces)
+
+
+class _Generator:
+    """Writes the source of one message class's walker (see the comment above)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {"Problem": Problem, "Decimal": Decimal}
+        self._names: dict[int, str] = {}
+        self._count = 0
+
+    def fresh(self, stem: str) -> str:
+        self._count += 1
+        return f"{stem}{self._count}"
+
+    def ref(self, obj: Any, stem: str) -> str:
+        """A name in the generated function's globals bound to ``obj``."""
+        key = id(obj)
+        if key not in self._names:
+            self._names[key] = name = self.fresh(stem)
+            self.env[name] = obj
+        return self._names[key]
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def problem(self, depth: int, path: _PathParts, message: str) -> None:
+        self.emit(depth, f"out.append(Problem({_path_expr(path)}, {message}))")
+
+    def node(self, node: _Node, v: str, path: _PathParts, depth: int) -> None:
+        """Code checking the non-None value in variable ``v`` against ``node``."""
+        assert node is not None
+        if node[0] == "scalar":
+            self.scalar(node[1], v, path, depth)
+        elif node[0] == "struct":
+            cls = node[1]
+            c = self.ref(cls, "cls")
+            self.emit(depth, f"if not isinstance({v}, {c}):")
+            self.problem(depth + 1, path, f"f'expected {cls.__name__}, got {{type({v}).__name__}}'")
+            self.emit(depth, "else:")
+            self.struct(cls, v, path, depth + 1)
+        else:
+            self.list(node, v, path, depth)
+
+    def scalar(self, iso_type: str, v: str, path: _PathParts, depth: int) -> None:
+        check = self.ref(RULES[iso_type], "rule")
+        fast = _FAST.get(iso_type)
+        if iso_type == "Amount":
+            self.emit(depth, f"if type({v}) is not Decimal or not {v}.is_finite():")
+            depth += 1
+        elif fast is not None:
+            self.emit(depth, f"if type({v}) is not str or not {self.ref(fast, 'fast')}({v}):")
+            depth += 1
+        self.emit(depth, f"m = {check}({v})")
+        self.emit(depth, "if m is not None:")
+        self.problem(depth + 1, path, "m")
+
+    def list(self, node: Any, v: str, path: _PathParts, depth: int) -> None:
+        _, item, min_items, max_items = node
+        self.emit(depth, f"if not isinstance({v}, list):")
+        self.problem(depth + 1, path, f"f'expected an array, got {{type({v}).__name__}}'")
+        self.emit(depth, "else:")
+        depth += 1
+        self.emit(depth, "pass")
+        if min_items is not None:
+            self.emit(depth, f"if len({v}) < {min_items}:")
+            msg = f"f'needs at least {min_items} item(s), got {{len({v})}}'"
+            self.problem(depth + 1, path, msg)
+        if max_items is not None:
+            self.emit(depth, f"if len({v}) > {max_items}:")
+            msg = f"f'allows at most {max_items} item(s), got {{len({v})}}'"
+            self.problem(depth + 1, path, msg)
+        if item is None:
             return
-        n = len(v)
-        if min_items is not None and n < min_items:
-            out.append(Problem(_render(path), f"needs at least {min_items} item(s), got {n}"))
-        if max_items is not None and n > max_items:
-            out.append(Problem(_render(path), f"allows at most {max_items} item(s), got {n}"))
-        if item is not None:
-            for i, x in enumerate(v):
-                if x is None:
-                    out.append(Problem(f"{_render(path)}[{i}]", "must not be null"))
-                else:
-                    item(x, (path, f"[{i}]"), out)
+        i, x = self.fresh("i"), self.fresh("x")
+        at = (*path, "[", "{" + i + "}", "]")
+        self.emit(depth, f"for {i}, {x} in enumerate({v}):")
+        self.emit(depth + 1, f"if {x} is None:")
+        self.problem(depth + 2, at, "'must not be null'")
+        self.emit(depth + 1, "else:")
+        self.node(item, x, at, depth + 2)
 
-    return walk
+    def struct(self, cls: type[msgspec.Struct], v: str, path: _PathParts, depth: int) -> None:
+        """Code for the fields of the ``cls`` instance in ``v``, then its cross-field rules."""
+        info = mi.type_info(cls)
+        assert isinstance(info, mi.StructType)
+        self.emit(depth, "pass")
+        for f in info.fields:
+            node = _classify(f.type)
+            if node is None and not f.required:
+                continue
+            x = self.fresh("x")
+            at = (*path, "." + f.encode_name)
+            self.emit(depth, f"{x} = {v}.{f.name}")
+            if f.required:
+                self.emit(depth, f"if {x} is None:")
+                self.problem(depth + 1, at, "'required field is missing'")
+                if node is not None:
+                    self.emit(depth, "else:")
+                    self.node(node, x, at, depth + 1)
+            else:
+                self.emit(depth, f"if {x} is not None:")
+                self.node(node, x, at, depth + 1)
+        for check in STRUCT_CHECKS.get(cls, ()):  # they tolerate parts that failed above
+            self.emit(depth, f"{self.ref(check, 'check')}({v}, {_path_expr(path)}, out)")
 
 
 @cache
-def _struct(cls: type[msgspec.Struct]) -> Walker:
-    info = mi.type_info(cls)
-    assert isinstance(info, mi.StructType)
-    fields = tuple((f.name, "." + f.encode_name, f.required, _compile(f.type)) for f in info.fields)
-    checks = STRUCT_CHECKS.get(cls, ())
-    name = cls.__name__
-
-    def walk(v: Any, path: _Path, out: list[Problem]) -> None:
-        if not isinstance(v, cls):
-            out.append(Problem(_render(path), f"expected {name}, got {type(v).__name__}"))
-            return
-        for attr, dotted, required, child in fields:
-            x = getattr(v, attr)
-            if x is None:
-                if required:
-                    out.append(Problem(_render(path) + dotted, "required field is missing"))
-            elif child is not None:
-                child(x, (path, dotted), out)
-        for check in checks:  # written to tolerate parts that already failed above
-            check(v, path, out)
-
+def _walker(cls: type[msgspec.Struct]) -> Callable[[Any, list[Problem]], None]:
+    """The generated walker for a message class: ``walk(msg, out)`` appends problems."""
+    gen = _Generator()
+    gen.emit(0, "def walk(v0, out):")
+    gen.struct(cls, "v0", ("$",), 1)
+    source = "\n".join(gen.lines) + "\n"
+    namespace = dict(gen.env)
+    exec(compile(source, f"<validate {cls.__name__}>", "exec"), namespace)  # noqa: S102
+    walk: Callable[[Any, list[Problem]], None] = namespace["walk"]
+    walk.__doc__ = source  # readable when debugging: print(_walker(Camt056).__doc__)
     return walk
 
 
@@ -410,7 +529,7 @@ def find_problems(msg: Pacs008 | Camt056) -> list[Problem]:
     if not isinstance(msg, Pacs008 | Camt056):
         raise TypeError(f"no validation rules for {type(msg).__name__}")
     out: list[Problem] = []
-    _struct(type(msg))(msg, "$", out)
+    _walker(type(msg))(msg, out)
     return out
 
 
@@ -455,8 +574,14 @@ def _remember(kind: type, digest: bytes) -> None:
     if key in _VALID:
         return
     with _VALID_LOCK:
-        while len(_VALID) >= VALIDATED_DIGESTS_MAX:
-            del _VALID[next(iter(_VALID))]
+        if len(_VALID) >= VALIDATED_DIGESTS_MAX:
+            # Forget the oldest eighth at once. Deleting one entry per insert from the
+            # front of a dict costs a scan over the holes left by earlier deletions
+            # (``next(iter(d))``): ~2 us per insert once the table was full.
+            drop = len(_VALID) - VALIDATED_DIGESTS_MAX + max(1, VALIDATED_DIGESTS_MAX // 8)
+            keep = list(_VALID)[drop:]
+            _VALID.clear()  # a reader meanwhile misses and validates again: safe
+            _VALID.update(dict.fromkeys(keep))
         _VALID[key] = None
 
 

@@ -148,7 +148,10 @@ def test_codec(tmp_path: Path) -> None:
         pytest.skip("bench_codec.py not present")
     proc = run("bench_codec.py", "--out", str(tmp_path / "codec.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert {"benchmark", "rows"} <= set(load(tmp_path / "codec.json"))
+    data = load(tmp_path / "codec.json")
+    assert {"benchmark", "rows", "builders"} <= set(data)
+    assert {b["message"] for b in data["builders"]} == {"camt.056", "pacs.008"}
+    assert all(b["us_per_msg"] > 0 for b in data["builders"])
 
 
 def test_run_all_writes_latest(tmp_path: Path) -> None:

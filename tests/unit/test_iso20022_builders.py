@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -20,7 +21,7 @@ from payments_async.iso20022 import (
     encode,
     find_problems,
 )
-from payments_async.iso20022.builders import new_id
+from payments_async.iso20022.builders import _new_uetr, format_utc, new_id
 
 UETR_V4 = re.compile(r"[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f0-9]{12}")
 SAFE_ID = re.compile(r"[A-Za-z0-9]{1,35}")
@@ -257,3 +258,31 @@ def test_builder_output_is_always_valid_and_round_trips(
     )
     assert find_problems(msg) == []
     assert decode_pacs008(encode(msg)) == msg
+
+
+def test_generated_uetrs_are_uuid4_as_the_uuid_module_reads_them() -> None:
+    seen = set()
+    for _ in range(2000):
+        text = _new_uetr()
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text  # lowercase, canonical form
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
+        seen.add(text)
+    assert len(seen) == 2000
+    # every one of the 16 values the variant digit's random half can take shows up
+    assert {t[19] for t in seen} == set("89ab")
+
+
+def test_format_utc_writes_milliseconds_and_z_for_any_zone() -> None:
+    cet = timezone(timedelta(hours=1))
+    assert format_utc(datetime(2024, 8, 1, 9, 0, 0, 123999, tzinfo=cet)) == (
+        "2024-08-01T08:00:00.123Z"
+    )
+    assert format_utc(datetime(2024, 8, 1, tzinfo=UTC)) == "2024-08-01T00:00:00.000Z"
+    assert format_utc(datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC)) == "0999-01-02T03:04:05.000Z"
+    now = format_utc()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", now)
+    assert abs(datetime.fromisoformat(now) - datetime.now(UTC)) < timedelta(minutes=1)
+    with pytest.raises(ValueError, match="naive"):
+        format_utc(datetime(2024, 8, 1))
