@@ -89,7 +89,7 @@ class _Slots:
         except BaseException:
             if waiter.done() and not waiter.cancelled():
                 self.give()  # a slot was handed over as the wait ended: pass it on
-            else:
+            elif waiter in self._waiters:  # give() may have dropped it, cancelled, already
                 self._waiters.remove(waiter)
             raise
 

@@ -188,6 +188,18 @@ async def test_a_slot_handed_to_a_waiter_cancelled_before_it_ran_is_passed_on() 
     assert slots.try_take()
 
 
+async def test_a_waiter_cancelled_and_dropped_by_give_still_ends_cancelled() -> None:
+    slots = _Slots(1)
+    assert slots.try_take()
+    waiting = asyncio.create_task(slots.take())
+    await asyncio.sleep(0)
+    waiting.cancel()  # its future is cancelled now; the task has not run yet
+    slots.give()  # drops the cancelled waiter and frees the slot
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert slots.try_take() and not slots.try_take()
+
+
 async def test_connection_limit_bounds_the_requests_in_flight(serve: Serve) -> None:
     in_flight = peak = 0
 
