@@ -258,8 +258,8 @@ class PaymentsClient:
     """Async client of the Payments Initiation and Cancellation Service.
 
     Use it as an async context manager; it owns one ``aiohttp.ClientSession`` with
-    keep-alive and a bounded connector, or borrows the one you pass (and then leaves it
-    open)::
+    keep-alive and no cookie jar (the service authenticates by tokens, never by cookie),
+    or borrows the one you pass (and then leaves it open, its cookie jar as you set it)::
 
         async with PaymentsClient(credentials, base_url=url) as client:
             sub = await client.request_cancellation(cancellation)
@@ -757,8 +757,11 @@ class PaymentsClient:
         """
         problem: str | None = None
         result: SubmissionResult | None = None
+        ctype = resp.headers.get("Content-Type", "")
         if resp.status not in (200, 201):
             problem = f"status {resp.status} is neither 201 (stored) nor 200 (already stored)"
+        elif "json" not in ctype.lower():
+            problem = f"expected a JSON body, got content type {ctype.split(';')[0] or 'none'!r}"
         else:
             try:
                 result = decode_submission(resp.body)

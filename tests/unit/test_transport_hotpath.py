@@ -279,3 +279,30 @@ async def test_a_borrowed_session_keeps_the_cookie_policy_its_owner_chose(serve:
             await transport.request("GET", "/c", headers={})
         await transport.aclose()
     assert seen == [None, "session=abc123"]
+
+
+# --- the answer to a POST must be JSON -------------------------------------------------------
+
+
+@pytest.mark.parametrize("ctype", ["text/html", "text/plain", None])
+async def test_a_2xx_post_answer_that_is_not_json_is_an_unknown_outcome(
+    serve: Serve, ctype: str | None
+) -> None:
+    # Found by tests/reliability/test_bad_input_network.py (hypothesis): a 200 served as
+    # text/html whose body happened to decode as a submission result was accepted.
+    async def html(request: web.Request) -> web.Response:
+        await request.read()
+        resp = web.Response(status=200, body=b'{"paymentsServiceId":"0"}')
+        if ctype is None:
+            resp.headers.popall("Content-Type", None)
+        else:
+            resp.headers["Content-Type"] = ctype
+        return resp
+
+    url = await serve({("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): html})
+    policy = RetryPolicy.for_testing(attempts=1, timeout=5)
+    async with PaymentsClient(Credentials.sandbox(), base_url=url, retry=policy) as client:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await client.request_cancellation(_cancellation())  # type: ignore[arg-type]
+    assert info.value.status == 200
+    assert "content type" in str(info.value)
