@@ -258,8 +258,8 @@ class PaymentsClient:
     """Async client of the Payments Initiation and Cancellation Service.
 
     Use it as an async context manager; it owns one ``aiohttp.ClientSession`` with
-    keep-alive and a bounded connector, or borrows the one you pass (and then leaves it
-    open)::
+    keep-alive and no cookie jar (the service authenticates by tokens, never by cookie),
+    or borrows the one you pass (and then leaves it open, its cookie jar as you set it)::
 
         async with PaymentsClient(credentials, base_url=url) as client:
             sub = await client.request_cancellation(cancellation)
@@ -501,6 +501,8 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"submit_credit_transfer expects a Pacs008, got {type(transfer).__name__}"
             )
+        if self._telemetry is None:
+            return await self._post(PACS008_PATH, transfer, transfer.message_id)
         return await self._submit(PACS008_PATH, transfer, "submit_credit_transfer")
 
     async def request_cancellation(self, cancellation: Camt056) -> Submission:
@@ -522,6 +524,8 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"request_cancellation expects a Camt056, got {type(cancellation).__name__}"
             )
+        if self._telemetry is None:
+            return await self._post(CAMT056_PATH, cancellation, cancellation.message_id)
         return await self._submit(CAMT056_PATH, cancellation, "request_cancellation")
 
     async def get_credit_transfer_status(self, payments_service_id: str) -> Pacs002:
@@ -680,12 +684,14 @@ class PaymentsClient:
 
     # --- the pipeline --------------------------------------------------------------------
     #
-    # caller -> _submit/_read -> _exchange (retries) -> _attempt (token, one resend after a
-    # 401) -> Transport.request. Kept flat: every frame here is held by each of thousands
-    # of concurrent waiters while its poll waits for a free connection.
+    # caller -> [_submit: span] -> _post/_read -> _attempt (token, one resend after a 401)
+    # -> Transport.request; after a failed attempt 1, _retried (the retry policy) runs the
+    # next attempts. Kept flat: every frame here is held by each of thousands of
+    # concurrent waiters while its poll waits for a free connection, and is passed again
+    # each time a request resumes.
 
     async def _submit(self, path: str, message: Pacs008 | Camt056, name: str) -> Submission:
-        """``_post`` inside the operation span ``name`` when telemetry is on."""
+        """``_post`` inside the operation span ``name`` (telemetry on; else ``_post`` alone)."""
         tel = self._telemetry
         if tel is None:
             return await self._post(path, message, message.message_id)
@@ -708,8 +714,15 @@ class PaymentsClient:
         # before any I/O unless these exact bytes passed validation before (a builder's).
         body, _ = encode_validated(message)
         op = _Operation("POST", path, body, message_id)
+        deadline = time.monotonic() + self._retry.timeout
         try:
-            resp = await self._exchange(op, time.monotonic() + self._retry.timeout)
+            # Attempt 1 runs here, outside the retry machinery (see _retried).
+            try:
+                resp = await self._attempt(op, deadline)
+            except Exception as exc:
+                resp = await self._retried(op, deadline, exc)
+            else:
+                self._succeeded()
         except PaymentsError as exc:
             # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
             # attempt may have been stored, the honest answer is "unknown", not "failed".
@@ -744,8 +757,11 @@ class PaymentsClient:
         """
         problem: str | None = None
         result: SubmissionResult | None = None
+        ctype = resp.headers.get("Content-Type", "")
         if resp.status not in (200, 201):
             problem = f"status {resp.status} is neither 201 (stored) nor 200 (already stored)"
+        elif "json" not in ctype.lower():
+            problem = f"expected a JSON body, got content type {ctype.split(';')[0] or 'none'!r}"
         else:
             try:
                 result = decode_submission(resp.body)
@@ -774,7 +790,14 @@ class PaymentsClient:
         """GET ``path`` with retries (within ``deadline`` if given) and decode the body."""
         op = _Operation("GET", path)
         end = time.monotonic() + self._retry.timeout
-        resp = await self._exchange(op, end if deadline is None else min(end, deadline))
+        if deadline is None or deadline > end:
+            deadline = end
+        try:
+            resp = await self._attempt(op, deadline)
+        except Exception as exc:
+            resp = await self._retried(op, deadline, exc)
+        else:
+            self._succeeded()
         ctype = resp.headers.get("Content-Type", "")
         if "json" not in ctype.lower():
             raise InvalidResponseError(
@@ -789,27 +812,28 @@ class PaymentsClient:
                 f"unexpected body: {exc.message}", status=resp.status, **op.context()
             ) from exc
 
-    async def _exchange(self, op: _Operation, deadline: float) -> Response:
-        """Attempts under the retry policy until a 2xx, a final error or the deadline.
+    async def _retried(self, op: _Operation, deadline: float, exc: Exception) -> Response:
+        """After attempt 1 failed with ``exc``: attempts under the retry policy until a 2xx,
+        a final error or the deadline.
 
-        Attempt 1 runs right here, outside the retry machinery: a call that succeeds at
-        once passes through no retry frame (every frame of the chain is paid again each
-        time the request resumes). After a failure the policy takes over from it.
+        Attempt 1 runs in the caller (``_post``, ``_read``), outside the retry machinery: a
+        call that succeeds at once passes through no retry frame (every frame of the chain
+        is paid again each time the request resumes). After a failure the policy takes
+        over from it.
         """
-        try:
-            resp = await self._attempt(op, deadline)
-        except Exception as exc:
-            return await self._retry.retry_after(
-                exc,
-                functools.partial(self._attempt, op, deadline),
-                rng=self._rng,
-                before_sleep=functools.partial(self._before_retry, op),
-                deadline=deadline,
-            )
+        return await self._retry.retry_after(
+            exc,
+            functools.partial(self._attempt, op, deadline),
+            rng=self._rng,
+            before_sleep=functools.partial(self._before_retry, op),
+            deadline=deadline,
+        )
+
+    def _succeeded(self) -> None:
+        """Attempt 1 succeeded: give the shared retry budget its refill."""
         budget = self._retry.budget
         if budget is not None:
             budget.record_success()
-        return resp
 
     def _before_retry(self, op: _Operation, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -851,7 +875,8 @@ class PaymentsClient:
         # Each attempt gets what is left of the deadline, so the deadline holds even when
         # the service stops answering mid-response.
         timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-        token = await self._access_token(op, timeout)  # its failures: this call was not sent
+        # The cached token without a coroutine; a fetch's failures: this call was not sent.
+        token = self._tokens.current or await self._access_token(op, timeout)
         headers = dict(self._post_headers if op.body is not None else self._base_headers)
         headers[REQUEST_ID_HEADER] = op.request_id
         for resend in (False, True):
@@ -920,6 +945,8 @@ class PaymentsClient:
     ) -> None:
         """Log one HTTP exchange at DEBUG and tell the on_request hook (ids, no secrets)."""
         op.elapsed = elapsed
+        if self._hooks.on_request is None and not logger.isEnabledFor(logging.DEBUG):
+            return  # nobody listens: no record, no event object
         logger.debug(
             "%s %s -> %s in %.1f ms (request_id=%s, attempt=%d)%s",
             op.method,

@@ -119,6 +119,8 @@ class RetryBudget:
 
     def record_success(self) -> None:
         """Give tokens back after a successful exchange."""
+        if self._level >= self.capacity:
+            return  # full, as it is while the service answers: no lock to take
         with self._lock:
             self._level = min(self.capacity, self._level + self.refill)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import ipaddress
+import re
 import ssl
 import time
 from collections.abc import Mapping
@@ -14,10 +16,13 @@ import aiohttp
 from yarl import URL
 
 from ._constants import (
+    CAMT056_PATH,
     CONNECT_TIMEOUT,
     CONNECTION_LIMIT,
     MAX_RESPONSE_BYTES,
+    PACS008_PATH,
     READ_TIMEOUT,
+    TOKEN_PATH,
 )
 from ._errors import (
     ApiError,
@@ -48,10 +53,64 @@ _STATUS_ERRORS: dict[int, tuple[type[ApiError], str]] = {
 
 _READ_CHUNK = 64 * 1024
 
+# A path of these characters needs no percent-encoding and has no dot segments: its URL is
+# built from the base URL's parts without yarl parsing and encoding the whole string again.
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9/_-]*")
+# The paths of every POST and token request: their URLs are built once per transport.
+_FIXED_PATHS = (PACS008_PATH, CAMT056_PATH, TOKEN_PATH)
 
-@dataclass(frozen=True, slots=True)
+
+class _Slots:
+    """At most ``limit`` holders at a time; the others wait in arrival order (FIFO).
+
+    A semaphore whose free path is two attribute checks and no coroutine: it is taken and
+    given back once per request.
+    """
+
+    __slots__ = ("_free", "_waiters")
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def try_take(self) -> bool:
+        """Take a free slot at once if there is one and nobody is waiting for it."""
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        """Wait for a slot; the caller bounds the wait (a timeout cancels it)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.give()  # a slot was handed over as the wait ended: pass it on
+            elif waiter in self._waiters:  # give() may have dropped it, cancelled, already
+                self._waiters.remove(waiter)
+            raise
+
+    def give(self) -> None:
+        """Give a slot back: to the first waiter still waiting, else to the free pool."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
+@dataclass(slots=True)
 class Response:
-    """What came back: status, headers (case-insensitive) and the whole, bounded body."""
+    """What came back: status, headers (case-insensitive) and the whole, bounded body.
+
+    Not frozen: one is built per request, and a frozen dataclass pays ``object.__setattr__``
+    per field; nothing changes it after the transport returns it.
+    """
 
     status: int
     headers: Mapping[str, str]
@@ -90,6 +149,21 @@ def check_base_url(base_url: str | URL) -> URL:
     if url.user or url.password or url.query_string or url.fragment:
         raise ConfigurationError("base_url must not carry credentials, a query or a fragment")
     return url.with_path(url.path.rstrip("/"))
+
+
+def _context(
+    method: str, path: str, request_id: str | None, attempt: int | None, status: int | None
+) -> dict[str, Any]:
+    """The fields every error of one exchange carries (built only when one is raised)."""
+    ctx: dict[str, Any] = {
+        "method": method,
+        "path": path,
+        "request_id": request_id,
+        "attempt": attempt,
+    }
+    if status is not None:
+        ctx["status"] = status
+    return ctx
 
 
 def _proxy_refused(proxy: Proxy, ctx: dict[str, Any]) -> TransportError:
@@ -204,6 +278,8 @@ class Transport:
                 self._proxy_request_headers = proxy.headers
         self.telemetry = telemetry
         self._base = str(self.base_url)
+        self._base_path = self.base_url.raw_path.rstrip("/")
+        self._urls: dict[str, URL] = {path: self._url(path) for path in _FIXED_PATHS}
         self._session = session
         self._owns_session = session is None
         self._ssl_context = ssl_context
@@ -214,6 +290,11 @@ class Transport:
         )
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
+        # Reused for every request without a deadline of its own, and for an attempt whose
+        # remaining deadline is longer than the read timeout (the per-read timer applies).
+        self._read_timeouts = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout, sock_read=read_timeout
+        )
         self._connection_limit = connection_limit
         self._max_response_bytes = max_response_bytes
         self._closed = False
@@ -221,7 +302,28 @@ class Transport:
         # flight. The rest wait here, within their deadline, as bare coroutines rather
         # than request objects queued inside aiohttp's pool, and pool waiting never eats
         # the connect timeout.
-        self._slots: asyncio.Semaphore | None = None
+        self._slots = _Slots(connection_limit)
+
+    def _url(self, path: str) -> URL:
+        """The absolute URL of ``path``, without re-parsing the base for plain paths."""
+        if _PLAIN_PATH.fullmatch(path):
+            return self.base_url.with_path(self._base_path + path, encoded=True)
+        return URL(self._base + path)
+
+    def _timeouts(self, timeout: float | None) -> aiohttp.ClientTimeout:
+        """aiohttp's timeouts for one attempt with ``timeout`` seconds left (None: no bound).
+
+        When the attempt's deadline comes no later than one read timeout from now, the
+        per-read timer could never fire first: the attempt runs on the deadline's timer
+        alone, instead of a timer rescheduled on every read as well.
+        """
+        if timeout is None:
+            return self._read_timeouts
+        if timeout <= self._read_timeout:
+            return aiohttp.ClientTimeout(total=timeout, sock_connect=self._connect_timeout)
+        return aiohttp.ClientTimeout(
+            total=timeout, sock_connect=self._connect_timeout, sock_read=self._read_timeout
+        )
 
     def _get_session(self) -> aiohttp.ClientSession:
         # Created lazily so that it binds to the running loop, never at import or __init__.
@@ -234,11 +336,12 @@ class Transport:
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                timeout=aiohttp.ClientTimeout(
-                    total=None, sock_connect=self._connect_timeout, sock_read=self._read_timeout
-                ),
+                timeout=self._read_timeouts,
                 raise_for_status=False,
                 trust_env=False,
+                # The service authenticates by bearer and SCA tokens, never by cookie
+                # (spec); a cookie it or a proxy sets is neither stored nor sent back.
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
 
@@ -268,39 +371,43 @@ class Transport:
             TransportError: no HTTP answer (``request_sent`` tells if it may have arrived).
             InvalidResponseError: the body is larger than the size limit.
         """
-        session = self._get_session()
+        session = self._session or self._get_session()
         slots = self._slots
-        if slots is None:
-            slots = self._slots = asyncio.Semaphore(self._connection_limit)
-        ctx: dict[str, Any] = {
-            "method": method,
-            "path": path,
-            "request_id": request_id,
-            "attempt": attempt,
-        }
         start = time.monotonic()
-        if slots.locked():
+        if not slots.try_take():
             try:
                 async with asyncio.timeout(timeout):
-                    await slots.acquire()
+                    await slots.take()
             except TimeoutError as exc:
                 raise TransportError(
-                    "timed out waiting for a free connection", request_sent=False, **ctx
+                    "timed out waiting for a free connection",
+                    request_sent=False,
+                    method=method,
+                    path=path,
+                    request_id=request_id,
+                    attempt=attempt,
                 ) from exc
             if timeout is not None:
                 timeout = max(timeout - (time.monotonic() - start), 0.001)
-        else:
-            await slots.acquire()
         try:
             if self.telemetry is None:
                 return await self._exchange(
-                    session, method, path, headers, body, timeout, ctx, start
+                    session, method, path, headers, body, timeout, request_id, attempt, start
                 )
             return await self._traced_exchange(
-                self.telemetry, session, method, path, headers, body, timeout, ctx, start
+                self.telemetry,
+                session,
+                method,
+                path,
+                headers,
+                body,
+                timeout,
+                request_id,
+                attempt,
+                start,
             )
         finally:
-            slots.release()
+            slots.give()
 
     async def _traced_exchange(
         self,
@@ -311,7 +418,8 @@ class Transport:
         headers: Mapping[str, str],
         body: bytes | None,
         timeout: float | None,
-        ctx: dict[str, Any],
+        request_id: str | None,
+        attempt: int | None,
         start: float,
     ) -> Response:
         """``_exchange`` inside a CLIENT span (which may add trace-context headers)."""
@@ -319,11 +427,13 @@ class Transport:
         with telemetry.http(
             method,
             path,
-            attempt=ctx["attempt"] or 1,
-            request_id=ctx["request_id"] or "",
+            attempt=attempt or 1,
+            request_id=request_id or "",
             headers=sent,
         ) as span:
-            resp = await self._exchange(session, method, path, sent, body, timeout, ctx, start)
+            resp = await self._exchange(
+                session, method, path, sent, body, timeout, request_id, attempt, start
+            )
             span.response(resp.status)
             return resp
 
@@ -335,51 +445,51 @@ class Transport:
         headers: Mapping[str, str],
         body: bytes | None,
         timeout: float | None,
-        ctx: dict[str, Any],
+        request_id: str | None,
+        attempt: int | None,
         start: float,
     ) -> Response:
-        client_timeout = aiohttp.ClientTimeout(
-            total=timeout, sock_connect=self._connect_timeout, sock_read=self._read_timeout
-        )
+        url = self._urls.get(path) or self._url(path)
         if self._proxy_request_headers is not None:
             headers = {**headers, **self._proxy_request_headers}
+        status: int | None = None  # errors carry it once the status line has arrived
         try:
             async with session.request(
                 method,
-                self._base + path,
+                url,
                 data=body,
                 headers=headers,
-                timeout=client_timeout,
+                timeout=self._timeouts(timeout),
                 allow_redirects=False,
                 raise_for_status=False,  # a borrowed session's setting must not apply
                 ssl=self._request_ssl,
                 proxy=self.proxy.url if self.proxy is not None else None,
                 proxy_headers=self._proxy_headers,
             ) as resp:
-                ctx["status"] = resp.status  # errors from here on carry the status
-                if resp.status == 407 and self.proxy is not None:
+                status = resp.status
+                if status == 407 and self.proxy is not None:
                     # The proxy's answer to a plain-http request, not the service's.
-                    raise _proxy_refused(self.proxy, ctx)
-                limit = self._max_response_bytes
-                if resp.content_length is not None and resp.content_length > limit:
-                    raise InvalidResponseError(
-                        f"response body of {resp.content_length} bytes exceeds the "
-                        f"{limit}-byte limit",
-                        **ctx,
+                    raise _proxy_refused(
+                        self.proxy, _context(method, path, request_id, attempt, status)
                     )
-                if resp.content_length is not None:
-                    data = await resp.read()  # announced and within the limit
+                limit = self._max_response_bytes
+                length = resp.content_length
+                if length is None:
+                    data = await self._read_bounded(
+                        resp, limit, _context(method, path, request_id, attempt, status)
+                    )
+                elif length > limit:
+                    raise InvalidResponseError(
+                        f"response body of {length} bytes exceeds the {limit}-byte limit",
+                        **_context(method, path, request_id, attempt, status),
+                    )
                 else:
-                    data = await self._read_bounded(resp, limit, ctx)
-                return Response(
-                    status=resp.status,
-                    headers=resp.headers,
-                    body=data,
-                    elapsed=time.monotonic() - start,
-                )
+                    data = await resp.read()  # announced and within the limit
+                return Response(status, resp.headers, data, time.monotonic() - start)
         except aiohttp.ClientHttpProxyError as exc:
             # The proxy refused the CONNECT tunnel. Not chained: aiohttp's exception holds
             # the CONNECT request's headers, Proxy-Authorization included.
+            ctx = _context(method, path, request_id, attempt, status)
             if exc.status == 407 and self.proxy is not None:
                 raise _proxy_refused(self.proxy, ctx) from None
             raise TransportError(
@@ -391,7 +501,7 @@ class Transport:
             raise TransportError(
                 f"cannot connect to the proxy {self.proxy}: {type(exc.os_error).__name__}",
                 request_sent=False,
-                **ctx,
+                **_context(method, path, request_id, attempt, status),
             ) from exc
         except aiohttp.ClientSSLError as exc:
             # Certificate not trusted, wrong host name, handshake refused: no HTTP request
@@ -401,20 +511,34 @@ class Transport:
                 "service's certificate if it uses a private CA)",
                 request_sent=False,
                 retryable=False,
-                **ctx,
+                **_context(method, path, request_id, attempt, status),
             ) from exc
         except aiohttp.ClientConnectorError as exc:
             raise TransportError(
-                f"cannot connect: {type(exc).__name__}", request_sent=False, **ctx
+                f"cannot connect: {type(exc).__name__}",
+                request_sent=False,
+                **_context(method, path, request_id, attempt, status),
             ) from exc
         except aiohttp.ConnectionTimeoutError as exc:
-            raise TransportError("connect timeout", request_sent=False, **ctx) from exc
+            raise TransportError(
+                "connect timeout",
+                request_sent=False,
+                **_context(method, path, request_id, attempt, status),
+            ) from exc
         except TimeoutError as exc:
-            raise TransportError("timed out waiting for the response", **ctx) from exc
+            raise TransportError(
+                "timed out waiting for the response",
+                **_context(method, path, request_id, attempt, status),
+            ) from exc
         except aiohttp.ClientPayloadError as exc:
-            raise TransportError("response body truncated", **ctx) from exc
+            raise TransportError(
+                "response body truncated", **_context(method, path, request_id, attempt, status)
+            ) from exc
         except aiohttp.ClientError as exc:
-            raise TransportError(f"connection failed: {type(exc).__name__}", **ctx) from exc
+            raise TransportError(
+                f"connection failed: {type(exc).__name__}",
+                **_context(method, path, request_id, attempt, status),
+            ) from exc
 
     @staticmethod
     async def _read_bounded(resp: aiohttp.ClientResponse, limit: int, ctx: dict[str, Any]) -> bytes:
