@@ -130,6 +130,38 @@ def _counts(dsn: str) -> dict[str, int]:
         )
 
 
+def _last_worker_row(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT COALESCE(MAX(id), 0) FROM procrastinate_workers").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _wait_for_worker_row(dsn: str, *, after: int, proc: subprocess.Popen[str]) -> int:
+    """The id of the first worker registered after row ``after`` (the one just started)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute(
+                "SELECT MIN(id) FROM procrastinate_workers WHERE id > %s", (after,)
+            ).fetchone()
+        if row is not None and row[0] is not None:
+            return int(row[0])
+        time.sleep(0.05)
+    raise AssertionError("the worker never registered")
+
+
+def _jobs_doing(dsn: str, worker_id: int) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        return [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT id FROM procrastinate_jobs WHERE status = 'doing' AND worker_id = %s",
+                (worker_id,),
+            ).fetchall()
+        ]
+
+
 def _stop(procs: list[subprocess.Popen[str]]) -> None:
     for p in procs:
         if p.poll() is None:
@@ -161,26 +193,30 @@ def test_sigkill_one_of_three_workers_loses_nothing_and_stores_nothing_twice(
         src = write_csv(tmp_path / "kill.csv", rows)
         queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
         assert queued.returncode == 0, queued.stderr
-        workers = [_worker(sb, pg_dsn) for _ in range(3)]
+        # The victim starts alone, so that its row in procrastinate_workers is known: the
+        # jobs it holds when it dies are then exactly the ones that must be run again.
+        before = _last_worker_row(pg_dsn)
+        victim = _worker(sb, pg_dsn)
+        workers = [victim]
         try:
+            victim_id = _wait_for_worker_row(pg_dsn, after=before, proc=victim)
+            workers += [_worker(sb, pg_dsn) for _ in range(2)]
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
                 c = _counts(pg_dsn)
-                if c.get("acknowledged", 0) + c.get("final", 0) >= KILL_ROWS // 4:
+                if (
+                    c.get("acknowledged", 0) + c.get("final", 0) >= KILL_ROWS // 4
+                    and _jobs_doing(pg_dsn, victim_id)  # killed while it holds jobs
+                ):
                     break
                 assert all(w.poll() is None for w in workers)
                 time.sleep(0.05)
-            victim = workers[0]
             os.kill(victim.pid, signal.SIGKILL)
             victim.communicate(timeout=30)
             at_kill = _counts(pg_dsn)
-            with psycopg.connect(pg_dsn) as conn:
-                doing = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT id FROM procrastinate_jobs WHERE status = 'doing'"
-                    ).fetchall()
-                ]
+            # A dead worker's jobs stay 'doing' under its id until another worker finds
+            # them stalled, long after this read.
+            doing = _jobs_doing(pg_dsn, victim_id)
             assert at_kill.get("final", 0) < KILL_ROWS, at_kill  # it really was cut short
             workers.append(_worker(sb, pg_dsn))  # a replacement, as an operator would
 
@@ -223,7 +259,7 @@ def test_sigkill_one_of_three_workers_loses_nothing_and_stores_nothing_twice(
                 (doing,),
             ).fetchone()
         assert rerun is not None
-        assert rerun[0] > 0
+        assert rerun[0] == len(doing)  # every job it held was started again
         assert put_back is not None
         assert put_back[0] >= rerun[0]
 
