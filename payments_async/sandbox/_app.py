@@ -607,9 +607,8 @@ class _BodyCache:
 
 
 def _fields(status: PaymentStatus | CancellationStatus) -> tuple[object, ...]:
-    if isinstance(status, CancellationStatus):
-        return (status.conf, status.tx_status, status.reason, status.text, status.final)
-    return (status.code, status.reason, status.text, status.final)
+    # Every field, read from the class itself: a field added later is compared too.
+    return tuple(getattr(status, name) for name in status.__slots__)
 
 
 _BODIES_KEY: Final = web.AppKey("payments_async.sandbox.bodies", _BodyCache)
