@@ -198,7 +198,8 @@ async def test_an_answer_that_does_not_begin_within_the_read_timeout_fails_the_a
         took = time.monotonic() - start
     assert 0.25 <= took < 1.5
     cause = info.value.__cause__
-    assert isinstance(cause, TransportError) and cause.request_sent
+    assert isinstance(cause, TransportError)
+    assert cause.request_sent
 
 
 def test_aiohttp_keeps_no_timer_of_its_own_but_the_connect_timeout() -> None:
@@ -433,3 +434,62 @@ def _b64(segment: str) -> bytes:
     import base64
 
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+
+
+# --- the request timer (asyncio.timeout's semantics, one timer handle) -------------------
+
+
+async def test_the_request_timer_turns_its_own_expiry_into_timeout_error() -> None:
+    from payments_async._transport import _Deadline
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    start = loop.time()
+    with pytest.raises(TimeoutError), _Deadline(loop, start + 0.05):
+        await asyncio.sleep(5)
+    assert 0.04 <= loop.time() - start < 1.0
+    assert task.cancelling() == 0  # its cancel() was taken back
+
+
+async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
+    from payments_async._transport import _Deadline
+
+    loop = asyncio.get_running_loop()
+
+    async def request(when: float) -> None:
+        with _Deadline(loop, when):
+            await asyncio.sleep(5)
+
+    far = asyncio.create_task(request(loop.time() + 60))
+    await asyncio.sleep(0.01)
+    far.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await far
+
+    # Expiry and an outside cancel in the same turn: the outside one wins, as with
+    # asyncio.timeout (a caller's cancellation is never turned into a timeout).
+    when = loop.time() + 0.05
+    both = asyncio.create_task(request(when))
+    loop.call_at(when, both.cancel)  # due with the expiry: run in the same loop turn
+    await asyncio.sleep(0.1)
+    assert both.cancelled()
+
+
+async def test_the_request_timer_is_gone_after_an_exchange_and_can_be_moved() -> None:
+    from payments_async._transport import _Deadline
+
+    loop = asyncio.get_running_loop()
+    with _Deadline(loop, loop.time() + 60) as timer:
+        await asyncio.sleep(0)
+    assert timer._handle.cancelled()  # no timer left behind by a finished request
+    start = loop.time()
+
+    async def trickling_read() -> None:
+        with _Deadline(loop, start + 0.05) as timer:
+            timer.move(start + 0.3)  # each read of a trickling body moves it
+            await asyncio.sleep(5)
+
+    with pytest.raises(TimeoutError):
+        await trickling_read()
+    assert loop.time() - start >= 0.28
