@@ -369,22 +369,20 @@ class Transport:
         caches what it computes from a URL object (host, origin, connection key) on the
         object itself, so a URL used before costs less to send again.
         """
-        url = self._urls.get(path)
-        if url is not None:
-            return url
-        if _PLAIN_PATH.fullmatch(path):
-            url = self.base_url.with_path(self._base_path + path, encoded=True)
-        else:
-            url = URL(self._base + path)
         urls = self._urls
-        if len(urls) >= URL_CACHE_SIZE:
-            urls.clear()
-            urls.update({p: self._url_of(p) for p in _FIXED_PATHS})
-        urls[path] = url
+        url = urls.get(path)
+        if url is None:
+            url = self._url_of(path)
+            if len(urls) >= URL_CACHE_SIZE:
+                urls.clear()
+                urls.update({p: self._url_of(p) for p in _FIXED_PATHS})
+            urls[path] = url
         return url
 
     def _url_of(self, path: str) -> URL:
-        return self.base_url.with_path(self._base_path + path, encoded=True)
+        if _PLAIN_PATH.fullmatch(path):
+            return self.base_url.with_path(self._base_path + path, encoded=True)
+        return URL(self._base + path)
 
     def _get_session(self) -> aiohttp.ClientSession:
         # Created lazily so that it binds to the running loop, never at import or __init__.
