@@ -281,7 +281,8 @@ class PaymentsClient:
         retry: the retry policy of every operation.
         poll: the polling schedule of the waiters.
         connect_timeout: seconds to connect.
-        read_timeout: seconds to wait for each read of a response.
+        read_timeout: seconds to wait for an answer to begin (counted from the start of
+            the attempt, connecting included) and for each later read of its body.
         connection_limit: at most this many requests in flight (and open connections);
             further requests and polls wait their turn, inside their own deadlines. The
             one concurrency limit of the request path.

@@ -280,7 +280,8 @@ class Transport:
         ssl_context: a custom ``ssl.SSLContext`` (TLS verification is on by default);
             with a borrowed session it is passed with every request.
         connect_timeout: seconds to establish a connection.
-        read_timeout: seconds to wait for each read of the response.
+        read_timeout: seconds to wait for the answer to begin (from the start of the
+            attempt, connecting included) and for each later read of its body.
         connection_limit: at most this many requests in flight: the one limiter of the
             request path (an owned session's connector is not limited on its own; a
             borrowed session's connector limit applies as well, inside the deadline).
