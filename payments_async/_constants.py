@@ -47,6 +47,7 @@ READ_TIMEOUT: Final = 30.0
 CONNECTION_LIMIT: Final = 100  # bounded connector: waiters share these sockets
 MAX_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
 USER_AGENT: Final = "payments-async"
+URL_CACHE_SIZE: Final = 4096  # request URLs kept per client (a poll reads one path often)
 
 # --- OpenTelemetry (extra "otel") ------------------------------------------------------------
 OTEL_INSTRUMENTATION_NAME: Final = "payments_async"

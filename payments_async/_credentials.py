@@ -59,8 +59,10 @@ class RequestSigner(Protocol):
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
+        digest: bytes | None = None,
     ) -> MaybeAwaitable[SignedToken]:
-        """The SCA JWT for these exact body bytes, with its expiry."""
+        """The SCA JWT for these exact body bytes, with its expiry (``digest``: their
+        SHA-256, when the caller has it)."""
         ...
 
 
@@ -89,8 +91,11 @@ class _KeySigner:
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
+        digest: bytes | None = None,
     ) -> MaybeAwaitable[SignedToken]:
-        return self._jwt.sign_sca_token(body, payment_id=payment_id, now=now, lifetime=lifetime)
+        return self._jwt.sign_sca_token(
+            body, payment_id=payment_id, now=now, lifetime=lifetime, digest=digest
+        )
 
 
 class _SandboxSigner:
@@ -119,6 +124,7 @@ class _SandboxSigner:
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
+        digest: bytes | None = None,
     ) -> SignedToken:
         return self._SCA
 

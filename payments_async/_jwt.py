@@ -323,6 +323,7 @@ class JwtSigner:
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
+        digest: bytes | None = None,
     ) -> MaybeAwaitable[SignedToken]:
         """Sign the SCA JWT for these exact body bytes (the ``sca-token`` header).
 
@@ -336,14 +337,22 @@ class JwtSigner:
             payment_id: optional payment id claim.
             now: seconds since the epoch; ``time.time()`` if None.
             lifetime: seconds until ``exp`` (default 180 s, as the provider's client).
+            digest: ``hashlib.sha256(body).digest()`` when the caller has it already (the
+                client does: the validate-once check hashed these bytes), so that the
+                body is not hashed twice.
 
         Returns:
             The token and its expiry (an awaitable of them when the signer is async).
         """
-        return self._sign(*self._sca_claims(body, payment_id, now, lifetime))
+        return self._sign(*self._sca_claims(body, payment_id, now, lifetime, digest))
 
     def _sca_claims(
-        self, body: bytes, payment_id: str | None, now: float | None, lifetime: float
+        self,
+        body: bytes,
+        payment_id: str | None,
+        now: float | None,
+        lifetime: float,
+        digest: bytes | None = None,
     ) -> tuple[_ScaClaims, int]:
         iat = int(time.time() if now is None else now)
         exp = iat + int(lifetime)
@@ -354,7 +363,7 @@ class JwtSigner:
             exp=exp,
             jti=os.urandom(16).hex(),
             alg=SCA_HASH_ALG,
-            hd=body_hash(body),
+            hd=body_hash(body) if digest is None else base64.b64encode(digest).decode("ascii"),
             nonce=os.urandom(16).hex(),
             payment_id=payment_id,
         )

@@ -97,6 +97,7 @@ class _StatusReportIn(InboundStruct, kw_only=True):
 _TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _BODY_DECODER = msgspec.json.Decoder(_StatusReportIn)
 _ROOT_FOLDED = ROOT.casefold()
+_CANONICAL_DECODER = msgspec.json.Decoder(Pacs002)
 
 
 def decode_pacs002(data: bytes | str) -> Pacs002:
@@ -115,6 +116,18 @@ def decode_pacs002(data: bytes | str) -> Pacs002:
     Raises:
         ValidationError: the body is not JSON, has no root object, or has a wrong shape.
     """
+    try:
+        # The shape the service documents (its own root spelling, txInfAndSts an array),
+        # decoded in one pass; anything else takes the tolerant path below, which also
+        # words the errors. (A document with the root under two spellings is read by
+        # its exact one here.)
+        return _CANONICAL_DECODER.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    return _decode_tolerant(data)
+
+
+def _decode_tolerant(data: bytes | str) -> Pacs002:
     top = decode_with(_TOP_DECODER, data, "pacs.002 status report")
     for key, raw in top.items():
         if key.casefold() == _ROOT_FOLDED:

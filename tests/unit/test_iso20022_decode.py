@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from payments_async import PaymentsError, ValidationError
 from payments_async.iso20022 import (
@@ -18,6 +20,7 @@ from payments_async.iso20022 import (
     decode_pacs008,
     encode,
 )
+from payments_async.iso20022.pacs002 import _decode_tolerant
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 DECODERS: list[Callable[[bytes], object]] = [
@@ -161,6 +164,47 @@ def test_pacs002_error_inside_other_root_spelling_names_that_key() -> None:
     with pytest.raises(ValidationError) as info:
         decode_pacs002(b'{"fIToFIPmtStsRpt": {"txInfAndSts": [{"txSts": 1}]}}')
     assert info.value.paths == ("$.fIToFIPmtStsRpt.txInfAndSts[0].txSts",)
+
+
+_TX = st.fixed_dictionaries(
+    {},
+    optional={
+        "txSts": st.sampled_from(["ACCC", "RJCT", "PDNG", 1, None]),
+        "orgnlEndToEndId": st.text(max_size=5),
+        "stsRsnInf": st.lists(
+            st.fixed_dictionaries(
+                {}, optional={"addtlInf": st.lists(st.none() | st.text(max_size=3), max_size=2)}
+            ),
+            max_size=2,
+        ),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    root=st.sampled_from(["fitoFIPmtStsRpt", "fIToFIPmtStsRpt", "other"]),
+    txs=st.none() | _TX | st.lists(_TX, max_size=3) | st.just("x"),
+    grp=st.none() | st.fixed_dictionaries({"msgId": st.text(max_size=4)}),
+)
+def test_pacs002_one_pass_decoding_reads_exactly_what_the_tolerant_path_reads(
+    root: str, txs: object, grp: object
+) -> None:
+    # The service's own shape is decoded in one pass; every document must give the same
+    # report, or the same error, as the tolerant path alone.
+    body: dict[str, object] = {"grpHdr": grp} if grp is not None else {}
+    if txs is not None:
+        body["txInfAndSts"] = txs
+    data = msgspec.json.encode({root: body})
+    try:
+        expected: object = _decode_tolerant(data)
+    except ValidationError as exc:
+        expected = (exc.message, exc.paths)
+    try:
+        got: object = decode_pacs002(data)
+    except ValidationError as exc:
+        got = (exc.message, exc.paths)
+    assert got == expected
 
 
 def test_pacs002_missing_root_is_named() -> None:

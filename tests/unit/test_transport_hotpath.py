@@ -120,15 +120,94 @@ async def test_a_body_stalled_past_the_read_timeout_ends_at_the_read_timeout_whe
     assert 0.3 <= took < 5.0
 
 
-def test_the_per_read_timer_is_used_only_when_it_can_fire_first() -> None:
+def _trickle(chunks: int, pause: float, *, before_headers: float = 0.0) -> Handler:
+    """A 201 whose JSON body arrives in ``chunks`` pieces, ``pause`` seconds apart."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        await asyncio.sleep(before_headers)
+        body = b'{"data": {"paymentsServiceId": "PS-1", "status": "PENDING"}}'
+        body += b" " * (chunks - len(body) % chunks)
+        step = len(body) // chunks
+        resp = web.StreamResponse(status=201, headers={"Content-Type": "application/json"})
+        resp.content_length = len(body)
+        await resp.prepare(request)
+        for i in range(chunks):
+            await resp.write(body[i * step : (i + 1) * step])
+            if i < chunks - 1:
+                await asyncio.sleep(pause)
+        return resp
+
+    return handler
+
+
+async def test_a_body_whose_every_read_is_shorter_than_the_read_timeout_is_read_in_full(
+    serve: Serve,
+) -> None:
+    # Five pieces 0.25 s apart: the whole body takes 1 s, four times the read timeout
+    # (0.4 s), yet no single read waits that long: the read timeout is per read.
+    url = await serve(
+        {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _trickle(5, 0.25)}
+    )
+    policy = RetryPolicy.for_testing(attempts=1, timeout=10)
+    async with PaymentsClient(
+        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=0.4
+    ) as client:
+        sub = await client.request_cancellation(_cancellation())  # type: ignore[arg-type]
+    assert (sub.payments_service_id, sub.created, sub.attempts) == ("PS-1", True, 1)
+
+
+async def test_a_trickling_body_still_ends_at_the_deadline(serve: Serve) -> None:
+    # Every read comes within the read timeout (pieces 0.2 s apart, read timeout 1 s), but
+    # the body would take 4 s: the deadline (0.8 s) ends it.
+    url = await serve(
+        {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _trickle(20, 0.2)}
+    )
+    policy = RetryPolicy.for_testing(attempts=1, timeout=0.8)
+    async with PaymentsClient(
+        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=1.0
+    ) as client:
+        await client.access_token_lifetime()
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknownError) as info:
+            await client.request_cancellation(_cancellation())  # type: ignore[arg-type]
+        took = time.monotonic() - start
+    assert 0.7 <= took < 3.0
+    assert info.value.status == 201
+
+
+async def test_an_answer_that_does_not_begin_within_the_read_timeout_fails_the_attempt(
+    serve: Serve,
+) -> None:
+    # Headers 2 s late, read timeout 0.3 s, deadline 30 s: the attempt ends at the read
+    # timeout, long before the deadline, and says the request may have been received.
+    url = await serve(
+        {
+            ("POST", "/oauth/token"): _token,
+            ("POST", "/payments/camt056/v08"): _trickle(1, 0, before_headers=2.0),
+        }
+    )
+    policy = RetryPolicy.for_testing(attempts=1, timeout=30)
+    async with PaymentsClient(
+        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=0.3
+    ) as client:
+        await client.access_token_lifetime()
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknownError) as info:
+            await client.request_cancellation(_cancellation())  # type: ignore[arg-type]
+        took = time.monotonic() - start
+    assert 0.25 <= took < 1.5
+    cause = info.value.__cause__
+    assert isinstance(cause, TransportError)
+    assert cause.request_sent
+
+
+def test_aiohttp_keeps_no_timer_of_its_own_but_the_connect_timeout() -> None:
+    # The deadline and the read timeout are ours (one timer per request, see the tests
+    # above); aiohttp's total and per-read timers would be two or three more per request.
     transport = Transport("http://127.0.0.1:9", connect_timeout=2.0, read_timeout=10.0)
-    longer = transport._timeouts(25.0)
-    assert (longer.total, longer.sock_read, longer.sock_connect) == (25.0, 10.0, 2.0)
-    shorter = transport._timeouts(10.0)
-    assert (shorter.total, shorter.sock_read, shorter.sock_connect) == (10.0, None, 2.0)
-    unbounded = transport._timeouts(None)
-    assert (unbounded.total, unbounded.sock_read) == (None, 10.0)
-    assert transport._timeouts(None) is unbounded  # reused, not rebuilt per request
+    t = transport._aiohttp_timeouts
+    assert (t.total, t.sock_read, t.sock_connect) == (None, None, 2.0)
 
 
 # --- the connection limiter ----------------------------------------------------------------
@@ -244,6 +323,23 @@ async def test_paths_below_a_base_path_and_paths_that_need_encoding(serve: Serve
     assert seen == ["/api/payments/camt056/v08", "/api/payments/camt029/v09/PS-1_a", "/api/x%20y"]
 
 
+def test_urls_are_kept_per_path_in_a_bounded_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    import payments_async._transport as transport_module
+
+    monkeypatch.setattr(transport_module, "URL_CACHE_SIZE", 8)
+    transport = Transport("http://127.0.0.1:9/api")
+    first = transport._url("/payments/camt029/v09/PS-1")
+    assert transport._url("/payments/camt029/v09/PS-1") is first  # aiohttp's caches on it
+    for i in range(20):
+        assert str(transport._url(f"/payments/pacs002/v12/PS-{i}")).endswith(f"/PS-{i}")
+    assert len(transport._urls) <= 8
+    # The fixed paths survive a full table being cleared.
+    assert "/payments/camt056/v08" in transport._urls
+    assert str(transport._url("/payments/camt056/v08")) == (
+        "http://127.0.0.1:9/api/payments/camt056/v08"
+    )
+
+
 # --- cookies -----------------------------------------------------------------------------------
 
 
@@ -306,3 +402,111 @@ async def test_a_2xx_post_answer_that_is_not_json_is_an_unknown_outcome(
             await client.request_cancellation(_cancellation())  # type: ignore[arg-type]
     assert info.value.status == 200
     assert "content type" in str(info.value)
+
+
+# --- request ids and the SCA token's hd -------------------------------------------------------
+
+
+def test_request_ids_are_unique_32_hex_digits_and_a_forked_child_draws_a_new_random_half() -> None:
+    import multiprocessing
+    import re
+
+    from payments_async._client import _request_ids
+
+    ids = [_request_ids.next() for _ in range(1000)]
+    assert len(set(ids)) == 1000
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        child = pool.apply(_next_request_id)
+    # Same counter position possible, never the same random half: ids stay unique.
+    assert child[:16] != ids[0][:16]
+    assert child not in ids
+
+
+def _next_request_id() -> str:
+    from payments_async._client import _request_ids
+
+    return _request_ids.next()  # the child's own generator, not a pickled copy
+
+
+def test_an_sca_token_signed_with_the_known_digest_carries_the_same_hd() -> None:
+    import hashlib
+
+    import msgspec
+
+    from payments_async._jwt import JwtSigner, body_hash
+    from payments_async.testing import generate_test_keypair
+
+    key, _ = generate_test_keypair()
+    signer = JwtSigner(key, key_id="kid", issuer="iss")
+    body = b'{"a": 1}'
+    token = signer.sign_sca_token(body, digest=hashlib.sha256(body).digest())
+    payload = token.value.split(".")[1]  # type: ignore[union-attr]
+    claims = msgspec.json.decode(_b64(payload))
+    assert claims["hd"] == body_hash(body)
+
+
+def _b64(segment: str) -> bytes:
+    import base64
+
+    return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+
+
+# --- the request timer (asyncio.timeout's semantics, one timer handle) -------------------
+
+
+async def test_the_request_timer_turns_its_own_expiry_into_timeout_error() -> None:
+    from payments_async._transport import _Deadline
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    start = loop.time()
+    with pytest.raises(TimeoutError), _Deadline(loop, start + 0.05):
+        await asyncio.sleep(5)
+    assert 0.04 <= loop.time() - start < 1.0
+    assert task.cancelling() == 0  # its cancel() was taken back
+
+
+async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
+    from payments_async._transport import _Deadline
+
+    loop = asyncio.get_running_loop()
+
+    async def request(when: float) -> None:
+        with _Deadline(loop, when):
+            await asyncio.sleep(5)
+
+    far = asyncio.create_task(request(loop.time() + 60))
+    await asyncio.sleep(0.01)
+    far.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await far
+
+    # Expiry and an outside cancel in the same turn: the outside one wins, as with
+    # asyncio.timeout (a caller's cancellation is never turned into a timeout).
+    when = loop.time() + 0.05
+    both = asyncio.create_task(request(when))
+    loop.call_at(when, both.cancel)  # due with the expiry: run in the same loop turn
+    await asyncio.sleep(0.1)
+    assert both.cancelled()
+
+
+async def test_the_request_timer_is_gone_after_an_exchange_and_can_be_moved() -> None:
+    from payments_async._transport import _Deadline
+
+    loop = asyncio.get_running_loop()
+    with _Deadline(loop, loop.time() + 60) as timer:
+        await asyncio.sleep(0)
+    assert timer._handle.cancelled()  # no timer left behind by a finished request
+    start = loop.time()
+
+    async def trickling_read() -> None:
+        with _Deadline(loop, start + 0.05) as timer:
+            timer.move(start + 0.3)  # each read of a trickling body moves it
+            await asyncio.sleep(5)
+
+    with pytest.raises(TimeoutError):
+        await trickling_read()
+    assert loop.time() - start >= 0.28
