@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 import string
-import threading
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
@@ -39,6 +38,7 @@ __all__ = [
     "check_iban",
     "encode_validated",
     "find_problems",
+    "mark_valid",
     "validate",
 ]
 
@@ -76,7 +76,12 @@ _UETR = re.compile(r"[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _COUNTRY = re.compile(r"[A-Z]{2}")
 _NB_OF_TXS = re.compile(r"[0-9]{1,15}")
-_IBAN_LETTERS = {ord(c): str(i) for i, c in enumerate(string.ascii_uppercase, start=10)}
+# IBAN letters as numbers (A=10 ... Z=35, either case) for the mod-97 check; a tuple indexed
+# by code point, because str.translate reads a sequence at half the cost of a dict.
+_IBAN_DIGITS = tuple(
+    str(string.ascii_uppercase.index(chr(i).upper()) + 10) if chr(i).isalpha() else chr(i)
+    for i in range(128)
+)
 
 ISO_4217: frozenset[str] = frozenset(
     """
@@ -155,7 +160,7 @@ def check_iban(v: Any) -> str | None:
         return f"expected a string, got {type(v).__name__}"
     if _IBAN.fullmatch(v) is None:
         return f"not an IBAN: {v[:40]!r}"
-    digits = (v[4:] + v[:4]).upper().translate(_IBAN_LETTERS)
+    digits = (v[4:] + v[:4]).translate(_IBAN_DIGITS)  # the pattern let only ASCII through
     if int(digits) % 97 != 1:
         return f"IBAN check digits are wrong (mod-97): {v!r}"
     return None
@@ -557,6 +562,15 @@ def validate(msg: Pacs008 | Camt056) -> None:
     _remember(type(msg), hashlib.sha256(encode(msg)).digest())
 
 
+def mark_valid(msg: Pacs008 | Camt056) -> None:
+    """Remember a message as validated without checking it: for the builders only.
+
+    A builder calls it for a message whose inputs it checked with the same rules (the
+    parts it made itself are valid by construction); see ``builders._accept``.
+    """
+    _remember(type(msg), hashlib.sha256(encode(msg)).digest())
+
+
 # --- validate once ---------------------------------------------------------------------------
 #
 # Validity is a pure function of a message's content, and its encoding states that content
@@ -565,24 +579,20 @@ def validate(msg: Pacs008 | Camt056) -> None:
 # table) and ``encode_validated`` checks the rules again only for bytes it has not seen. A
 # message changed after it was validated encodes to other bytes and is checked again.
 
+# Two generations, each at most half of VALIDATED_DIGESTS_MAX: a digest goes into the young
+# one; when it is full it becomes the old one and the previous old one is forgotten at
+# once. Remembering is a dict store and a length test (no scan, no copy, no lock: a race
+# can only forget a digest, and a forgotten message is validated again, which is safe).
 _VALID: dict[tuple[type, bytes], None] = {}
-_VALID_LOCK = threading.Lock()
+_VALID_OLD: dict[tuple[type, bytes], None] = {}
 
 
 def _remember(kind: type, digest: bytes) -> None:
-    key = (kind, digest)
-    if key in _VALID:
-        return
-    with _VALID_LOCK:
-        if len(_VALID) >= VALIDATED_DIGESTS_MAX:
-            # Forget the oldest eighth at once. Deleting one entry per insert from the
-            # front of a dict costs a scan over the holes left by earlier deletions
-            # (``next(iter(d))``): ~2 us per insert once the table was full.
-            drop = len(_VALID) - VALIDATED_DIGESTS_MAX + max(1, VALIDATED_DIGESTS_MAX // 8)
-            keep = list(_VALID)[drop:]
-            _VALID.clear()  # a reader meanwhile misses and validates again: safe
-            _VALID.update(dict.fromkeys(keep))
-        _VALID[key] = None
+    global _VALID, _VALID_OLD
+    young = _VALID
+    young[(kind, digest)] = None
+    if len(young) >= max(1, VALIDATED_DIGESTS_MAX // 2):
+        _VALID_OLD, _VALID = young, {}
 
 
 def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
@@ -611,7 +621,8 @@ def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
         validate(msg)  # names the field that cannot be encoded, with its path
         raise ValidationError.single("$", f"cannot be encoded: {exc}") from exc
     digest = hashlib.sha256(body).digest()
-    if (kind, digest) not in _VALID:
+    key = (kind, digest)
+    if key not in _VALID and key not in _VALID_OLD:
         problems = find_problems(msg)
         if problems:
             raise ValidationError(problems)

@@ -1,0 +1,210 @@
+"""The builders' check of their inputs gives exactly the verdict of the full rule walker.
+
+A builder checks only what the caller gave (the parts it makes itself are valid by
+construction) and walks the whole message only when that check fails or an input is
+outside what it covers. For arbitrary inputs, mostly valid with some broken ones, the
+built message must be accepted exactly when the reference walker (``validate_reference``,
+independent of the builders) finds no problem, and a refused one must raise the problems
+the walker names, paths and order included.
+"""
+
+from __future__ import annotations
+
+import string
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
+from validate_reference import reference_problems
+
+from payments_async import ValidationError
+from payments_async.iso20022 import build_cancellation, build_credit_transfer, builders
+from payments_async.iso20022._validate import RULES
+from payments_async.iso20022.builders import _new_uetr, format_utc, new_id
+from payments_async.iso20022.pacs008 import PostalAddress
+
+SEPA = string.ascii_letters + string.digits + "/-?:().,'+ "
+# Text near the rules' edges: SEPA characters, slashes, spaces, other characters, lengths.
+EDGES = ["", " ", "/", "a/", "/a", "a//b", "a" * 35, "a" * 36, "b" * 70, "b" * 71, "c" * 140]
+WORDS = ["c" * 141, "EUR", "eur", "XXX", "USD", "CUST", "cust", "SLEV", "SEPA"]
+edgy = st.text(alphabet=SEPA + "/é\n_ÄZ0 ", max_size=40) | st.sampled_from([*EDGES, *WORDS])
+junk: st.SearchStrategy[object] = st.sampled_from([None, 0, 1, 1.5, b"x", [], ("a",), Decimal("1")])
+
+
+def mostly(valid: st.SearchStrategy[Any], *broken: st.SearchStrategy[Any]) -> Any:
+    """Valid values three times in four, else one of the broken kinds."""
+    return st.one_of(valid, valid, valid, st.one_of(*broken))
+
+
+bics = mostly(
+    bic | st.sampled_from(["cobadeffxxx", " BNPAFRPP ", "bnpafrppxxx"]),
+    edgy,
+    junk,
+    st.sampled_from(["COBA", "COBADEFFXX", "COBADE1F", "COBADEFF XXX"]),
+)
+ibans = mostly(
+    iban | st.sampled_from(["fr14 2004 1010 0505 0001 3m02 606", "DE89 3704 0044 0532 0130 00"]),
+    edgy,
+    junk,
+    st.sampled_from(["DE00370400440532013000", "FR14", "fr1420041010050500013m02606x"]),
+)
+ids = st.none() | mostly(sepa_id, edgy, junk)
+amounts = mostly(
+    eur_amount | st.sampled_from(["12.30", "1E+2", " 5.000 ", 7, Decimal("0.10")]),
+    st.decimals(places=None, allow_nan=True, allow_infinity=True),
+    st.sampled_from(["0.001", "0", "-1.00", "1000000000", "1E+30", "1.2345678901234567890123E+5"]),
+)
+moments = st.none() | st.datetimes(
+    min_value=datetime(1, 1, 2),
+    max_value=datetime(9999, 12, 30),
+    timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30))]),
+)
+address_lines = st.none() | mostly(
+    st.lists(sepa_text(70), max_size=2) | st.tuples(sepa_text(70)),
+    st.lists(edgy | junk, max_size=3),
+    edgy,
+    junk,
+)
+
+cancellation_inputs = st.fixed_dictionaries(
+    {
+        "original_end_to_end_id": ids,
+        "amount": st.none() | amounts,
+        "creditor_agent_bic": bics,
+        "creditor_iban": ibans,
+        "assigner_bic": bics,
+        "assignee_bic": bics,
+        "reason": mostly(st.sampled_from(["DUPL", "TECH", "FRAD", "AC03", "AM09", "CUST"]), edgy),
+        "originator_name": st.none() | mostly(sepa_text(140), edgy, junk),
+        "originator_bic": st.none() | bics,
+        "assignment_id": ids,
+        "cancellation_id": ids,
+        "currency": mostly(st.just("EUR"), edgy, junk),
+        "service_level": mostly(st.just("SEPA"), edgy, junk),
+        "creditor_agent_address": st.none()
+        | st.builds(PostalAddress, twn_nm=st.none() | edgy, ctry=st.none() | edgy),
+        "created_at": moments,
+    }
+)
+
+transfer_inputs = st.fixed_dictionaries(
+    {
+        "debtor_name": mostly(sepa_text(140), edgy, junk),
+        "debtor_iban": ibans,
+        "debtor_agent_id": mostly(sepa_text(35), edgy, junk),
+        "creditor_name": mostly(sepa_text(140), edgy, junk),
+        "creditor_iban": ibans,
+        "creditor_agent_id": mostly(sepa_text(35), edgy, junk),
+        "amount": amounts,
+        "currency": mostly(st.just("EUR"), st.sampled_from(["USD", "JPY", "eur", "XXX"]), junk),
+        "remittance": st.none() | mostly(sepa_text(140), edgy, junk),
+        "message_id": ids,
+        "end_to_end_id": ids,
+        "tx_id": ids,
+        "uetr": st.none() | mostly(uetr, edgy, junk),
+        "debtor_address": address_lines,
+        "creditor_address": address_lines,
+        "debtor_account_name": st.none() | mostly(sepa_text(140), edgy),
+        "creditor_account_name": st.none() | mostly(sepa_text(140), edgy),
+        "creditor_reference": st.none() | mostly(sepa_text(35), edgy, junk),
+        "charge_bearer": mostly(st.just("SLEV"), st.sampled_from(["DEBT", "slev", "X"]), junk),
+        "service_level": mostly(st.just("SEPA"), edgy, junk),
+        "local_instrument": st.none() | mostly(st.just("INST"), edgy, junk),
+        "created_at": moments,
+    }
+)
+
+
+def _built(build: Any, kw: dict[str, Any]) -> tuple[Any, bool] | None:
+    """The message the builder made and the verdict of its input check (None: it refused
+    the inputs before any message existed, as it always did for floats and junk)."""
+    seen: list[tuple[Any, bool]] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builders, "_accept", lambda msg, ok: seen.append((msg, ok)))
+        try:
+            build(**kw)
+        except ValidationError:
+            assert not seen
+            return None
+    return seen[0]
+
+
+def _agrees(build: Any, kw: dict[str, Any], *, covered: bool) -> None:
+    made = _built(build, kw)
+    if made is None:
+        return
+    msg, inputs_ok = made
+    problems = reference_problems(msg)
+    if inputs_ok:
+        assert problems == []  # the check is sufficient: it never passes an invalid message
+    if covered:
+        assert inputs_ok == (problems == [])  # and inside its cover it passes every valid one
+    if problems:
+        with pytest.raises(ValidationError) as info:
+            build(**kw)
+        assert list(info.value.problems) == problems
+    else:
+        build(**kw)
+
+
+def _plain_moment(kw: dict[str, Any]) -> bool:
+    return kw["created_at"] is None or type(kw["created_at"]) is datetime
+
+
+@settings(max_examples=1500, deadline=None)
+@given(kw=cancellation_inputs)
+def test_cancellation_check_gives_the_walkers_verdict(kw: dict[str, Any]) -> None:
+    covered = kw["creditor_agent_address"] is None and _plain_moment(kw)
+    _agrees(build_cancellation, kw, covered=covered)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(kw=transfer_inputs)
+def test_credit_transfer_check_gives_the_walkers_verdict(kw: dict[str, Any]) -> None:
+    _agrees(build_credit_transfer, kw, covered=_plain_moment(kw))
+
+
+class _Moment(datetime):
+    """A datetime subclass (as pandas' Timestamp is one): its text is not trusted."""
+
+    def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+        return "yesterday+00:00"
+
+
+def test_a_datetime_subclass_gets_the_full_walk() -> None:
+    moment = _Moment(2024, 8, 1, tzinfo=UTC)
+    made = _built(build_cancellation, _CANCELLATION | {"created_at": moment})
+    assert made is not None
+    assert made[1] is False
+    with pytest.raises(ValidationError) as info:
+        build_cancellation(**_CANCELLATION, created_at=moment)
+    assert info.value.paths == ("$.fitoFIPmtCxlReq.assgnmt.creDtTm",)
+
+
+_CANCELLATION: dict[str, Any] = {
+    "original_end_to_end_id": "E2E-1",
+    "amount": Decimal("12.30"),
+    "creditor_agent_bic": "BNPAFRPPXXX",
+    "creditor_iban": "FR1420041010050500013M02606",
+    "assigner_bic": "COBADEFFXXX",
+    "assignee_bic": "BNPAFRPPXXX",
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(moment=moments)
+def test_what_a_builder_makes_itself_is_valid(moment: datetime | None) -> None:
+    # The input check trusts these: generated ids, UETRs and creDtTm texts.
+    made = _built(build_cancellation, _CANCELLATION | {"created_at": moment})
+    assert made is not None
+    assert made[1] is True
+    assert reference_problems(made[0]) == []
+    for prefix in ("MSG", "E2E", "TX", "CXL", "ASG"):
+        assert builders._ID(new_id(prefix))
+    assert builders._UETR_OK(_new_uetr())
+    text = format_utc(moment)
+    assert RULES["UtcDateTime"](text) is None
