@@ -37,7 +37,9 @@ __all__ = [
     "RULES",
     "check_iban",
     "encode_validated",
+    "fast_fields",
     "find_problems",
+    "iban_check_digits_hold",
     "mark_valid",
     "validate",
 ]
@@ -160,10 +162,14 @@ def check_iban(v: Any) -> str | None:
         return f"expected a string, got {type(v).__name__}"
     if _IBAN.fullmatch(v) is None:
         return f"not an IBAN: {v[:40]!r}"
-    digits = (v[4:] + v[:4]).translate(_IBAN_DIGITS)  # the pattern let only ASCII through
-    if int(digits) % 97 != 1:
+    if not iban_check_digits_hold(v):
         return f"IBAN check digits are wrong (mod-97): {v!r}"
     return None
+
+
+def iban_check_digits_hold(v: str) -> bool:
+    """The mod-97 rule of an ASCII-alphanumeric IBAN (the pattern was checked before)."""
+    return int((v[4:] + v[:4]).translate(_IBAN_DIGITS)) % 97 == 1
 
 
 def _currency(v: Any) -> str | None:
@@ -349,6 +355,38 @@ _FAST: dict[str, Callable[[str], object]] = {
     "CancellationReasonCode": CANCELLATION_REASONS.__contains__,
 }
 """For a ``str``: a truthy answer means ``RULES[iso_type]`` accepts it (never the reverse)."""
+
+
+_TIDY_IBAN = r"[A-Z]{2}[0-9]{2}[A-Z0-9]{1,30}"  # the IBAN pattern, upper case: no mod-97
+
+
+def fast_fields(*iso_types: str) -> Callable[[str], object]:
+    """One fast test for several values joined by newlines, in this order.
+
+    Each part is the ``_FAST`` test of its ISO type (``"Iban"``: the pattern in upper
+    case, the check digits left to ``iban_check_digits_hold``). No rule allows a newline,
+    so a match splits the text in exactly one way: a truthy answer means each value passes
+    its part. A builder joins the caller's values and makes one C call instead of one
+    check per value.
+
+    Args:
+        *iso_types: the ISO type of each value, in the order they are joined.
+
+    Returns:
+        ``fullmatch`` of the joined pattern.
+    """
+    parts: list[str] = []
+    for iso_type in iso_types:
+        if iso_type == "Iban":
+            parts.append(_TIDY_IBAN)
+            continue
+        test: Any = _FAST[iso_type]
+        if isinstance(test.__self__, re.Pattern):
+            parts.append(test.__self__.pattern)
+        else:  # a set's __contains__: its codes
+            parts.append("|".join(re.escape(code) for code in sorted(test.__self__)))
+    return re.compile("\n".join(f"(?:{part})" for part in parts)).fullmatch
+
 
 _Node: TypeAlias = "tuple[str, Any] | tuple[str, Any, int | None, int | None] | None"
 """What a field holds: ("scalar", iso_type), ("struct", cls), ("list", item, min, max)."""
