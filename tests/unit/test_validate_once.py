@@ -61,6 +61,7 @@ class _Counter:
 def checks(monkeypatch: pytest.MonkeyPatch) -> _Counter:
     monkeypatch.setattr(_validate, "_VALID", {})  # nothing remembered from other tests
     monkeypatch.setattr(_validate, "_VALID_OLD", {})
+    monkeypatch.setattr(_validate, "_BUILT", {})
     counter = _Counter()
     monkeypatch.setattr(_validate, "find_problems", counter)
     monkeypatch.setattr(builders, "_accept", counter.accept)
@@ -181,16 +182,59 @@ def test_validate_remembers_and_the_table_stays_bounded(
     checks: _Counter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_validate, "VALIDATED_DIGESTS_MAX", 4)
-    messages = [_cancellation(f"ASG-{i}") for i in range(5)]
-    assert checks.calls == 5
+    # copies decoded from the bytes: not the builder's objects, so only digests find them
+    messages = [decode_camt056(encode(_cancellation(f"ASG-{i}"))) for i in range(5)]
+    for msg in messages:
+        validate(msg)
+    assert checks.walks == 5
     assert _known() == 3  # the oldest two were forgotten (with the older half of the table)
     encode_validated(messages[-1])
     encode_validated(messages[-3])
-    assert checks.calls == 5
+    assert checks.walks == 5
     encode_validated(messages[0])  # forgotten: checked again
-    assert checks.calls == 6
+    assert checks.walks == 6
     validate(messages[0])  # validate() itself always checks
-    assert checks.calls == 7
+    assert checks.walks == 7
+
+
+def test_a_builders_message_changed_before_its_first_submit_is_checked(
+    checks: _Counter,
+) -> None:
+    msg = _cancellation()
+    tx = msg.body.undrlyg[0].tx_inf[0]
+    tx.cxl_rsn_inf[0].rsn.cd = "NOPE"  # deep inside a nested list
+    with pytest.raises(ValidationError) as info:
+        encode_validated(msg)
+    assert info.value.paths == ("$.fitoFIPmtCxlReq.undrlyg[0].txInf[0].cxlRsnInf[0].rsn.cd",)
+    tx.cxl_rsn_inf[0].rsn.cd = "DUPL"  # valid again, but not the bytes the builder made
+    tx.cxl_rsn_inf.append(tx.cxl_rsn_inf[0])
+    walks = checks.walks
+    encode_validated(msg)
+    assert checks.walks == walks + 1
+
+
+def test_an_id_reused_by_another_message_does_not_pass_it(checks: _Counter) -> None:
+    # CPython reuses the id of a freed object; what counts is the bytes, not the id.
+    made = _cancellation("ASG-1")
+    other = decode_camt056(encode(_cancellation("ASG-2")))
+    other.body.assgnmt.assgnr.agt.fin_instn_id.bicfi = "not a bic"
+    _validate._BUILT[id(other)] = _validate._BUILT[id(made)]
+    with pytest.raises(ValidationError):
+        encode_validated(other)
+
+
+def test_the_builders_table_is_bounded_and_hands_over_to_the_digests(
+    checks: _Counter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_validate, "VALIDATED_DIGESTS_MAX", 64)  # 8 built messages kept
+    messages = [_cancellation(f"ASG-{i}") for i in range(9)]
+    assert len(_validate._BUILT) == 8  # the oldest moved to the digest table
+    assert _known() == 1
+    copy = decode_camt056(encode(messages[0]))  # as the bulk runner resubmits a row
+    encode_validated(copy)
+    for msg in messages:
+        encode_validated(msg)
+    assert checks.walks == 0
 
 
 def test_encode_validated_refuses_what_is_not_a_message() -> None:
