@@ -10,6 +10,8 @@ from decimal import Decimal, InvalidOperation
 
 from .._errors import Problem, ValidationError
 from ._validate import (
+    _EUR_MAX,
+    _EUR_MIN,
     _FAST,
     RULES,
     fast_fields,
@@ -60,8 +62,10 @@ from .pacs008 import (
 
 __all__ = ["build_cancellation", "build_credit_transfer", "format_utc", "new_id"]
 
-_PACS008_AMOUNT = "$.fitoFICstmrCdtTrf.cdtTrfTxInf[0].intrBkSttlmAmt.value"
-_CAMT056_AMOUNT = "$.fitoFIPmtCxlReq.undrlyg[0].txInf[0].orgnlTxRef.intrBkSttlmAmt.value"
+_PACS008 = "$.fitoFICstmrCdtTrf"
+_CAMT056 = "$.fitoFIPmtCxlReq"
+_PACS008_AMOUNT = f"{_PACS008}.cdtTrfTxInf[0].intrBkSttlmAmt.value"
+_CAMT056_AMOUNT = f"{_CAMT056}.undrlyg[0].txInf[0].orgnlTxRef.intrBkSttlmAmt.value"
 _CENT = Decimal("0.01")
 _ZERO = Decimal(0)
 
@@ -175,9 +179,7 @@ def _to_decimal(amount: object, path: str) -> tuple[Decimal, int | str]:
     return value, exponent
 
 
-def _created(moment: datetime | None, path: str) -> str:
-    if moment is None:
-        return _now_utc()
+def _created(moment: datetime, path: str) -> str:
     if not isinstance(moment, datetime):
         raise ValidationError([Problem(path, f"expected a datetime, got {type(moment).__name__}")])
     try:
@@ -239,8 +241,6 @@ _UETR_OK = _accepts("Uetr")
 _CURRENCY = _accepts("CurrencyCode")
 _CHARGE_BEARER = _accepts("ChargeBearerCode")
 _REASON = _accepts("CancellationReasonCode")
-_EUR_MIN = Decimal("0.01")
-_EUR_MAX = Decimal("999999999.99")
 
 # The common inputs of each builder joined by newlines, in one test (``fast_fields``): a
 # match means each one passes its rule and is in the form the normalisers would give it
@@ -339,7 +339,9 @@ def build_credit_transfer(
         ValidationError: any input breaks a rule; every problem is listed with its path.
     """
     value, exponent = _to_decimal(amount, _PACS008_AMOUNT)
-    created = _created(created_at, "$.fitoFICstmrCdtTrf.grpHdr.creDtTm")
+    created = (
+        _now_utc() if created_at is None else _created(created_at, f"{_PACS008}.grpHdr.creDtTm")
+    )
     try:  # see _TRANSFER_FAST
         tidy = _TRANSFER_FAST(
             "\n".join(
@@ -510,7 +512,9 @@ def build_cancellation(
     if amount is not None:
         value, exponent = _to_decimal(amount, _CAMT056_AMOUNT)
         money = ActiveCurrencyAndAmount(value=value, ccy=currency)
-    created = _created(created_at, "$.fitoFIPmtCxlReq.assgnmt.creDtTm")
+    created = (
+        _now_utc() if created_at is None else _created(created_at, f"{_CAMT056}.assgnmt.creDtTm")
+    )
     try:  # see _CANCELLATION_FAST
         tidy = _CANCELLATION_FAST(
             "\n".join(
@@ -565,7 +569,7 @@ def build_cancellation(
         and (cancellation_id is None or _ID(cancellation_id))
     )
     tx = CancellationTransaction(
-        cxl_id=cancellation_id if cancellation_id is not None else new_id("CXL"),
+        cxl_id=cancellation_id if cancellation_id is not None else "CXL" + os.urandom(16).hex(),
         orgnl_end_to_end_id=original_end_to_end_id,
         cxl_rsn_inf=[
             CancellationReasonInformation(
@@ -592,7 +596,7 @@ def build_cancellation(
     msg = Camt056(
         fito_fi_pmt_cxl_req=CancellationRequest(
             assgnmt=Assignment(
-                id=assignment_id if assignment_id is not None else new_id("ASG"),
+                id=assignment_id if assignment_id is not None else "ASG" + os.urandom(16).hex(),
                 assgnr=AssignmentParty(
                     agt=AssignmentAgent(fin_instn_id=AssignmentInstitution(bicfi=assigner))
                 ),
