@@ -14,6 +14,7 @@ import string
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 from hypothesis import given, settings
@@ -250,3 +251,69 @@ def test_what_a_builder_makes_itself_is_valid(moment: datetime | None) -> None:
     assert builders._UETR_OK(_new_uetr())
     text = format_utc(moment)
     assert RULES["UtcDateTime"](text) is None
+
+
+# One bad value among tidy ones: the inputs the joined fast test sees (see
+# builders._CANCELLATION_FAST), so each part of it and what it leaves to later checks (the
+# IBAN check digits, the identifier slash rules, lengths) is tried on its own.
+BAD_TEXT = ["", " a", "a" * 36, "a" * 71, "a" * 141, "/a", "a/", "a//b", "Zoë", "a\nb", "a_b"]
+BAD_BIC = ["COBADEFF XXX", "COBADEF", "COBADEFFXX", "C0BADEFFXXX1", "cobadeffxxx ", "COBA1EFFXXX"]
+BAD_IBAN = [
+    "DE00370400440532013000",
+    "FR1520041010050500013M02606",
+    "DE8937040044053201300",
+    "DE89 3704 0044 0532 0130 0O",
+    "D089370400440532013000",
+    "DE89",
+]
+TIDY_CANCELLATION: dict[str, Any] = _CANCELLATION | {
+    "assignment_id": "ASG-1",
+    "cancellation_id": "CXL-1",
+    "originator_name": "Alice",
+    "reason": "DUPL",
+    "service_level": "SEPA",
+}
+TIDY_TRANSFER: dict[str, Any] = {
+    "debtor_name": "Alice Example",
+    "debtor_iban": "DE89370400440532013000",
+    "debtor_agent_id": "37040044",
+    "creditor_name": "Bob Example",
+    "creditor_iban": "FR1420041010050500013M02606",
+    "creditor_agent_id": "20041010",
+    "amount": Decimal("12.30"),
+    "remittance": "Invoice 1",
+    "message_id": "MSG-1",
+    "end_to_end_id": "E2E-1",
+    "tx_id": "TX-1",
+}
+BAD_CANCELLATION = [
+    *((key, v) for key in ("original_end_to_end_id", "assignment_id") for v in BAD_TEXT),
+    *((key, v) for key in ("cancellation_id", "service_level", "reason") for v in BAD_TEXT),
+    *((key, v) for key in ("creditor_agent_bic", "assigner_bic", "assignee_bic") for v in BAD_BIC),
+    *(("originator_bic", v) for v in BAD_BIC),
+    *(("creditor_iban", v) for v in BAD_IBAN),
+    *(("reason", v) for v in ["cust", "AC01", "CUST "]),
+    *(("currency", v) for v in ["USD", "eur", None]),
+    *(("amount", v) for v in ["0", "0.001", "-1", "1000000000", "NaN"]),
+]
+BAD_TRANSFER = [
+    *((key, v) for key in ("debtor_name", "creditor_name", "remittance") for v in BAD_TEXT),
+    *((key, v) for key in ("debtor_agent_id", "creditor_agent_id") for v in BAD_TEXT),
+    *((key, v) for key in ("service_level", "message_id", "end_to_end_id") for v in BAD_TEXT),
+    *(("tx_id", v) for v in BAD_TEXT),
+    *((key, v) for key in ("debtor_iban", "creditor_iban") for v in BAD_IBAN),
+    *(("currency", v) for v in ["XXX", "eur", None]),
+    *(("amount", v) for v in ["0", "0.001", "1000000000", "NaN"]),
+]
+
+
+@pytest.mark.parametrize(("key", "bad"), BAD_CANCELLATION)
+def test_one_bad_cancellation_input_among_tidy_ones(key: str, bad: Any) -> None:
+    assert _built(build_cancellation, TIDY_CANCELLATION) == (ANY, True)
+    _agrees(build_cancellation, TIDY_CANCELLATION | {key: bad}, covered=True)
+
+
+@pytest.mark.parametrize(("key", "bad"), BAD_TRANSFER)
+def test_one_bad_transfer_input_among_tidy_ones(key: str, bad: Any) -> None:
+    assert _built(build_credit_transfer, TIDY_TRANSFER) == (ANY, True)
+    _agrees(build_credit_transfer, TIDY_TRANSFER | {key: bad}, covered=True)
