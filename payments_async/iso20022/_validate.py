@@ -17,7 +17,7 @@ import msgspec.inspect as mi
 
 from .._constants import VALIDATED_DIGESTS_MAX
 from .._errors import Problem, ValidationError
-from ._common import encode
+from ._common import _ENCODER, encode
 from .camt056 import (
     Camt056,
     CancellationRequest,
@@ -646,7 +646,7 @@ def mark_valid(msg: Pacs008 | Camt056) -> None:
     parts it made itself are valid by construction); see ``builders._accept``.
     """
     built = _BUILT
-    built[id(msg)] = (type(msg), encode(msg))
+    built[id(msg)] = (type(msg), _ENCODER.encode(msg))
     limit = max(1, VALIDATED_DIGESTS_MAX // 8)
     if len(built) > limit:
         # list() of the slice runs in one call: no other thread changes the dict meanwhile
@@ -677,7 +677,7 @@ def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
     if kind is not Camt056 and kind is not Pacs008 and not isinstance(msg, Pacs008 | Camt056):
         raise TypeError(f"no validation rules for {kind.__name__}")
     try:
-        body = encode(msg)
+        body = _ENCODER.encode(msg)  # encode(), without its frame
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         validate(msg)  # names the field that cannot be encoded, with its path
         raise ValidationError.single("$", f"cannot be encoded: {exc}") from exc
