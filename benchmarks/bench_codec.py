@@ -12,6 +12,9 @@ same optional fields, so the comparison is about the codec and not about the mod
 
     .venv/bin/python benchmarks/bench_codec.py            # full run
     .venv/bin/python benchmarks/bench_codec.py --quick    # smoke test (tiny counts)
+    .venv/bin/python benchmarks/bench_codec.py --ab DIR --out /tmp/ab.json
+        # the builder in the loop, this checkout against the one in DIR (e.g. a
+        # ``git worktree`` of main), alternately in fresh processes, 64 in flight
 
 Notes on fairness, printed with the results:
 - stdlib ``json`` cannot write a ``Decimal`` as a JSON number, so that variant writes
@@ -27,7 +30,10 @@ import argparse
 import dataclasses
 import json
 import platform
+import statistics
+import subprocess
 import sys
+import time
 import timeit
 import uuid
 from collections.abc import Callable
@@ -40,7 +46,10 @@ import msgspec.inspect as mi
 import pydantic
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# --root DIR: measure the payments_async of another checkout (see --ab); read before the
+# imports below, which must find that one.
+_ARGV_ROOT = sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else None
+sys.path.insert(0, _ARGV_ROOT or str(ROOT))
 
 from payments_async.iso20022 import (  # noqa: E402
     Camt029,
@@ -253,11 +262,103 @@ def builder_rows(*, quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def in_flight_rows(n: int = 20_000, alive: int = 64, repeat: int = 5) -> dict[str, float]:
+    """µs CPU per message of build + ``encode_validated`` with ``alive`` messages in flight.
+
+    A ring keeps the last ``alive`` messages referenced, as a client with that many
+    requests under way does, so a message's memory (and ``id``) is not reused at once.
+    Best of ``repeat`` runs of ``n`` messages each.
+    """
+    out: dict[str, float] = {}
+    for name, build in (("camt.056", new_cancellation), ("pacs.008", new_transfer)):
+        best = float("inf")
+        for _ in range(repeat):
+            ring: list[Any] = [None] * alive
+            start = time.process_time()
+            for i in range(n):
+                msg = build(i)
+                encode_validated(msg)
+                ring[i % alive] = msg
+            best = min(best, (time.process_time() - start) / n * 1e6)
+        out[name] = round(best, 2)
+    return out
+
+
+def ab_rows(other: Path, batches: int, *, quick: bool) -> list[dict[str, Any]]:
+    """The builder in the loop, this checkout against ``other``, alternately in fresh
+    processes (``--in-flight``): one row per batch and message, with the difference."""
+    rows: list[dict[str, Any]] = []
+    args = ["--in-flight", "--quick"] if quick else ["--in-flight"]
+    for batch in range(batches):
+        order = [("other", other), ("this", ROOT)]
+        got: dict[str, dict[str, float]] = {}
+        for label, root in order if batch % 2 == 0 else order[::-1]:
+            proc = subprocess.run(
+                [sys.executable, __file__, *args, "--root", str(root)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            got[label] = json.loads(proc.stdout)
+        for message in got["this"]:
+            before, after = got["other"][message], got["this"][message]
+            rows.append(
+                {
+                    "batch": batch,
+                    "message": message,
+                    "other_us": before,
+                    "this_us": after,
+                    "less_us": round(before - after, 2),
+                    "ratio": round(after / before, 3),
+                }
+            )
+    return rows
+
+
+def print_ab(rows: list[dict[str, Any]], other: Path) -> None:
+    print(f"build + encode_validated, µs CPU per message, 64 in flight: {other} -> this checkout")
+    for r in rows:
+        print(
+            f"batch {r['batch']:2} {r['message']:9} {r['other_us']:7.2f} -> {r['this_us']:7.2f}"
+            f"  ({r['less_us']:+.2f} less, x{r['ratio']:.3f})"
+        )
+    for message in dict.fromkeys(r["message"] for r in rows):
+        mine = [r for r in rows if r["message"] == message]
+        print(
+            f"{message}: median {statistics.median(r['other_us'] for r in mine):.2f} -> "
+            f"{statistics.median(r['this_us'] for r in mine):.2f} µs, median of per-batch "
+            f"differences {statistics.median(r['less_us'] for r in mine):.2f} µs less, "
+            f"of ratios x{statistics.median(r['ratio'] for r in mine):.3f}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="tiny counts: a smoke test")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write JSON")
+    parser.add_argument("--root", type=Path, help="measure the payments_async found here")
+    parser.add_argument(
+        "--in-flight", action="store_true", help="only build + encode_validated, as JSON"
+    )
+    parser.add_argument(
+        "--ab",
+        type=Path,
+        metavar="DIR",
+        help="the builder in the loop: this checkout against the one in DIR, alternately",
+    )
+    parser.add_argument("--batches", type=int, default=6, help="batches for --ab")
     args = parser.parse_args(argv)
+    if args.in_flight:
+        n, repeat = (200, 1) if args.quick else (20_000, 5)
+        print(json.dumps(in_flight_rows(n, repeat=repeat)))
+        return 0
+    if args.ab is not None:
+        ab = ab_rows(args.ab, args.batches, quick=args.quick)
+        print_ab(ab, args.ab)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"benchmark": "codec-ab", "rows": ab}, indent=2) + "\n")
+        print(f"\nwrote {args.out}")
+        return 0
 
     dcs = DataclassFamily()
     pds = PydanticFamily()

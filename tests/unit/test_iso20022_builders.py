@@ -286,3 +286,13 @@ def test_format_utc_writes_milliseconds_and_z_for_any_zone() -> None:
     assert abs(datetime.fromisoformat(now) - datetime.now(UTC)) < timedelta(minutes=1)
     with pytest.raises(ValueError, match="naive"):
         format_utc(datetime(2024, 8, 1))
+
+
+def test_now_reads_the_clock_datetime_reads_in_milliseconds() -> None:
+    # format_utc() formats now from time.time_ns() with a per-second and a per-millisecond
+    # cache: the text must be what formatting datetime.now() would have given meanwhile.
+    for _ in range(3000):
+        before = datetime.now(UTC)
+        text = format_utc()
+        after = datetime.now(UTC)
+        assert format_utc(before) <= text <= format_utc(after)
