@@ -89,6 +89,20 @@ def test_get(tmp_path: Path) -> None:
     assert all(r["errors"] == 0 for r in data["rows"])
 
 
+def test_layers_cut_the_overhead_into_session_transport_and_client(tmp_path: Path) -> None:
+    proc = run("bench_layers.py", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = load(tmp_path / "layers.json")
+    got = {(r["route"], r["variant"]) for r in data["medians"]}
+    for route, baseline in (("get", "bare"), ("post", "hand")):
+        for variant in (baseline, f"{baseline}-our-session", "transport", "client"):
+            assert (route, variant) in got
+    assert all(row["errors"] == 0 for row in data["rows"])
+    ratios = {(r["route"], r["variant"]): r for r in data["ratios"]}
+    assert ratios[("get", "bare")]["cpu_over_bare"] == 1.0
+    assert ratios[("post", "hand")]["cpu_over_hand"] == 1.0
+
+
 def test_loop_compares_uvloop_with_asyncio_in_one_run(tmp_path: Path) -> None:
     proc = run("bench_loop.py", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
