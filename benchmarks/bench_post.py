@@ -274,7 +274,7 @@ _INCLUSIVE = (
     ("RetryPolicy.run", "run (payments_async/_retry.py"),
     ("PaymentsClient._attempt", "_attempt ("),
     ("sign_sca_token", "sign_sca_token ("),
-    ("Transport.request", "request (payments_async/_transport.py"),
+    # Transport.request hands back the _exchange coroutine: it is not a frame of its own.
     ("Transport._exchange", "_exchange (payments_async/_transport.py"),
     ("aiohttp ClientSession._request", "_request (aiohttp/client.py"),
     ("decode_submission", "decode_submission ("),
