@@ -8,7 +8,7 @@ import ipaddress
 import re
 import ssl
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -109,19 +109,28 @@ class _Slots:
 class _Deadline:
     """One request's timer: ``asyncio.timeout_at`` semantics at a third of its cost.
 
-    Entered around the exchange: when ``when`` passes, the task is cancelled and the
-    ``CancelledError`` leaves as ``TimeoutError``; a cancellation from outside stays a
-    cancellation (the same ``cancelling()`` / ``uncancel()`` bookkeeping as asyncio's).
-    ``asyncio.timeout`` spends ~2 µs per request on its state machine and async context
-    protocol; this is one timer handle and a plain ``with``. ``move`` sets a new time
-    (each read of a body still arriving).
+    Entered around the exchange, it fires ``read_timeout`` from now or at ``end`` (the
+    attempt's deadline, loop time; None: none), whichever comes first; ``next_read`` sets
+    it that way again before each read of a body still arriving. When it fires, the task
+    is cancelled and the ``CancelledError`` leaves as ``TimeoutError``; a cancellation from
+    outside stays a cancellation (the same ``cancelling()`` / ``uncancel()`` bookkeeping
+    as asyncio's). ``asyncio.timeout`` spends ~2 µs per request on its state machine and
+    async context protocol; this is one timer handle and a plain ``with``.
     """
 
-    __slots__ = ("_cancelling", "_expired", "_handle", "_loop", "_task", "_when")
+    __slots__ = ("_cancelling", "_end", "_expired", "_handle", "_loop", "_read", "_task")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, read_timeout: float, end: float | None
+    ) -> None:
         self._loop = loop
-        self._when = when
+        self._read = read_timeout
+        self._end = end
+
+    def _when(self) -> float:
+        when = self._loop.time() + self._read
+        end = self._end
+        return when if end is None or when < end else end
 
     def __enter__(self) -> _Deadline:
         task = asyncio.current_task()
@@ -130,18 +139,18 @@ class _Deadline:
         self._task = task
         self._cancelling = task.cancelling()
         self._expired = False
-        self._handle = self._loop.call_at(self._when, self._expire)
+        self._handle = self._loop.call_at(self._when(), self._expire)
         return self
 
     def _expire(self) -> None:
         self._expired = True
         self._task.cancel()
 
-    def move(self, when: float) -> None:
-        """Fire at ``when`` instead (no effect once it has fired)."""
+    def next_read(self) -> None:
+        """Allow one more read: ``read_timeout`` from now, never past ``end``."""
         if not self._expired:
             self._handle.cancel()
-            self._handle = self._loop.call_at(when, self._expire)
+            self._handle = self._loop.call_at(self._when(), self._expire)
 
     def __exit__(
         self,
@@ -497,18 +506,14 @@ class Transport:
                 timeout = max(timeout - (time.monotonic() - start), 0.001)
         if self._proxy_request_headers is not None:
             headers = {**headers, **self._proxy_request_headers}
-        # One timer bounds the attempt: first the wait for the answer to begin (the read
-        # timeout, or the deadline if sooner), then each read of a body that had not fully
-        # arrived with the headers (rescheduled per read, never past the deadline).
+        # One timer bounds the attempt: the wait for the answer to begin (the read timeout,
+        # or the deadline if sooner), then each read of a body that had not fully arrived
+        # with the headers (never past the deadline).
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        end = None if timeout is None else now + timeout
-        first = now + self._read_timeout
-        if end is not None and end < first:
-            first = end
+        end = None if timeout is None else loop.time() + timeout
         status: int | None = None  # errors carry it once the status line has arrived
         try:
-            with _Deadline(loop, first) as timer:
+            with _Deadline(loop, self._read_timeout, end) as timer:
                 async with session.request(
                     method,
                     url,
@@ -541,8 +546,6 @@ class Transport:
                             resp,
                             limit,
                             timer,
-                            loop.time,
-                            end,
                             _context(method, path, request_id, attempt, status),
                         )
                     return Response(status, resp.headers, data, time.monotonic() - start)
@@ -602,23 +605,16 @@ class Transport:
         finally:
             slots.give()
 
+    @staticmethod
     async def _read_body(
-        self,
-        resp: aiohttp.ClientResponse,
-        limit: int,
-        timer: _Deadline,
-        loop_time: Callable[[], float],
-        end: float | None,
-        ctx: dict[str, Any],
+        resp: aiohttp.ClientResponse, limit: int, timer: _Deadline, ctx: dict[str, Any]
     ) -> bytes:
         """Read a body still arriving, each read within the read timeout (and the deadline),
         refusing it once it passes ``limit`` bytes."""
         chunks: list[bytes] = []
         size = 0
-        read_timeout = self._read_timeout
         while True:
-            bound = loop_time() + read_timeout
-            timer.move(bound if end is None or bound < end else end)
+            timer.next_read()
             chunk = await resp.content.read(_READ_CHUNK)
             if not chunk:
                 return b"".join(chunks)

@@ -583,7 +583,7 @@ async def _post_camt056(request: web.Request) -> web.Response:
 
 
 class _BodyCache:
-    """Encoded GET bodies by id, rebuilt only when the status changes.
+    """Encoded GET bodies by id, rebuilt only when the status or its time changes.
 
     Per id it keeps the status's fields (a tuple of strings, bools and None) and the body
     (bytes): objects the garbage collector does not track. Keeping the status object
@@ -596,18 +596,21 @@ class _BodyCache:
         self._statuses: dict[str, tuple[object, ...]] = {}
         self._bodies: dict[str, bytes] = {}
 
-    def get(self, key: str, status: PaymentStatus | CancellationStatus) -> bytes | None:
-        if self._statuses.get(key) != _fields(status):
+    def get(self, key: str, status: PaymentStatus | CancellationStatus, at: float) -> bytes | None:
+        if self._statuses.get(key) != (*_fields(status), at):
             return None
         return self._bodies[key]
 
-    def put(self, key: str, status: PaymentStatus | CancellationStatus, body: bytes) -> None:
-        self._statuses[key] = _fields(status)
+    def put(
+        self, key: str, status: PaymentStatus | CancellationStatus, at: float, body: bytes
+    ) -> None:
+        self._statuses[key] = (*_fields(status), at)
         self._bodies[key] = body
 
 
 def _fields(status: PaymentStatus | CancellationStatus) -> tuple[object, ...]:
-    # Every field, read from the class itself: a field added later is compared too.
+    # Every field, read from the class itself: a field added later is compared too. The
+    # body's time is compared beside them: it can move without the status changing.
     return tuple(getattr(status, name) for name in status.__slots__)
 
 
@@ -639,15 +642,15 @@ async def _get_pacs002(request: web.Request) -> web.Response:
     if isinstance(record, web.Response):
         return record
     status = record.status_at(state.now())
+    if record.cancel_effective_at is not None and status.final:
+        at = record.cancel_effective_at
+    else:
+        at = record.processed_at if status.final else record.created_at
     cache = request.app[_BODIES_KEY]
-    body = cache.get(record.payments_service_id, status)
+    body = cache.get(record.payments_service_id, status, at)
     if body is None:
-        if record.cancel_effective_at is not None and status.final:
-            at = record.cancel_effective_at
-        else:
-            at = record.processed_at if status.final else record.created_at
         body = payment_status_body(record, status, at)
-        cache.put(record.payments_service_id, status, body)
+        cache.put(record.payments_service_id, status, at, body)
     return json_response(200, body)
 
 
@@ -657,12 +660,12 @@ async def _get_camt029(request: web.Request) -> web.Response:
     if isinstance(record, web.Response):
         return record
     status = record.status_at(state.now())
+    at = record.settles_at if status.final else record.created_at
     cache = request.app[_BODIES_KEY]
-    body = cache.get(record.payments_service_id, status)
+    body = cache.get(record.payments_service_id, status, at)
     if body is None:
-        at = record.settles_at if status.final else record.created_at
         body = cancellation_outcome_body(record, status, at)
-        cache.put(record.payments_service_id, status, body)
+        cache.put(record.payments_service_id, status, at, body)
     return json_response(200, body)
 
 

@@ -493,6 +493,22 @@ async def test_confirmed_finals_are_kept_encoded_out_of_the_collectors_way() -> 
         )
 
 
+def test_the_sandbox_rebuilds_a_read_body_when_its_time_moves_without_its_status() -> None:
+    # The body carries the status and the time it took effect; a cached body is served
+    # only while both are unchanged (a time can move with the status staying the same).
+    from payments_async.sandbox._app import _BodyCache
+    from payments_async.sandbox._lifecycle import PaymentStatus
+
+    cache = _BodyCache()
+    status = PaymentStatus("ACCC", None, "Accepted", True)
+    cache.put("PS-1", status, 100.0, b"body at 100")
+    assert cache.get("PS-1", PaymentStatus("ACCC", None, "Accepted", True), 100.0) == (
+        b"body at 100"
+    )
+    assert cache.get("PS-1", status, 101.0) is None
+    assert cache.get("PS-1", PaymentStatus("RJCT", "AC01", "Rejected", True), 100.0) is None
+
+
 async def test_the_sandbox_keeps_read_bodies_out_of_the_collectors_way() -> None:
     # The sandbox's cache of GET bodies held each status object: two tracked objects per
     # id read, which made the sandbox's full collections long enough (0.1-0.15 s) to delay

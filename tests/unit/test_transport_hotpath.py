@@ -463,7 +463,7 @@ async def test_the_request_timer_turns_its_own_expiry_into_timeout_error() -> No
     task = asyncio.current_task()
     assert task is not None
     start = loop.time()
-    with pytest.raises(TimeoutError), _Deadline(loop, start + 0.05):
+    with pytest.raises(TimeoutError), _Deadline(loop, 0.05, None):
         await asyncio.sleep(5)
     assert 0.04 <= loop.time() - start < 1.0
     assert task.cancelling() == 0  # its cancel() was taken back
@@ -474,8 +474,8 @@ async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
 
     loop = asyncio.get_running_loop()
 
-    async def request(when: float) -> None:
-        with _Deadline(loop, when):
+    async def request(end: float) -> None:
+        with _Deadline(loop, 60.0, end):  # fires at end: the deadline comes first
             await asyncio.sleep(5)
 
     far = asyncio.create_task(request(loop.time() + 60))
@@ -493,20 +493,25 @@ async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
     assert both.cancelled()
 
 
-async def test_the_request_timer_is_gone_after_an_exchange_and_can_be_moved() -> None:
+async def test_the_request_timer_is_gone_after_an_exchange_and_each_read_gets_its_time() -> None:
     from payments_async._transport import _Deadline
 
     loop = asyncio.get_running_loop()
-    with _Deadline(loop, loop.time() + 60) as timer:
+    with _Deadline(loop, 60.0, None) as timer:
         await asyncio.sleep(0)
     assert timer._handle.cancelled()  # no timer left behind by a finished request
-    start = loop.time()
 
-    async def trickling_read() -> None:
-        with _Deadline(loop, start + 0.05) as timer:
-            timer.move(start + 0.3)  # each read of a trickling body moves it
+    async def two_reads(end: float | None) -> None:
+        with _Deadline(loop, 0.2, end) as timer:
+            await asyncio.sleep(0.15)  # the first read, within its 0.2 s
+            timer.next_read()  # the next read gets 0.2 s from now...
             await asyncio.sleep(5)
 
+    start = loop.time()
     with pytest.raises(TimeoutError):
-        await trickling_read()
-    assert loop.time() - start >= 0.28
+        await two_reads(None)
+    assert loop.time() - start >= 0.33  # ...so it fired at ~0.35 s, not at 0.2 s
+    start = loop.time()
+    with pytest.raises(TimeoutError):
+        await two_reads(start + 0.25)  # ...but never past the deadline
+    assert 0.24 <= loop.time() - start < 0.33
