@@ -724,7 +724,9 @@ class PaymentsClient:
             except Exception as exc:
                 resp = await self._retried(op, deadline, exc)
             else:
-                self._succeeded()
+                budget = self._retry.budget  # _succeeded(), without its frame
+                if budget is not None:
+                    budget.record_success()
         except PaymentsError as exc:
             # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
             # attempt may have been stored, the honest answer is "unknown", not "failed".
@@ -737,7 +739,18 @@ class PaymentsClient:
                 status=exc.status,
                 **op.context(),
             ) from exc
-        result = self._check_submission(op, resp, message_id)
+        # The answer the spec describes, checked in this frame; anything else goes to
+        # _check_submission, which says what is wrong.
+        result = None
+        if (resp.status == 201 or resp.status == 200) and "json" in resp.headers.get(
+            "Content-Type", ""
+        ).lower():
+            try:  # noqa: SIM105 - contextlib.suppress costs a context manager per POST
+                result = decode_submission(resp.body)
+            except ValidationError:
+                pass
+        if result is None or (result.payment_id is not None and result.payment_id != message_id):
+            result = self._check_submission(op, resp, message_id)
         return Submission(
             payments_service_id=result.payments_service_id,
             message_id=message_id,
@@ -914,7 +927,9 @@ class PaymentsClient:
                     op.maybe_stored = True  # a garbled answer can follow a commit
                 self._observe(op, exc.status, time.monotonic() - start, exc)
                 raise
-            self._observe(op, resp.status, resp.elapsed, None)
+            op.elapsed = resp.elapsed
+            if self._hooks.on_request is not None or logger.isEnabledFor(logging.DEBUG):
+                self._observe(op, resp.status, resp.elapsed, None)
             if resp.status != 401 or resend:
                 break
             self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
@@ -1024,7 +1039,7 @@ class _Operation:
         self.body = body
         self.payment_id = payment_id
         self.digest = digest  # SHA-256 of body, for the SCA token's hd claim
-        self.request_id = _request_ids.next()
+        self.request_id = f"{_request_ids.prefix}{next(_request_ids.count):016x}"
         self.attempts = 0
         self.maybe_stored = False  # True once an attempt may have reached the service
         self.elapsed = 0.0  # how long the last attempt took, for the retry hook
@@ -1047,17 +1062,14 @@ class _RequestIds:
     The id names a call in logs and errors: it needs to be unique, not unguessable.
     """
 
-    __slots__ = ("_count", "_prefix")
+    __slots__ = ("count", "prefix")
 
     def __init__(self) -> None:
         self.reseed()
 
     def reseed(self) -> None:
-        self._prefix = os.urandom(8).hex()
-        self._count = itertools.count()
-
-    def next(self) -> str:
-        return f"{self._prefix}{next(self._count):016x}"
+        self.prefix = os.urandom(8).hex()
+        self.count = itertools.count()
 
 
 _request_ids = _RequestIds()
