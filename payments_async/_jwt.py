@@ -68,18 +68,26 @@ class JwtVerificationError(Exception):
         super().__init__(reason)
 
 
-@dataclass(frozen=True, slots=True)
-class SignedToken:
+class SignedToken(msgspec.Struct, frozen=True):
     """A signed JWT and its wall-clock expiry.
 
+    Immutable, compared and hashed by value; a frozen ``msgspec.Struct`` (one is made per
+    POST, for its SCA token).
+
     Attributes:
-        value: the compact JWS. A secret: it is kept out of ``repr``.
+        value: the compact JWS. A secret: it is kept out of ``repr`` (and rich's).
         expires_at: the ``exp`` claim, seconds since the epoch (``time.time()`` scale);
             ``math.inf`` for the sandbox's predefined tokens.
     """
 
-    value: str = field(repr=False)
+    value: str
     expires_at: float
+
+    def __repr__(self) -> str:
+        return f"SignedToken(expires_at={self.expires_at!r})"
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:
+        return [("expires_at", self.expires_at)]
 
     def remaining(self, now: float | None = None) -> float:
         """Seconds left until ``exp`` (negative once expired).
