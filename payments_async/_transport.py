@@ -180,7 +180,7 @@ class _Timers:
 class _Deadline:
     """One request's timer: ``asyncio.timeout`` semantics at a fraction of its cost.
 
-    Set when made, inside the request's task: it fires ``read_timeout`` from now or
+    Set when made, for the request's ``task``: it fires ``read_timeout`` from now or
     ``timeout`` from now (the attempt's deadline; None: none), whichever comes first;
     ``next_read`` sets it that way again before each read of a body still arriving. When
     it fires, the task is cancelled; :meth:`stop` turns that ``CancelledError`` into
@@ -193,8 +193,13 @@ class _Deadline:
 
     __slots__ = ("_cancelling", "_end", "_expired", "_read", "_seq", "_task", "_timers")
 
-    def __init__(self, timers: _Timers, read_timeout: float, timeout: float | None) -> None:
-        task = asyncio.current_task()
+    def __init__(
+        self,
+        timers: _Timers,
+        task: asyncio.Task[Any] | None,
+        read_timeout: float,
+        timeout: float | None,
+    ) -> None:
         if task is None:
             raise RuntimeError("a request must run inside a task")
         self._task = task
@@ -614,13 +619,18 @@ class Transport:
         # One timer bounds the attempt: the wait for the answer to begin (the read timeout,
         # or the deadline if sooner), then each read of a body that had not fully arrived
         # with the headers (never past the deadline).
-        loop = asyncio.get_running_loop()
+        # The request's task, found without asyncio.get_running_loop(): on Python 3.11 every
+        # call of it is a getpid() system call (its fork check), two per request with
+        # current_task() on top. The timers know their loop; no task of that loop running
+        # here means the first request, or the transport moved to a new loop.
         timers = self._timers
-        if timers is None or timers.loop is not loop:
+        if timers is None or (task := asyncio.current_task(timers.loop)) is None:
+            loop = asyncio.get_running_loop()
             timers = self._timers = _Timers(loop)
+            task = asyncio.current_task(loop)
         status: int | None = None  # errors carry it once the status line has arrived
         try:
-            timer = _Deadline(timers, self._read_timeout, timeout)
+            timer = _Deadline(timers, task, self._read_timeout, timeout)
             try:
                 # Awaited, not entered: the response is released below, as the context
                 # manager would, without its two extra coroutines per request.

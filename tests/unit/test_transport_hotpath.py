@@ -462,7 +462,7 @@ async def test_the_request_timer_turns_its_own_expiry_into_timeout_error() -> No
     task = asyncio.current_task()
     assert task is not None
     start = loop.time()
-    with pytest.raises(TimeoutError), _Deadline(_Timers(loop), 0.05, None):
+    with pytest.raises(TimeoutError), _Deadline(_Timers(loop), task, 0.05, None):
         await asyncio.sleep(5)
     assert 0.04 <= loop.time() - start < 1.0
     assert task.cancelling() == 0  # its cancel() was taken back
@@ -475,7 +475,9 @@ async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
     timers = _Timers(loop)
 
     async def request(timeout: float) -> None:
-        with _Deadline(timers, 60.0, timeout):  # fires at the deadline: it comes first
+        with _Deadline(
+            timers, asyncio.current_task(), 60.0, timeout
+        ):  # fires at the deadline: it comes first
             await asyncio.sleep(5)
 
     far = asyncio.create_task(request(60))
@@ -505,7 +507,7 @@ async def test_the_request_timers_share_one_loop_timer_and_leave_none_behind() -
     async def request(read: float, hold: float) -> None:
         start = loop.time()
         try:
-            with _Deadline(timers, read, None):
+            with _Deadline(timers, asyncio.current_task(), read, None):
                 await asyncio.sleep(hold)
         except TimeoutError:
             fired.append(loop.time() - start)
@@ -531,13 +533,13 @@ async def test_the_request_timer_is_gone_after_an_exchange_and_each_read_gets_it
 
     loop = asyncio.get_running_loop()
     timers = _Timers(loop)
-    with _Deadline(timers, 60.0, None):
+    with _Deadline(timers, asyncio.current_task(), 60.0, None):
         await asyncio.sleep(0)
     assert timers._handle is None  # nothing left by a finished request
     assert not timers._heap
 
     async def two_reads(timeout: float | None) -> None:
-        with _Deadline(timers, 0.2, timeout) as timer:
+        with _Deadline(timers, asyncio.current_task(), 0.2, timeout) as timer:
             await asyncio.sleep(0.15)  # the first read, within its 0.2 s
             timer.next_read()  # the next read gets 0.2 s from now...
             await asyncio.sleep(5)
