@@ -7,8 +7,10 @@ import collections
 import heapq
 import ipaddress
 import math
+import os
 import re
 import ssl
+import threading
 import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
@@ -108,6 +110,17 @@ class _Slots:
         self._free += 1
 
 
+_forks = 0  # forks of this process so far, as seen by the child (see _Timers)
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 class _Timers:
     """The request timers of one transport on one loop, kept by one loop timer.
 
@@ -119,14 +132,18 @@ class _Timers:
     armed for the earliest of them: the same firing times, a fraction of the cost.
 
     Entries are dropped lazily: a finished request only marks its entry dead, the heap is
-    rebuilt from the live entries once it holds twice as many as are live (amortised O(1)
-    per request), and the loop timer is cancelled as soon as no request is waiting.
+    rebuilt from the live entries once it holds more than twice as many plus 64 (amortised
+    O(1) per request), and the loop timer is cancelled as soon as no request is waiting.
     """
 
-    __slots__ = ("_armed", "_handle", "_heap", "_seq", "live", "loop")
+    __slots__ = ("_armed", "_handle", "_heap", "_seq", "forks", "live", "loop", "thread")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        # Whose they are: asyncio.current_task(loop) is only this request's task in the
+        # loop's own thread and process (see Transport._exchange).
+        self.thread = threading.get_ident()
+        self.forks = _forks
         self._heap: list[tuple[float, int, _Deadline]] = []
         self._seq = 0  # entry ids: an entry is live while its deadline holds its id
         self.live = 0  # requests whose timer is set (their _Deadline counts them)
@@ -237,6 +254,8 @@ class _Deadline:
                 (nobody else cancelled the task meanwhile). As ``asyncio.timeout``, the
                 timer's ``cancel()`` is taken back whenever it fired.
         """
+        if self._seq < 0:
+            return  # stopped already: the count of live requests must not drop twice
         self._seq = -1  # the entry is dead
         timers = self._timers
         timers.live -= 1
@@ -621,10 +640,17 @@ class Transport:
         # with the headers (never past the deadline).
         # The request's task, found without asyncio.get_running_loop(): on Python 3.11 every
         # call of it is a getpid() system call (its fork check), two per request with
-        # current_task() on top. The timers know their loop; no task of that loop running
-        # here means the first request, or the transport moved to a new loop.
+        # current_task() on top. The timers know their loop, thread and process: made in
+        # this thread and process, with a task of their loop running, they are ours;
+        # otherwise (the first request, a new loop, another thread, a forked child) they
+        # are made again here.
         timers = self._timers
-        if timers is None or (task := asyncio.current_task(timers.loop)) is None:
+        if (
+            timers is None
+            or timers.thread != threading.get_ident()
+            or timers.forks != _forks
+            or (task := asyncio.current_task(timers.loop)) is None
+        ):
             loop = asyncio.get_running_loop()
             timers = self._timers = _Timers(loop)
             task = asyncio.current_task(loop)

@@ -552,3 +552,70 @@ async def test_the_request_timer_is_gone_after_an_exchange_and_each_read_gets_it
     with pytest.raises(TimeoutError):
         await two_reads(0.25)  # ...but never past the deadline
     assert 0.24 <= loop.time() - start < 0.33
+
+
+async def test_stopping_a_request_timer_twice_leaves_the_other_requests_timed() -> None:
+    from payments_async._transport import _Deadline, _Timers
+
+    loop = asyncio.get_running_loop()
+    timers = _Timers(loop)
+    with _Deadline(timers, asyncio.current_task(), 60.0, None) as done:
+        pass
+    done.stop()  # again: must not count a live request off a second time
+    assert timers.live == 0
+    start = loop.time()
+    with pytest.raises(TimeoutError), _Deadline(timers, asyncio.current_task(), 0.05, None):
+        await asyncio.sleep(5)  # this request's timer still fires
+    assert loop.time() - start < 1.0
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def test_the_request_timers_are_made_again_in_another_thread_or_a_forked_child(
+    serve: Serve,
+) -> None:
+    import contextlib
+    import threading
+
+    from payments_async import _transport
+
+    url = await serve({("GET", "/x"): _ok})
+    transport = Transport(url)
+    try:
+        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
+        first = transport._timers
+        assert first is not None
+        assert first.loop is asyncio.get_running_loop()
+
+        # Another thread's loop: current_task(our loop) there would be *this* test's task
+        # (our loop is running one), so the thread must be checked, not only the task.
+        seen: list[object] = []
+
+        def other_thread() -> None:
+            async def use() -> None:
+                # The session belongs to the first loop: the request fails; the timers
+                # it made on the way are the point.
+                with contextlib.suppress(Exception):
+                    await transport.request("GET", "/x", headers={}, timeout=1)
+                seen.append(transport._timers)
+
+            asyncio.run(use())
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        await asyncio.to_thread(thread.join)
+        (theirs,) = seen
+        assert theirs is not first
+        assert theirs.thread == thread.ident  # type: ignore[attr-defined]
+
+        # Back here: ours again, then a fork (the hook a child runs) makes new ones too.
+        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
+        mine = transport._timers
+        assert mine is not theirs
+        _transport._forked()
+        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
+        assert transport._timers is not mine
+    finally:
+        await transport.aclose()
