@@ -1015,38 +1015,25 @@ class PaymentsClient:
             raise
 
 
-class _Operation:
-    """One call's state across its attempts: the same request id and body bytes."""
+class _Operation(msgspec.Struct, gc=False):
+    """One call's state across its attempts: the same request id and body bytes.
 
-    __slots__ = (
-        "attempts",
-        "body",
-        "digest",
-        "elapsed",
-        "maybe_stored",
-        "method",
-        "path",
-        "payment_id",
-        "request_id",
-    )
+    A Struct (built in C, one per call; only strings, bytes and numbers, so not tracked
+    by the garbage collector); its request id is drawn in ``__post_init__``.
+    """
 
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        body: bytes | None = None,
-        payment_id: str | None = None,
-        digest: bytes | None = None,
-    ) -> None:
-        self.method = method
-        self.path = path
-        self.body = body
-        self.payment_id = payment_id
-        self.digest = digest  # SHA-256 of body, for the SCA token's hd claim
+    method: str
+    path: str
+    body: bytes | None = None
+    payment_id: str | None = None
+    digest: bytes | None = None  # SHA-256 of body, for the SCA token's hd claim
+    request_id: str = ""
+    attempts: int = 0
+    maybe_stored: bool = False  # True once an attempt may have reached the service
+    elapsed: float = 0.0  # how long the last attempt took, for the retry hook
+
+    def __post_init__(self) -> None:
         self.request_id = f"{_request_ids.prefix}{next(_request_ids.count):016x}"
-        self.attempts = 0
-        self.maybe_stored = False  # True once an attempt may have reached the service
-        self.elapsed = 0.0  # how long the last attempt took, for the retry hook
 
     def context(self) -> dict[str, Any]:
         """The fields every error of this call carries."""
