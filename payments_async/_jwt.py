@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import hmac
 import inspect
 import os
 import time
+from base64 import b64encode, urlsafe_b64encode
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
+from hashlib import sha256
 from typing import Any, Final, TypeAlias, TypeVar
 
 import msgspec
@@ -23,7 +26,7 @@ from ._constants import ASSERTION_LIFETIME, JWT_LEEWAY, SCA_TOKEN_LIFETIME
 from ._errors import ConfigurationError, PaymentsError, SigningError
 from ._keys import load_public_key
 from .signing import KeySigner, Signer
-from .signing._key import check_key_id
+from .signing._key import PKCS1, SHA_256, check_key_id
 
 __all__ = [
     "JwtSigner",
@@ -65,18 +68,26 @@ class JwtVerificationError(Exception):
         super().__init__(reason)
 
 
-@dataclass(frozen=True, slots=True)
-class SignedToken:
+class SignedToken(msgspec.Struct, frozen=True):
     """A signed JWT and its wall-clock expiry.
 
+    Immutable, compared and hashed by value; a frozen ``msgspec.Struct`` (one is made per
+    POST, for its SCA token).
+
     Attributes:
-        value: the compact JWS. A secret: it is kept out of ``repr``.
+        value: the compact JWS. A secret: it is kept out of ``repr`` (and rich's).
         expires_at: the ``exp`` claim, seconds since the epoch (``time.time()`` scale);
             ``math.inf`` for the sandbox's predefined tokens.
     """
 
-    value: str = field(repr=False)
+    value: str
     expires_at: float
+
+    def __repr__(self) -> str:
+        return f"SignedToken(expires_at={self.expires_at!r})"
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:
+        return [("expires_at", self.expires_at)]
 
     def remaining(self, now: float | None = None) -> float:
         """Seconds left until ``exp`` (negative once expired).
@@ -201,7 +212,13 @@ class JwtSigner:
                 f"key_id {key_id!r} does not match the signer's key_id {kid!r}"
             )
         self._signer = signer
-        self._sign_fn = signer.sign  # bound once: the hot path makes one call
+        # Bound once: the hot path makes one call. An in-process key is called directly
+        # (a partial of its C method: what KeySigner.sign does, without a Python frame).
+        self._sign_fn: Any = (
+            functools.partial(signer.private_key.sign, padding=PKCS1, algorithm=SHA_256)
+            if type(signer) is KeySigner
+            else signer.sign
+        )
         self._key_id = kid
         self._issuer = issuer
         header = {"typ": JWT_TYP, "alg": JWT_ALG, "kid": kid}
@@ -241,6 +258,12 @@ class JwtSigner:
             raise self._failure(exc) from exc
         if type(signature) is bytes:
             return SignedToken(_compact(signing_input, signature), float(exp))
+        return self._pending(signing_input, signature, exp, sync_only)
+
+    def _pending(
+        self, signing_input: bytes, signature: object, exp: int, sync_only: bool
+    ) -> MaybeAwaitable[SignedToken]:
+        """What a signer returned other than bytes: an awaitable, or a broken signer."""
         if isinstance(signature, Awaitable):
             if not sync_only:
                 return self._finish(signing_input, signature, exp)
@@ -344,7 +367,36 @@ class JwtSigner:
         Returns:
             The token and its expiry (an awaitable of them when the signer is async).
         """
-        return self._sign(*self._sca_claims(body, payment_id, now, lifetime, digest))
+        # The whole sync path in this one frame (one SCA token per POST): claims, signing
+        # input, signature, compact form. _sca_claims and _sign say the same for the rest.
+        iat = int(time.time() if now is None else now)
+        exp = iat + int(lifetime)
+        claims = _ScaClaims(
+            iss=self._issuer,
+            iat=iat,
+            nbf=iat,
+            exp=exp,
+            jti=os.urandom(16).hex(),
+            alg=SCA_HASH_ALG,
+            hd=b64encode(sha256(body).digest() if digest is None else digest).decode("ascii"),
+            nonce=os.urandom(16).hex(),
+            payment_id=payment_id,
+        )
+        signing_input = self._header_segment + urlsafe_b64encode(_ENCODER.encode(claims)).rstrip(
+            b"="
+        )
+        try:
+            signature = self._sign_fn(signing_input)
+        except PaymentsError:
+            raise
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        if type(signature) is bytes:
+            return SignedToken(
+                (signing_input + b"." + urlsafe_b64encode(signature).rstrip(b"=")).decode("ascii"),
+                float(exp),
+            )
+        return self._pending(signing_input, signature, exp, False)
 
     def _sca_claims(
         self,

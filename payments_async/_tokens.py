@@ -205,8 +205,8 @@ class TokenSession:
     @property
     def current(self) -> AccessToken | None:
         """The cached token if it is still valid, without any I/O; else None."""
-        token = self._token
-        return token if token is not None and token.is_valid() else None
+        token = self._token  # token.is_valid(), inline: read before every request
+        return token if token is not None and token.expires_at > time.monotonic() else None
 
     async def get(self) -> AccessToken:
         """Return a valid access token, fetching one only if none is cached.

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
 import ipaddress
+import math
+import os
 import re
 import ssl
+import threading
 import time
 from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+import msgspec
 from yarl import URL
 
 from ._constants import (
@@ -106,51 +110,166 @@ class _Slots:
         self._free += 1
 
 
-class _Deadline:
-    """One request's timer: ``asyncio.timeout_at`` semantics at a third of its cost.
+_forks = 0  # forks of this process so far, as seen by the child (see _Timers)
 
-    Entered around the exchange, it fires ``read_timeout`` from now or at ``end`` (the
-    attempt's deadline, loop time; None: none), whichever comes first; ``next_read`` sets
-    it that way again before each read of a body still arriving. When it fires, the task
-    is cancelled and the ``CancelledError`` leaves as ``TimeoutError``; a cancellation from
-    outside stays a cancellation (the same ``cancelling()`` / ``uncancel()`` bookkeeping
-    as asyncio's). ``asyncio.timeout`` spends ~2 µs per request on its state machine and
-    async context protocol; this is one timer handle and a plain ``with``.
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+class _Timers:
+    """The request timers of one transport on one loop, kept by one loop timer.
+
+    ``loop.call_at`` per request costs a Python ``TimerHandle`` and a heap of them ordered
+    by a Python ``__lt__``, and aiohttp's and asyncio's own bookkeeping around each; with
+    thousands of requests a second that was the largest single cost of our request path
+    over a hand-written client's (measured with ``benchmarks/bench_instructions.py``). Here
+    each request's expiry is a tuple in a heap compared in C, and the loop holds one timer,
+    armed for the earliest of them: the same firing times, a fraction of the cost.
+
+    Entries are dropped lazily: a finished request only marks its entry dead, the heap is
+    rebuilt from the live entries once it holds more than twice as many plus 64 (amortised
+    O(1) per request), and the loop timer is cancelled as soon as no request is waiting.
     """
 
-    __slots__ = ("_cancelling", "_end", "_expired", "_handle", "_loop", "_read", "_task")
+    __slots__ = ("_armed", "_handle", "_heap", "_seq", "forks", "live", "loop", "thread")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        # Whose they are: asyncio.current_task(loop) is only this request's task in the
+        # loop's own thread and process (see Transport._exchange).
+        self.thread = threading.get_ident()
+        self.forks = _forks
+        self._heap: list[tuple[float, int, _Deadline]] = []
+        self._seq = 0  # entry ids: an entry is live while its deadline holds its id
+        self.live = 0  # requests whose timer is set (their _Deadline counts them)
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed = math.inf  # when the loop timer fires (inf: not armed)
+
+    def add(self, when: float, deadline: _Deadline) -> int:
+        """Register ``deadline`` to expire at ``when`` (loop time); returns the entry's id."""
+        seq = self._seq = self._seq + 1
+        heap = self._heap
+        if len(heap) > 2 * self.live + 64:
+            heap[:] = [e for e in heap if e[2]._seq == e[1]]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (when, seq, deadline))
+        if when < self._armed:
+            self._arm(when)
+        return seq
+
+    def _arm(self, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self.loop.call_at(when, self._fire)
+        self._armed = when
+
+    def _fire(self) -> None:
+        """Expire every live entry due by now, then arm for the next one."""
+        self._handle = None
+        due = max(self._armed, self.loop.time())
+        self._armed = math.inf
+        heap = self._heap
+        while heap:
+            when, seq, deadline = heap[0]
+            if deadline._seq != seq:
+                heapq.heappop(heap)  # finished or moved on: dead
+            elif when <= due:
+                heapq.heappop(heap)
+                deadline._expire()
+            else:
+                self._arm(when)
+                break
+
+    def idle(self) -> None:
+        """No request waits (``live`` fell to 0): no timer of ours is left on the loop."""
+        self._heap.clear()
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        self._armed = math.inf
+
+
+class _Deadline:
+    """One request's timer: ``asyncio.timeout`` semantics at a fraction of its cost.
+
+    Set when made, for the request's ``task``: it fires ``read_timeout`` from now or
+    ``timeout`` from now (the attempt's deadline; None: none), whichever comes first;
+    ``next_read`` sets it that way again before each read of a body still arriving. When
+    it fires, the task is cancelled; :meth:`stop` turns that ``CancelledError`` into
+    ``TimeoutError``, while a cancellation from outside stays a cancellation (the same
+    ``cancelling()`` / ``uncancel()`` bookkeeping as asyncio's). ``asyncio.timeout``
+    spends ~2 µs per request on its state machine and async context protocol, and a loop
+    timer per request more (see :class:`_Timers`); this is an entry in the transport's
+    timers, made here and left in :meth:`stop`. Also a context manager (``with``).
+    """
+
+    __slots__ = ("_cancelling", "_end", "_expired", "_read", "_seq", "_task", "_timers")
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, read_timeout: float, end: float | None
+        self,
+        timers: _Timers,
+        task: asyncio.Task[Any] | None,
+        read_timeout: float,
+        timeout: float | None,
     ) -> None:
-        self._loop = loop
-        self._read = read_timeout
-        self._end = end
-
-    def _when(self) -> float:
-        when = self._loop.time() + self._read
-        end = self._end
-        return when if end is None or when < end else end
-
-    def __enter__(self) -> _Deadline:
-        task = asyncio.current_task()
         if task is None:
             raise RuntimeError("a request must run inside a task")
         self._task = task
         self._cancelling = task.cancelling()
         self._expired = False
-        self._handle = self._loop.call_at(self._when(), self._expire)
-        return self
+        self._timers = timers
+        self._read = read_timeout
+        now = timers.loop.time()
+        when = now + read_timeout
+        if timeout is None:
+            self._end: float | None = None
+        else:
+            end = self._end = now + timeout
+            if end < when:
+                when = end
+        timers.live += 1
+        self._seq = timers.add(when, self)
 
     def _expire(self) -> None:
         self._expired = True
         self._task.cancel()
 
     def next_read(self) -> None:
-        """Allow one more read: ``read_timeout`` from now, never past ``end``."""
+        """Allow one more read: ``read_timeout`` from now, never past the deadline."""
         if not self._expired:
-            self._handle.cancel()
-            self._handle = self._loop.call_at(self._when(), self._expire)
+            when = self._timers.loop.time() + self._read
+            end = self._end
+            self._seq = self._timers.add(when if end is None or when < end else end, self)
+
+    def stop(self, exc: BaseException | None = None) -> None:
+        """Take the timer down; ``exc``: the exception leaving the request, if any.
+
+        Raises:
+            TimeoutError: ``exc`` is the ``CancelledError`` of this timer's own expiry
+                (nobody else cancelled the task meanwhile). As ``asyncio.timeout``, the
+                timer's ``cancel()`` is taken back whenever it fired.
+        """
+        if self._seq < 0:
+            return  # stopped already: the count of live requests must not drop twice
+        self._seq = -1  # the entry is dead
+        timers = self._timers
+        timers.live -= 1
+        if not timers.live:
+            timers.idle()
+        if (
+            self._expired
+            and self._task.uncancel() <= self._cancelling
+            and isinstance(exc, asyncio.CancelledError)
+        ):
+            raise TimeoutError from exc
+
+    def __enter__(self) -> _Deadline:
+        return self
 
     def __exit__(
         self,
@@ -158,23 +277,14 @@ class _Deadline:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._handle.cancel()
-        # As asyncio.timeout: our cancel() is taken back; the CancelledError becomes a
-        # TimeoutError only if nobody else cancelled the task meanwhile.
-        if (
-            self._expired
-            and self._task.uncancel() <= self._cancelling
-            and exc_type is asyncio.CancelledError
-        ):
-            raise TimeoutError from exc
+        self.stop(exc)
 
 
-@dataclass(slots=True)
-class Response:
+class Response(msgspec.Struct):
     """What came back: status, headers (case-insensitive) and the whole, bounded body.
 
-    Not frozen: one is built per request, and a frozen dataclass pays ``object.__setattr__``
-    per field; nothing changes it after the transport returns it.
+    A Struct (built in C: one is made per request); nothing changes it after the
+    transport returns it.
     """
 
     status: int
@@ -363,9 +473,23 @@ class Transport:
         self._aiohttp_timeouts = aiohttp.ClientTimeout(
             total=None, sock_connect=connect_timeout, sock_read=None
         )
+        # What each request passes to aiohttp besides method, URL, body and headers: no
+        # redirects followed, our proxy; for a borrowed session also our timeouts, status
+        # handling and TLS context, so that its own defaults do not apply. A session we own
+        # already has those as its defaults (_get_session): each keyword aiohttp need not
+        # process is work saved per request.
+        options: dict[str, Any] = {"allow_redirects": False}
+        if self._proxy_url is not None:
+            options.update(proxy=self._proxy_url, proxy_headers=self._proxy_headers)
+        if session is not None:
+            options.update(
+                timeout=self._aiohttp_timeouts, raise_for_status=False, ssl=self._request_ssl
+            )
+        self._request_options = options
         self._connection_limit = connection_limit
         self._max_response_bytes = max_response_bytes
         self._closed = False
+        self._timers: _Timers | None = None  # the requests' timers, on the session's loop
         # The one limiter of the request path: at most connection_limit requests in
         # flight. The rest wait here, within their deadline, as bare coroutines rather
         # than request objects queued inside aiohttp's pool, and pool waiting never eats
@@ -486,10 +610,14 @@ class Transport:
     ) -> Response:
         """Take a slot (within ``timeout``), send, read the bounded body, give the slot back."""
         session = self._session or self._get_session()
-        url = self._urls.get(path) or self._url(path)
+        url = self._urls.get(path)
+        if url is None:
+            url = self._url(path)
         slots = self._slots
         start = time.monotonic()
-        if not slots.try_take():
+        if slots._free > 0 and not slots._waiters:  # _Slots.try_take, without its call
+            slots._free -= 1
+        else:
             try:
                 async with asyncio.timeout(timeout):
                     await slots.take()
@@ -509,23 +637,32 @@ class Transport:
         # One timer bounds the attempt: the wait for the answer to begin (the read timeout,
         # or the deadline if sooner), then each read of a body that had not fully arrived
         # with the headers (never past the deadline).
-        loop = asyncio.get_running_loop()
-        end = None if timeout is None else loop.time() + timeout
+        # The request's task, found without asyncio.get_running_loop(): on Python 3.11 every
+        # call of it is a getpid() system call (its fork check), two per request with
+        # current_task() on top. The timers know their loop, thread and process: made in
+        # this thread and process, with a task of their loop running, they are ours;
+        # otherwise (the first request, a new loop, another thread, a forked child) they
+        # are made again here.
+        timers = self._timers
+        if (
+            timers is None
+            or timers.thread != threading.get_ident()
+            or timers.forks != _forks
+            or (task := asyncio.current_task(timers.loop)) is None
+        ):
+            loop = asyncio.get_running_loop()
+            timers = self._timers = _Timers(loop)
+            task = asyncio.current_task(loop)
         status: int | None = None  # errors carry it once the status line has arrived
         try:
-            with _Deadline(loop, self._read_timeout, end) as timer:
-                async with session.request(
-                    method,
-                    url,
-                    data=body,
-                    headers=headers,
-                    timeout=self._aiohttp_timeouts,
-                    allow_redirects=False,
-                    raise_for_status=False,  # a borrowed session's setting must not apply
-                    ssl=self._request_ssl,
-                    proxy=self._proxy_url,
-                    proxy_headers=self._proxy_headers,
-                ) as resp:
+            timer = _Deadline(timers, task, self._read_timeout, timeout)
+            try:
+                # Awaited, not entered: the response is released below, as the context
+                # manager would, without its two extra coroutines per request.
+                resp = await session.request(
+                    method, url, data=body, headers=headers, **self._request_options
+                )
+                try:
                     status = resp.status
                     if status == 407 and self.proxy is not None:
                         # The proxy's answer to a plain-http request, not the service's.
@@ -533,22 +670,33 @@ class Transport:
                             self.proxy, _context(method, path, request_id, attempt, status)
                         )
                     limit = self._max_response_bytes
-                    length = resp.content_length
+                    if resp.content.is_eof():
+                        # All of it arrived with the headers: no read can wait, and the
+                        # bytes are in aiohttp's buffer already; measured once read.
+                        data = await resp.read()
+                        length: int | None = len(data)
+                    else:
+                        length = resp.content_length  # declared: refused before reading
+                        data = None
                     if length is not None and length > limit:
                         raise InvalidResponseError(
                             f"response body of {length} bytes exceeds the {limit}-byte limit",
                             **_context(method, path, request_id, attempt, status),
                         )
-                    if length is not None and resp.content.is_eof():
-                        data = await resp.read()  # all of it arrived: no read can wait
-                    else:
+                    if data is None:
                         data = await self._read_body(
                             resp,
                             limit,
                             timer,
                             _context(method, path, request_id, attempt, status),
                         )
-                    return Response(status, resp.headers, data, time.monotonic() - start)
+                finally:
+                    resp.release()
+            except BaseException as exc:
+                timer.stop(exc)  # our own expiry leaves as TimeoutError
+                raise
+            timer.stop()
+            return Response(status, resp.headers, data, time.monotonic() - start)
         except aiohttp.ClientHttpProxyError as exc:
             # The proxy refused the CONNECT tunnel. Not chained: aiohttp's exception holds
             # the CONNECT request's headers, Proxy-Authorization included.
@@ -603,7 +751,10 @@ class Transport:
                 **_context(method, path, request_id, attempt, status),
             ) from exc
         finally:
-            slots.give()
+            if slots._waiters:
+                slots.give()
+            else:
+                slots._free += 1  # _Slots.give with nobody waiting, without its call
 
     @staticmethod
     async def _read_body(

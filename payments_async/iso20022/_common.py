@@ -156,7 +156,10 @@ _SUBMISSION_DECODER = msgspec.json.Decoder(_SubmissionEnvelope)
 
 def decode_submission(data: bytes) -> SubmissionResult:
     """Decode a submission result, wrapped in ``data`` or bare."""
-    env = decode_with(_SUBMISSION_DECODER, data, "submission result")
+    try:
+        env = _SUBMISSION_DECODER.decode(data)
+    except msgspec.MsgspecError:  # decode_with says what is wrong, in our error
+        env = decode_with(_SUBMISSION_DECODER, data, "submission result")
     raw: _RawSubmission = env.data if env.data is not None else env
     if not raw.payments_service_id:
         path = "$.data.paymentsServiceId" if env.data is not None else "$.paymentsServiceId"

@@ -411,9 +411,7 @@ def test_request_ids_are_unique_32_hex_digits_and_a_forked_child_draws_a_new_ran
     import multiprocessing
     import re
 
-    from payments_async._client import _request_ids
-
-    ids = [_request_ids.next() for _ in range(1000)]
+    ids = [_next_request_id() for _ in range(1000)]
     assert len(set(ids)) == 1000
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
     ctx = multiprocessing.get_context("fork")
@@ -425,9 +423,10 @@ def test_request_ids_are_unique_32_hex_digits_and_a_forked_child_draws_a_new_ran
 
 
 def _next_request_id() -> str:
-    from payments_async._client import _request_ids
+    from payments_async._client import _Operation
 
-    return _request_ids.next()  # the child's own generator, not a pickled copy
+    # The id every call gets; in a child, from the child's own generator (not a copy).
+    return _Operation("GET", "/payments/pacs002/v10/x").request_id
 
 
 def test_an_sca_token_signed_with_the_known_digest_carries_the_same_hd() -> None:
@@ -457,28 +456,31 @@ def _b64(segment: str) -> bytes:
 
 
 async def test_the_request_timer_turns_its_own_expiry_into_timeout_error() -> None:
-    from payments_async._transport import _Deadline
+    from payments_async._transport import _Deadline, _Timers
 
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     assert task is not None
     start = loop.time()
-    with pytest.raises(TimeoutError), _Deadline(loop, 0.05, None):
+    with pytest.raises(TimeoutError), _Deadline(_Timers(loop), task, 0.05, None):
         await asyncio.sleep(5)
     assert 0.04 <= loop.time() - start < 1.0
     assert task.cancelling() == 0  # its cancel() was taken back
 
 
 async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
-    from payments_async._transport import _Deadline
+    from payments_async._transport import _Deadline, _Timers
 
     loop = asyncio.get_running_loop()
+    timers = _Timers(loop)
 
-    async def request(end: float) -> None:
-        with _Deadline(loop, 60.0, end):  # fires at end: the deadline comes first
+    async def request(timeout: float) -> None:
+        with _Deadline(
+            timers, asyncio.current_task(), 60.0, timeout
+        ):  # fires at the deadline: it comes first
             await asyncio.sleep(5)
 
-    far = asyncio.create_task(request(loop.time() + 60))
+    far = asyncio.create_task(request(60))
     await asyncio.sleep(0.01)
     far.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -486,23 +488,58 @@ async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
 
     # Expiry and an outside cancel in the same turn: the outside one wins, as with
     # asyncio.timeout (a caller's cancellation is never turned into a timeout).
-    when = loop.time() + 0.05
-    both = asyncio.create_task(request(when))
+    both = asyncio.create_task(request(0.05))
+    await asyncio.sleep(0)  # the request has set its timer
+    ((when, _, _),) = timers._heap
     loop.call_at(when, both.cancel)  # due with the expiry: run in the same loop turn
     await asyncio.sleep(0.1)
     assert both.cancelled()
 
 
-async def test_the_request_timer_is_gone_after_an_exchange_and_each_read_gets_its_time() -> None:
-    from payments_async._transport import _Deadline
+async def test_the_request_timers_share_one_loop_timer_and_leave_none_behind() -> None:
+    from payments_async._transport import _Deadline, _Timers
 
     loop = asyncio.get_running_loop()
-    with _Deadline(loop, 60.0, None) as timer:
-        await asyncio.sleep(0)
-    assert timer._handle.cancelled()  # no timer left behind by a finished request
+    timers = _Timers(loop)
+    ours = lambda: [h for h in loop._scheduled if h._callback == timers._fire]  # type: ignore[attr-defined]  # noqa: E731
+    fired: list[float] = []
 
-    async def two_reads(end: float | None) -> None:
-        with _Deadline(loop, 0.2, end) as timer:
+    async def request(read: float, hold: float) -> None:
+        start = loop.time()
+        try:
+            with _Deadline(timers, asyncio.current_task(), read, None):
+                await asyncio.sleep(hold)
+        except TimeoutError:
+            fired.append(loop.time() - start)
+
+    # 200 requests at once: one loop timer, armed for the earliest expiry (0.1 s).
+    tasks = [
+        asyncio.create_task(request(0.1 + i / 1000, 5.0 if i % 2 else 0.0)) for i in range(200)
+    ]
+    await asyncio.sleep(0.01)  # the quick half has finished, the slow half waits
+    assert len(ours()) == 1
+    assert ours()[0].when() == pytest.approx(min(e[0] for e in timers._heap), abs=1e-9)
+    await asyncio.gather(*tasks)
+    # Every slow request timed out at its own time, in order, none early.
+    assert len(fired) == 100
+    assert all(f >= 0.1 for f in fired)
+    assert max(fired) < 1.5
+    assert ours() == []  # no timer of ours left on the loop
+    assert timers._heap == []
+
+
+async def test_the_request_timer_is_gone_after_an_exchange_and_each_read_gets_its_time() -> None:
+    from payments_async._transport import _Deadline, _Timers
+
+    loop = asyncio.get_running_loop()
+    timers = _Timers(loop)
+    with _Deadline(timers, asyncio.current_task(), 60.0, None):
+        await asyncio.sleep(0)
+    assert timers._handle is None  # nothing left by a finished request
+    assert not timers._heap
+
+    async def two_reads(timeout: float | None) -> None:
+        with _Deadline(timers, asyncio.current_task(), 0.2, timeout) as timer:
             await asyncio.sleep(0.15)  # the first read, within its 0.2 s
             timer.next_read()  # the next read gets 0.2 s from now...
             await asyncio.sleep(5)
@@ -513,5 +550,72 @@ async def test_the_request_timer_is_gone_after_an_exchange_and_each_read_gets_it
     assert loop.time() - start >= 0.33  # ...so it fired at ~0.35 s, not at 0.2 s
     start = loop.time()
     with pytest.raises(TimeoutError):
-        await two_reads(start + 0.25)  # ...but never past the deadline
+        await two_reads(0.25)  # ...but never past the deadline
     assert 0.24 <= loop.time() - start < 0.33
+
+
+async def test_stopping_a_request_timer_twice_leaves_the_other_requests_timed() -> None:
+    from payments_async._transport import _Deadline, _Timers
+
+    loop = asyncio.get_running_loop()
+    timers = _Timers(loop)
+    with _Deadline(timers, asyncio.current_task(), 60.0, None) as done:
+        pass
+    done.stop()  # again: must not count a live request off a second time
+    assert timers.live == 0
+    start = loop.time()
+    with pytest.raises(TimeoutError), _Deadline(timers, asyncio.current_task(), 0.05, None):
+        await asyncio.sleep(5)  # this request's timer still fires
+    assert loop.time() - start < 1.0
+
+
+async def _ok(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def test_the_request_timers_are_made_again_in_another_thread_or_a_forked_child(
+    serve: Serve,
+) -> None:
+    import contextlib
+    import threading
+
+    from payments_async import _transport
+
+    url = await serve({("GET", "/x"): _ok})
+    transport = Transport(url)
+    try:
+        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
+        first = transport._timers
+        assert first is not None
+        assert first.loop is asyncio.get_running_loop()
+
+        # Another thread's loop: current_task(our loop) there would be *this* test's task
+        # (our loop is running one), so the thread must be checked, not only the task.
+        seen: list[object] = []
+
+        def other_thread() -> None:
+            async def use() -> None:
+                # The session belongs to the first loop: the request fails; the timers
+                # it made on the way are the point.
+                with contextlib.suppress(Exception):
+                    await transport.request("GET", "/x", headers={}, timeout=1)
+                seen.append(transport._timers)
+
+            asyncio.run(use())
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        await asyncio.to_thread(thread.join)
+        (theirs,) = seen
+        assert theirs is not first
+        assert theirs.thread == thread.ident  # type: ignore[attr-defined]
+
+        # Back here: ours again, then a fork (the hook a child runs) makes new ones too.
+        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
+        mine = transport._timers
+        assert mine is not theirs
+        _transport._forked()
+        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
+        assert transport._timers is not mine
+    finally:
+        await transport.aclose()
