@@ -130,7 +130,17 @@ def test_instructions_counts_each_variant_in_a_process_of_its_own(tmp_path: Path
         for variant in (*POST_VARIANTS, *GET_VARIANTS):
             script = str(BENCH / "bench_instructions.py")
             proc = subprocess.run(
-                [sys.executable, script, "--child", server.url, variant, "30", "260", "stand-in"],
+                [
+                    sys.executable,
+                    script,
+                    "--child",
+                    server.url,
+                    variant,
+                    "30",
+                    "260",
+                    "stand-in",
+                    "16",
+                ],
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT,
