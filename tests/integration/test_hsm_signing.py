@@ -17,7 +17,6 @@ from signing_support import (
     SoftHsm,
     client_options,
     generate_token_key,
-    init_token,
     private_key_attributes,
     whole_flow,
 )
@@ -37,11 +36,10 @@ ISSUER = "hsm-issuer"
 
 
 @pytest.fixture(scope="module")
-def hsm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SoftHsm]:
-    for token in init_token(tmp_path_factory.mktemp("softhsm")):
-        generate_token_key(token, KEY_A)
-        generate_token_key(token, KEY_B)
-        yield token
+def hsm(softhsm: SoftHsm) -> SoftHsm:
+    generate_token_key(softhsm, KEY_A)
+    generate_token_key(softhsm, KEY_B)
+    return softhsm
 
 
 @pytest.fixture
