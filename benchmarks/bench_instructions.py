@@ -159,14 +159,21 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--rsa", action="store_true", help="keep the real RSA signature")
         p.add_argument("--only", help="comma-separated variants (default: all)")
         p.add_argument(
-            "--concurrency", type=int, default=CONCURRENCY, help="requests in flight (default 16)"
+            "--concurrency",
+            type=int,
+            default=CONCURRENCY,
+            help="requests in flight (default 16; another writes instructions-cN.json)",
         )
 
     args = parse_args(__doc__.splitlines()[0], argv, extra=options)
+    if args.concurrency < 1:
+        print("--concurrency must be at least 1", file=sys.stderr)
+        return 2
+    name = NAME if args.concurrency == CONCURRENCY else f"{NAME}-c{args.concurrency}"
     if shutil.which("valgrind") is None:
         why = "valgrind is not installed (Debian: apt-get install valgrind)"
         print(f"skipped: {why}")
-        write_result(args.out, NAME, {"benchmark": NAME, "skipped": why, "rows": [], "ratios": []})
+        write_result(args.out, name, {"benchmark": NAME, "skipped": why, "rows": [], "ratios": []})
         return 0
     n1, n2 = (50, 150) if args.quick else (300, 1300)
     variants = [*POST_VARIANTS, *GET_VARIANTS]
@@ -217,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "ratios": ratios,
     }
-    path = write_result(args.out, NAME, result)
+    path = write_result(args.out, name, result)
     print(f"wrote {path}")
     return 0
 

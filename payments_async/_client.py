@@ -388,9 +388,9 @@ class PaymentsClient:
             clock=self._clock,
             telemetry=self._telemetry,
         )
-        # Each request's headers start as a copy of one of these. A CIMultiDict, which is
-        # what aiohttp turns a request's headers into: a dict would be converted again
-        # on every request, one header at a time.
+        # Each request's headers start as a copy of one of these (a copy made in C). A
+        # CIMultiDict, aiohttp's own header type: given a dict, aiohttp first builds a
+        # CIMultiDict from it on every request.
         self._base_headers: CIMultiDict[str] = CIMultiDict(
             {
                 CLIENT_ID_HEADER: credentials.client_id,

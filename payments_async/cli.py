@@ -203,11 +203,14 @@ def load_credentials_file(path: Path) -> Credentials:
             f"{what}: give the signing key as exactly one of private_key_file and a pkcs11 "
             f"table, not {'both' if hsm is not None else 'neither'}"
         )
+    misplaced = sorted(k for k in _PKCS11_KEYS if k in data)
+    if misplaced:
+        raise CliError(f"{what}: {', '.join(misplaced)} belong(s) in the pkcs11 table")
     threads = data.get("signing_threads")
-    if threads is not None and (hsm is not None or type(threads) is not int or threads < 1):
-        raise CliError(
-            f"{what}: signing_threads must be a whole number >= 1, beside private_key_file"
-        )
+    if threads is not None and hsm is not None:
+        raise CliError(f"{what}: signing_threads goes with private_key_file, not a pkcs11 table")
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise CliError(f"{what}: signing_threads must be a whole number >= 1")
     key_id = data["key_id"]
     signer: Signer
     if hsm is not None:
@@ -251,14 +254,20 @@ def _relative_to(path: Path, name: str) -> Path:
     return found if found.is_absolute() else path.parent / found
 
 
+_PKCS11_KEYS: Final = ("library", "token_label", "key_label", "pin", "pin_file")
+
+
 def _pkcs11_signer(what: str, path: Path, hsm: object, key_id: str) -> Signer:
     """The signer of a credentials file's ``pkcs11`` table (the PIN never in a message)."""
     if not isinstance(hsm, dict):
-        raise CliError(f"{what}: pkcs11 must be a table, not {_json_type(hsm)}")
+        kind = "text" if isinstance(hsm, str) else _json_type(hsm)
+        raise CliError(f"{what}: pkcs11 must be a table, not {kind}")
     what = f"{what}, pkcs11"
+    if "pin" in hsm and not isinstance(hsm["pin"], str):
+        raise CliError(f'{what}: pin must be text (quote it: pin = "1234")')
     _check_text(what, hsm, ("library", "token_label", "key_label"), required=True)
     _check_text(what, hsm, ("pin", "pin_file"), required=False)
-    unknown = sorted(set(hsm) - {"library", "token_label", "key_label", "pin", "pin_file"})
+    unknown = sorted(set(hsm) - set(_PKCS11_KEYS))
     if unknown:
         raise CliError(f"{what}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
     if ("pin" in hsm) == ("pin_file" in hsm):
@@ -267,7 +276,7 @@ def _pkcs11_signer(what: str, path: Path, hsm: object, key_id: str) -> Signer:
     if pin is None:
         pin_path = _relative_to(path, hsm["pin_file"])
         try:
-            pin = pin_path.read_text("utf-8").strip()
+            pin = pin_path.read_text("utf-8-sig").strip()  # a BOM is not part of a PIN
         except OSError as exc:
             raise CliError(
                 f"{what}: cannot read pin_file {str(pin_path)!r}: {exc.strerror}"
@@ -451,8 +460,12 @@ def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
     try:
         _run_command(settings, coro_fn)
     finally:
-        if settings.credentials is not None:
-            _close_signer(settings.credentials.key_signer)
+        credentials, settings.credentials = settings.credentials, None
+        if credentials is not None:
+            try:
+                _close_signer(credentials.key_signer)
+            except Exception:  # the command's own outcome is what to report
+                logger.warning("closing the signer failed", exc_info=settings.verbose > 0)
 
 
 def _run_command(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:

@@ -210,9 +210,12 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
                 # This attempt never left and no earlier one was made (a row another
                 # attempt may have reached stays sent): the service does not have it.
                 # Planned again, as the single-process runner records it; procrastinate
-                # retries the job, and once it gives up the row reads "not sent".
+                # retries the job, and once it gives up the row reads "not sent". Only if
+                # the row is still as this attempt left it: an execution running at the
+                # same time (a worker taken for dead) may have sent it since.
                 again = (FINAL, NOT_SENT) if final else (PLANNED, None)
-                await _execute(writer, pg.SQL_NOT_SENT, (*again, error, _now(), run_id, line))
+                params = (*again, error, _now(), run_id, line, row.attempts + 1)
+                await _execute(writer, pg.SQL_UNSENT, params)
                 if final:
                     return
                 raise
@@ -516,8 +519,11 @@ async def run_worker(
     The worker's commits do not wait for the server's disk (``synchronous_commit=off``),
     as the SQLite journal's ``synchronous=NORMAL``: a killed worker loses nothing, since
     the server has every commit; a crash of the server itself may drop its last few
-    hundred milliseconds of changes, which only makes rows run again with their recorded
-    ids. The plan and the jobs are written with durable commits.
+    hundred milliseconds of changes, which makes rows run again with their recorded ids.
+    One such row can then read "not sent" although it was sent: if its lost change was
+    the ``sent`` before a POST, and every later attempt failed before sending. A rerun
+    resends it with the same id, and the service answers with the one it stored. The
+    plan and the jobs are written with durable commits.
 
     Args:
         dsn: the queue's database.

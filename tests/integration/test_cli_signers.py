@@ -109,7 +109,7 @@ def test_a_key_file_alone_signs_in_process(tmp_path: Path) -> None:
         ({"private_key_file": "key.pem", "signing_threads": 0}, "signing_threads must be"),
         ({"private_key_file": "key.pem", "signing_threads": "2"}, "signing_threads must be"),
         ({"private_key_file": "key.pem", "signing_threads": True}, "signing_threads must be"),
-        ({"pkcs11": "token"}, "pkcs11 must be a table, not str"),
+        ({"pkcs11": "token"}, "pkcs11 must be a table, not text"),
         ({"pkcs11": {"library": "x.so", "token_label": "t"}}, "pkcs11 lacks: key_label"),
         (
             {"pkcs11": {"library": "x.so", "token_label": "t", "key_label": "k"}},
@@ -133,7 +133,7 @@ def test_a_key_file_alone_signs_in_process(tmp_path: Path) -> None:
         ),
         (
             {"pkcs11": {"library": "x.so", "token_label": "t", "key_label": "k", "pin": 4711}},
-            "pin must be text, not a number",
+            'pin must be text (quote it: pin = "1234")',
         ),
         (
             {
@@ -155,7 +155,15 @@ def test_a_key_file_alone_signs_in_process(tmp_path: Path) -> None:
                     "pin": PIN_SHOWN,
                 }
             },
-            "",  # the module cannot be loaded (or the extra is missing): said, PIN unsaid
+            "PKCS#11",  # the module cannot be loaded (or the extra is missing), PIN unsaid
+        ),
+        ({"private_key_file": "key.pem", "pin": PIN_SHOWN}, "pin belong(s) in the pkcs11 table"),
+        (
+            {
+                "signing_threads": 2,
+                "pkcs11": {"library": "x.so", "token_label": "t", "key_label": "k", "pin": "1"},
+            },
+            "signing_threads goes with private_key_file, not a pkcs11 table",
         ),
     ],
 )
@@ -234,3 +242,32 @@ def test_a_pkcs11_table_signs_in_the_token_and_the_sandbox_accepts_it(
     assert refused.exit_code == 2, refused.output
     assert refused.stderr.count("\n") == 1
     assert PIN_SHOWN not in refused.output
+
+
+def test_a_command_closes_its_signer_whether_it_succeeds_or_fails(
+    sb: ThreadedSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed: list[str] = []
+    real_close = ThreadPoolSigner.close
+
+    def recording_close(self: ThreadPoolSigner) -> None:
+        closed.append(self.key_id)
+        real_close(self)
+
+    monkeypatch.setattr(ThreadPoolSigner, "close", recording_close)
+    key = generate_test_keypair()[0]
+    _register(sb, public_key_pem(key), "kid-close")
+    (tmp_path / "key.pem").write_bytes(private_key_pem(key))
+    creds = _write(
+        tmp_path / "creds.json",
+        {**_base("kid-close"), "private_key_file": "key.pem", "signing_threads": 2},
+    )
+    ok = CliRunner().invoke(cli, ["--base-url", sb.url, "--credentials", str(creds), "token"])
+    assert ok.exit_code == 0, ok.output
+    assert closed == ["kid-close"]
+    # The credentials are read, then the service address is refused: closed all the same.
+    bad_url = CliRunner().invoke(
+        cli, ["--base-url", "ftp://nowhere", "--credentials", str(creds), "token"]
+    )
+    assert bad_url.exit_code == 2, bad_url.output
+    assert closed == ["kid-close", "kid-close"]
