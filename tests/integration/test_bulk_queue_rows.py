@@ -9,16 +9,16 @@ a failed attempt may put a row back to ``planned``.
 from __future__ import annotations
 
 import asyncio
-from decimal import Decimal
 from typing import Any
 
 import psycopg
+from signing_support import cancellation_for, transfer
 
 from payments_async import AuthenticationError, TransportError, ValidationError
 from payments_async._constants import CAMT056_PATH, TOKEN_PATH
 from payments_async.bulk import _queue as queue
 from payments_async.bulk._stores import _postgres as pg
-from payments_async.iso20022 import build_cancellation, encode
+from payments_async.iso20022 import encode
 
 RUN = "RUN-ROWS"
 LINE = 2
@@ -48,15 +48,7 @@ def post_timed_out() -> TransportError:
 
 
 def plan_one_row(dsn: str, state: str = "planned", attempts: int = 0) -> None:
-    msg = build_cancellation(
-        original_end_to_end_id="E2E-ROWS-1",
-        amount=Decimal("10.00"),
-        creditor_agent_bic="BNPAFRPPXXX",
-        creditor_iban="FR1420041010050500013M02606",
-        assigner_bic="COBADEFFXXX",
-        assignee_bic="BNPAFRPPXXX",
-        reason="DUPL",
-    )
+    msg = cancellation_for(transfer())
     conn = pg.connect(dsn)
     try:
         pg.ensure_schema(conn)

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cli_support import ThreadedSandbox, threaded_sandbox
 from click.testing import CliRunner, Result
-from signing_support import SoftHsm, generate_token_key
+from signing_support import SoftHsm, generate_token_key, transfer
 
 from payments_async import Pkcs11Signer
 from payments_async._keys import private_key_pem, public_key_pem
 from payments_async.cli import cli, load_credentials_file
-from payments_async.iso20022 import build_credit_transfer, encode
+from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
 from payments_async.signing import KeySigner, ThreadPoolSigner
 from payments_async.testing import generate_test_keypair
@@ -53,31 +52,26 @@ def _base(kid: str) -> dict[str, Any]:
 
 
 def _pay(sb: ThreadedSandbox, creds: Path, tmp_path: Path) -> Result:
-    msg = build_credit_transfer(
-        debtor_name="Alice Martin",
-        debtor_iban="FR1420041010050500013M02606",
-        debtor_agent_id="30004",
-        creditor_name="Bob Schmidt",
-        creditor_iban="DE89370400440532013000",
-        creditor_agent_id="37040044",
-        amount=Decimal("12.50"),
-    )
+    msg = transfer("12.50")
     pay = tmp_path / f"pay-{msg.end_to_end_id}.json"
     pay.write_bytes(encode(msg))
     args = ["--json", "--base-url", sb.url, "--credentials", str(creds), "pay", str(pay)]
     return CliRunner().invoke(cli, args, catch_exceptions=False)
 
 
+def _thread_signing_file(sb: ThreadedSandbox, tmp_path: Path, kid: str) -> Path:
+    """A credentials file whose key signs on 2 threads, its public half registered as ``kid``."""
+    key = generate_test_keypair()[0]
+    _register(sb, public_key_pem(key), kid)
+    (tmp_path / "key.pem").write_bytes(private_key_pem(key))
+    fields = {**_base(kid), "private_key_file": "key.pem", "signing_threads": 2}
+    return _write(tmp_path / "creds.json", fields)
+
+
 def test_signing_threads_sign_on_a_thread_pool_and_the_sandbox_accepts_them(
     sb: ThreadedSandbox, tmp_path: Path
 ) -> None:
-    key = generate_test_keypair()[0]
-    _register(sb, public_key_pem(key), "kid-threads")
-    (tmp_path / "key.pem").write_bytes(private_key_pem(key))
-    creds = _write(
-        tmp_path / "creds.json",
-        {**_base("kid-threads"), "private_key_file": "key.pem", "signing_threads": 2},
-    )
+    creds = _thread_signing_file(sb, tmp_path, "kid-threads")
     loaded = load_credentials_file(creds)
     assert isinstance(loaded.key_signer, ThreadPoolSigner)
     loaded.key_signer.close()
@@ -255,13 +249,7 @@ def test_a_command_closes_its_signer_whether_it_succeeds_or_fails(
         real_close(self)
 
     monkeypatch.setattr(ThreadPoolSigner, "close", recording_close)
-    key = generate_test_keypair()[0]
-    _register(sb, public_key_pem(key), "kid-close")
-    (tmp_path / "key.pem").write_bytes(private_key_pem(key))
-    creds = _write(
-        tmp_path / "creds.json",
-        {**_base("kid-close"), "private_key_file": "key.pem", "signing_threads": 2},
-    )
+    creds = _thread_signing_file(sb, tmp_path, "kid-close")
     ok = CliRunner().invoke(cli, ["--base-url", sb.url, "--credentials", str(creds), "token"])
     assert ok.exit_code == 0, ok.output
     assert closed == ["kid-close"]
