@@ -353,6 +353,29 @@ Variant = tuple[str, Callable[[int], Awaitable[object]], int]
 """(name, op(i), requests per round)."""
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` variants in which each one runs right after each other one equally often.
+
+    A Williams design: a plain rotation keeps every variant behind the same neighbour in
+    almost every round, so whatever one variant leaves behind (connections to close,
+    garbage, a busy server) always lands on the same next one. Here every ordered pair is
+    adjacent once in ``n`` rounds (``2n`` for an odd ``n``), and every variant runs once
+    in each position.
+    """
+    first = [0]
+    low, high = 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    orders = [[(v + shift) % n for v in first] for shift in range(n)]
+    if n % 2:
+        orders += [order[::-1] for order in orders]
+    return orders
+
+
 async def interleaved_rounds(
     variants: Sequence[Variant],
     concurrency: int,
@@ -362,19 +385,21 @@ async def interleaved_rounds(
     before_round: Callable[[int], Awaitable[None]] | None = None,
     log: Callable[[str], None] = print,
 ) -> list[dict[str, Any]]:
-    """Run every variant once per round, the order rotated each round; one row per run.
+    """Run every variant once per round, in a balanced order; one row per run.
 
-    Rotating the order spreads whatever else the machine does over all variants alike;
-    ratios are then taken within a round and their median across rounds reported.
+    The orders (:func:`balanced_orders`) put each variant first, last and right after
+    each other variant equally often, which spreads whatever else the machine does, and
+    whatever a variant leaves behind, over all variants alike; ratios are then taken
+    within a round and their median across rounds reported.
     """
+    orders = balanced_orders(len(variants))
     rows: list[dict[str, Any]] = []
     for _name, op, _n in variants:
         await closed_loop(op, warmup, min(concurrency, warmup))  # connections, token, caches
     for r in range(rounds):
         if before_round is not None:
             await before_round(r)
-        k = r % len(variants)
-        for name, op, n in [*variants[k:], *variants[:k]]:
+        for name, op, n in [variants[i] for i in orders[r % len(orders)]]:
             res = await closed_loop(op, n, concurrency, server=server)
             row = {"variant": name, "round": r, **res.summary()}
             rows.append(row)

@@ -2,8 +2,8 @@
 
 Issue 14. The server is ``_rawserver.py`` (a separate process pinned to core 0, answering
 a final camt.029 / pacs.002 for any id); this process, the client, is pinned to core 1.
-Per route and concurrency, ``rounds`` rounds, each running every variant once in a
-rotated order:
+Per route and concurrency, ``rounds`` rounds, each running every variant once, in a
+balanced order (each variant right after each other one equally often):
 
 * ``ours``: ``PaymentsClient.get_cancellation_outcome`` / ``get_credit_transfer_status``.
 * ``bare``: ``aiohttp`` GET with the service's headers, ``await resp.read()``, a status

@@ -4,11 +4,11 @@ Timings on this shared two-core machine move by several per cent from run to run
 same RSA signature measured 228-273 µs CPU in one day): as much as the differences issue
 14 is about. An instruction count does not move. Each variant runs, in a process of its
 own, under ``valgrind --tool=cachegrind --cache-sim=no`` (instruction counting only)
-twice: with ``N1`` and with ``N2`` requests at concurrency 16, against the raw server
-(``_rawserver.py``, run natively). The difference of the two counts divided by
-``N2 - N1`` is the count per request: start-up, imports, the token and the warm-up cancel
-out. Messages for the prebuilt variants are built before the counted part, the same number
-in both runs, so that building them is not counted either.
+twice: with ``N1`` and with ``N2`` requests at concurrency 16 (``--concurrency`` sets
+another), against the raw server (``_rawserver.py``, run natively). The difference of the
+two counts divided by ``N2 - N1`` is the count per request: start-up, imports, the token
+and the warm-up cancel out. Messages for the prebuilt variants are built before the
+counted part, the same number in both runs, so that building them is not counted either.
 
 POST (camt.056):
 
@@ -57,7 +57,7 @@ RATIOS = (  # (ours, its baseline)
 # --- the measured process ------------------------------------------------------------------
 
 
-def child(url: str, variant: str, n: int, pool_size: int, rsa: bool) -> None:
+def child(url: str, variant: str, n: int, pool_size: int, rsa: bool, concurrency: int) -> None:
     """Run ``n`` requests of ``variant`` after the warm-up (this is what valgrind counts)."""
     import msgspec
     from _harness import BENCH_ISS, BENCH_KID, closed_loop
@@ -109,8 +109,8 @@ def child(url: str, variant: str, n: int, pool_size: int, rsa: bool) -> None:
                 "ours": lambda i: ours.get_cancellation_outcome(ids[i % 200]),
             }
             op = ops[variant]
-            await closed_loop(op, WARMUP, CONCURRENCY)
-            res = await closed_loop(op, n, CONCURRENCY)
+            await closed_loop(op, WARMUP, concurrency)
+            res = await closed_loop(op, n, concurrency)
             if res.errors:
                 raise SystemExit(f"{variant}: {res.errors} errors, first: {res.first_error}")
         finally:
@@ -123,7 +123,7 @@ def child(url: str, variant: str, n: int, pool_size: int, rsa: bool) -> None:
 # --- the driver ----------------------------------------------------------------------------
 
 
-def count(url: str, variant: str, n: int, pool_size: int, rsa: bool) -> int:
+def count(url: str, variant: str, n: int, pool_size: int, rsa: bool, concurrency: int) -> int:
     """Instructions valgrind counted for one child process."""
     cmd = [
         "valgrind",
@@ -138,6 +138,7 @@ def count(url: str, variant: str, n: int, pool_size: int, rsa: bool) -> int:
         str(n),
         str(pool_size),
         "rsa" if rsa else "stand-in",
+        str(concurrency),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, check=False)
     found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
@@ -149,20 +150,30 @@ def count(url: str, variant: str, n: int, pool_size: int, rsa: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        url, variant, n, pool_size, mode = argv[1:6]
-        child(url, variant, int(n), int(pool_size), mode == "rsa")
+        url, variant, n, pool_size, mode, concurrency = argv[1:7]
+        child(url, variant, int(n), int(pool_size), mode == "rsa", int(concurrency))
         return 0
     from _harness import format_table, machine_info, parse_args, raw_server_process, write_result
 
     def options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--rsa", action="store_true", help="keep the real RSA signature")
         p.add_argument("--only", help="comma-separated variants (default: all)")
+        p.add_argument(
+            "--concurrency",
+            type=int,
+            default=CONCURRENCY,
+            help="requests in flight (default 16; another writes instructions-cN.json)",
+        )
 
     args = parse_args(__doc__.splitlines()[0], argv, extra=options)
+    if args.concurrency < 1:
+        print("--concurrency must be at least 1", file=sys.stderr)
+        return 2
+    name = NAME if args.concurrency == CONCURRENCY else f"{NAME}-c{args.concurrency}"
     if shutil.which("valgrind") is None:
         why = "valgrind is not installed (Debian: apt-get install valgrind)"
         print(f"skipped: {why}")
-        write_result(args.out, NAME, {"benchmark": NAME, "skipped": why, "rows": [], "ratios": []})
+        write_result(args.out, name, {"benchmark": NAME, "skipped": why, "rows": [], "ratios": []})
         return 0
     n1, n2 = (50, 150) if args.quick else (300, 1300)
     variants = [*POST_VARIANTS, *GET_VARIANTS]
@@ -174,8 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"raw server {server.url}; valgrind, {n1} and {n2} requests per variant", flush=True)
         for variant in variants:
             pool = n2 + WARMUP
-            first = count(server.url, variant, n1, pool, args.rsa)
-            second = count(server.url, variant, n2, pool, args.rsa)
+            first = count(server.url, variant, n1, pool, args.rsa, args.concurrency)
+            second = count(server.url, variant, n2, pool, args.rsa, args.concurrency)
             per = (second - first) / (n2 - n1)
             route = "get" if variant in GET_VARIANTS else "post"
             rows.append({"route": route, "variant": variant, "instructions_per_request": per})
@@ -192,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         format_table(
             [{**r, "instructions_per_request": round(r["instructions_per_request"])} for r in rows],
             ["route", "variant", "instructions_per_request"],
-            title=f"Instructions per request (valgrind), c={CONCURRENCY}; signature: {signature}",
+            title=f"Instructions per request (valgrind), c={args.concurrency}; "
+            f"signature: {signature}",
         )
     )
     print()
@@ -203,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": info,
         "method": {
-            "concurrency": CONCURRENCY,
+            "concurrency": args.concurrency,
             "requests": [n1, n2],
             "warmup": WARMUP,
             "signature": signature,
@@ -212,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "ratios": ratios,
     }
-    path = write_result(args.out, NAME, result)
+    path = write_result(args.out, name, result)
     print(f"wrote {path}")
     return 0
 

@@ -2,7 +2,7 @@
 
 ``bench_post.py`` and ``bench_get.py`` compare the whole client with a hand-written one;
 this script cuts the difference into layers, every variant against the same raw server
-(``_rawserver.py``, core 0; this process on core 1), interleaved in rotated rounds, the
+(``_rawserver.py``, core 0; this process on core 1), interleaved in balanced rounds, the
 ratio to the baseline taken within each round and its median reported:
 
 GET (camt.029 by id):

@@ -14,10 +14,11 @@ pinned to core 0; this process, the client, pins itself to core 1. Variants:
   write it.
 * ``peer``: httpx + PyJWT + pydantic (``_peer.py``), fewer requests per round (it is slow).
 
-Every concurrency level runs ``rounds`` rounds; each round runs every variant once, the
-order rotated. Ratios are taken within a round and their median over the rounds is
-reported. The raw RSA signature's CPU cost is measured in every round too, so the CPU per
-POST is set beside a signature of the same run. ``--profile`` samples ``ours-builder`` at
+Every concurrency level runs ``rounds`` rounds; each round runs every variant once, in a
+balanced order (each variant right after each other one equally often). Ratios are taken
+within a round and their median over the rounds is reported. The raw RSA signature's CPU
+cost is measured in every round too, so the CPU per POST is set beside a signature of the
+same run. ``--profile`` samples ``ours-builder`` at
 c=64 with py-spy (when installed) and writes where the client's CPU goes.
 """
 

@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol, Self, TypeVar
 import aiohttp
 import msgspec
 import tenacity  # for the before_sleep hook's RetryCallState
+from multidict import CIMultiDict
 
 from ._clock import ClockSkew
 from ._constants import (
@@ -387,12 +388,18 @@ class PaymentsClient:
             clock=self._clock,
             telemetry=self._telemetry,
         )
-        self._base_headers: dict[str, str] = {
-            CLIENT_ID_HEADER: credentials.client_id,
-            "Accept": JSON_CONTENT_TYPE,
-            "User-Agent": USER_AGENT,
-        }
-        self._post_headers = {**self._base_headers, "Content-Type": JSON_CONTENT_TYPE}
+        # Each request's headers start as a copy of one of these (a copy made in C). A
+        # CIMultiDict, aiohttp's own header type: given a dict, aiohttp first builds a
+        # CIMultiDict from it on every request.
+        self._base_headers: CIMultiDict[str] = CIMultiDict(
+            {
+                CLIENT_ID_HEADER: credentials.client_id,
+                "Accept": JSON_CONTENT_TYPE,
+                "User-Agent": USER_AGENT,
+            }
+        )
+        self._post_headers = CIMultiDict(self._base_headers)
+        self._post_headers["Content-Type"] = JSON_CONTENT_TYPE
 
     @property
     def base_url(self) -> str:
@@ -896,7 +903,7 @@ class PaymentsClient:
         timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
         # The cached token without a coroutine; a fetch's failures: this call was not sent.
         token = self._tokens.current or await self._access_token(op, timeout)
-        headers = dict(self._post_headers if op.body is not None else self._base_headers)
+        headers = (self._post_headers if op.body is not None else self._base_headers).copy()
         headers[REQUEST_ID_HEADER] = op.request_id
         for resend in (False, True):
             headers["Authorization"] = "Bearer " + token.value

@@ -78,6 +78,7 @@ from .iso20022 import (
     summarize_resolution,
     summarize_status_report,
 )
+from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
 __all__ = ["EXIT_BUSINESS", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SERVICE", "EXIT_USAGE", "main"]
 
@@ -134,6 +135,9 @@ class Settings:
     verbose: int = 0
     loop: LoopKind = "auto"
     argv: list[str] | None = None
+    # Read once per command: a credentials file's signer may hold threads or an HSM
+    # session, which every client of the command shares and _run closes at the end.
+    credentials: Credentials | None = field(default=None, repr=False)
     out: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
     err: Console = field(
         default_factory=lambda: Console(stderr=True, highlight=False, soft_wrap=True)
@@ -155,13 +159,22 @@ class Settings:
 def load_credentials_file(path: Path) -> Credentials:
     """Credentials from a JSON or TOML file.
 
-    Keys: ``client_id``, ``client_secret``, ``key_id``, ``issuer`` and
-    ``private_key_file`` (relative paths are read from the file's directory). A TOML file
-    may put them in a ``[credentials]`` table.
+    Keys: ``client_id``, ``client_secret``, ``key_id``, ``issuer``, and where the signing
+    key is, one of:
+
+    * ``private_key_file``: an unencrypted RSA PEM (a relative path is read from the
+      file's directory), signed with in this process; with ``signing_threads = N``, on N
+      worker threads (:class:`~payments_async.signing.ThreadPoolSigner`);
+    * a ``pkcs11`` table: ``library``, ``token_label``, ``key_label`` and ``pin`` (or
+      ``pin_file``): the key stays in the HSM
+      (:class:`~payments_async.signing.Pkcs11Signer`, extra ``pkcs11``).
+
+    A TOML file may put them all in a ``[credentials]`` table.
 
     Raises:
         CliError: the file is unreadable, malformed or incomplete.
-        ConfigurationError: the key is unusable.
+        ConfigurationError: the key is unusable (or the HSM refuses the PIN, has no such
+            token or key).
     """
     try:
         raw = path.read_bytes()
@@ -179,29 +192,113 @@ def load_credentials_file(path: Path) -> Credentials:
         data = table
     else:
         data = load_json_bytes(raw, f"credentials file {str(path)!r}")
+    what = f"credentials file {str(path)!r}"
     if not isinstance(data, dict):
-        raise CliError(f"credentials file {str(path)!r} must hold an object")
-    keys = ("client_id", "client_secret", "key_id", "issuer", "private_key_file")
+        raise CliError(f"{what} must hold an object")
+    _check_text(what, data, ("client_id", "client_secret", "key_id", "issuer"), required=True)
+    _check_text(what, data, ("private_key_file",), required=False)
+    hsm = data.get("pkcs11")
+    if ("private_key_file" in data) == (hsm is not None):
+        raise CliError(
+            f"{what}: give the signing key as exactly one of private_key_file and a pkcs11 "
+            f"table, not {'both' if hsm is not None else 'neither'}"
+        )
+    misplaced = sorted(k for k in _PKCS11_KEYS if k in data)
+    if misplaced:
+        raise CliError(f"{what}: {', '.join(misplaced)} belong(s) in the pkcs11 table")
+    threads = data.get("signing_threads")
+    if threads is not None and hsm is not None:
+        raise CliError(f"{what}: signing_threads goes with private_key_file, not a pkcs11 table")
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise CliError(f"{what}: signing_threads must be a whole number >= 1")
+    key_id = data["key_id"]
+    signer: Signer
+    if hsm is not None:
+        signer = _pkcs11_signer(what, path, hsm, key_id)
+    else:
+        key_file = _relative_to(path, data["private_key_file"])
+        if threads is None:
+            signer = KeySigner(key_file, key_id=key_id)
+        else:
+            signer = ThreadPoolSigner(key_file, key_id=key_id, max_workers=threads)
+    try:
+        return Credentials(
+            data["client_id"],
+            data["client_secret"],
+            key_id=key_id,
+            issuer=data["issuer"],
+            signer=signer,
+        )
+    except BaseException:
+        _close_signer(signer)
+        raise
+
+
+def _check_text(what: str, data: Mapping[str, Any], keys: Sequence[str], *, required: bool) -> None:
+    """Every one of ``keys`` present is text; with ``required``, each is there and not empty."""
     wrong = [
         f"{k} must be text, not {_json_type(data[k])}"
         for k in keys
         if k in data and not isinstance(data[k], str)
     ]
     if wrong:
-        raise CliError(f"credentials file {str(path)!r}: {'; '.join(wrong)}")
-    missing = [k for k in keys if not data.get(k)]
+        raise CliError(f"{what}: {'; '.join(wrong)}")
+    missing = [k for k in keys if (required or k in data) and not data.get(k)]
     if missing:
-        raise CliError(f"credentials file {str(path)!r} lacks: {', '.join(missing)}")
-    key_file = Path(data["private_key_file"]).expanduser()
-    if not key_file.is_absolute():
-        key_file = path.parent / key_file
-    return Credentials(
-        data["client_id"],
-        data["client_secret"],
-        key_id=data["key_id"],
-        issuer=data["issuer"],
-        private_key=key_file,
+        raise CliError(f"{what} lacks: {', '.join(missing)}")
+
+
+def _relative_to(path: Path, name: str) -> Path:
+    """``name`` as a path; a relative one is taken from the directory of the file ``path``."""
+    found = Path(name).expanduser()
+    return found if found.is_absolute() else path.parent / found
+
+
+_PKCS11_KEYS: Final = ("library", "token_label", "key_label", "pin", "pin_file")
+
+
+def _pkcs11_signer(what: str, path: Path, hsm: object, key_id: str) -> Signer:
+    """The signer of a credentials file's ``pkcs11`` table (the PIN never in a message)."""
+    if not isinstance(hsm, dict):
+        kind = "text" if isinstance(hsm, str) else _json_type(hsm)
+        raise CliError(f"{what}: pkcs11 must be a table, not {kind}")
+    what = f"{what}, pkcs11"
+    if "pin" in hsm and not isinstance(hsm["pin"], str):
+        raise CliError(f'{what}: pin must be text (quote it: pin = "1234")')
+    _check_text(what, hsm, ("library", "token_label", "key_label"), required=True)
+    _check_text(what, hsm, ("pin", "pin_file"), required=False)
+    unknown = sorted(set(hsm) - set(_PKCS11_KEYS))
+    if unknown:
+        raise CliError(f"{what}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}")
+    if ("pin" in hsm) == ("pin_file" in hsm):
+        raise CliError(f"{what}: give the token's PIN as exactly one of pin and pin_file")
+    pin = hsm.get("pin")
+    if pin is None:
+        pin_path = _relative_to(path, hsm["pin_file"])
+        try:
+            pin = pin_path.read_text("utf-8-sig").strip()  # a BOM is not part of a PIN
+        except OSError as exc:
+            raise CliError(
+                f"{what}: cannot read pin_file {str(pin_path)!r}: {exc.strerror}"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise CliError(f"{what}: pin_file {str(pin_path)!r} {_not_utf8(exc)}") from None
+        if not pin:
+            raise CliError(f"{what}: pin_file {str(pin_path)!r} is empty")
+    return Pkcs11Signer(
+        Path(hsm["library"]).expanduser(),  # as given: a bare name is the loader's to find
+        token_label=hsm["token_label"],
+        key_label=hsm["key_label"],
+        pin=pin,
+        key_id=key_id,
     )
+
+
+def _close_signer(signer: object) -> None:
+    """Close a signer that holds threads or an HSM session (a KeySigner holds neither)."""
+    close = getattr(signer, "close", None)
+    if callable(close):
+        close()
 
 
 def _json_type(value: object) -> str:
@@ -267,6 +364,12 @@ def load_json_bytes(raw: bytes, what: str) -> Any:
 
 
 def _credentials(settings: Settings) -> Credentials:
+    if settings.credentials is None:
+        settings.credentials = _read_credentials(settings)
+    return settings.credentials
+
+
+def _read_credentials(settings: Settings) -> Credentials:
     if settings.sandbox:
         return Credentials.sandbox()
     if settings.credentials_file is not None:
@@ -354,6 +457,18 @@ def _fail(
 
 def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
     """Run a command's coroutine; map every error to one line and an exit code."""
+    try:
+        _run_command(settings, coro_fn)
+    finally:
+        credentials, settings.credentials = settings.credentials, None
+        if credentials is not None:
+            try:
+                _close_signer(credentials.key_signer)
+            except Exception:  # the command's own outcome is what to report
+                logger.warning("closing the signer failed", exc_info=settings.verbose > 0)
+
+
+def _run_command(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
     try:
         code = run_loop(_call(coro_fn), kind=settings.loop)
     except CliError as exc:
@@ -448,9 +563,10 @@ Try it without any setup:
 
 \b
 Credentials, in this order: --sandbox (the sandbox's predefined client), --credentials
-FILE (JSON or TOML: client_id, client_secret, key_id, issuer, private_key_file), or the
-environment (PAYMENTS_CLIENT_ID, PAYMENTS_CLIENT_SECRET, PAYMENTS_KEY_ID, PAYMENTS_ISSUER,
-PAYMENTS_PRIVATE_KEY_FILE). The service address: --base-url or PAYMENTS_BASE_URL.
+FILE (JSON or TOML: client_id, client_secret, key_id, issuer, and private_key_file or a
+pkcs11 table for a key in an HSM), or the environment (PAYMENTS_CLIENT_ID,
+PAYMENTS_CLIENT_SECRET, PAYMENTS_KEY_ID, PAYMENTS_ISSUER, PAYMENTS_PRIVATE_KEY_FILE). The
+service address: --base-url or PAYMENTS_BASE_URL.
 
 \b
 Exit codes: 0 ok, 1 business failure (cancellation rejected, payment RJCT),
@@ -506,7 +622,9 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     "credentials_file",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="JSON/TOML file: client_id, client_secret, key_id, issuer, private_key_file.",
+    help="JSON/TOML file: client_id, client_secret, key_id, issuer, and private_key_file "
+    "(optionally signing_threads) or a pkcs11 table (library, token_label, key_label, pin or "
+    "pin_file).",
 )
 @click.option("--sandbox", is_flag=True, help="Use the sandbox's predefined client (no keys).")
 @click.option(

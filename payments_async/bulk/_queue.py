@@ -42,9 +42,18 @@ from .._constants import (
 )
 from .._errors import PaymentsError
 from ..iso20022 import decode_camt056
-from ._journal import ACKNOWLEDGED, FINAL, INVALID, SENT, JournalError, RowState
+from ._journal import (
+    ACKNOWLEDGED,
+    FINAL,
+    INVALID,
+    NOT_SENT,
+    PLANNED,
+    SENT,
+    JournalError,
+    RowState,
+)
 from ._results import write_results
-from ._runner import _is_final_refusal, _one_line, connection_limit_for
+from ._runner import _is_final_refusal, _never_sent, _one_line, connection_limit_for
 from ._stores import _postgres as pg
 
 if TYPE_CHECKING:
@@ -182,6 +191,7 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
     A final row is left alone (a duplicate delivery does nothing); an acknowledged one is
     only waited on; any other is (re)sent with its recorded body. A failure that a retry
     may cure raises, so procrastinate retries the job; a refusal is recorded as final.
+    An attempt that never left puts a row no earlier attempt sent back to ``planned``.
     """
     pool, client, writer = state.pool, state.client, state.writer
     row = await _read_row(pool, run_id, line)
@@ -195,10 +205,24 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
             sub = await client.request_cancellation(decode_camt056(row.body))
         except PaymentsError as exc:
             final = _is_final_refusal(exc)
+            error = _one_line(exc)
+            if row.state == PLANNED and _never_sent(exc):
+                # This attempt never left and no earlier one was made (a row another
+                # attempt may have reached stays sent): the service does not have it.
+                # Planned again, as the single-process runner records it; procrastinate
+                # retries the job, and once it gives up the row reads "not sent". Only if
+                # the row is still as this attempt left it: an execution running at the
+                # same time (a worker taken for dead) may have sent it since.
+                again = (FINAL, NOT_SENT) if final else (PLANNED, None)
+                params = (*again, error, _now(), run_id, line, row.attempts + 1)
+                await _execute(writer, pg.SQL_UNSENT, params)
+                if final:
+                    return
+                raise
             if final:
-                await _execute(writer, pg.SQL_FAILED, (FINAL, _one_line(exc), _now(), run_id, line))
+                await _execute(writer, pg.SQL_FAILED, (FINAL, error, _now(), run_id, line))
                 return
-            await _execute(writer, pg.SQL_ERROR, (_one_line(exc), _now(), run_id, line))
+            await _execute(writer, pg.SQL_ERROR, (error, _now(), run_id, line))
             raise
         psid = sub.payments_service_id
         await _execute(
@@ -495,8 +519,11 @@ async def run_worker(
     The worker's commits do not wait for the server's disk (``synchronous_commit=off``),
     as the SQLite journal's ``synchronous=NORMAL``: a killed worker loses nothing, since
     the server has every commit; a crash of the server itself may drop its last few
-    hundred milliseconds of changes, which only makes rows run again with their recorded
-    ids. The plan and the jobs are written with durable commits.
+    hundred milliseconds of changes, which makes rows run again with their recorded ids.
+    One such row can then read "not sent" although it was sent: if its lost change was
+    the ``sent`` before a POST, and every later attempt failed before sending. A rerun
+    resends it with the same id, and the service answers with the one it stored. The
+    plan and the jobs are written with durable commits.
 
     Args:
         dsn: the queue's database.

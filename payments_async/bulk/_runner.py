@@ -312,14 +312,18 @@ def _is_final_refusal(exc: PaymentsError) -> bool:
 def _never_sent(exc: PaymentsError) -> bool:
     """True when the attempt failed before its POST could reach the service.
 
-    A token-endpoint failure (its path is the token path), a transport failure that says
-    no byte was sent (connection refused), or a message refused before any I/O.
+    A token-endpoint failure of any kind (its path is the token path: a refusal, a
+    timeout or a dropped connection there, even once its own request was sent), a
+    transport failure that says no byte of the POST was sent (connection refused), or a
+    message refused before any I/O. An error that escapes the client after an attempt
+    that may have been stored is an ``OutcomeUnknownError`` with the POST's path, never
+    one of these.
     """
-    if isinstance(exc, ValidationError):
+    if isinstance(exc, ValidationError) or exc.path == TOKEN_PATH:
         return True
     if isinstance(exc, TransportError):
         return not exc.request_sent
-    return exc.path == TOKEN_PATH
+    return False
 
 
 def _one_line(exc: BaseException) -> str:

@@ -131,7 +131,14 @@ class Pkcs11Signer:
             future = self._lib.executor.submit(
                 _open, pkcs11, self._lib, token_label, key_label, pin
             )
-            self._key, self._public = future.result()
+            try:
+                self._key, self._public = future.result()
+            except pkcs11.PKCS11Error as exc:
+                # What the steps above do not name (a device error, a token removed
+                # meanwhile...): its PKCS#11 name, never the PIN.
+                raise ConfigurationError(
+                    f"the PKCS#11 token {token_label!r} failed to open: {type(exc).__name__}"
+                ) from None
         except BaseException:
             self._lib.release()
             raise

@@ -18,8 +18,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from cli_support import (
+    FakeService,
     ThreadedSandbox,
     bulk_rows,
+    fake_service,
     precreate_payments,
     read_results,
     threaded_sandbox,
@@ -420,3 +422,49 @@ def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
         assert max(_stored(sb).values()) == 1
         assert sb.stats()["cancellations_stored"] == 200
         assert {status for _, status in _jobs(pg_dsn)} == {"succeeded"}
+
+
+def _row_states(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        return dict(
+            conn.execute(
+                "SELECT state || ':' || COALESCE(outcome, '-') || ':' || (error IS NOT NULL), "
+                "COUNT(*) FROM payments_bulk_rows GROUP BY 1"
+            ).fetchall()
+        )
+
+
+def test_a_worker_whose_requests_cannot_leave_leaves_its_rows_not_sent(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    # The worker's token endpoint refuses it: no POST of its can leave. Its rows go back
+    # to planned (as the single-process runner records them), not "sent", which would
+    # read "in flight: the service may have it".
+    config = SandboxConfig(processing_delay=3600, settlement_delay=0.1)
+    with threaded_sandbox(config) as sb, fake_service(FakeService(token_status=401)) as down:
+        rows = bulk_rows(12, prefix="E2E-QNS")
+        src = write_csv(tmp_path / "ns.csv", rows)
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        cmd = [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", down.url]
+        refused = _run([*cmd, "worker", "--queue", pg_dsn, "--concurrency", "4", "--once"])
+        assert refused.returncode == 0, refused.stderr
+        assert (down.requests or {}).get("camt056", 0) == 0
+        assert _row_states(pg_dsn) == {"planned:-:true": 12}  # each with its error
+
+        out = tmp_path / "ns.results.csv"
+        res = _run(_cli(sb, "bulk-results", "--queue", pg_dsn, "--output", str(out)))
+        assert res.returncode == 0, res.stderr
+        assert {r["outcome"] for r in read_results(out)} == {"not_sent"}
+        assert sb.stats()["cancellations_stored"] == 0
+
+        # Procrastinate retries the jobs (the first retry waits BULK_JOB_RETRY_WAIT):
+        # a worker that reaches the service sends every row, once.
+        deadline = time.monotonic() + 60
+        while _counts(pg_dsn).get("final", 0) < 12:
+            assert time.monotonic() < deadline, _counts(pg_dsn)
+            up = _run(_cli(sb, "worker", "--queue", pg_dsn, "--concurrency", "4", "--once"))
+            assert up.returncode == 0, up.stderr
+            time.sleep(0.5)
+        assert max(_stored(sb).values()) == 1
+        assert sb.stats()["cancellations_stored"] == 12

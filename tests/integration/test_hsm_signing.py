@@ -17,7 +17,6 @@ from signing_support import (
     SoftHsm,
     client_options,
     generate_token_key,
-    init_token,
     private_key_attributes,
     whole_flow,
 )
@@ -37,11 +36,10 @@ ISSUER = "hsm-issuer"
 
 
 @pytest.fixture(scope="module")
-def hsm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SoftHsm]:
-    for token in init_token(tmp_path_factory.mktemp("softhsm")):
-        generate_token_key(token, KEY_A)
-        generate_token_key(token, KEY_B)
-        yield token
+def hsm(softhsm: SoftHsm) -> SoftHsm:
+    generate_token_key(softhsm, KEY_A)
+    generate_token_key(softhsm, KEY_B)
+    return softhsm
 
 
 @pytest.fixture
@@ -161,3 +159,22 @@ def test_without_softhsm_the_tests_skip_naming_the_install_command(
         pytest.skip.Exception, match=r"apt-get update && apt-get install -y softhsm2"
     ):
         signing_support.require_softhsm()
+
+
+def test_any_other_token_error_at_start_up_is_a_configuration_error_without_the_pin(
+    hsm: SoftHsm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pkcs11
+
+    from payments_async.signing import _pkcs11
+
+    def device_error(*args: object) -> None:
+        raise pkcs11.DeviceError()
+
+    monkeypatch.setattr(_pkcs11, "_open", device_error)
+    with pytest.raises(ConfigurationError, match="failed to open: DeviceError") as caught:
+        Pkcs11Signer(
+            hsm.library, token_label=hsm.token_label, key_label=KEY_A, pin=hsm.pin, key_id="x"
+        )
+    assert hsm.pin not in str(caught.value)
+    assert caught.value.__cause__ is None

@@ -7,9 +7,11 @@ and writes JSON with the keys the runner, the chart and the README rely on.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +132,17 @@ def test_instructions_counts_each_variant_in_a_process_of_its_own(tmp_path: Path
         for variant in (*POST_VARIANTS, *GET_VARIANTS):
             script = str(BENCH / "bench_instructions.py")
             proc = subprocess.run(
-                [sys.executable, script, "--child", server.url, variant, "30", "260", "stand-in"],
+                [
+                    sys.executable,
+                    script,
+                    "--child",
+                    server.url,
+                    variant,
+                    "30",
+                    "260",
+                    "stand-in",
+                    "16",
+                ],
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT,
@@ -241,3 +253,37 @@ def test_run_all_writes_latest(tmp_path: Path) -> None:
     latest = load(tmp_path / "latest.json")
     assert {"machine", "runs", "targets", "results"} <= set(latest)
     assert "polling" in latest["results"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6])
+def test_interleaved_rounds_put_each_variant_behind_each_other_equally_often(n: int) -> None:
+    # A plain rotation kept each variant behind the same neighbour round after round, so
+    # what one variant left behind (connections, garbage) always fell on the same next one.
+    sys.path.insert(0, str(BENCH))
+    try:
+        from _harness import balanced_orders, interleaved_rounds
+    finally:
+        sys.path.remove(str(BENCH))
+    orders = balanced_orders(n)
+    assert len(orders) == (n if n % 2 == 0 else 2 * n)
+    assert all(sorted(order) == list(range(n)) for order in orders)
+    behind = Counter((o[i], o[i + 1]) for o in orders for i in range(n - 1))
+    assert len(behind) == n * (n - 1)  # every ordered pair of variants...
+    assert len(set(behind.values())) == 1  # ...as often as every other
+    places = Counter((v, i) for o in orders for i, v in enumerate(o))
+    assert len(places) == n * n  # every variant in every place...
+    assert len(set(places.values())) == 1  # ...as often
+
+    async def op(i: int) -> None:
+        pass
+
+    def variant(name: str) -> Any:
+        return (name, op, 1)
+
+    names = [f"v{i}" for i in range(n)]
+    rows = asyncio.run(
+        interleaved_rounds(
+            [variant(name) for name in names], 1, len(orders), 0, log=lambda line: None
+        )
+    )
+    assert [row["variant"] for row in rows] == [names[i] for o in orders for i in o]

@@ -119,6 +119,13 @@ SQL_NOT_SENT: Final = (
     "UPDATE payments_bulk_rows SET state = %s, outcome = %s, error = %s, updated_at = %s "
     "WHERE run_id = %s AND line = %s"
 )
+SQL_UNSENT: Final = (
+    "UPDATE payments_bulk_rows SET state = %s, outcome = %s, error = %s, updated_at = %s "
+    "WHERE run_id = %s AND line = %s AND state = 'sent' AND attempts = %s"
+)
+"""An attempt that never left: back to planned (or final not_sent), only if the row is still
+as that attempt left it (``sent``, its attempt count): another execution that marked it
+sent since may have reached the service."""
 SQL_ERROR: Final = (
     "UPDATE payments_bulk_rows SET error = %s, updated_at = %s WHERE run_id = %s AND line = %s"
 )
