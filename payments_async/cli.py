@@ -197,15 +197,15 @@ def load_credentials_file(path: Path) -> Credentials:
         raise CliError(f"{what} must hold an object")
     _check_text(what, data, ("client_id", "client_secret", "key_id", "issuer"), required=True)
     _check_text(what, data, ("private_key_file",), required=False)
+    misplaced = sorted(k for k in _PKCS11_KEYS if k in data)
+    if misplaced:
+        raise CliError(f"{what}: {', '.join(misplaced)} belong(s) in the pkcs11 table")
     hsm = data.get("pkcs11")
     if ("private_key_file" in data) == (hsm is not None):
         raise CliError(
             f"{what}: give the signing key as exactly one of private_key_file and a pkcs11 "
             f"table, not {'both' if hsm is not None else 'neither'}"
         )
-    misplaced = sorted(k for k in _PKCS11_KEYS if k in data)
-    if misplaced:
-        raise CliError(f"{what}: {', '.join(misplaced)} belong(s) in the pkcs11 table")
     threads = data.get("signing_threads")
     if threads is not None and hsm is not None:
         raise CliError(f"{what}: signing_threads goes with private_key_file, not a pkcs11 table")

@@ -152,6 +152,10 @@ def test_a_key_file_alone_signs_in_process(tmp_path: Path) -> None:
             "PKCS#11",  # the module cannot be loaded (or the extra is missing), PIN unsaid
         ),
         ({"private_key_file": "key.pem", "pin": PIN_SHOWN}, "pin belong(s) in the pkcs11 table"),
+        (  # the table's keys written without the table
+            {"library": "x.so", "token_label": "t", "key_label": "k", "pin": PIN_SHOWN},
+            "key_label, library, pin, token_label belong(s) in the pkcs11 table",
+        ),
         (
             {
                 "signing_threads": 2,
