@@ -1658,9 +1658,9 @@ def _bulk_summary(
         )
     if t.get("unknown", 0):
         say(
-            f"{t['unknown']} row(s) ended with codes nobody can classify: check them with "
-            "the bank, or read one again later with: payments-async outcome ID "
-            "(IDs in the results file)"
+            f"{t['unknown']} row(s) ended with an outcome nobody can tell (the results give "
+            "each reason): check them with the bank, or read one that has an ID again later "
+            "with: payments-async outcome ID"
         )
     if unfinished or report.interrupted:
         verb = "interrupted" if report.interrupted else f"{unfinished} row(s) not completed"

@@ -40,7 +40,7 @@ from .._constants import (
     BULK_WORKER_ROWS,
     POLL_TIMEOUT,
 )
-from .._errors import PaymentsError
+from .._errors import PaymentsError, ValidationError
 from ..iso20022 import decode_camt056
 from ._journal import (
     ACKNOWLEDGED,
@@ -53,7 +53,13 @@ from ._journal import (
     RowState,
 )
 from ._results import write_results
-from ._runner import _is_final_refusal, _never_sent, _one_line, connection_limit_for
+from ._runner import (
+    _is_final_refusal,
+    _never_sent,
+    _not_resent,
+    _one_line,
+    connection_limit_for,
+)
 from ._stores import _postgres as pg
 
 if TYPE_CHECKING:
@@ -192,6 +198,8 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
     only waited on; any other is (re)sent with its recorded body. A failure that a retry
     may cure raises, so procrastinate retries the job; a refusal is recorded as final.
     An attempt that never left puts a row no earlier attempt sent back to ``planned``.
+    A recorded message refused by validation after an earlier attempt sent it ends
+    ``unknown``: the service may have it.
     """
     pool, client, writer = state.pool, state.client, state.writer
     row = await _read_row(pool, run_id, line)
@@ -219,6 +227,20 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
                 if final:
                     return
                 raise
+            if isinstance(exc, ValidationError):
+                # Refused before it left, but an earlier attempt sent it: "unknown", not
+                # "refused" (see _not_resent).
+                sql, params = pg.sql_for_final(
+                    run_id,
+                    line,
+                    outcome="unknown",
+                    status=None,
+                    reason_codes=(),
+                    reason_text=_not_resent(exc),
+                    return_request_needed=False,
+                )
+                await _execute(writer, sql, params)
+                return
             if final:
                 await _execute(writer, pg.SQL_FAILED, (FINAL, error, _now(), run_id, line))
                 return

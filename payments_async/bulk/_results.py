@@ -37,12 +37,13 @@ UNFINISHED: Final = ("not_sent", "in_flight", "pending")
 def row_outcome(row: RowState) -> str:
     """What a row's state means for its owner, as the results file and summary name it.
 
-    ``accepted``, ``rejected``, ``unknown`` (codes nobody can classify: check with the
-    bank), ``refused`` (the service refused it for good; the reason says why),
-    ``invalid`` (a skipped input row), ``not_sent`` (the service does not have it; a
-    rerun sends it), ``in_flight`` (sent, no answer recorded: the service may have it; a
-    rerun resends it with its recorded id) or ``pending`` (acknowledged, outcome not yet
-    known: a rerun waits for it).
+    ``accepted``, ``rejected``, ``unknown`` (codes nobody can classify, or a message an
+    earlier attempt sent that cannot be sent again: check with the bank), ``refused``
+    (the service refused it for good; the reason says why), ``invalid`` (a skipped input
+    row), ``not_sent`` (the service does not have it; a rerun sends it), ``in_flight``
+    (sent, no answer recorded: the service may have it; a rerun resends it with its
+    recorded id) or ``pending`` (acknowledged, outcome not yet known: a rerun waits for
+    it).
     """
     if row.state == FINAL:
         if row.outcome == "failed":

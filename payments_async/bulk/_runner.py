@@ -326,6 +326,19 @@ def _never_sent(exc: PaymentsError) -> bool:
     return False
 
 
+def _not_resent(exc: ValidationError) -> str:
+    """Why a row an earlier attempt sent ends ``unknown``: its recorded message is refused.
+
+    The body was checked when the run was planned; a later version of the library may
+    check more. It cannot be sent again, and the earlier attempt may have reached the
+    service: nobody can say which, so the row is not reported refused.
+    """
+    return (
+        f"not sent again: {_one_line(exc)}; an earlier attempt sent this message, so the "
+        "service may have it: check with the bank"
+    )
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).replace("\n", " ")
     return f"{type(exc).__name__}: {text}"
@@ -467,6 +480,19 @@ class BulkRunner:
                 self.counts.failed += 1
             logger.debug("line %d: not sent (final=%s): %s", row.line, final, exc)
             await journal.mark_not_sent(row.line, text, final=final)
+        elif isinstance(exc, ValidationError):
+            # Refused before it left, but an earlier attempt sent it (see _not_resent).
+            self.counts.sent -= 1
+            self.counts.unknown += 1
+            logger.debug("line %d: sent before, cannot be sent again: %s", row.line, exc)
+            await journal.mark_final(
+                row.line,
+                outcome="unknown",
+                status=None,
+                reason_codes=(),
+                reason_text=_not_resent(exc),
+                return_request_needed=False,
+            )
         elif final:
             self.counts.refused += 1
             logger.debug("line %d: refused: %s", row.line, exc)

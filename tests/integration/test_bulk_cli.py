@@ -311,11 +311,43 @@ def test_unknown_outcomes_are_counted_apart_with_what_to_do(
     result = bulk(sb, str(src))
     assert result.exit_code == 3, result.output
     assert "outcome unknown (check with the bank)" in result.stdout
-    assert "1 row(s) ended with codes nobody can classify" in result.stderr
+    assert "1 row(s) ended with an outcome nobody can tell" in result.stderr
     assert "payments-async outcome ID" in result.stderr
     assert "run the same command again" not in result.stderr  # a rerun cannot help
     summary = json.loads(bulk(sb, str(src), json_out=True).stdout)
     assert (summary["unknown"], summary["accepted"]) == (1, 2)
+
+
+def test_a_row_sent_before_whose_message_is_now_refused_ends_unknown_not_refused(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    """An earlier run sent row 2; its recorded message no longer passes validation (a
+    later version checks more). It cannot be resent, and the service may have it."""
+    src, rows = _rows_file(tmp_path, 3, "E2E-NOTRESENT")
+    precreate_payments(sb, [r["original_end_to_end_id"] for r in rows])
+    checked = read_input(src)
+    journal_path = tmp_path / "e2e-notresent.results.journal.sqlite"
+    journal = SqliteJournal.open(journal_path, input_sha256=checked.sha256, new_run_id="NRS1")
+    journal.plan(plan_rows(checked, journal.run_id))
+    journal.close()
+    db = sqlite3.connect(journal_path)
+    db.execute("UPDATE rows SET state = 'sent', attempts = 1, body = ? WHERE line = 2", (b"{}",))
+    db.commit()
+    db.close()
+    posts = camt056_requests(sb)
+
+    result = bulk(sb, str(src))
+    assert result.exit_code == 3, result.output  # an unknown outcome: check with the bank
+    assert "1 row(s) ended with an outcome nobody can tell" in result.stderr
+    assert camt056_requests(sb) == posts + 2  # rows 3 and 4 only
+    results = {r["line"]: r for r in read_results(tmp_path / "e2e-notresent.results.csv")}
+    assert results["2"]["outcome"] == "unknown"  # not "refused": it may be stored
+    assert "not sent again: ValidationError" in results["2"]["reason"]
+    assert "an earlier attempt sent this message" in results["2"]["reason"]
+    assert {results["3"]["outcome"], results["4"]["outcome"]} == {"accepted"}
+    summary = json.loads(bulk(sb, str(src), json_out=True).stdout)
+    assert (summary["unknown"], summary["accepted"], summary["refused"]) == (1, 2, 0)
+    assert camt056_requests(sb) == posts + 2  # final: a rerun sends nothing
 
 
 def test_the_summary_after_ctrl_c_counts_what_was_actually_sent(tmp_path: Path) -> None:

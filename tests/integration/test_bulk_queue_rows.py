@@ -149,3 +149,19 @@ def test_a_message_refused_before_sending_ends_not_sent(pg_dsn: str) -> None:
     assert raised is None  # final: the job ends, nothing to retry
     state, _, outcome, _ = row(pg_dsn)
     assert (state, outcome) == ("final", "not_sent")
+
+
+def test_a_sent_row_whose_message_is_now_refused_ends_unknown_not_refused(pg_dsn: str) -> None:
+    # An earlier attempt sent it; this version's validation refuses the recorded message.
+    plan_one_row(pg_dsn, state="sent", attempts=1)
+    (raised,) = asyncio.run(run_jobs(pg_dsn, FailingClient(ValidationError.single("$", "bad"))))
+    assert raised is None  # final: retrying cannot help
+    state, _, outcome, _ = row(pg_dsn)
+    assert (state, outcome) == ("final", "unknown")  # not "failed" (refused): it may be stored
+    with psycopg.connect(pg_dsn) as conn:
+        found = conn.execute(
+            "SELECT reason_text FROM payments_bulk_rows WHERE run_id = %s AND line = %s",
+            (RUN, LINE),
+        ).fetchone()
+    assert found is not None
+    assert "an earlier attempt sent this message" in found[0]
