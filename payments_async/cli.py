@@ -96,6 +96,7 @@ EXIT_INTERRUPTED: Final = 130
 
 ENV_BASE_URL: Final = "PAYMENTS_BASE_URL"
 ENV_PROXY: Final = "PAYMENTS_PROXY"
+ENV_CREDENTIALS: Final = "PAYMENTS_CREDENTIALS_FILE"
 SANDBOX_URL: Final = "http://127.0.0.1:8765"  # where ``payments-async sandbox`` listens
 
 if TYPE_CHECKING:
@@ -378,8 +379,8 @@ def _read_credentials(settings: Settings) -> Credentials:
         return Credentials.from_env()
     except ConfigurationError as exc:
         raise CliError(
-            f"{exc.message}; pass --credentials FILE, set the PAYMENTS_* variables, or use "
-            "--sandbox for the sandbox's predefined client"
+            f"{exc.message}; pass --credentials FILE (or set {ENV_CREDENTIALS}), set the "
+            "PAYMENTS_* variables, or use --sandbox for the sandbox's predefined client"
         ) from None
 
 
@@ -563,10 +564,10 @@ Try it without any setup:
 
 \b
 Credentials, in this order: --sandbox (the sandbox's predefined client), --credentials
-FILE (JSON or TOML: client_id, client_secret, key_id, issuer, and private_key_file or a
-pkcs11 table for a key in an HSM), or the environment (PAYMENTS_CLIENT_ID,
-PAYMENTS_CLIENT_SECRET, PAYMENTS_KEY_ID, PAYMENTS_ISSUER, PAYMENTS_PRIVATE_KEY_FILE). The
-service address: --base-url or PAYMENTS_BASE_URL.
+FILE or PAYMENTS_CREDENTIALS_FILE (JSON or TOML: client_id, client_secret, key_id, issuer,
+and private_key_file or a pkcs11 table for a key in an HSM), or the environment
+(PAYMENTS_CLIENT_ID, PAYMENTS_CLIENT_SECRET, PAYMENTS_KEY_ID, PAYMENTS_ISSUER,
+PAYMENTS_PRIVATE_KEY_FILE). The service address: --base-url or PAYMENTS_BASE_URL.
 
 \b
 Exit codes: 0 ok, 1 business failure (cancellation rejected, payment RJCT),
@@ -620,11 +621,12 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
 @click.option(
     "--credentials",
     "credentials_file",
+    envvar=ENV_CREDENTIALS,
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
     help="JSON/TOML file: client_id, client_secret, key_id, issuer, and private_key_file "
     "(optionally signing_threads) or a pkcs11 table (library, token_label, key_label, pin or "
-    "pin_file).",
+    f"pin_file). Env {ENV_CREDENTIALS}.",
 )
 @click.option("--sandbox", is_flag=True, help="Use the sandbox's predefined client (no keys).")
 @click.option(

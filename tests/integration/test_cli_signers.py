@@ -90,6 +90,35 @@ def test_signing_threads_sign_on_a_thread_pool_and_the_sandbox_accepts_them(
     assert sb.stats()["payments_stored"] == before + 1
 
 
+def test_the_credentials_file_can_be_named_by_the_environment(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    # A worker started by a service manager or in a container names its file this way.
+    creds = _thread_signing_file(sb, tmp_path, "kid-env-file")
+    msg = transfer("13.50")
+    pay = tmp_path / "pay.json"
+    pay.write_bytes(encode(msg))
+    before = sb.stats()["payments_stored"]
+    result = CliRunner().invoke(
+        cli,
+        ["--json", "--base-url", sb.url, "pay", str(pay)],
+        env={"PAYMENTS_CREDENTIALS_FILE": str(creds), "PAYMENTS_CLIENT_ID": ""},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["created"] is True
+    assert sb.stats()["payments_stored"] == before + 1
+
+    missing = CliRunner().invoke(
+        cli,
+        ["--base-url", sb.url, "pay", str(pay)],
+        env={"PAYMENTS_CREDENTIALS_FILE": str(tmp_path / "absent.json")},
+    )
+    assert missing.exit_code == 2
+    assert "absent.json" in missing.output
+    assert "Traceback" not in missing.output
+
+
 def test_a_key_file_alone_signs_in_process(tmp_path: Path) -> None:
     (tmp_path / "key.pem").write_bytes(private_key_pem(generate_test_keypair()[0]))
     loaded = load_credentials_file(
