@@ -241,7 +241,10 @@ class _Waiter(Poll[tuple[M, S]]):
 
     async def fetch(self) -> tuple[M, S]:
         # Any queueing for a connection happens in the transport, inside the deadline.
-        message = await self._client._read(self._path, self._decoder, self._deadline)
+        client = self._client
+        # Each read within the retry policy's deadline, and never past the waiter's.
+        deadline = min(self._deadline, time.monotonic() + client._retry.timeout)
+        message = await client._read(self._path, self._decoder, deadline)
         return message, self._summarize(message)
 
     def status_of(self, result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:
@@ -493,8 +496,16 @@ class PaymentsClient:
         token = await self._tokens.get()
         return token.remaining()
 
-    async def submit_credit_transfer(self, transfer: Pacs008) -> Submission:
+    async def submit_credit_transfer(
+        self, transfer: Pacs008, *, timeout: float | None = None
+    ) -> Submission:
         """Submit a pacs.008 credit transfer (``POST /payments/pacs008/v10``).
+
+        Args:
+            transfer: the message; validated before anything is sent.
+            timeout: seconds this call may take in all: every attempt, the wait for a
+                connection and a token fetch included. The retry policy's ``timeout``
+                when None.
 
         Returns:
             The submission; ``created`` is False when the service already had this
@@ -509,17 +520,27 @@ class PaymentsClient:
             ApiError: the service refused it (see the error tree). A failure of the token
                 endpoint before the POST was sent raises its own error (``path`` is
                 ``/oauth/token``): the message was certainly not stored.
+            ConfigurationError: ``timeout`` is not a positive number.
         """
         if not isinstance(transfer, Pacs008):
             raise ValidationError.single(
                 "$", f"submit_credit_transfer expects a Pacs008, got {type(transfer).__name__}"
             )
+        seconds = self._retry.timeout if timeout is None else _check_seconds("timeout", timeout)
         if self._telemetry is None:
-            return await self._post(PACS008_PATH, transfer, transfer.message_id)
-        return await self._submit(PACS008_PATH, transfer, "submit_credit_transfer")
+            return await self._post(PACS008_PATH, transfer, transfer.message_id, seconds)
+        return await self._submit(PACS008_PATH, transfer, "submit_credit_transfer", seconds)
 
-    async def request_cancellation(self, cancellation: Camt056) -> Submission:
+    async def request_cancellation(
+        self, cancellation: Camt056, *, timeout: float | None = None
+    ) -> Submission:
         """Request the cancellation of a payment with a camt.056 (``POST /payments/camt056/v08``).
+
+        Args:
+            cancellation: the message; validated before anything is sent.
+            timeout: seconds this call may take in all: every attempt, the wait for a
+                connection and a token fetch included. The retry policy's ``timeout``
+                when None.
 
         Returns:
             The submission (status PENDING); wait for the answer with
@@ -532,46 +553,70 @@ class PaymentsClient:
                 so; resubmit the same message (same ``assgnmt.id``).
             ApiError: the service refused it (a token endpoint failure before the POST
                 raises its own error, ``path`` ``/oauth/token``).
+            ConfigurationError: ``timeout`` is not a positive number.
         """
         if not isinstance(cancellation, Camt056):
             raise ValidationError.single(
                 "$", f"request_cancellation expects a Camt056, got {type(cancellation).__name__}"
             )
+        seconds = self._retry.timeout if timeout is None else _check_seconds("timeout", timeout)
         if self._telemetry is None:
-            return await self._post(CAMT056_PATH, cancellation, cancellation.message_id)
-        return await self._submit(CAMT056_PATH, cancellation, "request_cancellation")
+            return await self._post(CAMT056_PATH, cancellation, cancellation.message_id, seconds)
+        return await self._submit(CAMT056_PATH, cancellation, "request_cancellation", seconds)
 
-    async def get_credit_transfer_status(self, payments_service_id: str) -> Pacs002:
+    async def get_credit_transfer_status(
+        self, payments_service_id: str, *, timeout: float | None = None
+    ) -> Pacs002:
         """Read a credit transfer's pacs.002 status report once.
+
+        Args:
+            payments_service_id: the id the service gave the submission.
+            timeout: seconds this call may take in all: every attempt, the wait for a
+                connection and a token fetch included. The retry policy's ``timeout``
+                when None.
 
         Raises:
             NotFoundError: no such payment for this client.
             ApiError: any other refusal.
+            ConfigurationError: ``timeout`` is not a positive number.
         """
         path = f"{PACS002_PATH}/{_check_id(payments_service_id)}"
         tel = self._telemetry
+        seconds = self._retry.timeout if timeout is None else _check_seconds("timeout", timeout)
+        deadline = time.monotonic() + seconds
         if tel is None:
-            return await self._read(path, decode_pacs002)
+            return await self._read(path, decode_pacs002, deadline)
         with tel.operation(
             "get_credit_transfer_status", "read", **{"payments.service_id": payments_service_id}
         ):
-            return await self._read(path, decode_pacs002)
+            return await self._read(path, decode_pacs002, deadline)
 
-    async def get_cancellation_outcome(self, payments_service_id: str) -> Camt029:
+    async def get_cancellation_outcome(
+        self, payments_service_id: str, *, timeout: float | None = None
+    ) -> Camt029:
         """Read a cancellation's camt.029 resolution once (it may still be pending).
+
+        Args:
+            payments_service_id: the id the service gave the submission.
+            timeout: seconds this call may take in all: every attempt, the wait for a
+                connection and a token fetch included. The retry policy's ``timeout``
+                when None.
 
         Raises:
             NotFoundError: no such cancellation for this client.
             ApiError: any other refusal.
+            ConfigurationError: ``timeout`` is not a positive number.
         """
         path = f"{CAMT029_PATH}/{_check_id(payments_service_id)}"
         tel = self._telemetry
+        seconds = self._retry.timeout if timeout is None else _check_seconds("timeout", timeout)
+        deadline = time.monotonic() + seconds
         if tel is None:
-            return await self._read(path, decode_camt029)
+            return await self._read(path, decode_camt029, deadline)
         with tel.operation(
             "get_cancellation_outcome", "read", **{"payments.service_id": payments_service_id}
         ):
-            return await self._read(path, decode_camt029)
+            return await self._read(path, decode_camt029, deadline)
 
     async def wait_for_cancellation_outcome(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
@@ -703,13 +748,15 @@ class PaymentsClient:
     # concurrent waiters while its poll waits for a free connection, and is passed again
     # each time a request resumes.
 
-    async def _submit(self, path: str, message: Pacs008 | Camt056, name: str) -> Submission:
+    async def _submit(
+        self, path: str, message: Pacs008 | Camt056, name: str, seconds: float
+    ) -> Submission:
         """``_post`` inside the operation span ``name`` (telemetry on; else ``_post`` alone)."""
         tel = self._telemetry
         if tel is None:
-            return await self._post(path, message, message.message_id)
+            return await self._post(path, message, message.message_id, seconds)
         with tel.operation(name, "submit", **{"payments.message_id": message.message_id}) as scope:
-            sub = await self._post(path, message, message.message_id)
+            sub = await self._post(path, message, message.message_id, seconds)
             scope.succeeded(
                 "created" if sub.created else "replayed",
                 **{
@@ -722,12 +769,14 @@ class PaymentsClient:
             )
             return sub
 
-    async def _post(self, path: str, message: Pacs008 | Camt056, message_id: str) -> Submission:
+    async def _post(
+        self, path: str, message: Pacs008 | Camt056, message_id: str, seconds: float
+    ) -> Submission:
         # Encoded once: these bytes are signed and sent, every attempt. They are validated
         # before any I/O unless these exact bytes passed validation before (a builder's).
         body, digest = encode_validated(message)
         op = _Operation("POST", path, body, message_id, digest)
-        deadline = time.monotonic() + self._retry.timeout
+        deadline = time.monotonic() + seconds
         try:
             # Attempt 1 runs here, outside the retry machinery (see _retried).
             try:
@@ -810,14 +859,9 @@ class PaymentsClient:
             **op.context(),
         ) from invalid
 
-    async def _read(
-        self, path: str, decoder: Callable[[bytes], T], deadline: float | None = None
-    ) -> T:
-        """GET ``path`` with retries (within ``deadline`` if given) and decode the body."""
+    async def _read(self, path: str, decoder: Callable[[bytes], T], deadline: float) -> T:
+        """GET ``path`` with retries until ``deadline`` (``time.monotonic()``), decode the body."""
         op = _Operation("GET", path)
-        end = time.monotonic() + self._retry.timeout
-        if deadline is None or deadline > end:
-            deadline = end
         try:
             resp = await self._attempt(op, deadline)
         except Exception as exc:
@@ -1074,12 +1118,13 @@ _request_ids = _RequestIds()
 os.register_at_fork(after_in_child=_request_ids.reseed)
 
 
-def _check_seconds(name: str, value: object) -> None:
-    """Refuse a duration that is not a positive, finite number of seconds."""
+def _check_seconds(name: str, value: object) -> float:
+    """``value``, refused if it is not a positive, finite number of seconds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigurationError(f"{name} must be a number of seconds, got {type(value).__name__}")
     if not math.isfinite(value) or value <= 0:
         raise ConfigurationError(f"{name} must be a positive, finite number of seconds")
+    return value
 
 
 _SERVICE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")

@@ -47,7 +47,7 @@ from payments_async import (
     ValidationError,
     build_cancellation,
 )
-from payments_async.iso20022 import REJECTION_REASONS, return_request_needed
+from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
 from payments_async.notifications import NotificationRejected
 
 BASE = "http://127.0.0.1:9"
@@ -285,6 +285,99 @@ async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
         blocker.cancel()
         await asyncio.gather(blocker, return_exceptions=True)
     assert waited < 3  # the blocker holds the only connection for 10 s
+
+
+# --- 9b. a call's own timeout: the caller's deadline, end to end ------------------------
+
+
+async def test_a_submissions_own_timeout_ends_it_as_unknown_long_before_the_policys(
+    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+) -> None:
+    hits: list[int] = []
+
+    async def silent(request: web.Request) -> web.Response:
+        await request.read()
+        hits.append(1)
+        await asyncio.sleep(10)  # the POST arrived: it may be stored, no answer comes
+        return web.json_response({})
+
+    url = await fake({("POST", "/payments/camt056/v08"): silent})
+    policy = RetryPolicy.for_testing(attempts=3, timeout=30)
+    async with _client(base_url=url, retry=policy) as c:
+        await c.access_token_lifetime()
+        msg = _cancellation()
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknownError) as info:
+            await c.request_cancellation(msg, timeout=0.3)
+        waited = time.monotonic() - start
+    assert waited < 3  # the policy alone would have waited 30 s
+    assert info.value.message_id == msg.message_id  # resubmit it to learn the outcome
+    assert hits  # it was sent: hence "unknown", not "not sent"
+
+
+async def test_a_calls_timeout_may_be_longer_than_the_policys(
+    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+) -> None:
+    async def slow_created(request: web.Request) -> web.Response:
+        body = await request.read()
+        await asyncio.sleep(0.5)
+        return web.json_response(_submission(body), status=201)
+
+    async def slow_read(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.5)
+        return web.json_response(_resolution("CNCL", "CNCL"))
+
+    url = await fake(
+        {
+            ("POST", "/payments/camt056/v08"): slow_created,
+            ("GET", "/payments/camt029/v09/{id}"): slow_read,
+        }
+    )
+    policy = RetryPolicy.for_testing(attempts=1, timeout=0.2)
+    async with _client(base_url=url, retry=policy) as c:
+        await c.access_token_lifetime()
+        with pytest.raises(OutcomeUnknownError):  # the policy's 0.2 s: too short
+            await c.request_cancellation(_cancellation())
+        sub = await c.request_cancellation(_cancellation(), timeout=5)
+        assert sub.payments_service_id == "PS-1"
+        with pytest.raises(TransportError):
+            await c.get_cancellation_outcome("PS-1")
+        resolution = await c.get_cancellation_outcome("PS-1", timeout=5)
+    assert resolution.rsltn_of_invstgtn.sts is not None
+
+
+async def test_a_reads_own_timeout_holds(
+    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+) -> None:
+    async def silent(request: web.Request) -> web.Response:
+        await asyncio.sleep(10)
+        return web.json_response({})
+
+    url = await fake({("GET", "/payments/pacs002/v12/{id}"): silent})
+    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=30)) as c:
+        await c.access_token_lifetime()
+        start = time.monotonic()
+        with pytest.raises(TransportError, match="timed out"):
+            await c.get_credit_transfer_status("PS-1", timeout=0.3)
+        assert time.monotonic() - start < 3
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "1", True])
+async def test_a_bad_call_timeout_is_refused_before_anything_is_sent(
+    mocked: aioresponses, timeout: Any
+) -> None:
+    fixture = Path(__file__).parents[1] / "fixtures" / "pacs008_credit_transfer.json"
+    transfer = decode_pacs008(fixture.read_bytes())
+    async with _client() as c:
+        for call in (
+            lambda: c.submit_credit_transfer(transfer, timeout=timeout),
+            lambda: c.request_cancellation(_cancellation(), timeout=timeout),
+            lambda: c.get_cancellation_outcome("PS-1", timeout=timeout),
+            lambda: c.get_credit_transfer_status("PS-1", timeout=timeout),
+        ):
+            with pytest.raises(ConfigurationError, match="timeout"):
+                await call()
+    assert not mocked.requests  # not even a token request
 
 
 # --- 10. a borrowed session never changes the client's semantics -------------------------
