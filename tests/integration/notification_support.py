@@ -8,18 +8,13 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from payments_async import (
-    Camt056,
     CancellationOutcome,
-    Pacs008,
     PaymentsClient,
     PaymentStatus,
     PollPolicy,
-    build_cancellation,
-    build_credit_transfer,
 )
 from payments_async.notifications import (
     Authenticator,
@@ -31,35 +26,10 @@ from payments_async.sandbox import SandboxConfig
 from payments_async.sandbox._notify import NotificationFaults, NotificationTarget
 from payments_async.testing import SandboxHandle, sandbox_server
 
-CREDITOR_IBAN = "FR1420041010050500013M02606"
 HOOK_USER = "payments-service"
 HOOK_PASSWORD = "hook-password-0123456789"
 # Safety-net polling so slow that a waiter finishing in a test proves the notification.
 NO_POLL = PollPolicy(initial=60.0, maximum=60.0, not_found_grace=60.0)
-
-
-def transfer(amount: str = "10.00") -> Pacs008:
-    return build_credit_transfer(
-        debtor_name="Alice Example",
-        debtor_iban="DE89370400440532013000",
-        debtor_agent_id="37040044",
-        creditor_name="Bob Example",
-        creditor_iban=CREDITOR_IBAN,
-        creditor_agent_id="20041010",
-        amount=Decimal(amount),
-    )
-
-
-def cancellation_for(payment: Pacs008) -> Camt056:
-    return build_cancellation(
-        original_end_to_end_id=payment.end_to_end_id,
-        amount=Decimal("10.00"),
-        creditor_agent_bic="BNPAFRPPXXX",
-        creditor_iban=CREDITOR_IBAN,
-        assigner_bic="COBADEFFXXX",
-        assignee_bic="BNPAFRPPXXX",
-        reason="DUPL",
-    )
 
 
 @dataclass

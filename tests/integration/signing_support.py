@@ -10,23 +10,19 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from message_support import cancellation_for, transfer
 
 from payments_async import (
-    Camt056,
     KeySigner,
     Outcome,
-    Pacs008,
     PaymentsClient,
     PollPolicy,
     RetryPolicy,
-    build_cancellation,
-    build_credit_transfer,
 )
 from payments_async.sandbox import SandboxConfig
 
@@ -41,34 +37,8 @@ SOFTHSM_LIBRARIES = (
 TOKEN_LABEL = "payments-async-test"
 USER_PIN = "4711-test-pin"
 SO_PIN = "0815-test-so-pin"
-CREDITOR_IBAN = "FR1420041010050500013M02606"
 FAST_POLL = PollPolicy(initial=0.02, maximum=0.05, not_found_grace=0.5)
 FLOW_CONFIG = SandboxConfig(processing_delay=0.4, settlement_delay=0.1)
-
-
-def transfer(amount: str = "10.00") -> Pacs008:
-    return build_credit_transfer(
-        debtor_name="Alice Example",
-        debtor_iban="DE89370400440532013000",
-        debtor_agent_id="37040044",
-        creditor_name="Bob Example",
-        creditor_iban=CREDITOR_IBAN,
-        creditor_agent_id="20041010",
-        amount=Decimal(amount),
-        remittance="Invoice 42",
-    )
-
-
-def cancellation_for(payment: Pacs008) -> Camt056:
-    return build_cancellation(
-        original_end_to_end_id=payment.end_to_end_id,
-        amount=Decimal("10.00"),
-        creditor_agent_bic="BNPAFRPPXXX",
-        creditor_iban=CREDITOR_IBAN,
-        assigner_bic="COBADEFFXXX",
-        assignee_bic="BNPAFRPPXXX",
-        reason="DUPL",
-    )
 
 
 def client_options() -> dict[str, Any]:

@@ -12,7 +12,7 @@ import asyncio
 from typing import Any
 
 import psycopg
-from signing_support import cancellation_for, transfer
+from message_support import cancellation_for, transfer
 
 from payments_async import AuthenticationError, TransportError, ValidationError
 from payments_async._constants import CAMT056_PATH, TOKEN_PATH

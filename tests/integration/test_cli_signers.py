@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from cli_support import ThreadedSandbox, threaded_sandbox
 from click.testing import CliRunner, Result
-from signing_support import SoftHsm, generate_token_key, transfer
+from message_support import transfer
+from signing_support import SoftHsm, generate_token_key
 
 from payments_async import Pkcs11Signer
 from payments_async._keys import private_key_pem, public_key_pem

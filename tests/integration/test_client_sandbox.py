@@ -6,26 +6,22 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from decimal import Decimal
 from urllib.parse import urlencode
 
 import aiohttp
 import pytest
+from message_support import cancellation_for, transfer
 
 from payments_async import (
     ApiError,
-    Camt056,
     NotFoundError,
     Outcome,
     OutcomeUnknownError,
-    Pacs008,
     PaymentsClient,
     PollPolicy,
     PollTimeoutError,
     RetryPolicy,
     ServerError,
-    build_cancellation,
-    build_credit_transfer,
 )
 from payments_async._jwt import JwtSigner
 from payments_async.iso20022 import encode
@@ -33,32 +29,6 @@ from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
 
 FAST_POLL = PollPolicy(initial=0.02, maximum=0.05, not_found_grace=0.5)
-CREDITOR_IBAN = "FR1420041010050500013M02606"
-
-
-def transfer(amount: str = "10.00") -> Pacs008:
-    return build_credit_transfer(
-        debtor_name="Alice Example",
-        debtor_iban="DE89370400440532013000",
-        debtor_agent_id="37040044",
-        creditor_name="Bob Example",
-        creditor_iban=CREDITOR_IBAN,
-        creditor_agent_id="20041010",
-        amount=Decimal(amount),
-        remittance="Invoice 42",
-    )
-
-
-def cancellation_for(payment: Pacs008, reason: str = "DUPL") -> Camt056:
-    return build_cancellation(
-        original_end_to_end_id=payment.end_to_end_id,
-        amount=Decimal("10.00"),
-        creditor_agent_bic="BNPAFRPPXXX",
-        creditor_iban=CREDITOR_IBAN,
-        assigner_bic="COBADEFFXXX",
-        assignee_bic="BNPAFRPPXXX",
-        reason=reason,
-    )
 
 
 @pytest.fixture

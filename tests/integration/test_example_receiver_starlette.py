@@ -9,7 +9,7 @@ from types import ModuleType
 
 import aiohttp
 import pytest
-from notification_support import cancellation_for, transfer
+from message_support import cancellation_for, transfer
 
 from payments_async import CancellationOutcome, Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID

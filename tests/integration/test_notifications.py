@@ -16,15 +16,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
 from joserfc.jwk import ECKey
-from notification_support import (
-    HOOK_PASSWORD,
-    HOOK_USER,
-    Stack,
-    cancellation_for,
-    notifying_stack,
-    settle,
-    transfer,
-)
+from message_support import cancellation_for, transfer
+from notification_support import HOOK_PASSWORD, HOOK_USER, Stack, notifying_stack, settle
 
 from payments_async import CancellationOutcome, Outcome, PollPolicy
 from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH

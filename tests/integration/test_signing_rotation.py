@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from message_support import transfer
 from signing_support import (
     FLOW_CONFIG,
     GatedSigner,
     RecordingSigner,
     client_options,
-    transfer,
     whole_flow,
 )
 
