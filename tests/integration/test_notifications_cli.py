@@ -6,17 +6,15 @@ import asyncio
 import json
 import os
 import sys
-from decimal import Decimal
 
 import pytest
+from message_support import cancellation_for, transfer
 
-from payments_async import Credentials, PaymentsClient, build_cancellation, build_credit_transfer
+from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.sandbox._main import build_parser, config_from_args
 from payments_async.sandbox._notify import NotificationTarget
-
-IBAN = "DE89370400440532013000"
 
 
 async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
@@ -57,26 +55,9 @@ async def test_listen_prints_each_notification_and_its_confirmed_status() -> Non
                 NotificationTarget(url=url, username="svc", password="pw-0123456789"),
             )
             async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
-                pay = build_credit_transfer(
-                    debtor_name="A",
-                    debtor_iban="FR1420041010050500013M02606",
-                    debtor_agent_id="30004",
-                    creditor_name="B",
-                    creditor_iban=IBAN,
-                    creditor_agent_id="37040044",
-                    amount=Decimal("5.00"),
-                )
+                pay = transfer()
                 sub = await client.submit_credit_transfer(pay)
-                cxl = await client.request_cancellation(
-                    build_cancellation(
-                        original_end_to_end_id=pay.end_to_end_id,
-                        amount=Decimal("5.00"),
-                        creditor_agent_bic="COBADEFFXXX",
-                        creditor_iban=IBAN,
-                        assigner_bic="BNPAFRPPXXX",
-                        assignee_bic="COBADEFFXXX",
-                    )
-                )
+                cxl = await client.request_cancellation(cancellation_for(pay))
             out, err = await asyncio.wait_for(proc.communicate(), 20)
         finally:
             if proc.returncode is None:
