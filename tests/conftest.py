@@ -10,6 +10,9 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+# Small fake servers over real HTTP (see http_support.py), for the tests that ask.
+from http_support import serve  # noqa: F401
+
 # A real PostgreSQL started by the suite (see pg_fixtures.py), for the tests that ask.
 from pg_fixtures import pg_dsn, postgres_server  # noqa: F401
 
@@ -32,6 +35,7 @@ _ENV_TO_CLEAR = (
     "PAYMENTS_KEY_ID",
     "PAYMENTS_ISSUER",
     "PAYMENTS_PRIVATE_KEY_FILE",
+    "PAYMENTS_CREDENTIALS_FILE",
     "PAYMENTS_PROXY",
 )
 

@@ -9,7 +9,7 @@ import json
 import pickle
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aioresponses import CallbackResult, aioresponses
+from http_support import Handler, Serve
 
 from payments_async import (
     ApiError,
@@ -119,8 +120,6 @@ def _posts(m: aioresponses, url: str) -> int:
 
 # --- a small fake service over real HTTP on 127.0.0.1 ------------------------------------
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 
 async def _token(request: web.Request) -> web.Response:
     await request.read()
@@ -128,24 +127,13 @@ async def _token(request: web.Request) -> web.Response:
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[Callable[[dict[tuple[str, str], Handler]], Awaitable[str]]]:
-    runners: list[web.AppRunner] = []
+def fake(serve: Serve) -> Serve:
+    """``serve`` with a token endpoint that always grants."""
 
     async def start(routes: dict[tuple[str, str], Handler]) -> str:
-        app = web.Application()
-        app.router.add_post("/oauth/token", _token)
-        for (method, path), handler in routes.items():
-            app.router.add_route(method, path, handler)
-        runner = web.AppRunner(app, shutdown_timeout=0.1, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
+        return await serve({("POST", "/oauth/token"): _token, **routes})
 
-    yield start
-    for runner in runners:
-        await runner.cleanup()
+    return start
 
 
 # --- 7. token endpoint failures are token errors, never "outcome unknown" -----------------
@@ -263,7 +251,7 @@ async def test_poll_timeout_carries_every_code_seen(mocked: aioresponses) -> Non
 
 
 async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
-    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+    fake: Serve,
 ) -> None:
     release = asyncio.Event()
 
@@ -291,7 +279,7 @@ async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
 
 
 async def test_a_submissions_own_timeout_ends_it_as_unknown_long_before_the_policys(
-    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+    fake: Serve,
 ) -> None:
     hits: list[int] = []
 
@@ -316,7 +304,7 @@ async def test_a_submissions_own_timeout_ends_it_as_unknown_long_before_the_poli
 
 
 async def test_a_calls_timeout_may_be_longer_than_the_policys(
-    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+    fake: Serve,
 ) -> None:
     async def slow_created(request: web.Request) -> web.Response:
         body = await request.read()
@@ -347,7 +335,7 @@ async def test_a_calls_timeout_may_be_longer_than_the_policys(
 
 
 async def test_a_reads_own_timeout_holds(
-    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+    fake: Serve,
 ) -> None:
     async def silent(request: web.Request) -> web.Response:
         await asyncio.sleep(10)
@@ -384,7 +372,7 @@ async def test_a_bad_call_timeout_is_refused_before_anything_is_sent(
 
 
 async def test_a_borrowed_raise_for_status_session_does_not_retry_a_400(
-    fake: Callable[[dict[tuple[str, str], Handler]], Awaitable[str]],
+    fake: Serve,
 ) -> None:
     hits: list[int] = []
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
 from aiohttp import web
+from http_support import Handler, Serve
 
 from payments_async import (
     Credentials,
@@ -24,28 +24,6 @@ from payments_async.iso20022 import build_cancellation
 
 TOKEN_BODY = {"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600}
 SUBMITTED = {"data": {"paymentsServiceId": "PS-1", "status": "PENDING"}}
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Serve = Callable[[dict[tuple[str, str], Handler]], Awaitable[str]]
-
-
-@pytest.fixture
-async def serve() -> AsyncIterator[Serve]:
-    runners: list[web.AppRunner] = []
-
-    async def start(routes: dict[tuple[str, str], Handler]) -> str:
-        app = web.Application()
-        for (method, path), handler in routes.items():
-            app.router.add_route(method, path, handler)
-        runner = web.AppRunner(app, shutdown_timeout=0.1, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        runners.append(runner)
-        return f"http://127.0.0.1:{runner.addresses[0][1]}"
-
-    yield start
-    for runner in runners:
-        await runner.cleanup()
 
 
 def _cancellation() -> object:
