@@ -13,7 +13,7 @@ import random
 import re
 import ssl
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar
@@ -51,6 +51,7 @@ from ._errors import (
     OutcomeUnknownError,
     PaymentsError,
     ServerError,
+    SigningError,
     TransportError,
     ValidationError,
 )
@@ -942,11 +943,15 @@ class PaymentsClient:
     async def _attempt(self, op: _Operation, deadline: float) -> Response:
         """One attempt; a 401 invalidates that exact token and resends once with a new one."""
         op.attempts += 1
-        # Each attempt gets what is left of the deadline, so the deadline holds even when
-        # the service stops answering mid-response.
+        # Each step gets what is left of the deadline (counted again after every step that
+        # waited: a token fetch, an async signature, a send answered 401), so the deadline
+        # holds even when the service stops answering mid-response.
         timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
         # The cached token without a coroutine; a fetch's failures: this call was not sent.
-        token = self._tokens.current or await self._access_token(op, timeout)
+        token = self._tokens.current
+        if token is None:
+            token = await self._access_token(op, timeout)
+            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
         headers = (self._post_headers if op.body is not None else self._base_headers).copy()
         headers[REQUEST_ID_HEADER] = op.request_id
         for resend in (False, True):
@@ -962,7 +967,8 @@ class PaymentsClient:
                     op.body, payment_id=op.payment_id, now=self._clock.now(), digest=op.digest
                 )
                 if not isinstance(sca, SignedToken):  # an async signer (thread pool, HSM)
-                    sca = await sca
+                    sca = await _signed_within(sca, timeout)
+                    timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
                 headers[SCA_HEADER] = sca.value
             start = time.monotonic()
             try:
@@ -998,11 +1004,14 @@ class PaymentsClient:
                     op.path,
                     self._clock.offset - signed_with,
                 )
+                timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
                 continue
             # The token may have been revoked or expired early: one refresh, one resend.
             self._tokens.invalidate(token)
             logger.debug("%s %s -> 401; refreshing the token once", op.method, op.path)
+            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
             token = await self._access_token(op, timeout)
+            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
         if 200 <= resp.status < 300:
             return resp
         err = error_from_response(
@@ -1066,6 +1075,15 @@ class PaymentsClient:
             raise
 
 
+async def _signed_within(pending: Awaitable[SignedToken], timeout: float) -> SignedToken:
+    """An async signer's token, or SigningError once the operation's time is up."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await pending
+    except TimeoutError:
+        raise SigningError("the signer gave no signature before the operation's deadline") from None
+
+
 class _Operation(msgspec.Struct, gc=False):
     """One call's state across its attempts: the same request id and body bytes.
 
@@ -1122,9 +1140,13 @@ def _check_seconds(name: str, value: object) -> float:
     """``value``, refused if it is not a positive, finite number of seconds."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigurationError(f"{name} must be a number of seconds, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds <= 0:
         raise ConfigurationError(f"{name} must be a positive, finite number of seconds")
-    return value
+    return seconds
 
 
 _SERVICE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")

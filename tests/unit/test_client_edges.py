@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 from aioresponses import CallbackResult, aioresponses
 from http_support import Handler, Serve
+from otel_support import Otel
 
 from payments_async import (
     ApiError,
@@ -50,6 +51,7 @@ from payments_async import (
 )
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
 from payments_async.notifications import NotificationRejected
+from payments_async.signing import KeySigner
 
 BASE = "http://127.0.0.1:9"
 TOKEN_URL = f"{BASE}/oauth/token"
@@ -278,8 +280,9 @@ async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
 # --- 9b. a call's own timeout: the caller's deadline, end to end ------------------------
 
 
+@pytest.mark.parametrize("traced", [False, True])
 async def test_a_submissions_own_timeout_ends_it_as_unknown_long_before_the_policys(
-    fake: Serve,
+    fake: Serve, traced: bool
 ) -> None:
     hits: list[int] = []
 
@@ -291,7 +294,8 @@ async def test_a_submissions_own_timeout_ends_it_as_unknown_long_before_the_poli
 
     url = await fake({("POST", "/payments/camt056/v08"): silent})
     policy = RetryPolicy.for_testing(attempts=3, timeout=30)
-    async with _client(base_url=url, retry=policy) as c:
+    telemetry = Otel().telemetry() if traced else None  # the traced path passes it on too
+    async with _client(base_url=url, retry=policy, telemetry=telemetry) as c:
         await c.access_token_lifetime()
         msg = _cancellation()
         start = time.monotonic()
@@ -350,7 +354,114 @@ async def test_a_reads_own_timeout_holds(
         assert time.monotonic() - start < 3
 
 
-@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "1", True])
+async def test_each_read_of_a_waiter_stays_within_the_policys_timeout(fake: Serve) -> None:
+    reads: list[int] = []
+
+    async def silent(request: web.Request) -> web.Response:
+        reads.append(1)
+        await asyncio.sleep(10)
+        return web.json_response({})
+
+    url = await fake({("GET", "/payments/camt029/v09/{id}"): silent})
+    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=0.3)) as c:
+        await c.access_token_lifetime()
+        with pytest.raises(PollTimeoutError):
+            await c.wait_for_cancellation_outcome("PS-1", timeout=2)
+    # Each read gave up at the policy's 0.3 s and the waiter polled again; a read allowed
+    # the waiter's whole 2 s would have been the only one.
+    assert len(reads) >= 3
+
+
+async def test_a_calls_timeout_counts_the_token_fetch(serve: Serve) -> None:
+    async def slow_token(request: web.Request) -> web.Response:
+        await request.read()
+        await asyncio.sleep(1.2)
+        return web.json_response(TOKEN_BODY)
+
+    async def silent(request: web.Request) -> web.Response:
+        await request.read()
+        await asyncio.sleep(10)
+        return web.json_response({})
+
+    url = await serve(
+        {("POST", "/oauth/token"): slow_token, ("POST", "/payments/camt056/v08"): silent}
+    )
+    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=30)) as c:
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknownError):
+            await c.request_cancellation(_cancellation(), timeout=1.5)
+        waited = time.monotonic() - start
+    assert waited < 2.3  # 1.2 s of token and 1.5 s more for the POST: 2.7 s
+
+
+async def test_a_calls_timeout_counts_a_401_its_token_refresh_and_the_resend(
+    serve: Serve,
+) -> None:
+    posts: list[int] = []
+
+    async def slow_token(request: web.Request) -> web.Response:
+        await request.read()
+        await asyncio.sleep(0.4)
+        return web.json_response(TOKEN_BODY)
+
+    async def refused_then_silent(request: web.Request) -> web.Response:
+        await request.read()
+        posts.append(1)
+        await asyncio.sleep(0.4 if len(posts) == 1 else 10)
+        return web.json_response({"errors": [{"code": "UNAUTHORIZED"}]}, status=401)
+
+    url = await serve(
+        {
+            ("POST", "/oauth/token"): slow_token,
+            ("POST", "/payments/camt056/v08"): refused_then_silent,
+        }
+    )
+    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=30)) as c:
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknownError):  # the resend left, then no answer
+            await c.request_cancellation(_cancellation(), timeout=1.5)
+        waited = time.monotonic() - start
+    assert len(posts) == 2
+    assert waited < 2.3  # 0.4 + 0.4 + 0.4, then 1.5 s more for the resend: 2.7 s
+
+
+class _SlowSigner:
+    """Signs at once until ``slow`` is set, then takes 10 s (a busy HSM)."""
+
+    def __init__(self, key: Any) -> None:
+        self._inner = KeySigner(key, key_id="kid-slow")
+        self.key_id = "kid-slow"
+        self.slow = False
+
+    async def sign(self, data: bytes) -> bytes:
+        if self.slow:
+            await asyncio.sleep(10)
+        return self._inner.sign(data)
+
+
+async def test_a_calls_timeout_bounds_an_async_signature(fake: Serve, rsa_private_key: Any) -> None:
+    posts: list[int] = []
+
+    async def created(request: web.Request) -> web.Response:
+        posts.append(1)
+        return web.json_response(_submission(await request.read()), status=201)
+
+    url = await fake({("POST", "/payments/camt056/v08"): created})
+    signer = _SlowSigner(rsa_private_key)
+    credentials = Credentials("cid", "secret", key_id="kid-slow", issuer="iss", signer=signer)
+    policy = RetryPolicy.for_testing(timeout=30)
+    async with PaymentsClient(credentials, base_url=url, retry=policy) as c:
+        await c.access_token_lifetime()  # the assertion signed at once
+        signer.slow = True
+        start = time.monotonic()
+        with pytest.raises(SigningError, match="deadline"):
+            await c.request_cancellation(_cancellation(), timeout=0.5)
+        waited = time.monotonic() - start
+    assert waited < 2
+    assert posts == []  # nothing was sent: not "unknown"
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), 10**400, "1", True])
 async def test_a_bad_call_timeout_is_refused_before_anything_is_sent(
     mocked: aioresponses, timeout: Any
 ) -> None:
