@@ -1489,8 +1489,9 @@ def bulk_cancel_cmd(
     Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
     return_request_needed in the results) or refused by the service (a rerun cannot
     change that: see the reason); 2 bad input; 3 some rows not completed (rerun the same
-    command), or outcomes nobody can classify (check with the bank); 130 interrupted
-    (rerun to resume).
+    command), or outcomes nobody can tell (codes nobody can classify, or a row sent before
+    whose message can no longer be sent: check with the bank); 130 interrupted (rerun to
+    resume).
     """
     from .bulk import BulkInputError, JournalError, bulk_cancel, connection_limit_for
 

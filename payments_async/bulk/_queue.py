@@ -227,10 +227,12 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
                 if final:
                     return
                 raise
+            # Final from here on only if the row is still as this attempt left it: another
+            # execution of the job may have learnt its outcome meanwhile.
             if isinstance(exc, ValidationError):
                 # Refused before it left, but an earlier attempt sent it: "unknown", not
                 # "refused" (see _not_resent).
-                sql, params = pg.sql_for_final(
+                _, params = pg.sql_for_final(
                     run_id,
                     line,
                     outcome="unknown",
@@ -239,10 +241,11 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
                     reason_text=_not_resent(exc),
                     return_request_needed=False,
                 )
-                await _execute(writer, sql, params)
+                await _execute(writer, pg.SQL_FINAL_IF_SENT, (*params, row.attempts + 1))
                 return
             if final:
-                await _execute(writer, pg.SQL_FAILED, (FINAL, error, _now(), run_id, line))
+                params = (FINAL, error, _now(), run_id, line, row.attempts + 1)
+                await _execute(writer, pg.SQL_FAILED_IF_SENT, params)
                 return
             await _execute(writer, pg.SQL_ERROR, (error, _now(), run_id, line))
             raise

@@ -100,7 +100,9 @@ class BulkCounts:
         replayed: of those, rows it already had (200): resent with their recorded id.
         accepted: rows whose cancellation was accepted during this run.
         rejected: rows whose cancellation was rejected during this run.
-        unknown: rows that ended with codes nobody can classify: check with the bank.
+        unknown: rows whose outcome nobody can tell: codes nobody can classify, or a row
+            an earlier run sent whose recorded message can no longer be sent. Check
+            them with the bank.
         refused: rows the service refused for good (a 4xx a rerun cannot change).
         not_sent: rows whose request could not be sent (token endpoint down, no
             connection, invalid message): the service does not have them.

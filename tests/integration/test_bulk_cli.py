@@ -339,6 +339,9 @@ def test_a_row_sent_before_whose_message_is_now_refused_ends_unknown_not_refused
     result = bulk(sb, str(src))
     assert result.exit_code == 3, result.output  # an unknown outcome: check with the bank
     assert "1 row(s) ended with an outcome nobody can tell" in result.stderr
+    # Row 2's attempt never left: not counted sent, nor "without an answer".
+    assert "this run: 2 request(s) sent: 2 acknowledged" in result.stdout
+    assert "0 refused, 0 without an answer; 3 rows finished" in result.stdout
     assert camt056_requests(sb) == posts + 2  # rows 3 and 4 only
     results = {r["line"]: r for r in read_results(tmp_path / "e2e-notresent.results.csv")}
     assert results["2"]["outcome"] == "unknown"  # not "refused": it may be stored

@@ -12,9 +12,10 @@ import asyncio
 from typing import Any
 
 import psycopg
+import pytest
 from message_support import cancellation_for, transfer
 
-from payments_async import AuthenticationError, TransportError, ValidationError
+from payments_async import ApiError, AuthenticationError, TransportError, ValidationError
 from payments_async._constants import CAMT056_PATH, TOKEN_PATH
 from payments_async.bulk import _queue as queue
 from payments_async.bulk._stores import _postgres as pg
@@ -165,3 +166,38 @@ def test_a_sent_row_whose_message_is_now_refused_ends_unknown_not_refused(pg_dsn
         ).fetchone()
     assert found is not None
     assert "an earlier attempt sent this message" in found[0]
+
+
+class DecidedElsewhere(FailingClient):
+    """While this attempt runs, another execution of the job learns the row's outcome."""
+
+    def __init__(self, error: Exception, dsn: str) -> None:
+        super().__init__(error)
+        self.dsn = dsn
+
+    async def request_cancellation(self, message: Any) -> Any:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE payments_bulk_rows SET state = 'final', outcome = 'accepted' "
+                "WHERE run_id = %s AND line = %s",
+                (RUN, LINE),
+            )
+        return await super().request_cancellation(message)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValidationError.single("$", "bad"),  # would end "unknown"
+        ApiError("already used", status=400, method="POST", path=CAMT056_PATH),  # "failed"
+    ],
+    ids=["not-resent", "refused"],
+)
+def test_a_failed_attempt_never_overwrites_an_outcome_another_execution_learnt(
+    pg_dsn: str, error: Exception
+) -> None:
+    plan_one_row(pg_dsn, state="sent", attempts=1)
+    (raised,) = asyncio.run(run_jobs(pg_dsn, DecidedElsewhere(error, pg_dsn)))
+    assert raised is None
+    state, _, outcome, _ = row(pg_dsn)
+    assert (state, outcome) == ("final", "accepted")

@@ -119,13 +119,16 @@ SQL_NOT_SENT: Final = (
     "UPDATE payments_bulk_rows SET state = %s, outcome = %s, error = %s, updated_at = %s "
     "WHERE run_id = %s AND line = %s"
 )
-SQL_UNSENT: Final = (
-    "UPDATE payments_bulk_rows SET state = %s, outcome = %s, error = %s, updated_at = %s "
-    "WHERE run_id = %s AND line = %s AND state = 'sent' AND attempts = %s"
-)
-"""An attempt that never left: back to planned (or final not_sent), only if the row is still
-as that attempt left it (``sent``, its attempt count): another execution that marked it
-sent since may have reached the service."""
+IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = %s"
+"""What a queue worker's failed attempt adds to its statement: change the row only if it is
+still as that attempt left it (``sent``, that attempt's count). Another execution of the
+row's job (a worker taken for dead) may have sent it since, or learnt its outcome."""
+SQL_UNSENT: Final = SQL_NOT_SENT + IF_STILL_SENT
+"""An attempt that never left: back to planned (or final not_sent)."""
+SQL_FAILED_IF_SENT: Final = SQL_FAILED + IF_STILL_SENT
+"""An attempt the service refused for good: final ``failed``."""
+SQL_FINAL_IF_SENT: Final = SQL_FINAL + IF_STILL_SENT
+"""An outcome this attempt decided (see :func:`sql_for_final`)."""
 SQL_ERROR: Final = (
     "UPDATE payments_bulk_rows SET error = %s, updated_at = %s WHERE run_id = %s AND line = %s"
 )
