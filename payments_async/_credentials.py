@@ -318,7 +318,8 @@ class Credentials:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Credentials:
-        """Build credentials from environment variables: the only place the package reads them.
+        """Build credentials from environment variables: the only place the library reads them
+        (the command line also reads its own, such as ``PAYMENTS_CREDENTIALS_FILE``).
 
         Variables (all required):
 

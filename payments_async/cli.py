@@ -622,7 +622,9 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     "--credentials",
     "credentials_file",
     envvar=ENV_CREDENTIALS,
-    type=click.Path(dir_okay=False, path_type=Path),
+    # Read only by a command that needs credentials (a directory is refused then): a
+    # mistake in the variable must not break --sandbox or --help.
+    type=click.Path(path_type=Path),
     metavar="FILE",
     help="JSON/TOML file: client_id, client_secret, key_id, issuer, and private_key_file "
     "(optionally signing_threads) or a pkcs11 table (library, token_label, key_label, pin or "

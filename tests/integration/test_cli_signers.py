@@ -120,6 +120,36 @@ def test_the_credentials_file_can_be_named_by_the_environment(
     assert "Traceback" not in missing.output
 
 
+@pytest.mark.parametrize(
+    ("value", "args", "expected"),
+    [
+        # a directory (a secret mounted as one): only a command that needs the file fails
+        ("{dir}", ["--sandbox", "token"], 0),
+        ("{dir}", ["token"], 2),
+        ("{absent}", ["--sandbox", "token"], 0),  # --sandbox comes first
+        ("", ["token"], 2),  # empty: unset, so the PAYMENTS_* variables are asked for
+        ("{absent}", ["--credentials", "{good}", "token"], 0),  # the option wins
+    ],
+    ids=["directory-sandbox", "directory", "sandbox-wins", "empty-is-unset", "option-wins"],
+)
+def test_the_credentials_variable_only_matters_where_credentials_are_read(
+    sb: ThreadedSandbox, tmp_path: Path, value: str, args: list[str], expected: int
+) -> None:
+    good = _thread_signing_file(sb, tmp_path, "kid-env-order")
+    names = {"dir": str(tmp_path), "absent": str(tmp_path / "absent.json"), "good": str(good)}
+    result = CliRunner().invoke(
+        cli,
+        ["--base-url", sb.url, *(a.format(**names) for a in args)],
+        env={"PAYMENTS_CREDENTIALS_FILE": value.format(**names)},
+    )
+    assert result.exit_code == expected, result.output
+    assert "Traceback" not in result.output
+    if value == "{dir}" and expected == 2:
+        assert "cannot read credentials file" in result.output
+    if value == "":
+        assert "missing environment variable" in result.output
+
+
 def test_a_key_file_alone_signs_in_process(tmp_path: Path) -> None:
     (tmp_path / "key.pem").write_bytes(private_key_pem(generate_test_keypair()[0]))
     loaded = load_credentials_file(
