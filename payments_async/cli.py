@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import shlex
 import signal
 import socket
@@ -576,6 +577,26 @@ outcome nobody can classify (check with the bank), 130 interrupted.
 """
 
 
+class _Seconds(click.ParamType):
+    """A positive, finite number of seconds: refused while the options are read."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds <= 0:
+            self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        return seconds
+
+
+SECONDS: Final = _Seconds()
+
+
 class _Group(click.Group):
     """The command group; click's own usage errors become one line (JSON with ``--json``)."""
 
@@ -999,9 +1020,15 @@ def pay(settings: Settings, file: Path) -> None:
 @cli.command()
 @click.argument("payments_service_id", metavar="ID")
 @click.option("--wait", is_flag=True, help="Poll until the status is final.")
-@click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
+@click.option(
+    "--timeout",
+    type=SECONDS,
+    metavar="S",
+    help=f"Seconds: with --wait, to wait for a final status ({POLL_TIMEOUT:g}); without, for "
+    f"the one read ({CLI_RETRY_TIMEOUT:g}).",
+)
 @pass_settings
-def status(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
+def status(settings: Settings, payments_service_id: str, wait: bool, timeout: float | None) -> None:
     """Read a credit transfer's status (pacs.002).
 
     Exit 1 when it ended RJCT; 3 when its codes cannot be classified (every raw code is
@@ -1012,9 +1039,13 @@ def status(settings: Settings, payments_service_id: str, wait: bool, timeout: fl
         _check_id(payments_service_id)
         async with _connected(settings) as client:
             if wait:
-                st = await client.wait_for_payment_status(payments_service_id, timeout=timeout)
+                st = await client.wait_for_payment_status(
+                    payments_service_id, timeout=POLL_TIMEOUT if timeout is None else timeout
+                )
             else:
-                report = await client.get_credit_transfer_status(payments_service_id)
+                report = await client.get_credit_transfer_status(
+                    payments_service_id, timeout=timeout
+                )
                 st = summarize_status_report(report)
         if settings.json:
             settings.emit(_status_dict(st, payments_service_id))
@@ -1071,7 +1102,7 @@ def _cancellation_from_json(raw: bytes, path: Path) -> Camt056:
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--wait", is_flag=True, help="Then wait for the outcome (camt.029).")
-@click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
+@click.option("--timeout", type=SECONDS, default=POLL_TIMEOUT, show_default=True, metavar="S")
 @pass_settings
 def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
     """Request a cancellation (camt.056). Exit 1 when --wait sees it rejected.
@@ -1110,9 +1141,17 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
 @cli.command()
 @click.argument("payments_service_id", metavar="ID")
 @click.option("--wait", is_flag=True, help="Poll until the outcome is final.")
-@click.option("--timeout", type=float, default=POLL_TIMEOUT, show_default=True, metavar="S")
+@click.option(
+    "--timeout",
+    type=SECONDS,
+    metavar="S",
+    help=f"Seconds: with --wait, to wait for a final outcome ({POLL_TIMEOUT:g}); without, for "
+    f"the one read ({CLI_RETRY_TIMEOUT:g}).",
+)
 @pass_settings
-def outcome(settings: Settings, payments_service_id: str, wait: bool, timeout: float) -> None:
+def outcome(
+    settings: Settings, payments_service_id: str, wait: bool, timeout: float | None
+) -> None:
     """Read a cancellation's outcome (camt.029).
 
     Exit 1 when it was rejected; 3 when its codes cannot be classified (every raw code is
@@ -1124,10 +1163,10 @@ def outcome(settings: Settings, payments_service_id: str, wait: bool, timeout: f
         async with _connected(settings) as client:
             if wait:
                 result = await client.wait_for_cancellation_outcome(
-                    payments_service_id, timeout=timeout
+                    payments_service_id, timeout=POLL_TIMEOUT if timeout is None else timeout
                 )
             else:
-                res = await client.get_cancellation_outcome(payments_service_id)
+                res = await client.get_cancellation_outcome(payments_service_id, timeout=timeout)
                 summary = summarize_resolution(res)
                 if summary.outcome is Outcome.PENDING:
                     if settings.json:
@@ -1455,7 +1494,7 @@ def _resume_command(settings: Settings, input_path: Path) -> str:
 @click.option("--skip-invalid", is_flag=True, help="Send the valid rows; report invalid ones.")
 @click.option(
     "--timeout",
-    type=float,
+    type=SECONDS,
     default=POLL_TIMEOUT,
     show_default=True,
     metavar="S",
@@ -1850,7 +1889,7 @@ _run_option = click.option(
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=SECONDS,
     default=POLL_TIMEOUT,
     show_default=True,
     metavar="S",

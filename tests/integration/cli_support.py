@@ -184,6 +184,7 @@ class FakeService:
         conf: the camt.029 ``sts.conf`` (and ``txCxlSts``) every outcome read returns.
         tx_cxl_sts: the camt.029 ``txCxlSts``.
         tx_sts: the pacs.002 ``txSts`` every status read returns.
+        read_delay: seconds every status or outcome read waits before it answers.
         requests: path -> requests received.
     """
 
@@ -193,6 +194,7 @@ class FakeService:
     conf: str = "CNCL"
     tx_cxl_sts: str = "ACCR"
     tx_sts: str = "ACCC"
+    read_delay: float = 0.0
     requests: dict[str, int] | None = None
 
 
@@ -252,6 +254,7 @@ def _fake_app(state: FakeService) -> Any:
 
     async def camt029(request: web.Request) -> web.Response:
         count(request)
+        await asyncio.sleep(state.read_delay)
         doc = json.loads(json.dumps(resolution))
         doc["rsltnOfInvstgtn"]["sts"]["conf"] = state.conf
         doc["rsltnOfInvstgtn"]["cxlDtls"][0]["txInfAndSts"][0]["txCxlSts"] = state.tx_cxl_sts
@@ -259,6 +262,7 @@ def _fake_app(state: FakeService) -> Any:
 
     async def pacs002(request: web.Request) -> web.Response:
         count(request)
+        await asyncio.sleep(state.read_delay)
         doc = json.loads(json.dumps(report))
         doc["fitoFIPmtStsRpt"]["txInfAndSts"][0]["txSts"] = state.tx_sts
         return web.json_response(doc)

@@ -407,6 +407,10 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "sandbox port out of range": (["sandbox", "--port", "99999"], "port"),
         "concurrency 0": ([*sb, "bulk-cancel", "--concurrency", "0", f["latin1.csv"]], "0"),
         "timeout not a number": ([*sb, "outcome", "x", "--timeout", "soon"], "soon"),
+        "timeout negative": ([*sb, "status", "x", "--wait", "--timeout", "-1"], "-1"),
+        "timeout nan": ([*sb, "cancel", "x.json", "--timeout", "nan"], "nan"),
+        "timeout zero": ([*sb, "bulk-cancel", "--timeout", "0", f["latin1.csv"]], "'0'"),
+        "timeout infinite": ([*sb, "outcome", "x", "--timeout", "inf"], "inf"),
         "unknown option": ([*sb, "token", "--nope"], "--nope"),
         "unknown command": (["paymnt"], "paymnt"),
         "missing file": ([*sb, "pay", str(tmp / "missing.json")], "missing.json"),
@@ -528,3 +532,18 @@ def test_status_with_a_code_nobody_can_classify_is_exit_3() -> None:
         assert json.loads(as_json.stdout)["tx_statuses"] == ["WXYZ"]
         fake.tx_sts = "ACCC"
         assert CliRunner().invoke(cli, [*base, "status", "pay-1"]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["status", "outcome"])
+def test_one_read_takes_its_timeout_from_the_option(command: str) -> None:
+    # The read answers after 2 s: longer than --timeout 0.5, shorter than the default 5 s.
+    with fake_service(FakeService(read_delay=2.0)) as fake:
+        base = ["--sandbox", "--base-url", fake.url]
+        start = time.monotonic()
+        short = CliRunner().invoke(cli, [*base, command, "id-1", "--timeout", "0.5"])
+        took = time.monotonic() - start
+        assert short.exit_code == 3, short.output
+        assert "timed out" in short.stderr
+        assert took < 1.9  # gave up before the answer came
+        default = CliRunner().invoke(cli, [*base, command, "id-1"])
+        assert default.exit_code == 0, default.output  # the default 5 s waited for it
