@@ -45,7 +45,6 @@ __all__ = [
     "SqliteJournal",
     "StoreReads",
     "journal_counts",
-    "read_in_batches",
     "row_from_record",
 ]
 
