@@ -172,7 +172,11 @@ class RowState:
 
 
 class Journal(Protocol):
-    """What the runner needs from a journal; both implementations below provide it."""
+    """What the runner needs from a journal.
+
+    :class:`MemoryJournal` and :class:`SqliteJournal` below provide it, and so does the
+    PostgreSQL store.
+    """
 
     @property
     def path(self) -> Path | None:

@@ -403,11 +403,15 @@ class BulkRunner:
     async def run(self) -> BulkCounts:
         """Finish every row that is not final; return this run's counters.
 
+        Rows are read from the journal as the run goes (:meth:`Journal.iter_rows`), at
+        most :data:`QUEUED_PER_SUBMITTER` per unit of concurrency ahead of the requests,
+        so memory does not grow with the number of rows.
+
         Cancelling the task stops at once: what was committed stays committed, and a
         later run picks every row up from its recorded state.
 
         Raises:
-            JournalError: the journal could not be written (the run stops).
+            JournalError: the journal could not be read or written (the run stops).
         """
         self.counts.total = _unfinished(self._journal.state_counts())
         self._changed()

@@ -232,6 +232,9 @@ async def test_single_process_runner_with_the_postgres_journal(
             )
             assert report.journal_path is None  # nothing on disk
             assert report.totals["rejected"] == 60  # no such payments: NOOR
+            # read from the database after the journal was closed
+            assert report.row_count == len(report.rows) == 60
+            assert {r.outcome for r in report.rows} == {"rejected"}
             assert not (tmp_path / "pg.results.journal.sqlite").exists()
             again = await bulk_cancel(
                 client, src, results_path=out, journal_path=pg_dsn, concurrency=8
