@@ -12,6 +12,13 @@ the sandbox, exactly as a user would type it. Parts:
 - input memory: check and journal a 500,000-row CSV in a child process, which reports its
   own peak RSS (``ru_maxrss``), CPU and wall time; in a full run also the old path
   (``read_input`` + ``plan_rows``: every row in memory) for comparison.
+- run memory: plan 500,000 rows into a SQLite journal in one child process, then finish
+  them with ``bulk_cancel`` (the run phase: runner, journal, results file, report) in
+  another, which reports its own peak RSS. That child's client is an in-process stand-in
+  whose ``request_cancellation`` and ``wait_for_cancellation_outcome`` answer at once, so
+  the figure is the runner's and the journal's alone, not the network's (the real path is
+  covered by the sandbox runs above and the tests). ``--root-before DIR`` measures another
+  checkout's ``payments_async`` (e.g. ``git archive main``) the same way, for comparison.
 - workers: 10,000 rows queued with ``bulk-cancel --queue``, then 1, 2 and 4
   ``payments-async worker --once`` processes against one sandbox; rows/s from the first
   worker's start to the last row final, with the sandbox's CPU share. On a 2-core machine
@@ -279,13 +286,29 @@ print(json.dumps({"valid": valid, "wall_s": time.perf_counter() - t0,
 """
 
 
-def measure_input_memory(work: Path, n_rows: int, how: str) -> dict[str, Any]:
+def _input_and_journal(work: Path, n_rows: int, name: str) -> tuple[Path, Path]:
+    """The ``n_rows`` input (written once) and a journal path with no file behind it."""
     src = work / f"input-{n_rows}.csv"
     if not src.exists():
         write_input(src, n_rows)
-    journal = work / f"memory-{how}.sqlite"
+    journal = work / f"{name}.sqlite"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{journal}{suffix}").unlink(missing_ok=True)
+    return src, journal
+
+
+def _child_figures(data: dict[str, Any], n_rows: int) -> dict[str, Any]:
+    """A child's own peak RSS, wall and CPU time, rounded for the table."""
+    return {
+        "peak_rss_mb": round(data["peak_rss_mb"], 1),
+        "wall_s": round(data["wall_s"], 1),
+        "cpu_s": round(data["cpu_s"], 1),
+        "cpu_us_per_row": round(data["cpu_s"] / n_rows * 1e6, 1),
+    }
+
+
+def measure_input_memory(work: Path, n_rows: int, how: str) -> dict[str, Any]:
+    src, journal = _input_and_journal(work, n_rows, f"memory-{how}")
     proc = subprocess.run(
         [sys.executable, "-c", _MEMORY_CHILD, str(src), str(journal), how],
         capture_output=True,
@@ -302,11 +325,100 @@ def measure_input_memory(work: Path, n_rows: int, how: str) -> dict[str, Any]:
     out.update(
         {
             "valid": data["valid"],
-            "peak_rss_mb": round(data["peak_rss_mb"], 1),
-            "wall_s": round(data["wall_s"], 1),
-            "cpu_s": round(data["cpu_s"], 1),
-            "cpu_us_per_row": round(data["cpu_s"] / n_rows * 1e6, 1),
+            **_child_figures(data, n_rows),
             "file_mb": round(out["file_mb"], 1),
+        }
+    )
+    return out
+
+
+# --- run memory: finish a planned 500k-row journal -------------------------------------------
+
+_PLAN_CHILD = r"""
+import json, sys
+from pathlib import Path
+from payments_async.bulk import SqliteJournal, new_run_id
+from payments_async.bulk._input import check_input
+from payments_async.bulk._runner import plan_input
+checked = check_input(sys.argv[1])
+j = SqliteJournal.open(Path(sys.argv[2]), input_sha256=checked.sha256, new_run_id=new_run_id())
+j.plan(plan_input(checked, j.run_id))
+j.close()
+print(json.dumps({"valid": checked.valid}))
+"""
+
+_RUN_CHILD = r"""
+import asyncio, json, resource, sys, time, types
+import payments_async
+from payments_async import Outcome
+from payments_async._client import Submission
+from payments_async.bulk import bulk_cancel
+
+REJECTED = types.SimpleNamespace(
+    outcome=Outcome.REJECTED, status="RJCR", tx_statuses=(), reason_codes=("NOOR",),
+    reason_texts=(), return_request_needed=False,
+)
+
+
+class InstantClient:
+    # Benchmark only: answers at once, so the run measures the runner and the journal.
+    def __init__(self):
+        self.n = 0
+
+    async def request_cancellation(self, msg):
+        self.n += 1
+        return Submission(f"CXL-{self.n}", msg.message_id, None, "PENDING", None, True, 1, "r")
+
+    async def wait_for_cancellation_outcome(self, payments_service_id, *, timeout):
+        await asyncio.sleep(0)
+        return REJECTED
+
+
+src, journal, results = sys.argv[1:4]
+t0 = time.perf_counter()
+report = asyncio.run(bulk_cancel(InstantClient(), src, results_path=results, journal_path=journal))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({
+    "package": str(payments_async.__file__), "wall_s": time.perf_counter() - t0,
+    "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024,
+    "finished": report.counts.done, "rejected": report.totals.get("rejected"),
+}))
+"""
+
+
+def measure_run_memory(work: Path, n_rows: int, label: str, root: Path | None) -> dict[str, Any]:
+    """Plan ``n_rows`` in one child, finish them with ``bulk_cancel`` in another.
+
+    ``root``: import ``payments_async`` from this source tree instead of the installed one.
+    """
+    src, journal = _input_and_journal(work, n_rows, f"run-memory-{label}")
+    env = dict(os.environ)
+    if root is not None:
+        env["PYTHONPATH"] = str(root)
+    out: dict[str, Any] = {"code": label, "rows": n_rows}
+    for script, args in (
+        (_PLAN_CHILD, [str(src), str(journal)]),
+        (_RUN_CHILD, [str(src), str(journal), str(work / f"run-memory-{label}.csv")]),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            check=False,
+            env=env,
+            cwd=work,  # not the checkout: "-c" puts the working directory first on sys.path
+        )
+        if proc.returncode != 0:
+            out["error"] = proc.stderr[-1500:]
+            return out
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    out.update(
+        {
+            "package": data["package"],
+            "finished": data["finished"],
+            "rejected": data["rejected"],
+            **_child_figures(data, n_rows),
         }
     )
     return out
@@ -392,7 +504,12 @@ def run_workers(
 
 def _options(p: Any) -> None:
     p.add_argument("--rows", type=int, help="rows per bulk-cancel and worker run")
-    p.add_argument("--parts", default="stores,workers,memory", help="which parts to run")
+    p.add_argument("--parts", default="stores,workers,memory,run", help="which parts to run")
+    p.add_argument(
+        "--root-before",
+        type=Path,
+        help="run memory: also measure the payments_async of this source tree (e.g. main's)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     key, pem = generate_test_keypair()
     runs: list[dict[str, Any]] = []
     memory: list[dict[str, Any]] = []
+    run_memory: list[dict[str, Any]] = []
     workers: list[dict[str, Any]] = []
     pg = postgres_or_none()
     with tempfile.TemporaryDirectory(prefix="bench-bulk-") as tmp, pg or contextlib.nullcontext():
@@ -462,6 +580,18 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"  input {n_memory} rows, {m['path']}: peak RSS {m.get('peak_rss_mb')} MB, "
                 f"{m.get('wall_s')} s" + (f"  ERROR {m['error']}" if "error" in m else ""),
+                flush=True,
+            )
+        codes: list[tuple[str, Path | None]] = [("this checkout", None)]
+        if args.root_before is not None:
+            codes.insert(0, ("before: " + str(args.root_before), args.root_before))
+        for label, root in codes if "run" in parts else ():
+            r = measure_run_memory(work, n_memory, "before" if root else "this", root)
+            r["code"] = label
+            run_memory.append(r)
+            print(
+                f"  run {n_memory} planned rows, {label}: peak RSS {r.get('peak_rss_mb')} MB, "
+                f"{r.get('wall_s')} s" + (f"  ERROR {r['error']}" if "error" in r else ""),
                 flush=True,
             )
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -519,8 +649,17 @@ def main(argv: list[str] | None = None) -> int:
             result.setdefault("targets_met", {})["input_peak_rss_mb <= 150"] = (
                 streamed["peak_rss_mb"] <= 150
             )
+    this_run = next((r for r in run_memory if r["code"] == "this checkout"), None)
+    if this_run and "peak_rss_mb" in this_run:
+        summary["run_rows"] = n_memory
+        summary["run_peak_rss_mb"] = this_run["peak_rss_mb"]
+        if not quick:
+            result.setdefault("targets_met", {})["run_peak_rss_mb <= 150"] = (
+                this_run["peak_rss_mb"] <= 150
+            )
     result["runs"] = runs
     result["input_memory"] = memory
+    result["run_memory"] = run_memory
     result["workers"] = workers
     result["summary"] = summary
     print()
@@ -549,6 +688,17 @@ def main(argv: list[str] | None = None) -> int:
             title="check and journal a large input (child process, its own ru_maxrss)",
         )
     )
+    if run_memory:
+        print(
+            format_table(
+                run_memory,
+                ["code", "rows", "finished", "peak_rss_mb", "wall_s", "cpu_s", "cpu_us_per_row"],
+                title=(
+                    "finish a planned journal with bulk_cancel (child process, its own "
+                    "ru_maxrss; an in-process client that answers at once, no network)"
+                ),
+            )
+        )
     if workers:
         print(
             format_table(
@@ -577,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Summary:", summary)
     path = write_result(args.out, NAME, result)
     print(f"wrote {path}")
-    failed = [x for x in (*runs, *memory, *workers) if "error" in x]
+    failed = [x for x in (*runs, *memory, *run_memory, *workers) if "error" in x]
     return 0 if ok and not failed else 1
 
 

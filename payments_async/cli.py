@@ -1647,7 +1647,7 @@ def _bulk_summary(
     if settings.json:
         settings.emit(
             {
-                "rows": len(report.rows),
+                "rows": report.row_count,
                 **{name: t.get(name, 0) for name, _ in _SUMMARY_ROWS},
                 "this_run": {
                     "sent": run.sent,

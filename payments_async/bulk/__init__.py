@@ -7,8 +7,10 @@
 Every row's ids are fixed and committed to a journal (a SQLite file, or PostgreSQL with the
 ``scale`` extra) before anything is sent, and every state change is committed as it
 happens, so the same call after a crash resumes without creating anything twice. The input
-is checked and planned as a stream, in bounded memory. See ``examples/README.md`` for the
-columns, and ``docs/scaling.md`` for runs over many worker processes.
+is checked and planned as a stream, and the run reads the journal a batch at a time, so
+memory stays bounded however many rows there are (``--no-journal`` keeps the plan in
+memory). See ``examples/README.md`` for the columns, and ``docs/scaling.md`` for runs over
+many worker processes.
 """
 
 from ._input import (

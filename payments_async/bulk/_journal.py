@@ -18,13 +18,16 @@ transactions, which a resume then redoes safely with the recorded ids.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 __all__ = [
     "ACKNOWLEDGED",
@@ -32,6 +35,7 @@ __all__ = [
     "INVALID",
     "NOT_SENT",
     "PLANNED",
+    "READ_BATCH",
     "SENT",
     "Journal",
     "JournalError",
@@ -39,7 +43,9 @@ __all__ = [
     "PlannedRow",
     "RowState",
     "SqliteJournal",
+    "StoreReads",
     "journal_counts",
+    "row_from_record",
 ]
 
 PLANNED: Final = "planned"
@@ -57,6 +63,9 @@ NOT_SENT: Final = "not_sent"
 """A final row's outcome when its request could never be sent (it failed before the POST)."""
 
 SCHEMA_VERSION: Final = 1
+
+READ_BATCH: Final = 1000
+"""Rows a store reads per query when rows are iterated: the most it holds in memory."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -85,6 +94,12 @@ _COLUMNS: Final = (
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
     "return_request_needed, error"
 )
+_SELECT_AFTER: Final = f"SELECT {_COLUMNS} FROM rows WHERE line > ? ORDER BY line LIMIT ?"  # noqa: S608
+_SELECT_UNFINISHED_AFTER: Final = (
+    f"SELECT {_COLUMNS} FROM rows WHERE line > ? "  # noqa: S608
+    "AND state NOT IN ('final', 'invalid') ORDER BY line LIMIT ?"
+)
+_COUNT_STATES: Final = "SELECT state, COUNT(*) FROM rows GROUP BY state"
 
 
 class JournalError(Exception):
@@ -157,7 +172,11 @@ class RowState:
 
 
 class Journal(Protocol):
-    """What the runner needs from a journal; both implementations below provide it."""
+    """What the runner needs from a journal.
+
+    :class:`MemoryJournal` and :class:`SqliteJournal` below provide it, and so does the
+    PostgreSQL store.
+    """
 
     @property
     def path(self) -> Path | None:
@@ -182,7 +201,26 @@ class Journal(Protocol):
         ...
 
     def rows(self) -> list[RowState]:
-        """Every row, in line order."""
+        """Every row, in line order, all in memory at once (bodies included).
+
+        For a large run prefer :meth:`iter_rows`, which holds one batch at a time.
+        """
+        ...
+
+    def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
+        """Every row, in line order, read as it is consumed.
+
+        A store reads :data:`READ_BATCH` rows per query, by line number, so at most one
+        batch is held, and a row changed after it was read is not read again.
+
+        Args:
+            unfinished: only the rows a run still has to finish (neither final nor
+                invalid).
+        """
+        ...
+
+    def state_counts(self) -> dict[str, int]:
+        """Rows per state, ``{state: count}``, counted without reading the rows."""
         ...
 
     async def mark_sent(self, line: int) -> None:
@@ -224,97 +262,94 @@ def _now() -> float:
     return time.time()
 
 
-class _Memory:
-    """Row bookkeeping shared by both journals (the SQLite one mirrors it on disk)."""
+def row_from_record(rec: Sequence[Any]) -> RowState:
+    """A :class:`RowState` from a record of the journal's row columns, in their order.
 
-    def __init__(self) -> None:
-        self._rows: dict[int, RowState] = {}
+    Both stores select the same columns; PostgreSQL gives the body as a memoryview and
+    ``created`` as a boolean, SQLite as bytes and an integer.
+    """
+    (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
+    (outcome, status, codes, text, rrn, error) = rec[9:]
+    return RowState(
+        line=line,
+        original_end_to_end_id=e2e,
+        assignment_id=aid,
+        cancellation_id=cid,
+        body=None if body is None else bytes(body),
+        state=state,
+        payments_service_id=psid,
+        created=None if created is None else bool(created),
+        attempts=attempts,
+        outcome=outcome,
+        status=status,
+        reason_codes=tuple(json.loads(codes)) if codes else (),
+        reason_text=text,
+        return_request_needed=bool(rrn),
+        error=error,
+    )
 
-    def _load(self, rows: Iterable[PlannedRow]) -> None:
-        for r in rows:
-            self._rows[r.line] = RowState(
-                line=r.line,
-                original_end_to_end_id=r.original_end_to_end_id,
-                assignment_id=r.assignment_id,
-                cancellation_id=r.cancellation_id,
-                body=r.body,
-                state=INVALID if r.error is not None else PLANNED,
-                error=r.error,
-            )
 
-    def _ensure(self) -> None:
-        """Load the rows when a store wrote its plan without keeping it in memory."""
+def read_in_batches(fetch: Callable[[int], Sequence[RowState]]) -> Iterator[RowState]:
+    """Rows page by page: ``fetch(after)`` returns up to :data:`READ_BATCH` rows whose line
+    is greater than ``after``, in line order (a keyset page, so changes to rows already
+    read cannot make a row come twice or be skipped)."""
+    after = -1
+    while True:
+        page = fetch(after)
+        yield from page
+        if len(page) < READ_BATCH:
+            return
+        after = page[-1].line
 
-    def _update(self, line: int, **changes: Any) -> None:
-        self._ensure()
-        self._rows[line] = replace(self._rows[line], **changes)
+
+_Conn = TypeVar("_Conn")
+
+
+class StoreReads(Generic[_Conn]):
+    """:meth:`rows` and :meth:`iter_rows` for a store read one batch per query."""
+
+    def _reader(self) -> AbstractContextManager[_Conn]:
+        """The connection to read with (a new one once the journal is closed)."""
+        raise NotImplementedError
+
+    def _fetch(self, conn: _Conn, after: int, *, unfinished: bool) -> list[RowState]:
+        """Up to :data:`READ_BATCH` rows after line ``after``, in line order."""
+        raise NotImplementedError
 
     def rows(self) -> list[RowState]:
-        """Every row, in line order."""
-        self._ensure()
-        return [self._rows[k] for k in sorted(self._rows)]
+        """Every row, in line order, all in memory at once (bodies included).
 
-    # The state changes as the rows in memory see them; the stores write the same to disk.
+        Also after ``close()``: it then reads through a new connection.
+        """
+        return list(self.iter_rows())
 
-    def _apply_sent(self, line: int) -> None:
-        self._ensure()
-        self._update(line, state=SENT, attempts=self._rows[line].attempts + 1)
+    def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
+        """Every row (or every unfinished one) in line order, :data:`READ_BATCH` per query.
 
-    def _apply_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        self._update(
-            line,
-            state=ACKNOWLEDGED,
-            payments_service_id=payments_service_id,
-            created=created,
-            error=None,
-        )
+        Also after ``close()``: it then reads through a new connection.
 
-    def _apply_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-    ) -> None:
-        self._update(
-            line,
-            state=FINAL,
-            outcome=outcome,
-            status=status,
-            reason_codes=tuple(reason_codes),
-            reason_text=reason_text,
-            return_request_needed=return_request_needed,
-            error=None,
-        )
-
-    def _apply_not_sent(self, line: int, error: str, *, final: bool) -> None:
-        if final:
-            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
-        else:
-            self._update(line, state=PLANNED, error=error)
-
-    def _apply_error(self, line: int, error: str, *, final: bool) -> None:
-        if final:
-            self._update(line, state=FINAL, outcome="failed", error=error)
-        else:
-            self._update(line, error=error)
+        Raises:
+            JournalError: the store cannot be read.
+        """
+        with self._reader() as conn:
+            yield from read_in_batches(
+                lambda after: self._fetch(conn, after, unfinished=unfinished)
+            )
 
 
-class MemoryJournal(_Memory):
+class MemoryJournal:
     """A journal that keeps nothing on disk (``--no-journal``): no resume after a crash.
 
     It exists so a run can do without the file (and a benchmark can measure its cost);
-    a killed run without a journal cannot be resumed without risking new ids.
+    a killed run without a journal cannot be resumed without risking new ids. It holds
+    the whole plan in memory, bodies included.
 
     Args:
         run_id: the id generated ``assgnmt.id`` values are built from.
     """
 
     def __init__(self, run_id: str) -> None:
-        super().__init__()
+        self._rows: dict[int, RowState] = {}
         self._run_id = run_id
         self._planned = False
 
@@ -334,16 +369,49 @@ class MemoryJournal(_Memory):
 
     def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Keep the plan in memory."""
-        self._load(rows)
+        for r in rows:
+            self._rows[r.line] = RowState(
+                line=r.line,
+                original_end_to_end_id=r.original_end_to_end_id,
+                assignment_id=r.assignment_id,
+                cancellation_id=r.cancellation_id,
+                body=r.body,
+                state=INVALID if r.error is not None else PLANNED,
+                error=r.error,
+            )
         self._planned = True
+
+    def rows(self) -> list[RowState]:
+        """Every row, in line order."""
+        return list(self.iter_rows())
+
+    def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
+        """Every row (or every unfinished one) in line order, as it is when reached."""
+        for line in sorted(self._rows):
+            row = self._rows[line]
+            if not (unfinished and row.is_done):
+                yield row
+
+    def state_counts(self) -> dict[str, int]:
+        """Rows per state."""
+        return dict(Counter(r.state for r in self._rows.values()))
+
+    def _update(self, line: int, **changes: Any) -> None:
+        self._rows[line] = replace(self._rows[line], **changes)
 
     async def mark_sent(self, line: int) -> None:
         """Count one more attempt."""
-        self._apply_sent(line)
+        self._update(line, state=SENT, attempts=self._rows[line].attempts + 1)
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """Keep the ``paymentsServiceId``."""
-        self._apply_acknowledged(line, payments_service_id, created)
+        self._update(
+            line,
+            state=ACKNOWLEDGED,
+            payments_service_id=payments_service_id,
+            created=created,
+            error=None,
+        )
 
     async def mark_final(
         self,
@@ -356,31 +424,40 @@ class MemoryJournal(_Memory):
         return_request_needed: bool,
     ) -> None:
         """Keep the outcome."""
-        self._apply_final(
+        self._update(
             line,
+            state=FINAL,
             outcome=outcome,
             status=status,
-            reason_codes=reason_codes,
+            reason_codes=tuple(reason_codes),
             reason_text=reason_text,
             return_request_needed=return_request_needed,
+            error=None,
         )
 
     async def mark_error(self, line: int, error: str, *, final: bool) -> None:
         """Keep the error (and make the row final when retrying cannot help)."""
-        self._apply_error(line, error, final=final)
+        if final:
+            self._update(line, state=FINAL, outcome="failed", error=error)
+        else:
+            self._update(line, error=error)
 
     async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
         """Keep the error; the row is ``planned`` again (or final ``not_sent``)."""
-        self._apply_not_sent(line, error, final=final)
+        if final:
+            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
+        else:
+            self._update(line, state=PLANNED, error=error)
 
     def close(self) -> None:
-        """Nothing to release."""
+        """Nothing to release; the rows stay readable."""
 
 
-class SqliteJournal(_Memory):
+class SqliteJournal(StoreReads[sqlite3.Connection]):
     """The journal file: SQLite in WAL mode, every state change committed before it counts.
 
-    Open it with :meth:`open`. The file records the input it belongs to (a SHA-256 of
+    Rows are not kept in memory: reads go to the file, a batch at a time. Open it with
+    :meth:`open`. The file records the input it belongs to (a SHA-256 of
     its bytes): resuming with a different input is refused rather than guessed at.
 
     Args:
@@ -393,7 +470,6 @@ class SqliteJournal(_Memory):
     def __init__(
         self, connection: sqlite3.Connection, path: Path, run_id: str, *, planned: bool
     ) -> None:
-        super().__init__()
         self._db = connection
         self._path = path
         self._run_id = run_id
@@ -401,7 +477,7 @@ class SqliteJournal(_Memory):
         self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None] | None]] = []
         self._flush_scheduled = False
         self.commits = 0  # transactions written, for benchmarks and tests
-        self._loaded = not planned  # a recorded plan is read back when first needed
+        self._closed = False
 
     @classmethod
     def open(cls, path: str | Path, *, input_sha256: str, new_run_id: str) -> SqliteJournal:
@@ -474,7 +550,7 @@ class SqliteJournal(_Memory):
 
         Either the whole plan is in the file or none of it: a run killed while planning
         (or a ``rows`` generator that raises) leaves no plan, and nothing had been sent.
-        The rows are streamed into the file, not kept: :meth:`rows` reads them back.
+        The rows are streamed into the file, not kept: :meth:`iter_rows` reads them back.
         """
         if self._planned:
             raise JournalError("the journal already holds a plan")
@@ -507,38 +583,41 @@ class SqliteJournal(_Memory):
             raise
         self.commits += 1
         self._planned = True
-        self._loaded = False
 
-    def _ensure(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            self._read_rows()
+    def state_counts(self) -> dict[str, int]:
+        """Rows per state, counted by the file (changes still queued are written first).
 
-    def _read_rows(self) -> None:
+        Raises:
+            JournalError: the file cannot be read.
+        """
+        with self._reader() as db:
+            try:
+                return dict(db.execute(_COUNT_STATES).fetchall())
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+
+    def _reader(self) -> AbstractContextManager[sqlite3.Connection]:
+        """The connection to read with: the journal's own (after writing what is queued),
+        or a new read-only one once the journal is closed."""
+        if not self._closed:
+            if self._pending:
+                self._flush()
+            return contextlib.nullcontext(self._db)
         try:
-            records = self._db.execute(f"SELECT {_COLUMNS} FROM rows ORDER BY line")  # noqa: S608
+            return contextlib.closing(_connect_read_only(self._path))
         except sqlite3.Error as exc:
-            raise JournalError(f"cannot read journal {str(self._path)!r}: {exc}") from exc
-        for rec in records:
-            (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
-            (outcome, status, codes, text, rrn, error) = rec[9:]
-            self._rows[line] = RowState(
-                line=line,
-                original_end_to_end_id=e2e,
-                assignment_id=aid,
-                cancellation_id=cid,
-                body=body,
-                state=state,
-                payments_service_id=psid,
-                created=None if created is None else bool(created),
-                attempts=attempts,
-                outcome=outcome,
-                status=status,
-                reason_codes=tuple(json.loads(codes)) if codes else (),
-                reason_text=text,
-                return_request_needed=bool(rrn),
-                error=error,
-            )
+            raise self._read_error(exc) from exc
+
+    def _fetch(self, db: sqlite3.Connection, after: int, *, unfinished: bool) -> list[RowState]:
+        sql = _SELECT_UNFINISHED_AFTER if unfinished else _SELECT_AFTER
+        try:
+            records = db.execute(sql, (after, READ_BATCH)).fetchall()
+        except sqlite3.Error as exc:
+            raise self._read_error(exc) from exc
+        return [row_from_record(rec) for rec in records]
+
+    def _read_error(self, exc: sqlite3.Error) -> JournalError:
+        return JournalError(f"cannot read journal {str(self._path)!r}: {exc}")
 
     # --- group commit ----------------------------------------------------------------------
 
@@ -580,7 +659,6 @@ class SqliteJournal(_Memory):
 
     async def mark_sent(self, line: int) -> None:
         """Commit ``sent`` (one more attempt) before the request goes out."""
-        self._apply_sent(line)
         await self._write(
             "UPDATE rows SET state = ?, attempts = attempts + 1, updated_at = ? WHERE line = ?",
             (SENT, _now(), line),
@@ -588,7 +666,6 @@ class SqliteJournal(_Memory):
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """Commit the ``paymentsServiceId`` before the row is waited on."""
-        self._apply_acknowledged(line, payments_service_id, created)
         await self._write(
             "UPDATE rows SET state = ?, payments_service_id = ?, created = ?, error = NULL, "
             "updated_at = ? WHERE line = ?",
@@ -606,14 +683,6 @@ class SqliteJournal(_Memory):
         return_request_needed: bool,
     ) -> None:
         """Commit the outcome; the row counts as done only after this returns."""
-        self._apply_final(
-            line,
-            outcome=outcome,
-            status=status,
-            reason_codes=reason_codes,
-            reason_text=reason_text,
-            return_request_needed=return_request_needed,
-        )
         await self._write(
             "UPDATE rows SET state = ?, outcome = ?, status = ?, reason_codes = ?, "
             "reason_text = ?, return_request_needed = ?, error = NULL, updated_at = ? "
@@ -632,7 +701,6 @@ class SqliteJournal(_Memory):
 
     async def mark_error(self, line: int, error: str, *, final: bool) -> None:
         """Commit an error; a ``final`` one ends the row as ``failed``."""
-        self._apply_error(line, error, final=final)
         if final:
             await self._write(
                 "UPDATE rows SET state = ?, outcome = 'failed', error = ?, updated_at = ? "
@@ -646,7 +714,6 @@ class SqliteJournal(_Memory):
 
     async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
         """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
-        self._apply_not_sent(line, error, final=final)
         if final:
             await self._write(
                 "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
@@ -663,6 +730,11 @@ class SqliteJournal(_Memory):
         if self._pending:
             self._flush()
         self._db.close()
+        self._closed = True
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def journal_counts(path: str | Path) -> dict[str, int]:
@@ -674,9 +746,9 @@ def journal_counts(path: str | Path) -> dict[str, int]:
     Returns:
         ``{state: count}``; empty when the plan is not written yet.
     """
-    db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+    db = _connect_read_only(Path(path))
     try:
-        return dict(db.execute("SELECT state, COUNT(*) FROM rows GROUP BY state").fetchall())
+        return dict(db.execute(_COUNT_STATES).fetchall())
     except sqlite3.OperationalError:
         return {}
     finally:

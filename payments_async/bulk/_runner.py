@@ -7,7 +7,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -37,6 +37,8 @@ from ._input import (
 )
 from ._journal import (
     ACKNOWLEDGED,
+    FINAL,
+    INVALID,
     PLANNED,
     Journal,
     JournalError,
@@ -73,6 +75,9 @@ _SPARE_CONNECTIONS: Final = 4  # for token refreshes beside the bulk requests
 
 MAX_WAITING: Final = 10_000
 """At most this many rows submitted and waiting for their outcome; more wait to be sent."""
+
+QUEUED_PER_SUBMITTER: Final = 4
+"""Rows read ahead of the submitters, per unit of concurrency (the rest stay in the journal)."""
 
 
 class BulkInputError(Exception):
@@ -145,9 +150,12 @@ class ProgressSink(Protocol):
 class BulkReport:
     """What a run did, for the summary and the exit code.
 
+    The report does not hold the rows: :attr:`rows` reads them from the journal when
+    first asked for (the results file has them too, one line per row).
+
     Attributes:
         counts: this run's counters.
-        rows: every row as the journal knows it after the run.
+        row_count: rows in the journal (the input's data rows, invalid ones included).
         results_path: the results file written.
         journal_path: the journal file, or None with ``--no-journal``.
         resumed: True when a journal of an earlier run was picked up.
@@ -158,10 +166,11 @@ class BulkReport:
         totals: rows by outcome over every run (see :func:`row_outcome`).
         halted: the error that stopped the run from sending more rows (the token
             endpoint or the service could not be reached), or None.
+        read_rows: reads every row from the journal (what :attr:`rows` calls once).
     """
 
     counts: BulkCounts
-    rows: list[RowState]
+    row_count: int
     results_path: Path
     journal_path: Path | None
     resumed: bool
@@ -171,6 +180,20 @@ class BulkReport:
     journal_commits: int = 0
     totals: dict[str, int] = field(default_factory=dict)
     halted: PaymentsError | None = None
+    read_rows: Callable[[], list[RowState]] = field(default=list, repr=False, compare=False)
+    _rows: list[RowState] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def rows(self) -> list[RowState]:
+        """Every row as the journal knows it after the run, in line order.
+
+        Read from the journal on first access and kept: all of them in memory at once,
+        bodies included (about 1 KB a row). For the number of rows use :attr:`row_count`;
+        to go through them, read the results file.
+        """
+        if self._rows is None:
+            self._rows = self.read_rows()
+        return self._rows
 
     @property
     def complete(self) -> bool:
@@ -395,22 +418,33 @@ class BulkRunner:
     async def run(self) -> BulkCounts:
         """Finish every row that is not final; return this run's counters.
 
+        Rows are read from the journal as the run goes (:meth:`Journal.iter_rows`), at
+        most :data:`QUEUED_PER_SUBMITTER` per unit of concurrency ahead of the requests,
+        so memory does not grow with the number of rows.
+
         Cancelling the task stops at once: what was committed stays committed, and a
         later run picks every row up from its recorded state.
 
         Raises:
-            JournalError: the journal could not be written (the run stops).
+            JournalError: the journal could not be read or written (the run stops).
         """
-        todo = [r for r in self._journal.rows() if not r.is_done]
-        self.counts.total = len(todo)
+        self.counts.total = _unfinished(self._journal.state_counts())
         self._changed()
-        queue: asyncio.Queue[RowState] = asyncio.Queue()
-        for row in todo:
-            queue.put_nowait(row)
+        # Rows are read from the journal as the submitters take them, never all at once.
+        queue: asyncio.Queue[RowState | None] = asyncio.Queue(
+            QUEUED_PER_SUBMITTER * self._concurrency
+        )
         try:
             async with asyncio.TaskGroup() as tg:
-                for _ in range(min(self._concurrency, max(1, len(todo)))):
+                feeder = tg.create_task(self._feed(queue))
+                submitters = [
                     tg.create_task(self._submitter(queue, tg))
+                    for _ in range(min(self._concurrency, max(1, self.counts.total)))
+                ]
+                await asyncio.wait(submitters)
+                # Halted: the submitters left rows behind, and the feeder may be waiting for
+                # room in the queue that nobody empties any more.
+                feeder.cancel()
         except BaseExceptionGroup as group:
             # One failure (a journal that cannot be written) stops every task; raise it
             # as itself rather than wrapped, so callers can catch it by type.
@@ -419,11 +453,21 @@ class BulkRunner:
             raise
         return self.counts
 
-    async def _submitter(self, queue: asyncio.Queue[RowState], tg: asyncio.TaskGroup) -> None:
+    async def _feed(self, queue: asyncio.Queue[RowState | None]) -> None:
+        """Queue every unfinished row as read from the journal, then ``None``: the end."""
+        for row in self._journal.iter_rows(unfinished=True):
+            if self._halting():
+                break
+            await queue.put(row)
+        await queue.put(None)
+
+    async def _submitter(
+        self, queue: asyncio.Queue[RowState | None], tg: asyncio.TaskGroup
+    ) -> None:
         while not self._halting():
-            try:
-                row = queue.get_nowait()
-            except asyncio.QueueEmpty:
+            row = await queue.get()
+            if row is None:
+                queue.put_nowait(None)  # the end, for the next submitter too
                 return
             await self._waiting.acquire()
             if self._halting():  # the service became unreachable meanwhile
@@ -546,13 +590,23 @@ class BulkRunner:
         self._changed()
 
 
-def _totals(rows: Sequence[RowState]) -> dict[str, int]:
-    """Rows by outcome over every run (see :func:`row_outcome`)."""
-    out = dict.fromkeys(("accepted", "rejected", "unknown", "refused", "invalid", *UNFINISHED), 0)
+def _unfinished(states: dict[str, int]) -> int:
+    """Rows a run still has to finish, from :meth:`Journal.state_counts`."""
+    return sum(n for state, n in states.items() if state not in (FINAL, INVALID))
+
+
+def _no_totals() -> dict[str, int]:
+    """Every outcome :func:`row_outcome` names, at zero."""
+    return dict.fromkeys(("accepted", "rejected", "unknown", "refused", "invalid", *UNFINISHED), 0)
+
+
+def _counted(rows: Iterable[RowState], totals: dict[str, int]) -> Iterator[RowState]:
+    """The rows, passed through, each counted in ``totals`` by :func:`row_outcome`: rows
+    by outcome over every run, in the same pass that writes the results file."""
     for r in rows:
         name = row_outcome(r)
-        out[name] = out.get(name, 0) + 1
-    return out
+        totals[name] = totals.get(name, 0) + 1
+        yield r
 
 
 async def bulk_cancel(
@@ -639,7 +693,8 @@ async def bulk_cancel(
         resumed = journal.is_planned()
         if not resumed:
             journal.plan(plan_input(bulk, journal.run_id, progress=_phase(input_progress, "plan")))
-        already_final = sum(1 for r in journal.rows() if r.is_done)
+        states = journal.state_counts()
+        already_final = sum(states.values()) - _unfinished(states)
         if on_plan is not None:
             maybe = on_plan(bulk, resumed)
             if maybe is not None:
@@ -667,11 +722,11 @@ async def bulk_cancel(
             except asyncio.CancelledError:
                 if not interrupted:
                     raise
-        rows = journal.rows()
-        write_results(results, rows)
+        totals = _no_totals()
+        write_results(results, _counted(journal.iter_rows(), totals))
         return BulkReport(
             counts=runner.counts,
-            rows=rows,
+            row_count=sum(totals.values()),
             results_path=results,
             journal_path=journal.path,
             resumed=resumed,
@@ -679,8 +734,9 @@ async def bulk_cancel(
             elapsed=time.monotonic() - start,
             interrupted=interrupted,
             journal_commits=getattr(journal, "commits", 0),
-            totals=_totals(rows),
+            totals=totals,
             halted=runner.halted,
+            read_rows=journal.rows,
         )
     finally:
         journal.close()

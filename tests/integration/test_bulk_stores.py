@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psycopg
@@ -12,7 +13,16 @@ import pytest
 from cli_support import bulk_rows, read_results, threaded_sandbox, write_csv
 
 from payments_async import Credentials, PaymentsClient
-from payments_async.bulk import Journal, JournalError, PlannedRow, bulk_cancel
+from payments_async.bulk import (
+    Journal,
+    JournalError,
+    MemoryJournal,
+    PlannedRow,
+    RowState,
+    bulk_cancel,
+)
+from payments_async.bulk._results import UNFINISHED, row_outcome
+from payments_async.bulk._runner import _counted, _no_totals
 from payments_async.bulk._stores import is_postgres_url, open_journal
 from payments_async.bulk._stores._postgres import PostgresJournal
 from payments_async.sandbox import SandboxConfig
@@ -102,6 +112,63 @@ async def test_plan_changes_and_resume_behave_alike(target: str | Path) -> None:
     again.close()
 
 
+def _old_totals(rows: Sequence[RowState]) -> dict[str, int]:
+    """The totals as bulk_cancel counted them before, from every row in memory."""
+    out = dict.fromkeys(("accepted", "rejected", "unknown", "refused", "invalid", *UNFINISHED), 0)
+    for r in rows:
+        name = row_outcome(r)
+        out[name] = out.get(name, 0) + 1
+    return out
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+async def test_streamed_reads_and_totals_match_every_row_in_memory(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    j: Journal
+    if kind == "memory":
+        j = MemoryJournal("RUN1")
+    else:
+        target = tmp_path / "j.sqlite" if kind == "sqlite" else request.getfixturevalue("pg_dsn")
+        j = open_journal(target, input_sha256="a" * 64, new_run_id="RUN1")
+    j.plan([*_rows(9), PlannedRow(11, None, None, None, None, error="amount: bad")])
+    for line in range(3, 11):
+        await j.mark_sent(line)
+    for line in (4, 5, 6):
+        await j.mark_acknowledged(line, f"PSID-{line}", created=True)
+    for line, outcome in ((5, "accepted"), (6, "rejected")):
+        await j.mark_final(
+            line,
+            outcome=outcome,
+            status="RJCR",
+            reason_codes=["NOOR"],
+            reason_text=None,
+            return_request_needed=False,
+        )
+    await j.mark_error(7, "ValidationError: refused", final=True)
+    await j.mark_not_sent(8, "ValidationError: bad body", final=True)
+    await j.mark_not_sent(9, "TransportError: refused", final=False)
+    await j.mark_error(10, "ServerError: 503", final=False)
+    every = j.rows()
+    assert {r.state for r in every} == {"planned", "sent", "acknowledged", "final", "invalid"}
+    assert list(j.iter_rows()) == every
+    assert list(j.iter_rows(unfinished=True)) == [r for r in every if not r.is_done]
+    assert j.state_counts() == Counter(r.state for r in every)
+    totals = _no_totals()
+    assert list(_counted(j.iter_rows(), totals)) == every
+    assert totals == _old_totals(every)
+    assert {k: n for k, n in totals.items() if n} == {
+        "not_sent": 3,  # 2 never sent, 9 back to planned, 8 final as not sent
+        "in_flight": 2,  # 3, and 10 whose answer was an error
+        "pending": 1,  # 4
+        "accepted": 1,
+        "rejected": 1,
+        "refused": 1,  # 7: final as failed
+        "invalid": 1,
+    }
+    j.close()
+
+
 def test_postgres_journal_keeps_one_run_per_input(pg_dsn: str) -> None:
     a = PostgresJournal.open(pg_dsn, input_sha256="a" * 64, new_run_id="RUNA")
     b = PostgresJournal.open(pg_dsn, input_sha256="b" * 64, new_run_id="RUNB")
@@ -165,6 +232,9 @@ async def test_single_process_runner_with_the_postgres_journal(
             )
             assert report.journal_path is None  # nothing on disk
             assert report.totals["rejected"] == 60  # no such payments: NOOR
+            # read from the database after the journal was closed
+            assert report.row_count == len(report.rows) == 60
+            assert {r.outcome for r in report.rows} == {"rejected"}
             assert not (tmp_path / "pg.results.journal.sqlite").exists()
             again = await bulk_cancel(
                 client, src, results_path=out, journal_path=pg_dsn, concurrency=8

@@ -14,9 +14,11 @@ after its change is committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
 from .._journal import (
@@ -25,11 +27,13 @@ from .._journal import (
     INVALID,
     NOT_SENT,
     PLANNED,
+    READ_BATCH,
     SENT,
     JournalError,
     PlannedRow,
     RowState,
-    _Memory,
+    StoreReads,
+    row_from_record,
 )
 
 if TYPE_CHECKING:
@@ -97,6 +101,19 @@ ROW_COLUMNS: Final = (
     "return_request_needed, error"
 )
 """The columns :func:`row_from_record` reads, in its order."""
+
+_SELECT_AFTER: Final = (
+    f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
+    "WHERE run_id = %s AND line > %s ORDER BY line LIMIT %s"
+)
+_SELECT_UNFINISHED_AFTER: Final = (
+    f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
+    "WHERE run_id = %s AND line > %s AND state NOT IN ('final', 'invalid') "
+    "ORDER BY line LIMIT %s"
+)
+_COUNT_STATES: Final = (
+    "SELECT state, COUNT(*) FROM payments_bulk_rows WHERE run_id = %s GROUP BY state"
+)
 
 SQL_SENT: Final = (
     "UPDATE payments_bulk_rows SET state = %s, attempts = attempts + 1, updated_at = %s "
@@ -219,29 +236,6 @@ def find_run(conn: psycopg.Connection[Any], run: str | None) -> tuple[str, bool,
     if rec is None:
         raise JournalError(f"no bulk run {run!r} in this database" if run else "no bulk runs")
     return str(rec[0]), bool(rec[1]), int(rec[2])
-
-
-def row_from_record(rec: Sequence[Any]) -> RowState:
-    """A :class:`RowState` from a record of :data:`ROW_COLUMNS`."""
-    (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
-    (outcome, status, codes, text, rrn, error) = rec[9:]
-    return RowState(
-        line=line,
-        original_end_to_end_id=e2e,
-        assignment_id=aid,
-        cancellation_id=cid,
-        body=bytes(body) if body is not None else None,
-        state=state,
-        payments_service_id=psid,
-        created=created,
-        attempts=attempts,
-        outcome=outcome,
-        status=status,
-        reason_codes=tuple(json.loads(codes)) if codes else (),
-        reason_text=text,
-        return_request_needed=bool(rrn),
-        error=error,
-    )
 
 
 def open_run(
@@ -407,12 +401,13 @@ class GroupCommitter:
             self._aconn = None
 
 
-class PostgresJournal(_Memory):
+class PostgresJournal(StoreReads["psycopg.Connection[Any]"]):
     """The journal of one run in PostgreSQL, for the single-process runner.
 
-    Open it with :meth:`open`. Reads and the plan use a synchronous connection (they
-    happen before anything is sent); state changes go through an asyncio connection in
-    grouped transactions, each awaited change committed before its coroutine resumes.
+    Open it with :meth:`open`. Rows are not kept in memory. Reads and the plan use a
+    synchronous connection (a read is one batch of :data:`READ_BATCH` rows, by line);
+    state changes go through an asyncio connection in grouped transactions, each awaited
+    change committed before its coroutine resumes.
 
     Args:
         conn: an open autocommit connection with the schema in place.
@@ -424,14 +419,12 @@ class PostgresJournal(_Memory):
     def __init__(
         self, conn: psycopg.Connection[Any], dsn: str, run_id: str, *, planned: bool
     ) -> None:
-        super().__init__()
         self._conn = conn
         self._dsn = dsn
         self._run_id = run_id
         self._planned = planned
         self._committer = GroupCommitter(dsn)
         self._plan_commits = 0
-        self._loaded = not planned  # a recorded plan is read back when first needed
 
     @classmethod
     def open(
@@ -482,24 +475,38 @@ class PostgresJournal(_Memory):
         if self._planned or not plan_run(self._conn, self._run_id, rows):
             raise JournalError("the journal already holds a plan")
         self._planned = True
-        self._loaded = False
         self._plan_commits += 1
 
-    def _ensure(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            self._read_rows()
+    def state_counts(self) -> dict[str, int]:
+        """Rows per state, counted by the database.
 
-    def _read_rows(self) -> None:
-        with self._conn.cursor() as cur:
-            cur.execute(
-                f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
-                "WHERE run_id = %s ORDER BY line",
-                (self._run_id,),
-            )
-            for rec in cur:
-                row = row_from_record(rec)
-                self._rows[row.line] = row
+        Raises:
+            JournalError: the database cannot be read.
+        """
+        import psycopg
+
+        try:
+            return {str(k): int(n) for k, n in self._conn.execute(_COUNT_STATES, (self._run_id,))}
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
+
+    def _reader(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """The journal's connection, or a new one once the journal is closed."""
+        if self._conn.closed:
+            return contextlib.closing(connect(self._dsn))
+        return contextlib.nullcontext(self._conn)
+
+    def _fetch(
+        self, conn: psycopg.Connection[Any], after: int, *, unfinished: bool
+    ) -> list[RowState]:
+        import psycopg
+
+        sql = _SELECT_UNFINISHED_AFTER if unfinished else _SELECT_AFTER
+        try:
+            records = conn.execute(sql, (self._run_id, after, READ_BATCH)).fetchall()
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
+        return [row_from_record(rec) for rec in records]
 
     # --- group commit ----------------------------------------------------------------------
 
@@ -513,12 +520,10 @@ class PostgresJournal(_Memory):
 
     async def mark_sent(self, line: int) -> None:
         """Commit ``sent`` (one more attempt) before the request goes out."""
-        self._apply_sent(line)
         await self._write(SQL_SENT, (SENT, time.time(), self._run_id, line))
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """Commit the ``paymentsServiceId`` before the row is waited on."""
-        self._apply_acknowledged(line, payments_service_id, created)
         await self._write(
             SQL_ACKNOWLEDGED,
             (ACKNOWLEDGED, payments_service_id, created, time.time(), self._run_id, line),
@@ -529,12 +534,10 @@ class PostgresJournal(_Memory):
 
         Takes the keyword arguments of :meth:`Journal.mark_final`.
         """
-        self._apply_final(line, **outcome)
         await self._write(*sql_for_final(self._run_id, line, **outcome))
 
     async def mark_error(self, line: int, error: str, *, final: bool) -> None:
         """Commit an error; a ``final`` one ends the row as ``failed``."""
-        self._apply_error(line, error, final=final)
         if final:
             await self._write(SQL_FAILED, (FINAL, error, time.time(), self._run_id, line))
         else:
@@ -542,7 +545,6 @@ class PostgresJournal(_Memory):
 
     async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
         """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
-        self._apply_not_sent(line, error, final=final)
         state, outcome = (FINAL, NOT_SENT) if final else (PLANNED, None)
         await self._write(SQL_NOT_SENT, (state, outcome, error, time.time(), self._run_id, line))
 
