@@ -386,17 +386,28 @@ def _read_credentials(settings: Settings) -> Credentials:
         ) from None
 
 
+def _shown_url(url: str) -> str:
+    """``url`` as a message may show it: what comes before an ``@`` (a user and password,
+    even in a URL too malformed to parse) is hidden."""
+    head, at, rest = url.rpartition("@")
+    if not at:
+        return url
+    scheme, sep, _ = head.partition("://")
+    return f"{scheme}{sep}***@{rest}" if sep else f"***@{rest}"
+
+
 def _base_url(settings: Settings) -> str:
     url = settings.base_url or (SANDBOX_URL if settings.sandbox else None)
     if url is None:
         raise CliError(f"no service address: pass --base-url URL or set {ENV_BASE_URL}")
+    shown = _shown_url(url)
     try:
         parsed = URL(url)
         parsed.port  # noqa: B018  (yarl checks some ports only when asked)
     except ValueError as exc:
-        raise CliError(f"--base-url {url!r} is not a valid URL: {exc}") from None
+        raise CliError(f"--base-url {shown!r} is not a valid URL: {exc}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise CliError(f"--base-url {url!r} is not a valid URL: give http(s)://host[:port]")
+        raise CliError(f"--base-url {shown!r} is not a valid URL: give http(s)://host[:port]")
     return url
 
 
@@ -414,7 +425,7 @@ def _client(settings: Settings, **kwargs: Any) -> PaymentsClient:
             **kwargs,
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
-        raise CliError(f"--base-url {base_url!r} is not a valid URL: {exc}") from None
+        raise CliError(f"--base-url {_shown_url(base_url)!r} is not a valid URL: {exc}") from None
 
 
 @contextlib.asynccontextmanager
