@@ -597,6 +597,13 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) ->
     return value
 
 
+def _delay(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Refuse a delay that is not a finite number of seconds >= 0 (as ``_seconds`` does)."""
+    if not math.isfinite(value) or value < 0:
+        raise click.BadParameter(f"{value:g} is not a finite number of seconds >= 0")
+    return value
+
+
 class _Group(click.Group):
     """The command group; click's own usage errors become one line (JSON with ``--json``)."""
 
@@ -1204,6 +1211,7 @@ def outcome(
 @click.option(
     "--processing-delay",
     type=float,
+    callback=_delay,
     default=1.0,
     show_default=True,
     metavar="S",

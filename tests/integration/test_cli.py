@@ -433,6 +433,8 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "unknown command": (["paymnt"], "paymnt"),
         "missing file": ([*sb, "pay", str(tmp / "missing.json")], "missing.json"),
         "keygen bits": (["keygen", "--dir", str(tmp / "k"), "--bits", "512"], "512"),
+        "demo delay negative": (["demo", "--processing-delay", "-1"], "-1"),
+        "demo delay nan": (["demo", "--processing-delay", "nan"], "nan"),
     }
 
 
