@@ -20,6 +20,7 @@ import shlex
 import signal
 import socket
 import sys
+import tempfile
 import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -385,17 +386,28 @@ def _read_credentials(settings: Settings) -> Credentials:
         ) from None
 
 
+def _shown_url(url: str) -> str:
+    """``url`` as a message may show it: what comes before an ``@`` (a user and password,
+    even in a URL too malformed to parse) is hidden."""
+    head, at, rest = url.rpartition("@")
+    if not at:
+        return url
+    scheme, sep, _ = head.partition("://")
+    return f"{scheme}{sep}***@{rest}" if sep else f"***@{rest}"
+
+
 def _base_url(settings: Settings) -> str:
     url = settings.base_url or (SANDBOX_URL if settings.sandbox else None)
     if url is None:
         raise CliError(f"no service address: pass --base-url URL or set {ENV_BASE_URL}")
+    shown = _shown_url(url)
     try:
         parsed = URL(url)
         parsed.port  # noqa: B018  (yarl checks some ports only when asked)
     except ValueError as exc:
-        raise CliError(f"--base-url {url!r} is not a valid URL: {exc}") from None
+        raise CliError(f"--base-url {shown!r} is not a valid URL: {exc}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise CliError(f"--base-url {url!r} is not a valid URL: give http(s)://host[:port]")
+        raise CliError(f"--base-url {shown!r} is not a valid URL: give http(s)://host[:port]")
     return url
 
 
@@ -413,7 +425,7 @@ def _client(settings: Settings, **kwargs: Any) -> PaymentsClient:
             **kwargs,
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
-        raise CliError(f"--base-url {base_url!r} is not a valid URL: {exc}") from None
+        raise CliError(f"--base-url {_shown_url(base_url)!r} is not a valid URL: {exc}") from None
 
 
 @contextlib.asynccontextmanager
@@ -582,6 +594,13 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) ->
     options are read (a click callback: no type of ours, so any click >= 8.1 takes it)."""
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise click.BadParameter(f"{value:g} is not a positive, finite number of seconds")
+    return value
+
+
+def _delay(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Refuse a delay that is not a finite number of seconds >= 0 (as ``_seconds`` does)."""
+    if not math.isfinite(value) or value < 0:
+        raise click.BadParameter(f"{value:g} is not a finite number of seconds >= 0")
     return value
 
 
@@ -1192,6 +1211,7 @@ def outcome(
 @click.option(
     "--processing-delay",
     type=float,
+    callback=_delay,
     default=1.0,
     show_default=True,
     metavar="S",
@@ -1527,7 +1547,13 @@ def bulk_cancel_cmd(
     whose message can no longer be sent: check with the bank); 130 interrupted (rerun to
     resume).
     """
-    from .bulk import BulkInputError, JournalError, bulk_cancel, connection_limit_for
+    from .bulk import (
+        BulkInputError,
+        JournalError,
+        bulk_cancel,
+        connection_limit_for,
+        default_results_path,
+    )
 
     if queue_url is not None:
         if journal_path is not None or no_journal or results_path is not None:
@@ -1539,6 +1565,7 @@ def bulk_cancel_cmd(
     if no_wait:
         raise click.UsageError("--no-wait goes with --queue")
     show_bar = not settings.json and settings.err.is_terminal
+    results = results_path if results_path is not None else default_results_path(input_path)
 
     async def go() -> int:
         stop = asyncio.Event()
@@ -1586,7 +1613,7 @@ def bulk_cancel_cmd(
                         # The service is checked once the input is: bad input is exit 2
                         # whatever the service's state, and no journal is made for a run
                         # that cannot start.
-                        on_checked=lambda _: _token_lifetime(client),
+                        on_checked=lambda _: _checked_then_token(client, results),
                         input_progress=input_bar,
                     )
         except BulkInputError as exc:
@@ -1602,6 +1629,8 @@ def bulk_cancel_cmd(
             raise CliError(f"{str(input_path)!r}, line {line}, {_not_utf8(exc)}") from None
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
+        except OSError as exc:  # checked before sending: a disk full at the end, say
+            raise CliError(f"cannot write {str(results)!r}: {exc}", EXIT_SERVICE) from None
         finally:
             if input_bar is not None:
                 input_bar.close()
@@ -1611,6 +1640,38 @@ def bulk_cancel_cmd(
         return _bulk_summary(settings, report, input_path, halted)
 
     _run(settings, go)
+
+
+async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
+    """What ``bulk-cancel`` checks once the input is good, before anything is sent."""
+    _check_results_path(results)
+    await _token_lifetime(client)
+
+
+def _check_results_path(path: Path) -> None:
+    """Refuse a results file the run could not write at its end, after sending every row.
+
+    The results are written to a new file in the same folder, renamed over ``path``: the
+    folder must take a new file, and ``path`` must not be a device or a pipe (the rename
+    would replace it).
+
+    Raises:
+        CliError: ``path`` names no file, is not a regular file, or its folder cannot be
+            written.
+    """
+    what = f"results file {str(path)!r}"
+    if not path.name:
+        raise CliError(f"--results {str(path)!r} names no file")
+    if path.exists() and not path.is_file():
+        raise CliError(f"{what} is not a regular file: name a file for the results")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"):
+            pass
+    except (FileExistsError, NotADirectoryError):
+        raise CliError(f"cannot write {what}: a file is where its folder should be") from None
+    except OSError as exc:
+        raise CliError(f"cannot write {what}: {exc.strerror}") from None
 
 
 def _bulk_exit_code(report: Any) -> int:

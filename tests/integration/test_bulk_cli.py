@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -162,6 +164,46 @@ def test_a_journal_of_another_file_is_refused(sb: ThreadedSandbox, tmp_path: Pat
     assert result.exit_code == 2
     assert "different input file" in result.stderr
     assert camt056_requests(sb) == requests
+
+
+@pytest.mark.parametrize(
+    ("results", "named"),
+    [
+        ("", "names no file"),
+        ("in.csv/r.csv", "cannot write"),  # a file where its folder should be
+        ("fifo.csv", "not a regular file"),  # would be replaced by the atomic rename
+    ],
+    ids=["empty", "parent-is-a-file", "fifo"],
+)
+def test_a_results_file_that_cannot_be_written_is_refused_before_anything_is_sent(
+    sb: ThreadedSandbox, tmp_path: Path, results: str, named: str
+) -> None:
+    src = write_csv(tmp_path / "in.csv", bulk_rows(2, prefix="E2E-RW"))
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    requests = camt056_requests(sb)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--sandbox",
+            "--base-url",
+            sb.url,
+            "bulk-cancel",
+            str(src),
+            "--results",
+            results,
+            "--journal",
+            str(tmp_path / "j.sqlite"),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert named in errors[0]
+    assert camt056_requests(sb) == requests
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert not (tmp_path / "j.sqlite").exists()
 
 
 def test_no_journal_keeps_no_file(sb: ThreadedSandbox, tmp_path: Path) -> None:

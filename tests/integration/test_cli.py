@@ -147,6 +147,24 @@ def test_missing_base_url_is_a_usage_error() -> None:
     assert "cannot read credentials file" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:pw-Secret1@[::1",
+        "http://user:pw-Secret1@127.0.0.1:99999",
+        "ftp://user:pw-Secret1@host",
+        "user:pw-Secret1@host",
+        "http://user:pw/Secret1@127.0.0.1:8765",
+    ],
+)
+@pytest.mark.parametrize("flags", [[], ["--json"], ["-vv"]], ids=["plain", "json", "vv"])
+def test_a_malformed_base_url_is_named_without_its_password(url: str, flags: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*flags, "--sandbox", "--base-url", url, "token"])
+    assert result.exit_code == 2, result.output
+    assert "--base-url" in result.output
+    assert "Secret1" not in result.output
+
+
 def test_refused_credentials_are_exit_3_with_one_line(sb: ThreadedSandbox, tmp_path: Path) -> None:
     creds = sb.handle.credentials
     assert creds is not None
@@ -415,6 +433,8 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "unknown command": (["paymnt"], "paymnt"),
         "missing file": ([*sb, "pay", str(tmp / "missing.json")], "missing.json"),
         "keygen bits": (["keygen", "--dir", str(tmp / "k"), "--bits", "512"], "512"),
+        "demo delay negative": (["demo", "--processing-delay", "-1"], "-1"),
+        "demo delay nan": (["demo", "--processing-delay", "nan"], "nan"),
     }
 
 
