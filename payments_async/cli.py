@@ -349,18 +349,23 @@ def load_json_bytes(raw: bytes, what: str) -> Any:
         what: how to name the file in the message.
 
     Raises:
-        CliError: not UTF-8, not JSON, or nested deeper than ``CLI_MAX_JSON_DEPTH``.
+        CliError: not UTF-8, not JSON, an object naming a key twice, or nested deeper
+            than ``CLI_MAX_JSON_DEPTH``.
     """
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CliError(f"{what} {_not_utf8(exc)}") from None
+    from .bulk._input import unique_keys
+
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:
         raise CliError(f"{what} is nested too deeply to be read") from None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise CliError(f"{what} is not valid JSON: {exc}") from None
+    except ValueError as exc:  # unique_keys: which of the two values is meant is unclear
+        raise CliError(f"{what}: {exc}") from None
     if _depth(value) > CLI_MAX_JSON_DEPTH:
         raise CliError(f"{what} is nested more than {CLI_MAX_JSON_DEPTH} levels deep")
     return value
@@ -1630,7 +1635,15 @@ def bulk_cancel_cmd(
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         except OSError as exc:  # checked before sending: a disk full at the end, say
-            raise CliError(f"cannot write {str(results)!r}: {exc}", EXIT_SERVICE) from None
+            kept = (
+                "the outcomes were not kept (--no-journal)"
+                if no_journal
+                else "the journal keeps every outcome: run the same command again to write "
+                "the file (nothing is sent again)"
+            )
+            raise CliError(
+                f"cannot write {str(results)!r}: {exc.strerror or exc}; {kept}", EXIT_SERVICE
+            ) from None
         finally:
             if input_bar is not None:
                 input_bar.close()

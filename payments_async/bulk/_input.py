@@ -193,6 +193,26 @@ def _column_of(path: str) -> str | None:
     return None
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json.loads``: an object whose keys are all different.
+
+    JSON lets an object name a key twice and ``json.loads`` keeps the last value without a
+    word; in a file a person wrote, that hides a mistake (which payment was meant?), as a
+    CSV column given twice would.
+
+    Raises:
+        ValueError: a key appears twice (its message names the key).
+    """
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key[:40]!r} appears twice in one object")
+            seen.add(key)
+    return obj
+
+
 def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object] | None, str]]:
     """Yield ``(line, record, problem)``: a record, or None and why the line is unreadable.
 
@@ -204,9 +224,12 @@ def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object
                 continue
             try:
                 # Decimal keeps a number as written (1e3 stays 1E+3 and is refused later).
-                obj = json.loads(raw, parse_float=Decimal)
+                obj = json.loads(raw, parse_float=Decimal, object_pairs_hook=unique_keys)
             except json.JSONDecodeError as exc:
                 yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
+                continue
+            except ValueError as exc:  # unique_keys: a key given twice
+                yield n, None, str(exc)
                 continue
             except RecursionError:
                 yield n, None, "not valid JSON (nested too deeply)"

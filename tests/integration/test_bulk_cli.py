@@ -206,6 +206,37 @@ def test_a_results_file_that_cannot_be_written_is_refused_before_anything_is_sen
     assert not (tmp_path / "j.sqlite").exists()
 
 
+def test_a_results_file_that_fails_at_the_end_leaves_the_journal_to_write_it_again(
+    sb: ThreadedSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder took a file when checked, the disk filled up while the rows were sent."""
+    import errno
+
+    from payments_async.bulk import _runner
+
+    src = write_csv(tmp_path / "full.csv", bulk_rows(3, prefix="E2E-FULL"))
+    written = _runner.write_results
+
+    def disk_full(*args: object, **kwargs: object) -> Path:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_runner, "write_results", disk_full)
+    requests = camt056_requests(sb)
+    result = bulk(sb, str(src), "--journal", str(tmp_path / "j.sqlite"))
+    assert result.exit_code == 3, result.output
+    errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "No space left on device" in errors[0]
+    assert "run the same command again" in errors[0]
+    assert camt056_requests(sb) == requests + 3
+
+    monkeypatch.setattr(_runner, "write_results", written)
+    again = bulk(sb, str(src), "--journal", str(tmp_path / "j.sqlite"))
+    assert again.exit_code == 1, again.output  # every row final (rejected: no payments)
+    assert camt056_requests(sb) == requests + 3  # nothing sent again
+    assert len(read_results(tmp_path / "full.results.csv")) == 3
+
+
 def test_no_journal_keeps_no_file(sb: ThreadedSandbox, tmp_path: Path) -> None:
     src = write_csv(tmp_path / "nj.csv", bulk_rows(3, prefix="E2E-NJ"))
     result = bulk(sb, str(src), "--no-journal", json_out=True)

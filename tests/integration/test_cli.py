@@ -379,6 +379,11 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
                 "assignee_bic": "COBADEFFXXX",
             }
         ).encode(),
+        # json.loads keeps the last of two values: E2E-2 would be cancelled, not E2E-1.
+        "twice.json": b'{"original_end_to_end_id": "E2E-1", "original_end_to_end_id": "E2E-2"}',
+        "twice.jsonl": b'{"amount": "1.00", "amount": "100.00"}\n',
+        "pay-twice.json": b'{"fitoFICstmrCdtTrf": {}, "fitoFICstmrCdtTrf": {}}',
+        "creds-twice.json": json.dumps(_CREDS).replace("{", '{"key_id": "kid-0", ', 1).encode(),
     }
     for name, data in files.items():
         (tmp / name).write_bytes(data)
@@ -392,6 +397,9 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "cancel non-UTF-8": ([*sb, "cancel", f["latin1.json"]], "not UTF-8"),
         "cancel deep JSON": ([*sb, "cancel", f["deep.json"]], "nested"),
         "cancel 1e3": ([*sb, "cancel", f["amount-exp.json"]], "not a decimal number"),
+        "cancel key twice": ([*sb, "cancel", f["twice.json"]], "'original_end_to_end_id' appears"),
+        "pay key twice": ([*sb, "pay", f["pay-twice.json"]], "'fitoFICstmrCdtTrf' appears twice"),
+        "bulk key twice": ([*sb, "bulk-cancel", f["twice.jsonl"]], "1 problem in"),
         "bulk non-UTF-8": ([*sb, "bulk-cancel", f["latin1.csv"]], "line 2"),
         "bulk deep JSONL": ([*sb, "bulk-cancel", f["deep.jsonl"]], "problem"),
         "port out of range": (
@@ -408,6 +416,10 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "creds non-UTF-8": (
             ["--credentials", f["creds-latin1.json"], "--base-url", url, "token"],
             "not UTF-8",
+        ),
+        "creds key twice": (
+            ["--credentials", f["creds-twice.json"], "--base-url", url, "token"],
+            "'key_id' appears twice",
         ),
         "creds deep": (
             ["--credentials", f["creds-deep.json"], "--base-url", url, "token"],

@@ -139,6 +139,24 @@ def test_jsonl_rows_and_errors_use_file_lines(tmp_path: Path) -> None:
     assert "line 6: expected a JSON object" in msgs
 
 
+def test_a_jsonl_row_naming_a_key_twice_is_refused_not_read_as_its_last_value(
+    tmp_path: Path,
+) -> None:
+    # json.loads keeps the last value: this row would cancel E2E-2's payment, not E2E-1's.
+    good = dict(zip(HEADER.split(","), GOOD.split(","), strict=True))
+    row = json.dumps(good).replace(
+        '"original_end_to_end_id": ',
+        '"original_end_to_end_id": "E2E-1", "original_end_to_end_id": ',
+    )
+    p = tmp_path / "twice.jsonl"
+    p.write_text(json.dumps(good) + "\n" + row + "\n", encoding="utf-8")
+    bulk = read_input(p)
+    assert [r.line for r in bulk.rows] == [1]
+    assert [str(e) for e in bulk.errors] == [
+        "line 2: the key 'original_end_to_end_id' appears twice in one object"
+    ]
+
+
 def test_utf8_bom_and_lowercase_codes_are_accepted(tmp_path: Path) -> None:
     p = tmp_path / "bom.csv"
     p.write_bytes(("\ufeff" + HEADER + "\n" + GOOD.replace("DUPL", "dupl") + "\n").encode())
