@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import msgspec
 import pytest
 import pytest_asyncio
-from sandbox_support import RawClient, basic, payment
+from sandbox_support import RawClient, basic, cancellation, payment
 
-from payments_async._constants import PACS002_PATH, PACS008_PATH, TOKEN_PATH
+from payments_async._constants import CAMT056_PATH, PACS002_PATH, PACS008_PATH, TOKEN_PATH
 from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
@@ -150,6 +150,16 @@ async def test_non_utf8_and_malformed_json_bodies_are_400(
         reply = await _exchange(sandbox.url, _request(PACS008_PATH, headers), [body])
         assert reply.status == 400, body[:20]
         assert set(reply.codes) == {"BODY_INVALID"}
+    # Invalid UTF-8 inside a string of an otherwise valid message (a 500 once).
+    for path, valid, text in (
+        (PACS008_PATH, encode(payment()), b"Alice"),
+        (CAMT056_PATH, encode(cancellation("E2E-1")), b"XXX"),
+    ):
+        body = valid.replace(text, b"\xff" + text, 1)
+        assert body != valid
+        headers = await _api_headers(client, body)
+        reply = await _exchange(sandbox.url, _request(path, headers), [body])
+        assert (reply.status, set(reply.codes)) == (400, {"BODY_INVALID"}), path
     for body in (b"\xff\xfe", b'{"client_id": "\xff"}', b"[1,2]", b'{"client_id": 1}'):
         head = _request("/_sandbox/clients", {"Content-Length": str(len(body))})
         reply = await _exchange(sandbox.url, head, [body])
