@@ -7,6 +7,7 @@ back, and checks the log records the sandbox (and aiohttp under it) produced.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -338,4 +339,24 @@ async def test_a_broken_chunked_body_is_400(
     assert reply.status == 400
     assert reply.codes == ["INVALID_REQUEST"]
     assert reply.closed
+    _assert_no_traceback(logs)
+
+
+async def test_a_broken_or_oversized_compressed_body_is_4xx(
+    sandbox: SandboxHandle, logs: pytest.LogCaptureFixture
+) -> None:
+    for encoding in ("gzip", "deflate"):
+        for path in ("/_sandbox/faults", TOKEN_PATH, PACS008_PATH):
+            head = _request(path, {"Content-Encoding": encoding, "Content-Length": "9"})
+            reply = await _exchange(sandbox.url, head, [b"not-a-zip"], expect_close=True)
+            assert (reply.status, reply.codes) == (400, ["INVALID_REQUEST"]), (encoding, path)
+            assert reply.closed
+    # 40 MiB inflated from 40 KiB: over aiohttp's own inflate limit (32 MiB) in one piece.
+    bomb = gzip.compress(b" " * (40 * 1024 * 1024))
+    async with sandbox_server(SandboxConfig()) as sb:
+        head = _request(
+            "/_sandbox/faults", {"Content-Encoding": "gzip", "Content-Length": str(len(bomb))}
+        )
+        reply = await _exchange(sb.url, head, [bomb])
+    assert (reply.status, reply.codes) == (413, ["BODY_TOO_LARGE"])
     _assert_no_traceback(logs)
