@@ -9,6 +9,7 @@ import email.utils
 import hashlib
 import ipaddress
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
@@ -733,7 +734,7 @@ async def _token_outage(request: web.Request) -> web.Response:
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, int | float)
-        or seconds < 0
+        or not 0 <= seconds <= sys.float_info.max  # JSON integers have no bound
         or not isinstance(status, int)
         or not 400 <= status <= 599
     ):

@@ -296,8 +296,12 @@ async def test_no_bad_input_gets_a_500(client: RawClient, sandbox: SandboxHandle
         ("POST", PACS008_PATH, b"\x00\x01\x02"),
         ("POST", "/_sandbox/faults", b'{"error_500": "x"}'),
         ("POST", "/_sandbox/faults", b'{"error_500": 1e400}'),
+        # Refused, or every API request after it would fail (asyncio cannot sleep that long).
+        ("POST", "/_sandbox/faults", b'{"latency": 1, "latency_seconds": 1' + b"0" * 400 + b"}"),
+        ("GET", f"{PACS002_PATH}/x", b""),
         ("POST", "/_sandbox/token-outage", b'{"seconds": -1}'),
         ("POST", "/_sandbox/token-outage", b"\xff"),
+        ("POST", "/_sandbox/token-outage", b'{"seconds": 1' + b"0" * 400 + b"}"),
         ("GET", "/_sandbox/messages?client_id=%ff", b""),
         ("POST", TOKEN_PATH, b"\xff" * 100),
     ]
