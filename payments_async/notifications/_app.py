@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final, Self
 
 from aiohttp import web
+from aiohttp.http_exceptions import DecompressSizeError
 
 from .._constants import JSON_CONTENT_TYPE, NOTIFY_PATH
 from ._core import NotificationRejected
@@ -40,12 +41,21 @@ async def _receive(request: web.Request) -> web.Response:
         receiver.stats.rejected[413] += 1
         return _answer(413, too_large)
     body = bytearray()
-    async for chunk in request.content.iter_chunked(_CHUNK):
-        body += chunk
-        if len(body) > limit:
-            receiver.stats.received += 1
-            receiver.stats.rejected[413] += 1
-            return _answer(413, too_large)
+    try:
+        async for chunk in request.content.iter_chunked(_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                receiver.stats.received += 1
+                receiver.stats.rejected[413] += 1
+                return _answer(413, too_large)
+    except web.RequestPayloadError as exc:
+        # A Content-Encoding aiohttp could not inflate; its error (the cause) names the kind.
+        status = 413 if isinstance(exc.__cause__, DecompressSizeError) else 400
+        receiver.stats.received += 1
+        receiver.stats.rejected[status] += 1
+        response = _answer(status, too_large if status == 413 else b'{"error":"malformed body"}')
+        response.force_close()  # the rest of the body cannot be read
+        return response
     status, out = await receiver.handle(
         request.method, request.headers, bytes(body), authenticated=True
     )

@@ -301,6 +301,18 @@ async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
             ),
             ("POST", json_ct, b'{"rsltnOfInvstgtn": {"sts": {"conf": "ACCC"}}}', 422),
             ("POST", json_ct, b'{"rsltnOfInvstgtn": []}', 422),
+            # Not UTF-8 inside a key or a string (a 500 once).
+            ("POST", json_ct, b'{"payments\xffServiceId": "a"}', 400),
+            ("POST", json_ct, b'{"paymentsServiceId": "a\xff"}', 422),
+            (
+                "POST",
+                json_ct,
+                b'{"paymentsServiceId": "a", "fitoFIPmtStsRpt": {"grpHdr": {"msgId": "\xff"}}}',
+                422,
+            ),
+            # A body that cannot be inflated (a 500 once, or aiohttp's text/plain 400).
+            ("POST", {**json_ct, "Content-Encoding": "gzip"}, b"not-a-zip", 400),
+            ("POST", {**json_ct, "Content-Encoding": "deflate"}, b"not-a-zip", 400),
             ("GET", auth, None, 405),
             ("PUT", json_ct, b"{}", 405),
         ]
@@ -309,6 +321,8 @@ async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
                 async with http.request(method, st.server.url, data=body, headers=headers) as resp:
                     assert resp.status == expected, (method, body)
                     assert resp.status < 500
+                    if method == "POST":
+                        assert resp.content_type == "application/json", body
         assert st.receiver.stats.accepted == 0
         assert st.sandbox_gets() == 0
 
