@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import gc
+import logging
 import time
 from collections import Counter
 
@@ -217,6 +218,34 @@ async def test_wrong_or_missing_credentials_get_401_and_nothing_is_processed(
         assert st.receiver.stats.rejected[401] == 1
         assert st.receiver.stats.accepted == 1
         assert st.sandbox_gets() == gets_before + 1
+
+
+async def test_a_malformed_request_never_echoes_or_logs_the_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aiohttp's parser quotes the offending header line in its answer and its log."""
+    caplog.set_level(logging.DEBUG)
+    credential = basic(HOOK_USER, HOOK_PASSWORD).split(" ", 1)[1]
+    heads = {
+        400: b"Authorization Basic " + credential.encode(),  # no colon
+        431: b"Authorization: Basic " + credential.encode() + b"A" * 9000,  # over the limit
+    }
+    async with notifying_stack() as st:
+        host, port = st.server.url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+        for status, line in heads.items():
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"POST /notifications HTTP/1.1\r\nHost: x\r\n" + line + b"\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), timeout=5)
+            writer.close()
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.split(b" ")[1] == b"%d" % status, head
+            assert b"application/json" in head
+            assert msgspec.json.decode(body)["error"]
+            assert credential.encode() not in answer
+    for record in caplog.records:
+        assert record.exc_info is None, record.getMessage()
+        assert credential not in record.getMessage()
+    assert any("malformed request" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_notification_naming_a_foreign_host_is_never_fetched() -> None:
