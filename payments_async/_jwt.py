@@ -447,13 +447,19 @@ class JwtSigner:
 
 
 def _numeric_date(claims: Mapping[str, Any], name: str) -> float | None:
-    """The claim as a number, None when absent; refuses non-numbers (and booleans)."""
+    """The claim as a number, None when absent; refuses non-numbers (and booleans).
+
+    JSON integers are unbounded: one beyond a float's range is refused too.
+    """
     if name not in claims:
         return None
     value = claims[name]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise JwtVerificationError(f"{name} is not a NumericDate")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise JwtVerificationError(f"{name} is out of range") from None
 
 
 def _short(value: object) -> str:

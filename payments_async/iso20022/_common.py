@@ -61,6 +61,10 @@ def decode_with(
         raise ValidationError([Problem(path, msg)], message=f"invalid {what}") from exc
     except msgspec.DecodeError as exc:
         raise ValidationError([Problem("$", str(exc))], message=f"malformed {what}") from exc
+    except UnicodeDecodeError as exc:
+        # msgspec checks the UTF-8 of some strings only when it builds them.
+        problem = Problem("$", "JSON is malformed: a string is not valid UTF-8")
+        raise ValidationError([problem], message=f"malformed {what}") from exc
 
 
 def _split_msgspec_error(text: str) -> tuple[str, str, str]:

@@ -122,7 +122,7 @@ def decode_pacs002(data: bytes | str) -> Pacs002:
         # words the errors. (A document with the root under two spellings is read by
         # its exact one here.)
         return _CANONICAL_DECODER.decode(data)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError):
         pass
     return _decode_tolerant(data)
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Final, Self
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage, DecompressSizeError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 from .._constants import JSON_CONTENT_TYPE, NOTIFY_PATH
 from ._core import NotificationRejected
@@ -14,6 +18,8 @@ __all__ = ["RECEIVER_KEY", "ReceiverServer", "create_app"]
 
 RECEIVER_KEY: Final = web.AppKey("payments_async.notifications.receiver", NotificationReceiver)
 _CHUNK: Final = 64 * 1024
+
+logger = logging.getLogger("payments_async.notifications")
 
 
 def _answer(status: int, body: bytes) -> web.Response:
@@ -40,16 +46,67 @@ async def _receive(request: web.Request) -> web.Response:
         receiver.stats.rejected[413] += 1
         return _answer(413, too_large)
     body = bytearray()
-    async for chunk in request.content.iter_chunked(_CHUNK):
-        body += chunk
-        if len(body) > limit:
-            receiver.stats.received += 1
-            receiver.stats.rejected[413] += 1
-            return _answer(413, too_large)
+    try:
+        async for chunk in request.content.iter_chunked(_CHUNK):
+            body += chunk
+            if len(body) > limit:
+                receiver.stats.received += 1
+                receiver.stats.rejected[413] += 1
+                return _answer(413, too_large)
+    except web.RequestPayloadError as exc:
+        # A Content-Encoding aiohttp could not inflate; its error (the cause) names the kind.
+        status = 413 if isinstance(exc.__cause__, DecompressSizeError) else 400
+        receiver.stats.received += 1
+        receiver.stats.rejected[status] += 1
+        response = _answer(status, too_large if status == 413 else b'{"error":"malformed body"}')
+        response.force_close()  # the rest of the body cannot be read
+        return response
     status, out = await receiver.handle(
         request.method, request.headers, bytes(body), authenticated=True
     )
     return _answer(status, out)
+
+
+class _QuietErrorHandler(RequestHandler):
+    """aiohttp's connection handler, minus the quoting of what its parser refused.
+
+    aiohttp answers a request its parser refuses (a header line without a colon or over
+    the size limit) with the offending bytes in a ``text/plain`` body and logs them with a
+    traceback; that line may be the ``Authorization`` header, i.e. the credentials. Here
+    such a request gets a JSON error naming the kind of problem only, and one log line.
+    """
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if not isinstance(exc, BadHttpMessage):  # a bug, not bad input: aiohttp's answer
+            return super().handle_error(request, status, exc, message)
+        if isinstance(exc, LineTooLong) or exc.message == "Too many headers received":
+            status = 431
+        kind = type(exc).__name__
+        logger.info("refused malformed request: %s (%s)", status, kind)
+        if request.writer.output_size > 0:
+            raise ConnectionError("Response already started: cannot send the error")
+        response = _answer(status, b'{"error":"malformed HTTP request (' + kind.encode() + b')"}')
+        response.force_close()
+        return response
+
+
+class _QuietErrorServer(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _QuietErrorHandler(self, loop=self._loop, **self._kwargs)
+
+
+class _Runner(web.AppRunner):
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        # Server keeps its handler factory in __call__; this subclass changes only that.
+        server.__class__ = _QuietErrorServer
+        return server
 
 
 def create_app(receiver: NotificationReceiver, *, path: str = NOTIFY_PATH) -> web.Application:
@@ -104,7 +161,7 @@ class ReceiverServer:
 
     async def start(self) -> None:
         """Bind and serve."""
-        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        runner = _Runner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self._port)

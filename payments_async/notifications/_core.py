@@ -352,7 +352,7 @@ def parse(
         raise _reject(415, "Content-Type must be application/json")
     try:
         top = _TOP.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         raise _reject(400, "body is not a JSON object") from None
     folded = {key.casefold(): key for key in top}
     if _PACS002_ROOT in folded or _CAMT029_ROOT in folded:
@@ -373,6 +373,8 @@ def _parse_short(body: bytes, base_url: str) -> Notification:
         notice = _SHORT.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise _reject(422, f"malformed short notice: {exc}") from None
+    except UnicodeDecodeError:
+        raise _reject(422, "malformed short notice: a string is not valid UTF-8") from None
     psid = _check_id(notice.payments_service_id)
     kinds: set[NotificationKind] = set()
     if notice.status_report_message is not None:

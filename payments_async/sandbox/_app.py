@@ -9,6 +9,7 @@ import email.utils
 import hashlib
 import ipaddress
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
@@ -16,7 +17,7 @@ from urllib.parse import parse_qsl
 
 import msgspec
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_exceptions import DecompressSizeError, HttpProcessingError
 
 from .._constants import (
     CAMT029_PATH,
@@ -111,9 +112,10 @@ _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 async def _receive_body(request: web.Request, state: SandboxState) -> web.Response | None:
     """Read the whole body into the request (later reads are free); None when it arrived.
 
-    Otherwise the answer: 413 over ``max_body_size``, 408 (connection closed) slower than
-    ``body_read_timeout``, 400 for a broken chunked or compressed body; a client that went
-    away gets one log line and a response nobody reads.
+    Otherwise the answer: 413 over ``max_body_size`` (or a compressed body inflating past
+    aiohttp's limit), 408 (connection closed) slower than ``body_read_timeout``, 400 for a
+    broken chunked or compressed body; a client that went away gets one log line and a
+    response nobody reads.
     """
     config = state.config
     length = request.content_length
@@ -137,11 +139,19 @@ async def _receive_body(request: web.Request, state: SandboxState) -> web.Respon
         request["status"] = _DISCONNECTED
         return _closing(error_response(400, ErrorCode.INVALID_REQUEST, "Body incomplete"))
     except HttpProcessingError as exc:
-        return _closing(
-            # The kind only: aiohttp's text may quote the received bytes.
-            error_response(400, ErrorCode.INVALID_REQUEST, f"Malformed body ({type(exc).__name__})")
-        )
+        return _closing(_malformed_body(exc))
+    except web.RequestPayloadError as exc:
+        # A body aiohttp could not inflate (Content-Encoding): its error is the cause.
+        cause = exc.__cause__
+        if isinstance(cause, DecompressSizeError):
+            return _closing(_too_large(config.max_body_size))
+        return _closing(_malformed_body(cause or exc))
     return None
+
+
+def _malformed_body(exc: BaseException) -> web.Response:
+    # The kind only: aiohttp's text may quote the received bytes.
+    return error_response(400, ErrorCode.INVALID_REQUEST, f"Malformed body ({type(exc).__name__})")
 
 
 def _too_large(limit: int) -> web.Response:
@@ -724,7 +734,7 @@ async def _token_outage(request: web.Request) -> web.Response:
     if (
         isinstance(seconds, bool)
         or not isinstance(seconds, int | float)
-        or seconds < 0
+        or not 0 <= seconds <= sys.float_info.max  # JSON integers have no bound
         or not isinstance(status, int)
         or not 400 <= status <= 599
     ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -118,6 +119,8 @@ class FaultConfig:
             raise ValueError("the exclusive fault shares add up to more than 1")
         if self.latency_seconds < 0 or self.retry_after < 0:
             raise ValueError("latency_seconds and retry_after must not be negative")
+        if self.latency_seconds > sys.float_info.max:  # an int: JSON integers have no bound
+            raise ValueError("latency_seconds is out of range")
 
     def exclusive_shares(self) -> tuple[tuple[str, float], ...]:
         """The mutually exclusive faults as ``(kind, share)`` pairs, in drawing order."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import gc
+import logging
 import time
 from collections import Counter
 
@@ -219,6 +220,34 @@ async def test_wrong_or_missing_credentials_get_401_and_nothing_is_processed(
         assert st.sandbox_gets() == gets_before + 1
 
 
+async def test_a_malformed_request_never_echoes_or_logs_the_credentials(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aiohttp's parser quotes the offending header line in its answer and its log."""
+    caplog.set_level(logging.DEBUG)
+    credential = basic(HOOK_USER, HOOK_PASSWORD).split(" ", 1)[1]
+    heads = {
+        400: b"Authorization Basic " + credential.encode(),  # no colon
+        431: b"Authorization: Basic " + credential.encode() + b"A" * 9000,  # over the limit
+    }
+    async with notifying_stack() as st:
+        host, port = st.server.url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+        for status, line in heads.items():
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"POST /notifications HTTP/1.1\r\nHost: x\r\n" + line + b"\r\n\r\n")
+            answer = await asyncio.wait_for(reader.read(), timeout=5)
+            writer.close()
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.split(b" ")[1] == b"%d" % status, head
+            assert b"application/json" in head
+            assert msgspec.json.decode(body)["error"]
+            assert credential.encode() not in answer
+    for record in caplog.records:
+        assert record.exc_info is None, record.getMessage()
+        assert credential not in record.getMessage()
+    assert any("malformed request" in r.getMessage() for r in caplog.records)
+
+
 async def test_a_notification_naming_a_foreign_host_is_never_fetched() -> None:
     hits: list[str] = []
 
@@ -301,6 +330,18 @@ async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
             ),
             ("POST", json_ct, b'{"rsltnOfInvstgtn": {"sts": {"conf": "ACCC"}}}', 422),
             ("POST", json_ct, b'{"rsltnOfInvstgtn": []}', 422),
+            # Not UTF-8 inside a key or a string (a 500 once).
+            ("POST", json_ct, b'{"payments\xffServiceId": "a"}', 400),
+            ("POST", json_ct, b'{"paymentsServiceId": "a\xff"}', 422),
+            (
+                "POST",
+                json_ct,
+                b'{"paymentsServiceId": "a", "fitoFIPmtStsRpt": {"grpHdr": {"msgId": "\xff"}}}',
+                422,
+            ),
+            # A body that cannot be inflated (a 500 once, or aiohttp's text/plain 400).
+            ("POST", {**json_ct, "Content-Encoding": "gzip"}, b"not-a-zip", 400),
+            ("POST", {**json_ct, "Content-Encoding": "deflate"}, b"not-a-zip", 400),
             ("GET", auth, None, 405),
             ("PUT", json_ct, b"{}", 405),
         ]
@@ -309,6 +350,8 @@ async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
                 async with http.request(method, st.server.url, data=body, headers=headers) as resp:
                     assert resp.status == expected, (method, body)
                     assert resp.status < 500
+                    if method == "POST":
+                        assert resp.content_type == "application/json", body
         assert st.receiver.stats.accepted == 0
         assert st.sandbox_gets() == 0
 

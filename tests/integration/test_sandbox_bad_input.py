@@ -7,6 +7,7 @@ back, and checks the log records the sandbox (and aiohttp under it) produced.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 import msgspec
 import pytest
 import pytest_asyncio
-from sandbox_support import RawClient, basic, payment
+from sandbox_support import RawClient, basic, cancellation, payment
 
-from payments_async._constants import PACS002_PATH, PACS008_PATH, TOKEN_PATH
+from payments_async._constants import CAMT056_PATH, PACS002_PATH, PACS008_PATH, TOKEN_PATH
 from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
@@ -150,6 +151,16 @@ async def test_non_utf8_and_malformed_json_bodies_are_400(
         reply = await _exchange(sandbox.url, _request(PACS008_PATH, headers), [body])
         assert reply.status == 400, body[:20]
         assert set(reply.codes) == {"BODY_INVALID"}
+    # Invalid UTF-8 inside a string of an otherwise valid message (a 500 once).
+    for path, valid, text in (
+        (PACS008_PATH, encode(payment()), b"Alice"),
+        (CAMT056_PATH, encode(cancellation("E2E-1")), b"XXX"),
+    ):
+        body = valid.replace(text, b"\xff" + text, 1)
+        assert body != valid
+        headers = await _api_headers(client, body)
+        reply = await _exchange(sandbox.url, _request(path, headers), [body])
+        assert (reply.status, set(reply.codes)) == (400, {"BODY_INVALID"}), path
     for body in (b"\xff\xfe", b'{"client_id": "\xff"}', b"[1,2]", b'{"client_id": 1}'):
         head = _request("/_sandbox/clients", {"Content-Length": str(len(body))})
         reply = await _exchange(sandbox.url, head, [body])
@@ -285,8 +296,12 @@ async def test_no_bad_input_gets_a_500(client: RawClient, sandbox: SandboxHandle
         ("POST", PACS008_PATH, b"\x00\x01\x02"),
         ("POST", "/_sandbox/faults", b'{"error_500": "x"}'),
         ("POST", "/_sandbox/faults", b'{"error_500": 1e400}'),
+        # Refused, or every API request after it would fail (asyncio cannot sleep that long).
+        ("POST", "/_sandbox/faults", b'{"latency": 1, "latency_seconds": 1' + b"0" * 400 + b"}"),
+        ("GET", f"{PACS002_PATH}/x", b""),
         ("POST", "/_sandbox/token-outage", b'{"seconds": -1}'),
         ("POST", "/_sandbox/token-outage", b"\xff"),
+        ("POST", "/_sandbox/token-outage", b'{"seconds": 1' + b"0" * 400 + b"}"),
         ("GET", "/_sandbox/messages?client_id=%ff", b""),
         ("POST", TOKEN_PATH, b"\xff" * 100),
     ]
@@ -328,4 +343,24 @@ async def test_a_broken_chunked_body_is_400(
     assert reply.status == 400
     assert reply.codes == ["INVALID_REQUEST"]
     assert reply.closed
+    _assert_no_traceback(logs)
+
+
+async def test_a_broken_or_oversized_compressed_body_is_4xx(
+    sandbox: SandboxHandle, logs: pytest.LogCaptureFixture
+) -> None:
+    for encoding in ("gzip", "deflate"):
+        for path in ("/_sandbox/faults", TOKEN_PATH, PACS008_PATH):
+            head = _request(path, {"Content-Encoding": encoding, "Content-Length": "9"})
+            reply = await _exchange(sandbox.url, head, [b"not-a-zip"], expect_close=True)
+            assert (reply.status, reply.codes) == (400, ["INVALID_REQUEST"]), (encoding, path)
+            assert reply.closed
+    # 40 MiB inflated from 40 KiB: over aiohttp's own inflate limit (32 MiB) in one piece.
+    bomb = gzip.compress(b" " * (40 * 1024 * 1024))
+    async with sandbox_server(SandboxConfig()) as sb:
+        head = _request(
+            "/_sandbox/faults", {"Content-Encoding": "gzip", "Content-Length": str(len(bomb))}
+        )
+        reply = await _exchange(sb.url, head, [bomb])
+    assert (reply.status, reply.codes) == (413, ["BODY_TOO_LARGE"])
     _assert_no_traceback(logs)

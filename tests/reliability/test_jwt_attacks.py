@@ -211,6 +211,16 @@ ASSERTION_ATTACKS: dict[str, Callable[[World], str]] = {
     "bad signature bytes": lambda w: forge(
         w.alice.header(), w.alice.assertion_claims(), lambda d: b"\x00" * 256
     ),
+    # JSON integers have no bound; a float cannot hold these (a 500 once).
+    "exp beyond any float": lambda w: forge(
+        w.alice.header(), w.alice.assertion_claims(exp=10**400), rs256(w.alice.key)
+    ),
+    "iat below any float": lambda w: forge(
+        w.alice.header(), w.alice.assertion_claims(iat=-(10**400)), rs256(w.alice.key)
+    ),
+    "nbf beyond any float": lambda w: forge(
+        w.alice.header(), w.alice.assertion_claims(nbf=10**400), rs256(w.alice.key)
+    ),
 }
 
 
@@ -273,6 +283,12 @@ SCA_ATTACKS: dict[str, Callable[[World, bytes], str]] = {
     ),
     "unsigned claim alg": lambda w, b: forge(
         w.alice.header(), w.alice.sca_claims(b, alg="none"), rs256(w.alice.key)
+    ),
+    "exp beyond any float": lambda w, b: forge(
+        w.alice.header(), w.alice.sca_claims(b, exp=10**400), rs256(w.alice.key)
+    ),
+    "iat beyond any float": lambda w, b: forge(
+        w.alice.header(), w.alice.sca_claims(b, iat=10**400), rs256(w.alice.key)
     ),
 }
 
