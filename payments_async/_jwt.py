@@ -500,7 +500,7 @@ def _verify(
         raise JwtVerificationError("bad signature")
     try:
         claims = _CLAIMS_DECODER.decode(obj.payload or b"")
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         raise JwtVerificationError("malformed token payload") from None
 
     if claims.get("iss") != registered.iss:

@@ -162,7 +162,7 @@ def decode_submission(data: bytes) -> SubmissionResult:
     """Decode a submission result, wrapped in ``data`` or bare."""
     try:
         env = _SUBMISSION_DECODER.decode(data)
-    except msgspec.MsgspecError:  # decode_with says what is wrong, in our error
+    except (msgspec.MsgspecError, UnicodeDecodeError):  # decode_with says what is wrong
         env = decode_with(_SUBMISSION_DECODER, data, "submission result")
     raw: _RawSubmission = env.data if env.data is not None else env
     if not raw.payments_service_id:
@@ -206,5 +206,5 @@ def decode_error_envelope(data: bytes) -> ErrorEnvelope | None:
         return None
     try:
         return _ERROR_DECODER.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return None

@@ -440,7 +440,7 @@ def _parse_full(top: Mapping[str, msgspec.Raw], body: bytes, *, pacs002: bool) -
         raise _reject(422, "a full status report needs a top-level paymentsServiceId")
     try:
         psid = _check_id(_ID_FIELD.decode(raw_id))
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, UnicodeDecodeError):
         raise _reject(422, "paymentsServiceId must be a string") from None
     try:
         if pacs002:

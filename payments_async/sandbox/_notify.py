@@ -588,7 +588,7 @@ def _bad(message: str) -> web.Response:
 async def _object(request: web.Request) -> dict[str, Any] | web.Response:
     try:
         data = msgspec.json.decode(await request.read())
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return _bad("Body must be a JSON object")
     if not isinstance(data, dict):
         return _bad("Body must be a JSON object")

@@ -339,6 +339,12 @@ async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
                 b'{"paymentsServiceId": "a", "fitoFIPmtStsRpt": {"grpHdr": {"msgId": "\xff"}}}',
                 422,
             ),
+            (
+                "POST",
+                json_ct,
+                b'{"paymentsServiceId": "a\xff", "fitoFIPmtStsRpt": {"txInfAndSts": []}}',
+                422,
+            ),
             # A body that cannot be inflated (a 500 once, or aiohttp's text/plain 400).
             ("POST", {**json_ct, "Content-Encoding": "gzip"}, b"not-a-zip", 400),
             ("POST", {**json_ct, "Content-Encoding": "deflate"}, b"not-a-zip", 400),

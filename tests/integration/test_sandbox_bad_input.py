@@ -304,6 +304,7 @@ async def test_no_bad_input_gets_a_500(client: RawClient, sandbox: SandboxHandle
         ("POST", "/_sandbox/token-outage", b'{"seconds": 1' + b"0" * 400 + b"}"),
         ("GET", "/_sandbox/messages?client_id=%ff", b""),
         ("POST", TOKEN_PATH, b"\xff" * 100),
+        ("POST", "/_sandbox/notifications", b'{"url": "http://127.0.0.1/\xff"}'),
     ]
     for method, path, body in cases:
         headers = await client.api_headers(body=body) if path == PACS008_PATH else {}

@@ -43,9 +43,15 @@ def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def forge(header: dict[str, Any], claims: dict[str, Any], sign: Signer) -> str:
-    signing_input = b64(json.dumps(header).encode()) + "." + b64(json.dumps(claims).encode())
+def forge(header: dict[str, Any], claims: dict[str, Any] | bytes, sign: Signer) -> str:
+    payload = claims if isinstance(claims, bytes) else json.dumps(claims).encode()
+    signing_input = b64(json.dumps(header).encode()) + "." + b64(payload)
     return signing_input + "." + b64(sign(signing_input.encode("ascii")))
+
+
+def not_utf8(claims: dict[str, Any]) -> bytes:
+    """The claims as JSON whose ``iss`` holds a byte that is not UTF-8 (a 500 once)."""
+    return json.dumps(claims).encode().replace(b'"iss": "', b'"iss": "\xff', 1)
 
 
 def rs256(key: RSAPrivateKey) -> Signer:
@@ -221,6 +227,9 @@ ASSERTION_ATTACKS: dict[str, Callable[[World], str]] = {
     "nbf beyond any float": lambda w: forge(
         w.alice.header(), w.alice.assertion_claims(nbf=10**400), rs256(w.alice.key)
     ),
+    "payload not UTF-8": lambda w: forge(
+        w.alice.header(), not_utf8(w.alice.assertion_claims()), rs256(w.alice.key)
+    ),
 }
 
 
@@ -289,6 +298,9 @@ SCA_ATTACKS: dict[str, Callable[[World, bytes], str]] = {
     ),
     "iat beyond any float": lambda w, b: forge(
         w.alice.header(), w.alice.sca_claims(b, iat=10**400), rs256(w.alice.key)
+    ),
+    "payload not UTF-8": lambda w, b: forge(
+        w.alice.header(), not_utf8(w.alice.sca_claims(b)), rs256(w.alice.key)
     ),
 }
 

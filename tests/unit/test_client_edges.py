@@ -661,6 +661,67 @@ async def test_expires_in_as_int_float_or_numeric_string(
     assert 0 < lifetime <= float(str(expires_in))
 
 
+# A JSON answer holding a string that is not valid UTF-8: msgspec raises UnicodeDecodeError
+# (not one of its own errors) for it, which must never leave the client untyped.
+_NOT_UTF8 = b'{"data": {"paymentsServiceId": "PS-\xff", "status": "PENDING"}}'
+
+
+async def test_a_2xx_answer_that_is_not_utf8_is_an_unknown_outcome(mocked: aioresponses) -> None:
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, status=201, body=_NOT_UTF8, content_type="application/json")
+    async with _client() as c:
+        with pytest.raises(OutcomeUnknownError) as info:
+            await c.request_cancellation(_cancellation())
+    assert isinstance(info.value.__cause__, InvalidResponseError)
+    assert "not valid UTF-8" in str(info.value)
+
+
+async def test_an_error_answer_that_is_not_utf8_keeps_its_status_error(
+    mocked: aioresponses,
+) -> None:
+    body = b'{"errors": [{"code": "BODY_INVALID", "message": "caf\xe9"}]}'
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, status=400, body=body, content_type="application/json")
+    async with _client() as c:
+        with pytest.raises(ApiError) as info:
+            await c.request_cancellation(_cancellation())
+    assert info.value.status == 400
+    assert not isinstance(info.value, OutcomeUnknownError | InvalidResponseError)
+    assert f"{len(body)} bytes" in str(info.value)  # described, never copied
+
+
+async def test_a_read_answer_that_is_not_utf8_is_an_invalid_response(
+    mocked: aioresponses,
+) -> None:
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.get(
+        CAMT029,
+        status=200,
+        body=b'{"rsltnOfInvstgtn": {"assgnmt": {"id": "A-\xff"}}}',
+        content_type="application/json",
+    )
+    async with _client() as c:
+        with pytest.raises(InvalidResponseError) as read:
+            await c.get_cancellation_outcome("PS-1")
+    assert str(read.value.path).startswith("/payments/camt029/")
+
+
+async def test_a_token_answer_that_is_not_utf8_is_an_invalid_response(
+    mocked: aioresponses,
+) -> None:
+    mocked.post(
+        TOKEN_URL,
+        status=200,
+        body=b'{"access_token": "t\xff", "expires_in": 60}',
+        content_type="application/json",
+        repeat=True,
+    )
+    async with _client() as c:
+        with pytest.raises(InvalidResponseError) as token:
+            await c.access_token_lifetime()
+    assert token.value.path == "/oauth/token"
+
+
 # --- 15. nonsense configuration is refused at construction -------------------------------
 
 
