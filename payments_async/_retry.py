@@ -48,8 +48,9 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     text = value.strip()
     if not text:
         return None
-    if text.isdigit():
-        return float(int(text))
+    if text.isascii() and text.isdigit():  # delta-seconds; str.isdigit also takes "²"
+        seconds = float(text)  # any number of digits: beyond a float's range is inf
+        return seconds if math.isfinite(seconds) else None
     try:
         seconds = float(text)
     except ValueError:

@@ -113,7 +113,10 @@ def decode_token_response(data: bytes) -> TokenResponse:
                 message="invalid token response",
             ) from None
     else:
-        expires = float(raw.expires_in)
+        try:
+            expires = float(raw.expires_in)
+        except OverflowError:  # JSON integers have no bound
+            expires = math.inf
     if not math.isfinite(expires):
         raise ValidationError(
             [Problem("$.expires_in", "must be a finite number")], message="invalid token response"

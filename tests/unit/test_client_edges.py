@@ -722,6 +722,20 @@ async def test_a_token_answer_that_is_not_utf8_is_an_invalid_response(
     assert token.value.path == "/oauth/token"
 
 
+@pytest.mark.parametrize("retry_after", ["9" * 400, "9" * 5000, "\u00b2"])
+async def test_a_retry_after_header_nobody_can_read_never_breaks_a_call(
+    mocked: aioresponses, retry_after: str
+) -> None:
+    mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
+    mocked.post(CAMT056_URL, status=503, headers={"Retry-After": retry_after}, repeat=True)
+    async with _client() as c:
+        with pytest.raises(OutcomeUnknownError) as info:  # a 503 may follow a commit
+            await c.request_cancellation(_cancellation())
+    assert isinstance(info.value.__cause__, ServerError)
+    assert info.value.__cause__.retry_after is None
+    assert _posts(mocked, CAMT056_URL) == 3  # retried with the policy's own waits
+
+
 # --- 15. nonsense configuration is refused at construction -------------------------------
 
 

@@ -34,6 +34,11 @@ from payments_async._retry import RetryBudget, is_retryable, parse_retry_after
         (None, None),
         ("soon", None),
         ("nan", None),
+        # Headers come from the network: none of these may raise (each did once).
+        ("9" * 400, None),  # beyond a float's range
+        ("9" * 5000, None),  # beyond int()'s digit limit
+        ("\u00b2", None),  # str.isdigit() is true for a superscript two
+        ("0042", 42.0),
     ],
 )
 def test_parse_retry_after_seconds(value: str | None, expected: float | None) -> None:

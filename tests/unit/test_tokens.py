@@ -317,6 +317,8 @@ async def test_a_later_call_retries_after_a_failed_fetch(
         {"access_token": "a", "expires_in": "soon"},
         {"access_token": "a", "expires_in": 0},
         {"access_token": "a", "expires_in": 60, "token_type": "mac"},
+        {"access_token": "a", "expires_in": 10**400},  # beyond a float (an OverflowError once)
+        {"access_token": "a", "expires_in": "1e999"},
     ],
 )
 async def test_malformed_token_response(
