@@ -56,9 +56,15 @@ async def _good_token(_: web.Request) -> web.StreamResponse:
     return web.Response(body=TOKEN_BODY, content_type="application/json")
 
 
-def respond(status: int, body: bytes, content_type: str | None = "application/json") -> Responder:
+def respond(
+    status: int,
+    body: bytes,
+    content_type: str | None = "application/json",
+    extra: dict[str, str] | None = None,
+) -> Responder:
     async def handler(_: web.Request) -> web.StreamResponse:
         headers = {"Content-Type": content_type} if content_type else {}
+        headers.update(extra or {})
         resp = web.Response(status=status, body=body, headers=headers)
         if not content_type:
             resp.content_type = "application/octet-stream"
@@ -308,11 +314,35 @@ bodies = (
     st.binary(max_size=512)
     | json_values.map(lambda v: json.dumps(v).encode())
     | known_shapes.map(lambda v: json.dumps(v).encode())
+    # Well-formed JSON with a byte that is not UTF-8 inside a key or a string (msgspec
+    # raises UnicodeDecodeError, not its own error, for it), and numbers beyond a float.
+    | known_shapes.map(lambda v: json.dumps(v).encode().replace(b'"', b'"\xff', 1))
+    | st.sampled_from(
+        [
+            b'{"data": {"paymentsServiceId": "PS-\xff"}}',
+            b'{"errors": [{"code": "X", "message": "caf\xe9"}]}',
+            b'{"rsltnOfInvstgtn": {"assgnmt": {"id": "\xff"}}}',
+            b'{"data": {"paymentsServiceId": "PS-1", "status": 1' + b"0" * 400 + b"}}",
+        ]
+    )
 )
 statuses = st.sampled_from([200, 201, 202, 204, 400, 401, 403, 404, 409, 418, 429, 500, 502, 503])
 content_types = st.sampled_from(
     ["application/json", "application/json; charset=utf-8", "text/html", "text/plain", None]
 )
+# Headers the client reads: Retry-After (on any status) and Date (read after a 401).
+retry_afters = st.sampled_from(
+    ["0", "1", "-1", "1.5", "nan", "1e400", "9" * 400, "9" * 5000, "\u00b2", "soon", ""]
+) | st.text(max_size=40).filter(lambda t: t.isprintable())
+dates = st.sampled_from(
+    [
+        "Fri, 31 Dec 9999 23:59:59 GMT",
+        "Mon, 01 Jan 0001 00:00:00 GMT",
+        "Sun, 06 Nov 1994 08:49:37 -0000",
+        "yesterday",
+    ]
+)
+extra_headers = st.fixed_dictionaries({}, optional={"Retry-After": retry_afters, "Date": dates})
 HYPOTHESIS_RUNS: Counter[str] = Counter()
 
 
@@ -323,9 +353,10 @@ async def _arbitrary_answer(
     status = data.draw(statuses, label="status")
     body = data.draw(bodies, label="body")
     ctype = data.draw(content_types, label="content type")
+    extra = data.draw(extra_headers, label="headers")
     if status == 204:
         body = b""
-    scripted.api = respond(status, body, ctype)
+    scripted.api = respond(status, body, ctype, extra)
     caught: PaymentsError | None = None
     try:
         async with asyncio.timeout(6):
