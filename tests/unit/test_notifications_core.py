@@ -14,6 +14,8 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
@@ -419,3 +421,55 @@ def test_the_notifications_surface_is_documented_and_its_errors_in_the_tree() ->
             assert obj.__doc__, name
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, PaymentsError), name
+
+
+# --- any body: a notification or a 4xx refusal, never anything else ----------------------
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=20), inner),
+    max_leaves=15,
+)
+_keys = st.sampled_from(
+    [
+        "paymentsServiceId",
+        "originalMessage",
+        "statusReportMessage",
+        "fitoFIPmtStsRpt",
+        "FIToFIPmtStsRpt",
+        "rsltnOfInvstgtn",
+    ]
+)
+_objects = st.dictionaries(_keys, _values | st.just(f"{BASE}/payments/pacs002/v12/PS-1"))
+
+
+def _not_utf8_at(obj: dict[str, Any], n: int) -> bytes:
+    """``obj`` as JSON with a byte that is not UTF-8 after its ``n``-th quote (in a string)."""
+    parts = msgspec.json.encode(obj).split(b'"')
+    if len(parts) > 1:
+        k = 1 + n % (len(parts) - 1)
+        parts[k] = b"\xff" + parts[k]
+    return b'"'.join(parts)
+
+
+_bodies = (
+    st.binary(max_size=300)
+    | _objects.map(lambda o: msgspec.json.encode(o))
+    # a byte that is not UTF-8 inside a key or a string; an integer beyond a float
+    | st.tuples(_objects, st.integers(0, 12)).map(lambda t: _not_utf8_at(*t))
+    | _objects.map(
+        lambda o: msgspec.json.encode(o).replace(b"}", b', "n": 1' + b"0" * 400 + b"}", 1)
+    )
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(body=_bodies)
+def test_any_body_is_a_notification_or_a_4xx_refusal(body: bytes) -> None:
+    status = None
+    try:
+        parse("POST", JSON, body, base_url=BASE)
+    except NotificationRejected as exc:
+        status = exc.status
+        assert status is not None
+    assert status is None or 400 <= status < 500
