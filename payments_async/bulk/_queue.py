@@ -285,7 +285,7 @@ async def ensure_queue_schema(app: procrastinate.App, dsn: str) -> None:
     try:
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     except psycopg.Error as exc:
-        raise JournalError(f"cannot connect to PostgreSQL ({pg.redact(dsn)}): {exc}") from None
+        raise pg.connect_error(dsn, exc) from None
     async with conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_id("schema"),))
         cur = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
@@ -474,11 +474,17 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
             elif has_error and state != INVALID:
                 errors += n
         prefix = row_lock(run_id, 0)[:-1]
-        queued = conn.execute(
-            "SELECT COUNT(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing') "
-            "AND queueing_lock LIKE %s",
-            (prefix.replace("_", r"\_").replace("%", r"\%") + "%",),
-        ).fetchone()
+        queue = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
+        # A run of the single-process runner (--journal postgresql://...) has no queue.
+        queued = (
+            conn.execute(
+                "SELECT COUNT(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing') "
+                "AND queueing_lock LIKE %s",
+                (prefix.replace("_", r"\_").replace("%", r"\%") + "%",),
+            ).fetchone()
+            if queue and queue[0]
+            else None
+        )
     finally:
         conn.close()
     return QueueStatus(

@@ -29,7 +29,9 @@ from cli_support import (
 )
 
 from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.bulk import RESULT_COLUMNS
+from payments_async.bulk import RESULT_COLUMNS, PlannedRow
+from payments_async.bulk._queue import queue_status
+from payments_async.bulk._stores import open_journal
 from payments_async.sandbox import FaultConfig, SandboxConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -359,6 +361,75 @@ def test_worker_and_status_errors_are_one_line(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
         assert "pw-secret" not in proc.stderr
         assert "cannot connect to PostgreSQL" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://bulk:pw-secret@localhost/q",  # another scheme: libpq reads key=value
+        "postgresql://bulk:pw secret@localhost/q",  # a space in the password
+        "postgresql://bulk:pw-secret%zz@localhost/q",  # a bad percent-encoding
+        "postgresql://bulk:pw-secret@[::1/q",  # an unclosed IPv6 bracket
+    ],
+)
+def test_an_address_libpq_cannot_read_is_one_line_without_the_password(
+    tmp_path: Path, url: str
+) -> None:
+    src = write_csv(tmp_path / "x.csv", bulk_rows(1))
+    commands = [
+        ["bulk-status", "--queue", url],
+        ["bulk-results", "--queue", url, "--output", str(tmp_path / "r.csv")],
+        ["worker", "--queue", url, "--once"],
+        ["bulk-cancel", str(src), "--queue", url, "--no-wait"],
+    ]
+    if url.startswith("postgresql://"):  # the single-process runner's journal
+        results = str(tmp_path / "r.csv")
+        commands.append(["bulk-cancel", str(src), "--journal", url, "--results", results])
+    with threaded_sandbox() as sb:  # bulk-cancel --journal checks the service first
+        runs = [(args, flags) for args in commands for flags in ([], ["--json"], ["-vv"])]
+        cli = [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", sb.url]
+        for args, flags in runs:
+            proc = subprocess.run(
+                [*cli, *flags, *args],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert proc.returncode == 2, (args, proc.stderr)
+            assert flags == ["-vv"] or "Traceback" not in proc.stderr  # -v shows them
+            assert "secret" not in proc.stdout + proc.stderr, (args, flags)
+            assert "cannot connect to PostgreSQL" in proc.stdout + proc.stderr
+
+
+def test_status_and_results_of_a_database_without_runs_are_one_line(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    for args in (
+        ["bulk-status", "--queue", pg_dsn],
+        ["bulk-results", "--queue", pg_dsn, "--output", str(tmp_path / "r.csv")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "payments_async", "--sandbox", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert "no bulk runs" in proc.stderr
+    assert not (tmp_path / "r.csv").exists()
+
+
+async def test_status_of_a_journal_database_without_a_queue(pg_dsn: str) -> None:
+    # A single-process run keeps its journal in PostgreSQL (--journal): the database has
+    # the journal's tables but not procrastinate's. bulk-status reads it, nothing queued.
+    journal = open_journal(pg_dsn, input_sha256="a" * 64, new_run_id="RUNJ", input_name="j.csv")
+    journal.plan([PlannedRow(2, "E2E", "BC-1", "CX-1", b"{}")])
+    await journal.aclose()
+    st = queue_status(pg_dsn)
+    assert (st.run_id, st.rows, st.queued, st.states) == ("RUNJ", 1, 0, {"planned": 1})
 
 
 @pytest.mark.parametrize(
