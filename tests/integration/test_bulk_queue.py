@@ -432,6 +432,23 @@ async def test_status_of_a_journal_database_without_a_queue(pg_dsn: str) -> None
     assert (st.run_id, st.rows, st.queued, st.states) == ("RUNJ", 1, 0, {"planned": 1})
 
 
+def test_bulk_results_refuses_an_output_it_could_not_write_before_reading(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    src = write_csv(tmp_path / "o.csv", bulk_rows(3))
+    cmd = [sys.executable, "-m", "payments_async", "--sandbox"]
+    queued = _run([*cmd, "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"])
+    assert queued.returncode == 0, queued.stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "afile").write_text("x")
+    for output in (str(fifo), "", str(tmp_path / "afile" / "r.csv")):
+        proc = _run([*cmd, "bulk-results", "--queue", pg_dsn, "--output", output])
+        assert proc.returncode == 2, (output, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert fifo.is_fifo()  # not replaced by a regular file
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -439,6 +456,9 @@ async def test_status_of_a_journal_database_without_a_queue(pg_dsn: str) -> None
         ["bulk-cancel", "SRC", "--queue", "postgresql://x/y", "--journal", "j.sqlite"],
         ["bulk-cancel", "SRC", "--queue", "postgresql://x/y", "--results", "r.csv"],
         ["worker", "--queue", "postgresql://x/y", "--heartbeat", "5", "--stalled-after", "2"],
+        ["worker", "--queue", "postgresql://x/y", "--heartbeat", "nan"],
+        ["worker", "--queue", "postgresql://x/y", "--stalled-after", "nan"],
+        ["worker", "--queue", "postgresql://x/y", "--stalled-after", "inf"],
     ],
 )
 def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
@@ -453,6 +473,7 @@ def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "cannot connect" not in proc.stderr  # refused before any connection
 
 
 def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
