@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -601,8 +601,8 @@ async def run_worker(
                     if maybe is not None:
                         await maybe
                 loops = min(_FETCHERS, rows)
-                await asyncio.gather(
-                    *(
+                await _all_loops(
+                    [
                         app.run_worker_async(
                             queues=[BULK_QUEUE],
                             name=f"payments-bulk-{i}",
@@ -620,7 +620,7 @@ async def run_worker(
                             listen_notify=i == 0,
                         )
                         for i in range(loops)
-                    )
+                    ]
                 )
             finally:
                 reaper.cancel()
@@ -629,6 +629,28 @@ async def run_worker(
     finally:
         await writer.aclose()
         await pool.close()
+
+
+async def _all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
+    """Run the fetch loops until all of them end, even when one ends first.
+
+    ``asyncio.gather`` returns as soon as one loop is cancelled or fails: when a worker
+    stops, an idle loop ends at once while the others still give their rows the grace
+    period and put them back in the queue, and the app and client they use would be
+    closed under them. Cancelling this coroutine stops every loop and waits for each.
+    """
+    tasks = [asyncio.ensure_future(loop) for loop in loops]
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        # gather has cancelled every loop once (a second cancel would cut its grace).
+        await asyncio.wait(tasks)
+        raise
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
 
 
 async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: float) -> None:

@@ -516,6 +516,36 @@ def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
         assert {status for _, status in _jobs(pg_dsn)} == {"succeeded"}
 
 
+def test_a_stopped_worker_waits_for_every_fetch_loop_and_puts_its_row_back(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    # One row: one of the worker's fetch loops runs it, the others have nothing to do and
+    # stop at once. The worker must still give the row its grace, then put it back in the
+    # queue (not leave it "doing" for another worker to find stalled), without a traceback.
+    config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
+    with threaded_sandbox(config) as sb:
+        src = write_csv(tmp_path / "one.csv", bulk_rows(1, prefix="E2E-Q1"))
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        worker = _worker(sb, pg_dsn)
+        try:
+            deadline = time.monotonic() + 60
+            while _counts(pg_dsn).get("acknowledged", 0) < 1:
+                assert time.monotonic() < deadline, _counts(pg_dsn)
+                time.sleep(0.05)
+            stopped_at = time.monotonic()
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=60)
+            took = time.monotonic() - stopped_at
+        finally:
+            _stop([worker])
+        assert worker.returncode == 130, err
+        assert "Traceback" not in err
+        assert 3 < took < 15  # the row's grace (5 s), not its whole wait
+        assert [status for _, status in _jobs(pg_dsn)] == ["todo"]  # back in the queue
+        assert sb.stats()["cancellations_stored"] == 1
+
+
 def _row_states(dsn: str) -> dict[str, int]:
     with psycopg.connect(dsn) as conn:
         return dict(
