@@ -595,8 +595,9 @@ outcome nobody can classify (check with the bank), 130 interrupted.
 
 
 def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """Refuse a ``--timeout`` that is not a positive, finite number of seconds, while the
-    options are read (a click callback: no type of ours, so any click >= 8.1 takes it)."""
+    """Refuse seconds (``--timeout``, a worker's ``--heartbeat``) that are not a positive,
+    finite number, while the options are read (a click callback: no type of ours, so any
+    click >= 8.1 takes it)."""
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise click.BadParameter(f"{value:g} is not a positive, finite number of seconds")
     return value
@@ -1661,12 +1662,12 @@ async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
     await _token_lifetime(client)
 
 
-def _check_results_path(path: Path) -> None:
+def _check_results_path(path: Path, option: str = "--results") -> None:
     """Refuse a results file the run could not write at its end, after sending every row.
 
     The results are written to a new file in the same folder, renamed over ``path``: the
     folder must take a new file, and ``path`` must not be a device or a pipe (the rename
-    would replace it).
+    would replace it). ``option`` names the option that gave ``path``.
 
     Raises:
         CliError: ``path`` names no file, is not a regular file, or its folder cannot be
@@ -1674,7 +1675,7 @@ def _check_results_path(path: Path) -> None:
     """
     what = f"results file {str(path)!r}"
     if not path.name:
-        raise CliError(f"--results {str(path)!r} names no file")
+        raise CliError(f"{option} {str(path)!r} names no file")
     if path.exists() and not path.is_file():
         raise CliError(f"{what} is not a regular file: name a file for the results")
     try:
@@ -1966,6 +1967,7 @@ _run_option = click.option(
 @click.option(
     "--heartbeat",
     type=click.FloatRange(min=0.1),
+    callback=_seconds,
     default=BULK_HEARTBEAT_INTERVAL,
     show_default=True,
     metavar="S",
@@ -1974,6 +1976,7 @@ _run_option = click.option(
 @click.option(
     "--stalled-after",
     type=click.FloatRange(min=0.5),
+    callback=_seconds,
     default=BULK_STALLED_AFTER,
     show_default=True,
     metavar="S",
@@ -2095,6 +2098,7 @@ def bulk_results_cmd(settings: Settings, queue_url: str, run_id: str | None, out
     from .bulk._queue import write_queue_results
 
     async def go() -> int:
+        _check_results_path(output, "--output")
         try:
             run, path = await asyncio.to_thread(write_queue_results, queue_url, output, run_id)
         except JournalError as exc:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -285,7 +285,7 @@ async def ensure_queue_schema(app: procrastinate.App, dsn: str) -> None:
     try:
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     except psycopg.Error as exc:
-        raise JournalError(f"cannot connect to PostgreSQL ({pg.redact(dsn)}): {exc}") from None
+        raise pg.connect_error(dsn, exc) from None
     async with conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_id("schema"),))
         cur = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
@@ -474,11 +474,17 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
             elif has_error and state != INVALID:
                 errors += n
         prefix = row_lock(run_id, 0)[:-1]
-        queued = conn.execute(
-            "SELECT COUNT(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing') "
-            "AND queueing_lock LIKE %s",
-            (prefix.replace("_", r"\_").replace("%", r"\%") + "%",),
-        ).fetchone()
+        queue = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
+        # A run of the single-process runner (--journal postgresql://...) has no queue.
+        queued = (
+            conn.execute(
+                "SELECT COUNT(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing') "
+                "AND queueing_lock LIKE %s",
+                (prefix.replace("_", r"\_").replace("%", r"\%") + "%",),
+            ).fetchone()
+            if queue and queue[0]
+            else None
+        )
     finally:
         conn.close()
     return QueueStatus(
@@ -595,8 +601,8 @@ async def run_worker(
                     if maybe is not None:
                         await maybe
                 loops = min(_FETCHERS, rows)
-                await asyncio.gather(
-                    *(
+                await _all_loops(
+                    [
                         app.run_worker_async(
                             queues=[BULK_QUEUE],
                             name=f"payments-bulk-{i}",
@@ -614,7 +620,7 @@ async def run_worker(
                             listen_notify=i == 0,
                         )
                         for i in range(loops)
-                    )
+                    ]
                 )
             finally:
                 reaper.cancel()
@@ -623,6 +629,28 @@ async def run_worker(
     finally:
         await writer.aclose()
         await pool.close()
+
+
+async def _all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
+    """Run the fetch loops until all of them end, even when one ends first.
+
+    ``asyncio.gather`` returns as soon as one loop is cancelled or fails: when a worker
+    stops, an idle loop ends at once while the others still give their rows the grace
+    period and put them back in the queue, and the app and client they use would be
+    closed under them. Cancelling this coroutine stops every loop and waits for each.
+    """
+    tasks = [asyncio.ensure_future(loop) for loop in loops]
+    try:
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        # gather has cancelled every loop once (a second cancel would cut its grace).
+        await asyncio.wait(tasks)
+        raise
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
 
 
 async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: float) -> None:

@@ -29,7 +29,9 @@ from cli_support import (
 )
 
 from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.bulk import RESULT_COLUMNS
+from payments_async.bulk import RESULT_COLUMNS, PlannedRow
+from payments_async.bulk._queue import queue_status
+from payments_async.bulk._stores import open_journal
 from payments_async.sandbox import FaultConfig, SandboxConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -362,12 +364,101 @@ def test_worker_and_status_errors_are_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://bulk:pw-secret@localhost/q",  # another scheme: libpq reads key=value
+        "postgresql://bulk:pw secret@localhost/q",  # a space in the password
+        "postgresql://bulk:pw-secret%zz@localhost/q",  # a bad percent-encoding
+        "postgresql://bulk:pw-secret@[::1/q",  # an unclosed IPv6 bracket
+    ],
+)
+def test_an_address_libpq_cannot_read_is_one_line_without_the_password(
+    tmp_path: Path, url: str
+) -> None:
+    src = write_csv(tmp_path / "x.csv", bulk_rows(1))
+    commands = [
+        ["bulk-status", "--queue", url],
+        ["bulk-results", "--queue", url, "--output", str(tmp_path / "r.csv")],
+        ["worker", "--queue", url, "--once"],
+        ["bulk-cancel", str(src), "--queue", url, "--no-wait"],
+    ]
+    if url.startswith("postgresql://"):  # the single-process runner's journal
+        results = str(tmp_path / "r.csv")
+        commands.append(["bulk-cancel", str(src), "--journal", url, "--results", results])
+    with threaded_sandbox() as sb:  # bulk-cancel --journal checks the service first
+        runs = [(args, flags) for args in commands for flags in ([], ["--json"], ["-vv"])]
+        cli = [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", sb.url]
+        for args, flags in runs:
+            proc = subprocess.run(
+                [*cli, *flags, *args],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert proc.returncode == 2, (args, proc.stderr)
+            assert flags == ["-vv"] or "Traceback" not in proc.stderr  # -v shows them
+            assert "secret" not in proc.stdout + proc.stderr, (args, flags)
+            assert "cannot connect to PostgreSQL" in proc.stdout + proc.stderr
+
+
+def test_status_and_results_of_a_database_without_runs_are_one_line(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    for args in (
+        ["bulk-status", "--queue", pg_dsn],
+        ["bulk-results", "--queue", pg_dsn, "--output", str(tmp_path / "r.csv")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "payments_async", "--sandbox", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert "no bulk runs" in proc.stderr
+    assert not (tmp_path / "r.csv").exists()
+
+
+async def test_status_of_a_journal_database_without_a_queue(pg_dsn: str) -> None:
+    # A single-process run keeps its journal in PostgreSQL (--journal): the database has
+    # the journal's tables but not procrastinate's. bulk-status reads it, nothing queued.
+    journal = open_journal(pg_dsn, input_sha256="a" * 64, new_run_id="RUNJ", input_name="j.csv")
+    journal.plan([PlannedRow(2, "E2E", "BC-1", "CX-1", b"{}")])
+    await journal.aclose()
+    st = queue_status(pg_dsn)
+    assert (st.run_id, st.rows, st.queued, st.states) == ("RUNJ", 1, 0, {"planned": 1})
+
+
+def test_bulk_results_refuses_an_output_it_could_not_write_before_reading(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    src = write_csv(tmp_path / "o.csv", bulk_rows(3))
+    cmd = [sys.executable, "-m", "payments_async", "--sandbox"]
+    queued = _run([*cmd, "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"])
+    assert queued.returncode == 0, queued.stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "afile").write_text("x")
+    for output in (str(fifo), "", str(tmp_path / "afile" / "r.csv")):
+        proc = _run([*cmd, "bulk-results", "--queue", pg_dsn, "--output", output])
+        assert proc.returncode == 2, (output, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert fifo.is_fifo()  # not replaced by a regular file
+
+
+@pytest.mark.parametrize(
     "args",
     [
         ["bulk-cancel", "SRC", "--no-wait"],
         ["bulk-cancel", "SRC", "--queue", "postgresql://x/y", "--journal", "j.sqlite"],
         ["bulk-cancel", "SRC", "--queue", "postgresql://x/y", "--results", "r.csv"],
         ["worker", "--queue", "postgresql://x/y", "--heartbeat", "5", "--stalled-after", "2"],
+        ["worker", "--queue", "postgresql://x/y", "--heartbeat", "nan"],
+        ["worker", "--queue", "postgresql://x/y", "--stalled-after", "nan"],
+        ["worker", "--queue", "postgresql://x/y", "--stalled-after", "inf"],
     ],
 )
 def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
@@ -382,6 +473,7 @@ def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "cannot connect" not in proc.stderr  # refused before any connection
 
 
 def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
@@ -422,6 +514,36 @@ def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
         assert max(_stored(sb).values()) == 1
         assert sb.stats()["cancellations_stored"] == 200
         assert {status for _, status in _jobs(pg_dsn)} == {"succeeded"}
+
+
+def test_a_stopped_worker_waits_for_every_fetch_loop_and_puts_its_row_back(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    # One row: one of the worker's fetch loops runs it, the others have nothing to do and
+    # stop at once. The worker must still give the row its grace, then put it back in the
+    # queue (not leave it "doing" for another worker to find stalled), without a traceback.
+    config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
+    with threaded_sandbox(config) as sb:
+        src = write_csv(tmp_path / "one.csv", bulk_rows(1, prefix="E2E-Q1"))
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        worker = _worker(sb, pg_dsn)
+        try:
+            deadline = time.monotonic() + 60
+            while _counts(pg_dsn).get("acknowledged", 0) < 1:
+                assert time.monotonic() < deadline, _counts(pg_dsn)
+                time.sleep(0.05)
+            stopped_at = time.monotonic()
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=60)
+            took = time.monotonic() - stopped_at
+        finally:
+            _stop([worker])
+        assert worker.returncode == 130, err
+        assert "Traceback" not in err
+        assert 3 < took < 15  # the row's grace (5 s), not its whole wait
+        assert [status for _, status in _jobs(pg_dsn)] == ["todo"]  # back in the queue
+        assert sb.stats()["cancellations_stored"] == 1
 
 
 def _row_states(dsn: str) -> dict[str, int]:

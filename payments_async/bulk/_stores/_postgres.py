@@ -45,6 +45,7 @@ __all__ = [
     "GroupCommitter",
     "PostgresJournal",
     "connect",
+    "connect_error",
     "ensure_schema",
     "find_run",
     "open_run",
@@ -178,6 +179,30 @@ def redact(dsn: str) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
+_ADDRESS_FORM: Final = (
+    "postgresql://[user[:password]@][host][:port]/dbname[?param=value&...], "
+    "with special characters percent-encoded"
+)
+
+
+def connect_error(dsn: str, exc: Exception) -> JournalError:
+    """The error of a connection that could not be made, without the password.
+
+    libpq's message about an address it cannot read quotes the part it could not read,
+    which may be the password (or the whole address): that message is not shown.
+    """
+    require_psycopg()
+    import psycopg
+
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return JournalError(
+            f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
+        )
+    return JournalError(f"cannot connect to PostgreSQL ({redact(dsn)}): {exc}")
+
+
 def connect(dsn: str) -> psycopg.Connection[Any]:
     """A synchronous autocommit connection, with a clear error when it cannot be made.
 
@@ -191,7 +216,7 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     try:
         conn: psycopg.Connection[Any] = psycopg.connect(dsn, autocommit=True)
     except psycopg.Error as exc:
-        raise JournalError(f"cannot connect to PostgreSQL ({redact(dsn)}): {exc}") from None
+        raise connect_error(dsn, exc) from None
     return conn
 
 
@@ -221,8 +246,12 @@ def find_run(conn: psycopg.Connection[Any], run: str | None) -> tuple[str, bool,
     """``(run_id, planned, rows_total)`` of a run given by id, or of the latest run.
 
     Raises:
-        JournalError: no such run.
+        JournalError: no such run (or no bulk tables at all).
     """
+    missing = JournalError(f"no bulk run {run!r} in this database" if run else "no bulk runs")
+    tables = conn.execute("SELECT to_regclass('payments_bulk_runs') IS NOT NULL").fetchone()
+    if not (tables and tables[0]):
+        raise missing
     if run is None:
         rec = conn.execute(
             "SELECT run_id, planned, rows_total FROM payments_bulk_runs "
@@ -234,7 +263,7 @@ def find_run(conn: psycopg.Connection[Any], run: str | None) -> tuple[str, bool,
             (run,),
         ).fetchone()
     if rec is None:
-        raise JournalError(f"no bulk run {run!r} in this database" if run else "no bulk runs")
+        raise missing
     return str(rec[0]), bool(rec[1]), int(rec[2])
 
 
