@@ -1467,7 +1467,12 @@ class _InputBar:
 
 def _resume_command(settings: Settings, input_path: Path) -> str:
     if settings.argv is not None:
-        return shlex.join(["payments-async", *settings.argv])
+        # An address given with a password (--journal, --proxy) is shown without it.
+        shown = [_shown_url(arg) if "://" in arg else arg for arg in settings.argv]
+        command = shlex.join(["payments-async", *shown])
+        if shown != settings.argv:
+            command += "   (*** : the user and password you gave)"
+        return command
     return f"payments-async ... bulk-cancel {shlex.quote(str(input_path))} ... (the same command)"
 
 
@@ -1570,6 +1575,7 @@ def bulk_cancel_cmd(
         _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid)
     if no_wait:
         raise click.UsageError("--no-wait goes with --queue")
+    journal_shown = _journal_shown(journal_path)
     show_bar = not settings.json and settings.err.is_terminal
     results = results_path if results_path is not None else default_results_path(input_path)
 
@@ -1651,9 +1657,34 @@ def bulk_cancel_cmd(
             for sig in installed:
                 loop.remove_signal_handler(sig)
         halted = await _halt_reason(settings, report.halted)
-        return _bulk_summary(settings, report, input_path, halted)
+        return _bulk_summary(settings, report, input_path, halted, journal_shown)
 
     _run(settings, go)
+
+
+def _journal_shown(journal: str | None) -> str | None:
+    """How messages name a ``--journal`` database (its password left out); None for a file.
+
+    Raises:
+        click.BadParameter: an address of another scheme (it would be taken for a file
+            name, and shown with its password).
+    """
+    if journal is None or "://" not in journal:
+        return None
+    from .bulk._stores import is_postgres_url
+
+    if not is_postgres_url(journal):
+        scheme = journal.partition("://")[0][:20]
+        raise click.BadParameter(
+            f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
+            param_hint="'--journal'",
+        )
+    from .bulk._stores._postgres import redact
+
+    try:
+        return f"PostgreSQL {redact(journal)}"
+    except ImportError:  # no scale extra: opening the journal says so
+        return "PostgreSQL"
 
 
 async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
@@ -1712,8 +1743,14 @@ _SUMMARY_ROWS: Final = (
 
 
 def _bulk_summary(
-    settings: Settings, report: Any, input_path: Path, halted: str | None = None
+    settings: Settings,
+    report: Any,
+    input_path: Path,
+    halted: str | None = None,
+    database: str | None = None,
 ) -> int:
+    """Print a finished (or interrupted) run; ``database``: a PostgreSQL journal, as shown."""
+    journal = str(report.journal_path) if report.journal_path is not None else database
     t = report.totals
     run = report.counts
     rate = run.done / report.elapsed if report.elapsed > 0 else 0.0
@@ -1737,7 +1774,7 @@ def _bulk_summary(
                 "elapsed_s": round(report.elapsed, 3),
                 "rows_per_s": round(rate, 1),
                 "results": str(report.results_path),
-                "journal": str(report.journal_path) if report.journal_path else None,
+                "journal": journal,
                 "exit_code": code,
             }
         )
@@ -1758,8 +1795,8 @@ def _bulk_summary(
         "before it"
     )
     settings.say(f"results: {report.results_path}")
-    if report.journal_path is not None:
-        settings.say(f"journal: {report.journal_path}")
+    if journal is not None:
+        settings.say(f"journal: {journal}")
     say = settings.err.print
     if halted is not None:
         say(f"stopped sending: {halted}")
@@ -1776,7 +1813,7 @@ def _bulk_summary(
         )
     if unfinished or report.interrupted:
         verb = "interrupted" if report.interrupted else f"{unfinished} row(s) not completed"
-        if report.journal_path is not None:
+        if journal is not None:
             say(f"{verb}; to resume, run the same command again:")
             say(Text(f"  {_resume_command(settings, input_path)}"))
         else:
@@ -1896,7 +1933,16 @@ def _bulk_cancel_queued(
         )
         with bar.running() if bar is not None else contextlib.nullcontext():
             while True:
-                st = await asyncio.to_thread(queue_status, queue_url, report.run_id)
+                try:
+                    st = await asyncio.to_thread(queue_status, queue_url, report.run_id)
+                except JournalError as exc:
+                    # The rows are queued: the workers go on without this watcher.
+                    if not settings.json:
+                        settings.err.print(
+                            "the run is queued and the workers go on; watch it again with: "
+                            f"payments-async bulk-status --queue URL --run {report.run_id}"
+                        )
+                    raise CliError(str(exc), EXIT_SERVICE) from None
                 if bar is not None:
                     bar.update(_queue_counts(st))
                 if st.settled:

@@ -237,6 +237,65 @@ def test_a_results_file_that_fails_at_the_end_leaves_the_journal_to_write_it_aga
     assert len(read_results(tmp_path / "full.results.csv")) == 3
 
 
+def test_a_journal_address_of_another_scheme_is_refused_without_its_password(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    src = write_csv(tmp_path / "in.csv", bulk_rows(2, prefix="E2E-JS"))
+    requests = camt056_requests(sb)
+    for address in ("mysql://bulk:TopSecret-1@db.example/q", "Postgresql://u:TopSecret-1@h/db"):
+        result = CliRunner().invoke(
+            cli, ["--sandbox", "--base-url", sb.url, "bulk-cancel", str(src), "--journal", address]
+        )
+        assert result.exit_code == 2, result.output
+        errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+        assert len(errors) == 1, result.stderr
+        assert "is not a journal" in errors[0]
+        assert "TopSecret" not in result.output
+    assert camt056_requests(sb) == requests
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]  # no folder named after it
+
+
+def test_an_interrupted_run_in_a_database_says_how_to_resume_without_the_password(
+    tmp_path: Path,
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from payments_async.bulk import BulkCounts
+    from payments_async.cli import Settings, _bulk_summary
+
+    argv = [
+        "--proxy",
+        "http://me:Proxy-Pw@127.0.0.1:3128",
+        "bulk-cancel",
+        "in.csv",
+        "--journal=postgresql://bulk:Db-Pw@db.example/runs",
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    settings = Settings(argv=argv, out=Console(file=out), err=Console(file=err, width=300))
+    report = BulkReport(
+        counts=BulkCounts(),
+        row_count=3,
+        results_path=tmp_path / "in.results.csv",
+        journal_path=None,  # a database: no file
+        resumed=False,
+        already_final=0,
+        elapsed=1.0,
+        interrupted=True,
+        totals={"not_sent": 3},
+    )
+    shown = "PostgreSQL dbname=runs host=db.example user=bulk"
+    assert _bulk_summary(settings, report, Path("in.csv"), None, shown) == 130
+    said = out.getvalue() + err.getvalue()
+    assert f"journal: {shown}" in said
+    assert "to resume, run the same command again" in said
+    assert "--journal=postgresql://***@db.example/runs" in said
+    assert "http://***@127.0.0.1:3128" in said
+    assert "Pw" not in said
+    assert "starts over" not in said
+
+
 def test_no_journal_keeps_no_file(sb: ThreadedSandbox, tmp_path: Path) -> None:
     src = write_csv(tmp_path / "nj.csv", bulk_rows(3, prefix="E2E-NJ"))
     result = bulk(sb, str(src), "--no-journal", json_out=True)

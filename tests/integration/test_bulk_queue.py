@@ -432,6 +432,32 @@ async def test_status_of_a_journal_database_without_a_queue(pg_dsn: str) -> None
     assert (st.run_id, st.rows, st.queued, st.states) == ("RUNJ", 1, 0, {"planned": 1})
 
 
+def test_losing_the_database_while_watching_a_run_is_one_line(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from payments_async.bulk import JournalError, _queue
+    from payments_async.cli import cli
+
+    def gone(*args: object) -> None:
+        raise JournalError("cannot read the PostgreSQL journal: the connection was lost")
+
+    monkeypatch.setattr(_queue, "queue_status", gone)
+    src = write_csv(tmp_path / "watch.csv", bulk_rows(2, prefix="E2E-WATCH"))
+    with threaded_sandbox() as sb:
+        result = CliRunner().invoke(
+            cli, ["--sandbox", "--base-url", sb.url, "bulk-cancel", "--queue", pg_dsn, str(src)]
+        )
+    assert result.exit_code == 3, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "the connection was lost" in errors[0]
+    assert "bulk-status" in result.stderr  # how to watch it again
+    assert [status for _, status in _jobs(pg_dsn)] == ["todo", "todo"]  # queued all the same
+
+
 def test_bulk_results_refuses_an_output_it_could_not_write_before_reading(
     pg_dsn: str, tmp_path: Path
 ) -> None:

@@ -218,6 +218,30 @@ def test_unreachable_postgres_is_a_clear_error_without_the_password(tmp_path: Pa
     assert "s3cret-pw" not in str(info.value)
 
 
+def test_the_cli_names_a_database_journal_without_its_password(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from payments_async.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    # The test server trusts local connections: the password is carried, never checked.
+    dsn = pg_dsn.replace("://postgres:@", "://postgres:Not-Shown-Pw@", 1)
+    assert "Not-Shown-Pw" in dsn
+    with threaded_sandbox(SandboxConfig(processing_delay=3600, settlement_delay=0)) as sb:
+        src = write_csv(tmp_path / "pgcli.csv", bulk_rows(3, prefix="E2E-PGCLI"))
+        argv = ["--json", "--sandbox", "--base-url", sb.url, "bulk-cancel", str(src)]
+        result = CliRunner().invoke(cli, [*argv, "--journal", dsn])
+    assert result.exit_code == 1, result.output  # all final: rejected (no such payments)
+    summary = json.loads(result.stdout)
+    assert summary["journal"].startswith("PostgreSQL ")
+    assert "dbname=" in summary["journal"]
+    assert "Not-Shown-Pw" not in result.output
+
+
 async def test_single_process_runner_with_the_postgres_journal(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
