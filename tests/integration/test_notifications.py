@@ -458,6 +458,8 @@ async def test_sandbox_control_routes_refuse_bad_input_and_never_echo_secrets() 
             ("/notification-faults", b'{"loss": 2}'),
             ("/notification-faults", b'{"nope": 0.1}'),
             ("/notification-faults", b"[1]"),
+            # Accepted once; then every delivery failed adding it (int too large for a float).
+            ("/notification-faults", b'{"delay": 1, "delay_seconds": 1' + b"0" * 400 + b"}"),
         ]
         for path, body in bad:
             async with http.post(base + path, data=body) as resp:
