@@ -59,6 +59,13 @@ async def _receive(request: web.Request) -> web.Response:
                     receiver.stats.received += 1
                     receiver.stats.rejected[413] += 1
                     return _answer(413, too_large)
+    except ConnectionError:
+        # The caller left mid-body: nobody reads an answer, and it is no bug to log with a
+        # traceback (aiohttp's "Error handling request" when this escapes).
+        logger.debug("caller disconnected before its body arrived")
+        response = _answer(400, b'{"error":"body incomplete"}')
+        response.force_close()
+        return response
     except TimeoutError:
         # A body announced and not sent would hold the connection (and this task) forever.
         receiver.stats.received += 1

@@ -399,6 +399,27 @@ async def test_a_body_slower_than_the_read_timeout_gets_408_and_the_connection_c
                 create_app(st.receiver, body_read_timeout=bad)
 
 
+async def test_a_caller_gone_before_its_body_arrived_logs_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with notifying_stack() as st:
+        host, port = st.server.url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+        _reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: " + basic(HOOK_USER, HOOK_PASSWORD).encode() + b"\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"paymen'
+        )
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        writer.close()
+        await asyncio.sleep(0.2)
+        assert st.receiver.stats.accepted == 0
+    # Was "Error handling request" with a ConnectionResetError traceback (and a 500).
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
+
+
 async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
     async with notifying_stack(queue_size=1, workers=1) as st:
         s = await st.client.submit_credit_transfer(transfer())
