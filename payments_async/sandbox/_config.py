@@ -74,6 +74,14 @@ DEFAULT_FAULT_LATENCY: Final = 5.0  # seconds added when the latency fault fires
 DEFAULT_RETRY_AFTER: Final = 1  # seconds sent in Retry-After with an injected 429
 
 
+def _finite(value: float) -> bool:
+    """False for NaN, an infinity, and an int beyond a float's range (JSON has no bound).
+
+    Compared rather than ``math.isfinite``, which raises OverflowError for such an int.
+    """
+    return -sys.float_info.max <= value <= sys.float_info.max
+
+
 @dataclass(frozen=True, slots=True)
 class FaultConfig:
     """Fault injection: shares of requests that fail, off by default, seeded.
@@ -119,8 +127,8 @@ class FaultConfig:
             raise ValueError("the exclusive fault shares add up to more than 1")
         if self.latency_seconds < 0 or self.retry_after < 0:
             raise ValueError("latency_seconds and retry_after must not be negative")
-        if self.latency_seconds > sys.float_info.max:  # an int: JSON integers have no bound
-            raise ValueError("latency_seconds is out of range")
+        if not _finite(self.latency_seconds):
+            raise ValueError("latency_seconds must be a finite number of seconds")
 
     def exclusive_shares(self) -> tuple[tuple[str, float], ...]:
         """The mutually exclusive faults as ``(kind, share)`` pairs, in drawing order."""
@@ -265,13 +273,20 @@ class SandboxConfig:
             raise OverflowError(f"port must be 0-65535, got {self.port}")
         if self.token_lifetime <= 0:
             raise ValueError("token_lifetime must be positive")
-        if self.processing_delay < 0 or self.settlement_delay < 0:
-            raise ValueError("processing_delay and settlement_delay must not be negative")
+        # Not a number or infinite: nothing documents inf as "never"; both became a 500.
+        for name in ("processing_delay", "settlement_delay"):
+            delay = getattr(self, name)
+            if not (_finite(delay) and delay >= 0):
+                raise ValueError(f"{name} must be a finite number of seconds, not negative")
+        if self.amount_limit is not None and not self.amount_limit.is_finite():
+            raise ValueError("amount_limit must be a finite amount (or None to disable it)")
         if self.other_client_status not in (403, 404):
             raise ValueError("other_client_status must be 403 or 404")
         if self.max_body_size <= 0 or self.max_header_size <= 0:
             raise ValueError("max_body_size and max_header_size must be positive")
-        if not self.body_read_timeout > 0:
-            raise ValueError("body_read_timeout must be positive")
+        if not (_finite(self.body_read_timeout) and self.body_read_timeout > 0):
+            raise ValueError("body_read_timeout must be a positive, finite number of seconds")
+        if self.jwt_leeway is not None and not _finite(self.jwt_leeway):
+            raise ValueError("jwt_leeway must be a finite number of seconds")
         if not math.isfinite(self.clock_skew):
             raise ValueError("clock_skew must be a finite number of seconds")

@@ -12,7 +12,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 from .._constants import (
     SANDBOX_ASSERTION,
@@ -233,7 +233,8 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
     """Turn parsed options into a ``SandboxConfig``.
 
     Raises:
-        ValueError: a malformed ``--fault`` or ``--amount-limit``.
+        ValueError: a malformed ``--fault`` or ``--amount-limit``, or a setting the
+            configuration refuses (e.g. a delay that is not a finite number of seconds).
     """
     faults: dict[str, object] = {"seed": args.seed, "latency_seconds": args.latency_seconds}
     for item in args.fault:
@@ -241,7 +242,12 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         if not sep:
             raise ValueError(f"--fault expects KIND=SHARE, got {item!r}")
         faults[kind.strip()] = float(share)
-    limit = None if args.amount_limit.lower() == "none" else Decimal(args.amount_limit)
+    try:
+        limit = None if args.amount_limit.lower() == "none" else Decimal(args.amount_limit)
+    except InvalidOperation:  # an ArithmeticError: not a ValueError like the others
+        raise ValueError(
+            f"--amount-limit expects an amount in EUR or 'none', got {args.amount_limit!r}"
+        ) from None
     return SandboxConfig(
         host=args.host,
         port=args.port,

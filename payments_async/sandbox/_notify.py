@@ -16,6 +16,7 @@ import gc
 import heapq
 import logging
 import random
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Mapping
@@ -167,8 +168,12 @@ class NotificationFaults:
             value = getattr(self, kind)
             if isinstance(value, bool) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"notification fault share {kind} must be within [0, 1]")
-        if self.delay_seconds < 0 or self.reorder_seconds < 0:
-            raise ValueError("delay_seconds and reorder_seconds must not be negative")
+        for name in ("delay_seconds", "reorder_seconds"):
+            hold = getattr(self, name)
+            # Compared, not math.isfinite: an int beyond a float's range (JSON has no bound)
+            # would fail every delivery that adds it; NaN and inf are no hold either.
+            if not 0 <= hold <= sys.float_info.max:
+                raise ValueError(f"{name} must be a finite number of seconds, not negative")
 
     @property
     def enabled(self) -> bool:
@@ -223,8 +228,11 @@ class NotificationSettings:
     def __post_init__(self) -> None:
         if self.max_attempts < 1 or self.concurrency < 1:
             raise ValueError("max_attempts and concurrency must be >= 1")
-        if self.backoff_initial < 0 or self.backoff_max < 0 or self.timeout <= 0:
-            raise ValueError("backoffs must not be negative and timeout must be positive")
+        for name in ("backoff_initial", "backoff_max", "timeout"):
+            if not 0 <= getattr(self, name) <= sys.float_info.max:  # also NaN and inf
+                raise ValueError(f"{name} must be a finite number of seconds, not negative")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be positive")
 
 
 _Kind = Literal["payment", "cancellation"]

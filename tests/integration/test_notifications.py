@@ -20,7 +20,7 @@ from joserfc.jwk import ECKey
 from message_support import cancellation_for, transfer
 from notification_support import HOOK_PASSWORD, HOOK_USER, Stack, notifying_stack, settle
 
-from payments_async import CancellationOutcome, Outcome, PollPolicy
+from payments_async import CancellationOutcome, ConfigurationError, Outcome, PollPolicy
 from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH
 from payments_async.iso20022 import summarize_status_report
 from payments_async.notifications import (
@@ -28,6 +28,7 @@ from payments_async.notifications import (
     BearerAuth,
     JwtBearerVerifier,
     NotificationReceiver,
+    ReceiverServer,
     create_app,
 )
 from payments_async.sandbox._notify import NotificationFaults
@@ -301,7 +302,9 @@ async def test_a_notification_naming_a_foreign_host_is_never_fetched() -> None:
         await runner.cleanup()
 
 
-async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
+async def test_oversized_or_malformed_bodies_are_4xx_never_500(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with notifying_stack(max_body_bytes=4096) as st:
         auth = {"Authorization": basic(HOOK_USER, HOOK_PASSWORD)}
         json_ct = {**auth, "Content-Type": "application/json"}
@@ -360,6 +363,61 @@ async def test_oversized_or_malformed_bodies_are_4xx_never_500() -> None:
                         assert resp.content_type == "application/json", body
         assert st.receiver.stats.accepted == 0
         assert st.sandbox_gets() == 0
+    # aiohttp drained a body it could not decode after the 400 and logged the failure
+    # as an "Unhandled exception" with a traceback.
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
+
+
+async def test_a_body_slower_than_the_read_timeout_gets_408_and_the_connection_closed() -> None:
+    """A body announced and never sent held the connection and its task forever."""
+    async with (
+        notifying_stack() as st,
+        ReceiverServer(st.receiver, body_read_timeout=0.3) as server,
+    ):
+        host, port = server.url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        started = time.monotonic()
+        writer.write(
+            b"POST /notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: " + basic(HOOK_USER, HOOK_PASSWORD).encode() + b"\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"paymen' + b"ts"
+        )
+        answer = await asyncio.wait_for(reader.read(), timeout=5)  # to EOF: it was closed
+        elapsed = time.monotonic() - started
+        writer.close()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b" ")[1] == b"408", head
+        assert b"application/json" in head
+        assert b"connection: close" in head.lower()
+        assert msgspec.json.decode(body)["error"]
+        assert 0.3 <= elapsed < 3
+        assert st.receiver.stats.rejected[408] == 1
+        assert st.receiver.stats.accepted == 0
+        for bad in (0, -1, float("nan"), float("inf")):
+            with pytest.raises(ConfigurationError, match="body_read_timeout"):
+                create_app(st.receiver, body_read_timeout=bad)
+
+
+async def test_a_caller_gone_before_its_body_arrived_logs_no_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with notifying_stack() as st:
+        host, port = st.server.url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+        _reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /notifications HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: " + basic(HOOK_USER, HOOK_PASSWORD).encode() + b"\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"paymen'
+        )
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        writer.close()
+        await asyncio.sleep(0.2)
+        assert st.receiver.stats.accepted == 0
+    # Was "Error handling request" with a ConnectionResetError traceback (and a 500).
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
 
 
 async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
@@ -458,6 +516,8 @@ async def test_sandbox_control_routes_refuse_bad_input_and_never_echo_secrets() 
             ("/notification-faults", b'{"loss": 2}'),
             ("/notification-faults", b'{"nope": 0.1}'),
             ("/notification-faults", b"[1]"),
+            # Accepted once; then every delivery failed adding it (int too large for a float).
+            ("/notification-faults", b'{"delay": 1, "delay_seconds": 1' + b"0" * 400 + b"}"),
         ]
         for path, body in bad:
             async with http.post(base + path, data=body) as resp:

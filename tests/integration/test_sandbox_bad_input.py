@@ -11,6 +11,7 @@ import gzip
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from decimal import Decimal
 
 import msgspec
 import pytest
@@ -19,7 +20,8 @@ from sandbox_support import RawClient, basic, cancellation, payment
 
 from payments_async._constants import CAMT056_PATH, PACS002_PATH, PACS008_PATH, TOKEN_PATH
 from payments_async.iso20022 import encode
-from payments_async.sandbox import SandboxConfig
+from payments_async.sandbox import FaultConfig, SandboxConfig
+from payments_async.sandbox._notify import NotificationFaults, NotificationSettings
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
 
 pytest_plugins = ["sandbox_fixtures"]
@@ -324,6 +326,39 @@ async def test_body_limits_and_read_timeout_are_configurable() -> None:
             sb.url, _request("/_sandbox/faults", {"Content-Length": "11"}), [b"{" * 11]
         )
     assert (reply.status, reply.codes) == (413, ["BODY_TOO_LARGE"])
+
+
+def test_settings_that_are_not_finite_numbers_are_refused() -> None:
+    # Each was accepted and then made the sandbox answer 500 (a NaN time or amount),
+    # hang (a NaN latency), accept expired JWTs (a NaN leeway) or lose every
+    # notification (a delay asyncio cannot add). Infinity is documented nowhere as
+    # "never", and an integer beyond a float's range is one too (JSON has no bound).
+    nan, inf, huge = float("nan"), float("inf"), 10**400
+    cases: list[tuple[object, dict[str, object]]] = [
+        (SandboxConfig, {"processing_delay": nan}),
+        (SandboxConfig, {"processing_delay": inf}),
+        (SandboxConfig, {"settlement_delay": nan}),
+        (SandboxConfig, {"settlement_delay": huge}),
+        (SandboxConfig, {"amount_limit": Decimal("NaN")}),
+        (SandboxConfig, {"amount_limit": Decimal("sNaN")}),
+        (SandboxConfig, {"amount_limit": Decimal("Infinity")}),
+        (SandboxConfig, {"body_read_timeout": inf}),
+        (SandboxConfig, {"jwt_leeway": nan}),
+        (SandboxConfig, {"jwt_leeway": inf}),
+        (FaultConfig, {"latency_seconds": nan}),
+        (NotificationFaults, {"delay_seconds": nan}),
+        (NotificationFaults, {"reorder_seconds": huge}),
+        (NotificationSettings, {"timeout": nan}),
+        (NotificationSettings, {"backoff_max": inf}),
+    ]
+    for make, kwargs in cases:
+        [name] = kwargs
+        with pytest.raises(ValueError, match=name):
+            make(**kwargs)  # type: ignore[operator]
+    for data in ({"latency_seconds": huge}, {"delay_seconds": huge}):
+        make = FaultConfig if "latency_seconds" in data else NotificationFaults
+        with pytest.raises(ValueError, match=next(iter(data))):
+            make.from_dict(data)  # type: ignore[attr-defined]
 
 
 def test_the_limits_are_command_line_options() -> None:

@@ -76,6 +76,42 @@ def test_sandbox_bad_fault_is_one_line_exit_2() -> None:
     assert proc.stderr.strip() == "error: --fault expects KIND=SHARE, got 'oops'"
 
 
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        # Each started a sandbox that then answered 500 (or never answered) to normal
+        # requests; not a number, or infinite, is no meaningful setting for any of them.
+        (["--processing-delay", "nan"], "processing_delay"),
+        (["--processing-delay", "inf"], "processing_delay"),
+        (["--settlement-delay", "nan"], "settlement_delay"),
+        (["--settlement-delay", "inf"], "settlement_delay"),
+        (["--latency-seconds", "nan", "--fault", "latency=1"], "latency_seconds"),
+        (["--latency-seconds", "inf"], "latency_seconds"),
+        (["--amount-limit", "nan"], "amount_limit"),
+        (["--amount-limit", "-Infinity"], "amount_limit"),
+        (["--amount-limit", "sNaN"], "amount_limit"),
+        (["--amount-limit", "abc"], "--amount-limit"),  # was a traceback
+        (["--body-read-timeout", "inf"], "body_read_timeout"),
+        (["--clock-skew", "-inf"], "clock_skew"),
+    ],
+)
+def test_sandbox_setting_not_a_finite_number_is_one_line_exit_2(
+    option: list[str], named: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def serve(*_: object, **__: object) -> None:
+        pytest.fail("a sandbox was started with this setting")
+
+    monkeypatch.setattr("payments_async.sandbox._main.run", serve)
+    result = invoke("sandbox", "--port", "0", *option)
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines
+    assert named in lines[0], lines
+    assert result.stdout == ""
+
+
 @contextmanager
 def running(*args: str) -> Iterator[str]:
     """Start a sandbox process with these arguments; yield its URL; stop it with SIGINT."""
