@@ -241,7 +241,10 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         kind, sep, share = item.partition("=")
         if not sep:
             raise ValueError(f"--fault expects KIND=SHARE, got {item!r}")
-        faults[kind.strip()] = float(share)
+        try:
+            faults[kind.strip()] = float(share)
+        except ValueError:
+            raise ValueError(f"--fault expects KIND=SHARE, SHARE a number, got {item!r}") from None
     try:
         limit = None if args.amount_limit.lower() == "none" else Decimal(args.amount_limit)
     except InvalidOperation:  # an ArithmeticError: not a ValueError like the others

@@ -93,6 +93,7 @@ def test_sandbox_bad_fault_is_one_line_exit_2() -> None:
         (["--amount-limit", "abc"], "--amount-limit"),  # was a traceback
         (["--body-read-timeout", "inf"], "body_read_timeout"),
         (["--clock-skew", "-inf"], "clock_skew"),
+        (["--fault", "latency=abc"], "--fault"),  # named no option once
     ],
 )
 def test_sandbox_setting_not_a_finite_number_is_one_line_exit_2(
