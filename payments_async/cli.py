@@ -1629,16 +1629,9 @@ def bulk_cancel_cmd(
                         input_progress=input_bar,
                     )
         except BulkInputError as exc:
-            if not settings.json:
-                for err in exc.errors:
-                    settings.err.print(Text(f"{input_path}: {err}", style="red"))
-            problems = [
-                {"line": e.line, "column": e.column, "message": e.message} for e in exc.errors
-            ]
-            raise CliError(str(exc), EXIT_USAGE, details={"problems": problems}) from None
+            raise _input_refused(settings, input_path, exc) from None
         except UnicodeDecodeError as exc:
-            line = bytes(exc.object[: exc.start]).count(b"\n") + 1
-            raise CliError(f"{str(input_path)!r}, line {line}, {_not_utf8(exc)}") from None
+            raise _input_not_utf8(input_path, exc) from None
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         except OSError as exc:  # checked before sending: a disk full at the end, say
@@ -1685,6 +1678,21 @@ def _journal_shown(journal: str | None) -> str | None:
         return f"PostgreSQL {redact(journal)}"
     except ImportError:  # no scale extra: opening the journal says so
         return "PostgreSQL"
+
+
+def _input_refused(settings: Settings, input_path: Path, exc: Any) -> CliError:
+    """The error of a bulk input with problems (a ``BulkInputError``): each one on stderr,
+    and all of them in the ``--json`` error object."""
+    if not settings.json:
+        for err in exc.errors:
+            settings.err.print(Text(f"{input_path}: {err}", style="red"))
+    problems = [{"line": e.line, "column": e.column, "message": e.message} for e in exc.errors]
+    return CliError(str(exc), EXIT_USAGE, details={"problems": problems})
+
+
+def _input_not_utf8(input_path: Path, exc: UnicodeDecodeError) -> CliError:
+    line = bytes(exc.object[: exc.start]).count(b"\n") + 1
+    return CliError(f"{str(input_path)!r}, line {line}, {_not_utf8(exc)}")
 
 
 async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
@@ -1889,16 +1897,15 @@ def _bulk_cancel_queued(
             settings.err.print(f"checking {input_path} ...")
         try:
             bulk = await asyncio.to_thread(check_input, input_path, progress=told("check"))
-        except (OSError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise _input_not_utf8(input_path, exc) from None
+        except OSError as exc:
             raise CliError(f"cannot read {str(input_path)!r}: {exc}") from None
         finally:
             if input_bar is not None:
                 input_bar.close()
         if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
-            err = BulkInputError(bulk.errors)
-            for e in err.errors:
-                settings.err.print(Text(f"{input_path}: {e}", style="red"))
-            raise CliError(str(err), EXIT_USAGE)
+            raise _input_refused(settings, input_path, BulkInputError(bulk.errors))
         try:
             report = await enqueue_run(
                 queue_url,

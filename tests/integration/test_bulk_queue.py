@@ -432,6 +432,34 @@ async def test_status_of_a_journal_database_without_a_queue(pg_dsn: str) -> None
     assert (st.run_id, st.rows, st.queued, st.states) == ("RUNJ", 1, 0, {"planned": 1})
 
 
+def test_bad_input_for_the_queue_is_told_as_for_the_single_process_runner(
+    tmp_path: Path,
+) -> None:
+    """Checked before any connection: the same problems, in the --json error too."""
+    from click.testing import CliRunner
+
+    from payments_async.cli import cli
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        "original_end_to_end_id,amount\nE2E-1,abc\n", encoding="utf-8"
+    )  # columns missing, a bad amount
+    latin1 = tmp_path / "latin1.csv"
+    latin1.write_bytes(b"original_end_to_end_id,amount\nCaf\xe9,1.00\n")
+    nowhere = "postgresql://u:pw@127.0.0.1:1/db"  # never reached
+    told = {}
+    for mode in (["--journal", str(tmp_path / "j.sqlite")], ["--queue", nowhere]):
+        result = CliRunner().invoke(cli, ["--json", "--sandbox", "bulk-cancel", str(bad), *mode])
+        assert result.exit_code == 2, result.output
+        error = json.loads(result.stdout.splitlines()[-1])
+        assert error["problems"], error
+        told[mode[0]] = error
+        result = CliRunner().invoke(cli, ["--sandbox", "bulk-cancel", str(latin1), *mode])
+        assert result.exit_code == 2, result.output
+        assert "line 2" in result.stderr, result.stderr
+    assert told["--journal"]["problems"] == told["--queue"]["problems"]
+
+
 def test_losing_the_database_while_watching_a_run_is_one_line(
     pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
