@@ -74,3 +74,25 @@ def test_no_private_module_leaks_into_the_namespace() -> None:
         "signing",
         "notifications",
     }
+
+
+def test_every_module_imports_with_an_aiohttp_older_than_its_newest_names() -> None:
+    """``pyproject`` allows aiohttp >= 3.9; ``DecompressSizeError`` exists from 3.13.3 on.
+
+    A fresh process removes it before importing every module (an import of it by name
+    once broke the sandbox, the receiver and ``payments_async.testing`` there).
+    """
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib, pkgutil, aiohttp.http_exceptions as h\n"
+        "del h.DecompressSizeError\n"
+        "import payments_async\n"
+        "for m in pkgutil.walk_packages(payments_async.__path__, 'payments_async.'):\n"
+        "    importlib.import_module(m.name)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr

@@ -7,8 +7,8 @@ import logging
 import sys
 from typing import Final, Self
 
-from aiohttp import web
-from aiohttp.http_exceptions import BadHttpMessage, DecompressSizeError, LineTooLong
+from aiohttp import http_exceptions, web
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
@@ -22,6 +22,12 @@ __all__ = ["RECEIVER_KEY", "ReceiverServer", "create_app"]
 RECEIVER_KEY: Final = web.AppKey("payments_async.notifications.receiver", NotificationReceiver)
 _BODY_READ_TIMEOUT_KEY: Final = web.AppKey("payments_async.notifications.body_read_timeout", float)
 _CHUNK: Final = 64 * 1024
+# What aiohttp raises (as the cause of RequestPayloadError) for a compressed body that
+# inflates past its limit: aiohttp >= 3.13.3 only; with an older one there is no such limit
+# (an empty tuple matches nothing).
+_DECOMPRESS_SIZE_ERROR: Final[type[Exception] | tuple[()]] = getattr(
+    http_exceptions, "DecompressSizeError", ()
+)
 
 logger = logging.getLogger("payments_async.notifications")
 
@@ -75,7 +81,7 @@ async def _receive(request: web.Request) -> web.Response:
         return response
     except web.RequestPayloadError as exc:
         # A Content-Encoding aiohttp could not inflate; its error (the cause) names the kind.
-        status = 413 if isinstance(exc.__cause__, DecompressSizeError) else 400
+        status = 413 if isinstance(exc.__cause__, _DECOMPRESS_SIZE_ERROR) else 400
         receiver.stats.received += 1
         receiver.stats.rejected[status] += 1
         response = _answer(status, too_large if status == 413 else b'{"error":"malformed body"}')

@@ -16,8 +16,8 @@ from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl
 
 import msgspec
-from aiohttp import web
-from aiohttp.http_exceptions import DecompressSizeError, HttpProcessingError
+from aiohttp import http_exceptions, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .._constants import (
     CAMT029_PATH,
@@ -107,6 +107,12 @@ def _fault_response(kind: str, state: SandboxState) -> web.Response:
 
 
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+# What aiohttp raises (as the cause of RequestPayloadError) for a compressed body that
+# inflates past its limit: aiohttp >= 3.13.3 only; with an older one there is no such limit
+# (an empty tuple matches nothing).
+_DECOMPRESS_SIZE_ERROR: Final[type[Exception] | tuple[()]] = getattr(
+    http_exceptions, "DecompressSizeError", ()
+)
 
 
 async def _receive_body(request: web.Request, state: SandboxState) -> web.Response | None:
@@ -143,7 +149,7 @@ async def _receive_body(request: web.Request, state: SandboxState) -> web.Respon
     except web.RequestPayloadError as exc:
         # A body aiohttp could not inflate (Content-Encoding): its error is the cause.
         cause = exc.__cause__
-        if isinstance(cause, DecompressSizeError):
+        if isinstance(cause, _DECOMPRESS_SIZE_ERROR):
             return _closing(_too_large(config.max_body_size))
         return _closing(_malformed_body(cause or exc))
     return None
