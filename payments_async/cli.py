@@ -1561,6 +1561,7 @@ def bulk_cancel_cmd(
     from .bulk import (
         BulkInputError,
         JournalError,
+        ResultsWriteError,
         bulk_cancel,
         connection_limit_for,
         default_results_path,
@@ -1634,7 +1635,7 @@ def bulk_cancel_cmd(
             raise _input_not_utf8(input_path, exc) from None
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
-        except OSError as exc:  # checked before sending: a disk full at the end, say
+        except ResultsWriteError as exc:  # checked before sending: a disk full at the end, say
             kept = (
                 "the outcomes were not kept (--no-journal)"
                 if no_journal

@@ -35,7 +35,7 @@ from ._journal import (
     SqliteJournal,
     journal_counts,
 )
-from ._results import RESULT_COLUMNS, result_record, write_results
+from ._results import RESULT_COLUMNS, ResultsWriteError, result_record, write_results
 from ._runner import (
     DEFAULT_CONCURRENCY,
     MAX_WAITING,
@@ -73,6 +73,7 @@ __all__ = [
     "MemoryJournal",
     "PlannedRow",
     "ProgressSink",
+    "ResultsWriteError",
     "RowError",
     "RowState",
     "SqliteJournal",

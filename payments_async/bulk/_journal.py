@@ -490,7 +490,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
 
         Raises:
             JournalError: the file is not a journal of this version, or it belongs to a
-                different input file.
+                different input file, or it cannot be opened or made.
         """
         path = Path(path)
         try:
@@ -502,6 +502,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.Error as exc:
             raise JournalError(f"cannot open journal {str(path)!r}: {exc}") from exc
+        except OSError as exc:  # its folder cannot be made (a file in the way, no right)
+            raise JournalError(f"cannot open journal {str(path)!r}: {exc.strerror}") from exc
         if not meta:
             db.execute("BEGIN")
             db.executemany(

@@ -93,6 +93,11 @@ def _csv_cell(value: Any) -> str:
     return str(value)
 
 
+class ResultsWriteError(OSError):
+    """The results file could not be written (the run is over: the journal, if any, keeps
+    every row's outcome, and running the same command again writes the file)."""
+
+
 def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
     """Write the results file atomically (a temporary file renamed over the old one).
 

@@ -46,7 +46,7 @@ from ._journal import (
     PlannedRow,
     RowState,
 )
-from ._results import UNFINISHED, row_outcome, write_results
+from ._results import UNFINISHED, ResultsWriteError, row_outcome, write_results
 from ._stores import is_postgres_url, open_journal
 
 __all__ = [
@@ -661,7 +661,9 @@ async def bulk_cancel(
         BulkInputError: the input has problems (and ``skip_invalid`` is off, or nothing
             valid is left); nothing was sent and no journal was created.
         JournalError: the journal belongs to another input, or cannot be written.
-        OSError: the input cannot be read or the results cannot be written.
+        ResultsWriteError: the results cannot be written (an ``OSError``); the run is
+            over and the journal keeps every outcome.
+        OSError: the input cannot be read.
     """
     start = time.monotonic()
     bulk = await asyncio.to_thread(
@@ -723,7 +725,10 @@ async def bulk_cancel(
                 if not interrupted:
                     raise
         totals = _no_totals()
-        write_results(results, _counted(journal.iter_rows(), totals))
+        try:
+            write_results(results, _counted(journal.iter_rows(), totals))
+        except OSError as exc:
+            raise ResultsWriteError(exc.errno, exc.strerror, str(results)) from exc
         return BulkReport(
             counts=runner.counts,
             row_count=sum(totals.values()),

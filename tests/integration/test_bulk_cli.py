@@ -296,6 +296,33 @@ def test_an_interrupted_run_in_a_database_says_how_to_resume_without_the_passwor
     assert "starts over" not in said
 
 
+def test_a_journal_that_cannot_be_made_is_a_usage_error_not_the_results_fault(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    src = write_csv(tmp_path / "in.csv", bulk_rows(2, prefix="E2E-JM"))
+    (tmp_path / "afile").write_text("x")
+    requests = camt056_requests(sb)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--sandbox",
+            "--base-url",
+            sb.url,
+            "bulk-cancel",
+            str(src),
+            "--journal",
+            str(tmp_path / "afile" / "j.sqlite"),  # a file where its folder should be
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    assert "cannot open journal" in errors[0]
+    assert "results" not in errors[0]
+    assert camt056_requests(sb) == requests
+
+
 def test_no_journal_keeps_no_file(sb: ThreadedSandbox, tmp_path: Path) -> None:
     src = write_csv(tmp_path / "nj.csv", bulk_rows(3, prefix="E2E-NJ"))
     result = bulk(sb, str(src), "--no-journal", json_out=True)
