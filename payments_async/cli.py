@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import shlex
 import signal
 import socket
@@ -391,14 +392,24 @@ def _read_credentials(settings: Settings) -> Credentials:
         ) from None
 
 
-def _shown_url(url: str) -> str:
-    """``url`` as a message may show it: what comes before an ``@`` (a user and password,
-    even in a URL too malformed to parse) is hidden."""
-    head, at, rest = url.rpartition("@")
-    if not at:
-        return url
-    scheme, sep, _ = head.partition("://")
-    return f"{scheme}{sep}***@{rest}" if sep else f"***@{rest}"
+_SECRET_PARAM = re.compile(r"([?&][^=&#]*password=)[^&#]*", re.IGNORECASE)
+
+
+def _shown_url(text: str) -> str:
+    """``text`` (a URL, or ``--option=URL``) as a message may show it, even when it is too
+    malformed to parse: the user and password (all before the last ``@`` ahead of the
+    query) are hidden, and so is the value of any query parameter named like a password
+    (libpq reads ``password`` and ``sslpassword`` there)."""
+    scheme_end = text.find("://")
+    start = scheme_end + 3 if scheme_end >= 0 else 0
+    query = len(text)
+    for stop in "?#":
+        found = text.find(stop, start)
+        if found >= 0:
+            query = min(query, found)
+    at = text.rfind("@", start, query)
+    head = text[:start] + "***" + text[at:query] if at >= 0 else text[:query]
+    return head + _SECRET_PARAM.sub(r"\1***", text[query:])
 
 
 def _base_url(settings: Settings) -> str:
@@ -1673,11 +1684,12 @@ def _journal_shown(journal: str | None) -> str | None:
             f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
             param_hint="'--journal'",
         )
+    from .bulk import JournalError
     from .bulk._stores._postgres import redact
 
     try:
         return f"PostgreSQL {redact(journal)}"
-    except ImportError:  # no scale extra: opening the journal says so
+    except (ImportError, JournalError):  # no scale extra: opening the journal says so
         return "PostgreSQL"
 
 

@@ -270,7 +270,9 @@ def test_an_interrupted_run_in_a_database_says_how_to_resume_without_the_passwor
         "http://me:Proxy-Pw@127.0.0.1:3128",
         "bulk-cancel",
         "in.csv",
-        "--journal=postgresql://bulk:Db-Pw@db.example/runs",
+        "--journal=postgresql://bulk:Db-Pw@db.example/runs?sslpassword=Key-Pw",
+        "--results",
+        "postgresql://db.example/x?password=Query-Pw",  # an odd name, but argv all the same
     ]
     out, err = io.StringIO(), io.StringIO()
     settings = Settings(argv=argv, out=Console(file=out), err=Console(file=err, width=300))
@@ -290,7 +292,8 @@ def test_an_interrupted_run_in_a_database_says_how_to_resume_without_the_passwor
     said = out.getvalue() + err.getvalue()
     assert f"journal: {shown}" in said
     assert "to resume, run the same command again" in said
-    assert "--journal=postgresql://***@db.example/runs" in said
+    assert "--journal=postgresql://***@db.example/runs?sslpassword=***" in said
+    assert "postgresql://db.example/x?password=***" in said
     assert "http://***@127.0.0.1:3128" in said
     assert "Pw" not in said
     assert "starts over" not in said
@@ -570,3 +573,20 @@ def test_rows_whose_outcome_codes_nobody_can_classify_are_counted_unknown(
         assert (summary["unknown"], summary["in_flight"], summary["pending"]) == (3, 0, 0)
         results = read_results(tmp_path / "e2e-zzzz.results.csv")
         assert {(r["outcome"], r["status"]) for r in results} == {("unknown", "ZZZZ")}
+
+
+def test_a_database_journal_without_the_scale_extra_is_named_plainly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without psycopg the address cannot be read: opening the journal says why, later."""
+    from payments_async.bulk import JournalError
+    from payments_async.bulk._stores import _postgres
+    from payments_async.cli import _journal_shown
+
+    def missing() -> None:
+        raise JournalError("a PostgreSQL journal needs psycopg")
+
+    monkeypatch.setattr(_postgres, "require_psycopg", missing)
+    assert _journal_shown("postgresql://u:Pw-1@h/db") == "PostgreSQL"
+    assert _journal_shown(None) is None
+    assert _journal_shown("j.sqlite") is None

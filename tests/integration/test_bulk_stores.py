@@ -211,6 +211,13 @@ def test_two_processes_planning_one_input_write_one_plan(pg_dsn: str) -> None:
         j.close()
 
 
+def test_an_address_is_shown_without_any_password() -> None:
+    from payments_async.bulk._stores._postgres import redact
+
+    shown = redact("postgresql://u:Pw-1@h/db?sslpassword=Pw-2&password=Pw-3&sslmode=require")
+    assert shown == "dbname=db host=h sslmode=require user=u"
+
+
 def test_unreachable_postgres_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
     dsn = f"postgresql://bulk:s3cret-pw@/db?host={tmp_path}&connect_timeout=2"
     with pytest.raises(JournalError, match="cannot connect to PostgreSQL") as info:

@@ -175,8 +175,7 @@ def redact(dsn: str) -> str:
         params = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         return "<unparsable PostgreSQL address>"
-    params.pop("password", None)
-    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return " ".join(f"{k}={v}" for k, v in sorted(params.items()) if "password" not in k.lower())
 
 
 _ADDRESS_FORM: Final = (
