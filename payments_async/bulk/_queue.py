@@ -632,25 +632,44 @@ async def run_worker(
 
 
 async def _all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
-    """Run the fetch loops until all of them end, even when one ends first.
+    """Run the fetch loops until every one of them has ended, whatever ends first.
 
-    ``asyncio.gather`` returns as soon as one loop is cancelled or fails: when a worker
-    stops, an idle loop ends at once while the others still give their rows the grace
-    period and put them back in the queue, and the app and client they use would be
-    closed under them. Cancelling this coroutine stops every loop and waits for each.
+    When the worker stops, an idle loop ends at once while a busy one still gives its row
+    the grace period and puts it back in the queue; the app and client they share are
+    closed only after this returns, so it never returns while a loop runs. Each loop is
+    cancelled at most once (a second cancel would cut its grace): when this coroutine is
+    cancelled (once or more), or when a loop fails or ends cancelled on its own, the
+    others are stopped and awaited. Then the cancellation of this coroutine is raised if
+    there was one, else the first loop's failure.
     """
     tasks = [asyncio.ensure_future(loop) for loop in loops]
-    try:
-        await asyncio.gather(*tasks)
-    except asyncio.CancelledError:
-        # gather has cancelled every loop once (a second cancel would cut its grace).
-        await asyncio.wait(tasks)
-        raise
-    except BaseException:
+    stopped: set[asyncio.Future[None]] = set()
+    cancelled = False
+
+    def stop_all() -> None:
         for task in tasks:
-            task.cancel()
-        await asyncio.wait(tasks)
-        raise
+            if task not in stopped and not task.done():
+                stopped.add(task)
+                task.cancel()
+
+    pending = set(tasks)
+    while pending:
+        try:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            cancelled = True  # remembered, raised once every loop has ended
+            stop_all()
+            continue
+        if any(task.cancelled() or task.exception() is not None for task in done):
+            stop_all()
+    if cancelled:
+        raise asyncio.CancelledError
+    for task in tasks:
+        if task.cancelled() and task not in stopped:
+            raise asyncio.CancelledError  # a loop ended cancelled on its own
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            raise failure
 
 
 async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: float) -> None:

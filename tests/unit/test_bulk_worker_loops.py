@@ -1,0 +1,109 @@
+"""A stopping worker's fetch loops: ``_all_loops`` returns only once every loop has ended.
+
+The app, pool and client the loops share are closed as soon as it returns, so returning
+while one loop still gives its row the grace period would close them under it. The fake
+loops behave as procrastinate's ``Worker.run``: the loop runs shielded; on cancel it is
+told to stop, awaited, and the cancellation raised again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from payments_async.bulk._queue import _all_loops
+
+
+class Loops:
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    async def worker(self, name: str, grace: float = 0.0) -> None:
+        stop = asyncio.Event()
+
+        async def loop() -> None:
+            await stop.wait()
+            await asyncio.sleep(grace)  # a busy loop's row: its grace, then back in the queue
+            self.log.append(f"{name} done")
+
+        task = asyncio.create_task(loop())
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            stop.set()
+            await task
+            raise
+
+
+async def test_one_cancel_waits_for_the_busy_loop() -> None:
+    loops = Loops()
+    run = asyncio.ensure_future(_all_loops([loops.worker("idle"), loops.worker("busy", 0.2)]))
+    await asyncio.sleep(0.02)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert sorted(loops.log) == ["busy done", "idle done"]
+
+
+async def test_a_second_cancel_still_waits_for_the_busy_loop() -> None:
+    loops = Loops()
+    run = asyncio.ensure_future(_all_loops([loops.worker("idle"), loops.worker("busy", 0.3)]))
+    await asyncio.sleep(0.02)
+    run.cancel()
+    await asyncio.sleep(0.05)
+    run.cancel()  # an outer timeout or task group cancelling again
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert "busy done" in loops.log  # before _all_loops returned
+
+
+async def test_a_loop_that_ends_cancelled_on_its_own_stops_the_others() -> None:
+    loops = Loops()
+
+    async def gives_up() -> None:
+        await asyncio.sleep(0.02)
+        raise asyncio.CancelledError
+
+    run = asyncio.ensure_future(_all_loops([gives_up(), loops.worker("idle")]))
+    done, _ = await asyncio.wait({run}, timeout=5)
+    assert done, "_all_loops hung"
+    with pytest.raises(asyncio.CancelledError):
+        run.result()
+    assert loops.log == ["idle done"]
+
+
+async def test_a_failure_while_stopping_keeps_the_others_grace_and_the_cancellation() -> None:
+    loops = Loops()
+
+    async def fails_on_stop() -> None:
+        try:
+            await asyncio.sleep(100)
+        except asyncio.CancelledError:
+            raise RuntimeError("unregister_worker failed") from None
+
+    run = asyncio.ensure_future(_all_loops([fails_on_stop(), loops.worker("busy", 0.2)]))
+    await asyncio.sleep(0.02)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):  # the stop asked for, not the loop's error
+        await run
+    assert loops.log == ["busy done"]
+
+
+async def test_a_failing_loop_stops_the_others_and_its_error_is_raised() -> None:
+    loops = Loops()
+
+    async def fails() -> None:
+        await asyncio.sleep(0.02)
+        raise RuntimeError("database gone")
+
+    with pytest.raises(RuntimeError, match="database gone"):
+        await _all_loops([fails(), loops.worker("busy", 0.1)])
+    assert loops.log == ["busy done"]
+
+
+async def test_loops_that_end_by_themselves_end_the_run() -> None:
+    async def drained() -> None:
+        await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(_all_loops([drained(), drained()]), 5)
