@@ -214,7 +214,8 @@ class SandboxConfig:
         processing_delay: seconds a payment stays ``PEND`` before its final status.
         settlement_delay: seconds a cancellation stays ``PDCR`` before its outcome.
         reject_creditor_ibans: creditor IBAN -> ISO reason code; such payments end RJCT.
-        amount_limit: payments above this amount end RJCT with AM02; None disables it.
+        amount_limit: payments above this amount end RJCT with AM02; None disables it
+            (an int or float is taken as the Decimal of its text).
         wrap_payment_result: answer a pacs.008 POST with ``{"data": {...}}`` like the
             camt.056 one (True) or with the bare submission result (False).
         other_client_status: status for another client's ``paymentsServiceId``: 404
@@ -278,7 +279,12 @@ class SandboxConfig:
             delay = getattr(self, name)
             if not (_finite(delay) and delay >= 0):
                 raise ValueError(f"{name} must be a finite number of seconds, not negative")
-        if self.amount_limit is not None and not self.amount_limit.is_finite():
+        limit: object = self.amount_limit  # typed Decimal, given whatever callers pass
+        if isinstance(limit, int | float) and not isinstance(limit, bool):
+            # A plain number compared well before finite amounts were checked: keep it.
+            limit = Decimal(str(limit))
+            object.__setattr__(self, "amount_limit", limit)
+        if limit is not None and not (isinstance(limit, Decimal) and limit.is_finite()):
             raise ValueError("amount_limit must be a finite amount (or None to disable it)")
         if self.other_client_status not in (403, 404):
             raise ValueError("other_client_status must be 403 or 404")

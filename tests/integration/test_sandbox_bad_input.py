@@ -342,6 +342,8 @@ def test_settings_that_are_not_finite_numbers_are_refused() -> None:
         (SandboxConfig, {"amount_limit": Decimal("NaN")}),
         (SandboxConfig, {"amount_limit": Decimal("sNaN")}),
         (SandboxConfig, {"amount_limit": Decimal("Infinity")}),
+        (SandboxConfig, {"amount_limit": nan}),
+        (SandboxConfig, {"amount_limit": "1000"}),  # text is no amount here
         (SandboxConfig, {"body_read_timeout": inf}),
         (SandboxConfig, {"jwt_leeway": nan}),
         (SandboxConfig, {"jwt_leeway": inf}),
@@ -355,6 +357,9 @@ def test_settings_that_are_not_finite_numbers_are_refused() -> None:
         [name] = kwargs
         with pytest.raises(ValueError, match=name):
             make(**kwargs)  # type: ignore[operator]
+    # A plain number stays a usable limit, as before the check for finite amounts.
+    assert SandboxConfig(amount_limit=1000).amount_limit == Decimal("1000")  # type: ignore[arg-type]
+    assert SandboxConfig(amount_limit=12.5).amount_limit == Decimal("12.5")  # type: ignore[arg-type]
     for data in ({"latency_seconds": huge}, {"delay_seconds": huge}):
         make = FaultConfig if "latency_seconds" in data else NotificationFaults
         with pytest.raises(ValueError, match=next(iter(data))):
