@@ -50,7 +50,9 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         return None
     if text.isascii() and text.isdigit():  # delta-seconds; str.isdigit also takes "²"
         seconds = float(text)  # any number of digits: beyond a float's range is inf
-        return seconds if math.isfinite(seconds) else None
+        # RFC 9111 1.2.2: a delta-seconds too large to hold counts as 2**31 (the retry
+        # policy's cap applies to it as to any long wait).
+        return seconds if math.isfinite(seconds) else float(2**31)
     try:
         seconds = float(text)
     except ValueError:

@@ -35,8 +35,8 @@ from payments_async._retry import RetryBudget, is_retryable, parse_retry_after
         ("soon", None),
         ("nan", None),
         # Headers come from the network: none of these may raise (each did once).
-        ("9" * 400, None),  # beyond a float's range
-        ("9" * 5000, None),  # beyond int()'s digit limit
+        ("9" * 400, 2.0**31),  # beyond a float's range: RFC 9111's 2**31
+        ("9" * 5000, 2.0**31),  # beyond int()'s digit limit
         ("\u00b2", None),  # str.isdigit() is true for a superscript two
         ("0042", 42.0),
     ],
