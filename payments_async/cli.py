@@ -357,7 +357,7 @@ def load_json_bytes(raw: bytes, what: str) -> Any:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CliError(f"{what} {_not_utf8(exc)}") from None
-    from .bulk._input import unique_keys
+    from .bulk._input import DuplicateKeyError, unique_keys
 
     try:
         value = json.loads(text, object_pairs_hook=unique_keys)
@@ -365,8 +365,10 @@ def load_json_bytes(raw: bytes, what: str) -> Any:
         raise CliError(f"{what} is nested too deeply to be read") from None
     except json.JSONDecodeError as exc:
         raise CliError(f"{what} is not valid JSON: {exc}") from None
-    except ValueError as exc:  # unique_keys: which of the two values is meant is unclear
+    except DuplicateKeyError as exc:  # which of the two values is meant is unclear
         raise CliError(f"{what}: {exc}") from None
+    except ValueError:  # int(): more than 4,300 digits
+        raise CliError(f"{what} is not valid JSON: a number has too many digits") from None
     if _depth(value) > CLI_MAX_JSON_DEPTH:
         raise CliError(f"{what} is nested more than {CLI_MAX_JSON_DEPTH} levels deep")
     return value

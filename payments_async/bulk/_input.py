@@ -193,6 +193,10 @@ def _column_of(path: str) -> str | None:
     return None
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice (raised by :func:`unique_keys`)."""
+
+
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook`` for ``json.loads``: an object whose keys are all different.
 
@@ -201,14 +205,14 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     CSV column given twice would.
 
     Raises:
-        ValueError: a key appears twice (its message names the key).
+        DuplicateKeyError: a key appears twice (its message names the key).
     """
     obj = dict(pairs)
     if len(obj) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise ValueError(f"the key {key[:40]!r} appears twice in one object")
+                raise DuplicateKeyError(f"the key {key[:40]!r} appears twice in one object")
             seen.add(key)
     return obj
 
@@ -228,8 +232,11 @@ def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object
             except json.JSONDecodeError as exc:
                 yield n, None, f"not valid JSON ({exc.msg} at column {exc.colno})"
                 continue
-            except ValueError as exc:  # unique_keys: a key given twice
+            except DuplicateKeyError as exc:
                 yield n, None, str(exc)
+                continue
+            except ValueError:  # int(): more than 4,300 digits
+                yield n, None, "not valid JSON (a number with too many digits)"
                 continue
             except RecursionError:
                 yield n, None, "not valid JSON (nested too deeply)"

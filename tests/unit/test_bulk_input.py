@@ -157,6 +157,16 @@ def test_a_jsonl_row_naming_a_key_twice_is_refused_not_read_as_its_last_value(
     ]
 
 
+def test_a_jsonl_number_with_too_many_digits_is_named_without_pythons_advice(
+    tmp_path: Path,
+) -> None:
+    p = tmp_path / "long.jsonl"
+    p.write_text('{"original_end_to_end_id": "E", "amount": ' + "9" * 5000 + "}\n")
+    assert [str(e) for e in read_input(p).errors] == [
+        "line 1: not valid JSON (a number with too many digits)"
+    ]
+
+
 def test_utf8_bom_and_lowercase_codes_are_accepted(tmp_path: Path) -> None:
     p = tmp_path / "bom.csv"
     p.write_bytes(("\ufeff" + HEADER + "\n" + GOOD.replace("DUPL", "dupl") + "\n").encode())
