@@ -63,6 +63,16 @@ def bulk(sb: ThreadedSandbox, *args: str, json_out: bool = False) -> Result:
     return CliRunner().invoke(cli, [*pre, "bulk-cancel", *args], catch_exceptions=False)
 
 
+def refused(sb: ThreadedSandbox, *args: str) -> tuple[str, Result]:
+    """``bulk-cancel`` refused as a usage error: exit 2, no traceback, one error line."""
+    result = CliRunner().invoke(cli, ["--sandbox", "--base-url", sb.url, "bulk-cancel", *args])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    return errors[0], result
+
+
 def camt056_requests(sb: ThreadedSandbox) -> int:
     return int(sb.stats()["requests"].get("camt056", 0))
 
@@ -182,25 +192,8 @@ def test_a_results_file_that_cannot_be_written_is_refused_before_anything_is_sen
     fifo = tmp_path / "fifo.csv"
     os.mkfifo(fifo)
     requests = camt056_requests(sb)
-    result = CliRunner().invoke(
-        cli,
-        [
-            "--sandbox",
-            "--base-url",
-            sb.url,
-            "bulk-cancel",
-            str(src),
-            "--results",
-            results,
-            "--journal",
-            str(tmp_path / "j.sqlite"),
-        ],
-    )
-    assert result.exit_code == 2, result.output
-    assert isinstance(result.exception, SystemExit), result.exception
-    errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
-    assert len(errors) == 1, result.stderr
-    assert named in errors[0]
+    error, _ = refused(sb, str(src), "--results", results, "--journal", str(tmp_path / "j.sqlite"))
+    assert named in error
     assert camt056_requests(sb) == requests
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert not (tmp_path / "j.sqlite").exists()
@@ -243,13 +236,8 @@ def test_a_journal_address_of_another_scheme_is_refused_without_its_password(
     src = write_csv(tmp_path / "in.csv", bulk_rows(2, prefix="E2E-JS"))
     requests = camt056_requests(sb)
     for address in ("mysql://bulk:TopSecret-1@db.example/q", "Postgresql://u:TopSecret-1@h/db"):
-        result = CliRunner().invoke(
-            cli, ["--sandbox", "--base-url", sb.url, "bulk-cancel", str(src), "--journal", address]
-        )
-        assert result.exit_code == 2, result.output
-        errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
-        assert len(errors) == 1, result.stderr
-        assert "is not a journal" in errors[0]
+        error, result = refused(sb, str(src), "--journal", address)
+        assert "is not a journal" in error
         assert "TopSecret" not in result.output
     assert camt056_requests(sb) == requests
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]  # no folder named after it
@@ -305,24 +293,10 @@ def test_a_journal_that_cannot_be_made_is_a_usage_error_not_the_results_fault(
     src = write_csv(tmp_path / "in.csv", bulk_rows(2, prefix="E2E-JM"))
     (tmp_path / "afile").write_text("x")
     requests = camt056_requests(sb)
-    result = CliRunner().invoke(
-        cli,
-        [
-            "--sandbox",
-            "--base-url",
-            sb.url,
-            "bulk-cancel",
-            str(src),
-            "--journal",
-            str(tmp_path / "afile" / "j.sqlite"),  # a file where its folder should be
-        ],
-    )
-    assert result.exit_code == 2, result.output
-    assert isinstance(result.exception, SystemExit), result.exception
-    errors = [x for x in result.stderr.splitlines() if x.startswith("error: ")]
-    assert len(errors) == 1, result.stderr
-    assert "cannot open journal" in errors[0]
-    assert "results" not in errors[0]
+    # a file where the journal's folder should be
+    error, _ = refused(sb, str(src), "--journal", str(tmp_path / "afile" / "j.sqlite"))
+    assert "cannot open journal" in error
+    assert "results" not in error
     assert camt056_requests(sb) == requests
 
 

@@ -530,41 +530,50 @@ def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
     assert "cannot connect" not in proc.stderr  # refused before any connection
 
 
+def _sigterm_once_acknowledged(
+    sb: ThreadedSandbox, dsn: str, src: Path, acknowledged: int
+) -> tuple[int | None, str, float]:
+    """Queue ``src``, start a worker, SIGTERM it once ``acknowledged`` rows are.
+
+    Returns its exit code, its stderr and the seconds it took to stop.
+    """
+    queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", dsn, "--no-wait"))
+    assert queued.returncode == 0, queued.stderr
+    worker = _worker(sb, dsn)
+    try:
+        deadline = time.monotonic() + 60
+        while _counts(dsn).get("acknowledged", 0) < acknowledged:
+            assert time.monotonic() < deadline, _counts(dsn)
+            time.sleep(0.05)
+        stopped_at = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+        return worker.returncode, err, time.monotonic() - stopped_at
+    finally:
+        _stop([worker])
+
+
 def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
     pg_dsn: str, tmp_path: Path
 ) -> None:
     # Rows take 25 s to settle: a worker that waited for them all would take that long.
     config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
     with threaded_sandbox(config) as sb:
-        rows = bulk_rows(200, prefix="E2E-QT")
-        src = write_csv(tmp_path / "term.csv", rows)
-        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
-        assert queued.returncode == 0, queued.stderr
-        first = _worker(sb, pg_dsn)
+        src = write_csv(tmp_path / "term.csv", bulk_rows(200, prefix="E2E-QT"))
+        code, err, took = _sigterm_once_acknowledged(sb, pg_dsn, src, 50)
+        assert code == 130, err
+        assert "Traceback" not in err
+        assert took < 15  # a few seconds of grace, not the rows' whole wait
+        at_stop = _counts(pg_dsn)
+        assert at_stop.get("final", 0) < 200, at_stop  # rows were left unfinished
+        second = _worker(sb, pg_dsn)
         try:
-            deadline = time.monotonic() + 60
-            while _counts(pg_dsn).get("acknowledged", 0) < 50:
+            deadline = time.monotonic() + 300
+            while _counts(pg_dsn).get("final", 0) < 200:
                 assert time.monotonic() < deadline, _counts(pg_dsn)
-                time.sleep(0.05)
-            stopped_at = time.monotonic()
-            first.send_signal(signal.SIGTERM)
-            _, err = first.communicate(timeout=60)
-            took = time.monotonic() - stopped_at
-            assert first.returncode == 130, err
-            assert "Traceback" not in err
-            assert took < 15  # a few seconds of grace, not the rows' whole wait
-            at_stop = _counts(pg_dsn)
-            assert at_stop.get("final", 0) < 200, at_stop  # rows were left unfinished
-            second = _worker(sb, pg_dsn)
-            try:
-                deadline = time.monotonic() + 300
-                while _counts(pg_dsn).get("final", 0) < 200:
-                    assert time.monotonic() < deadline, _counts(pg_dsn)
-                    time.sleep(0.2)
-            finally:
-                _stop([second])
+                time.sleep(0.2)
         finally:
-            _stop([first])
+            _stop([second])
         assert max(_stored(sb).values()) == 1
         assert sb.stats()["cancellations_stored"] == 200
         assert {status for _, status in _jobs(pg_dsn)} == {"succeeded"}
@@ -579,21 +588,8 @@ def test_a_stopped_worker_waits_for_every_fetch_loop_and_puts_its_row_back(
     config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "one.csv", bulk_rows(1, prefix="E2E-Q1"))
-        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
-        assert queued.returncode == 0, queued.stderr
-        worker = _worker(sb, pg_dsn)
-        try:
-            deadline = time.monotonic() + 60
-            while _counts(pg_dsn).get("acknowledged", 0) < 1:
-                assert time.monotonic() < deadline, _counts(pg_dsn)
-                time.sleep(0.05)
-            stopped_at = time.monotonic()
-            worker.send_signal(signal.SIGTERM)
-            _, err = worker.communicate(timeout=60)
-            took = time.monotonic() - stopped_at
-        finally:
-            _stop([worker])
-        assert worker.returncode == 130, err
+        code, err, took = _sigterm_once_acknowledged(sb, pg_dsn, src, 1)
+        assert code == 130, err
         assert "Traceback" not in err
         assert 3 < took < 15  # the row's grace (5 s), not its whole wait
         assert [status for _, status in _jobs(pg_dsn)] == ["todo"]  # back in the queue

@@ -89,7 +89,7 @@ def _mutated(data: st.DataObject, doc: Any) -> bytes:
     return body
 
 
-async def _check(reply: Any, what: object) -> None:
+def _check(reply: Any, what: object) -> None:
     assert reply.status < 500, (what, reply.status, reply.body[:300])
     if reply.status >= 400:
         assert isinstance(reply.json, dict), (what, reply.body[:300])
@@ -106,7 +106,7 @@ async def test_a_mutated_message_is_refused_or_stored_never_a_500(
     path = data.draw(st.sampled_from(sorted(_DOCS)), label="path")
     body = _mutated(data, _DOCS[path])
     reply = await client.post(path, body)
-    await _check(reply, body)
+    _check(reply, body)
 
 
 @settings(
@@ -133,8 +133,8 @@ async def test_token_forms_and_status_ids_are_refused_never_a_500(
         },
         data=form,
     )
-    await _check(reply, form)
+    _check(reply, form)
     headers = await client.api_headers()
     for path in (PACS002_PATH, CAMT029_PATH):
         reply = await client.request("GET", f"{path}/{quote(psid, safe='')}", headers=headers)
-        await _check(reply, psid)
+        _check(reply, psid)
