@@ -267,8 +267,8 @@ from pathlib import Path
 path, journal, how = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 t0 = time.perf_counter()
 from payments_async.bulk import SqliteJournal, new_run_id, plan_rows, read_input
-from payments_async.bulk._input import check_input
-from payments_async.bulk._runner import plan_input
+from payments_async.bulk import check_input
+from payments_async.bulk import plan_input
 if how == "stream":
     checked = check_input(path)
     j = SqliteJournal.open(journal, input_sha256=checked.sha256, new_run_id=new_run_id())
@@ -338,8 +338,8 @@ _PLAN_CHILD = r"""
 import json, sys
 from pathlib import Path
 from payments_async.bulk import SqliteJournal, new_run_id
-from payments_async.bulk._input import check_input
-from payments_async.bulk._runner import plan_input
+from payments_async.bulk import check_input
+from payments_async.bulk import plan_input
 checked = check_input(sys.argv[1])
 j = SqliteJournal.open(Path(sys.argv[2]), input_sha256=checked.sha256, new_run_id=new_run_id())
 j.plan(plan_input(checked, j.run_id))

@@ -46,12 +46,6 @@ from yarl import URL
 from . import __version__
 from ._client import CancellationOutcome, PaymentsClient, Submission, _check_id
 from ._constants import (
-    BULK_HEARTBEAT_INTERVAL,
-    BULK_STALLED_AFTER,
-    BULK_STALLED_CHECK_INTERVAL,
-    BULK_STATUS_INTERVAL,
-    BULK_WORKER_CONCURRENCY,
-    BULK_WORKER_ROWS,
     CLI_MAX_JSON_DEPTH,
     CLI_PROBE_TIMEOUT,
     CLI_RETRY_TIMEOUT,
@@ -72,6 +66,20 @@ from ._keys import generate_key_pair, load_public_key, public_key_pem
 from ._loop import LOOP_CHOICES, LoopKind
 from ._loop import run as run_loop
 from ._retry import RetryPolicy
+from .bulk import (
+    HEARTBEAT_INTERVAL,
+    STALLED_AFTER,
+    STALLED_CHECK_INTERVAL,
+    STATUS_INTERVAL,
+    WORKER_CONCURRENCY,
+    WORKER_ROWS,
+    BulkCounts,
+    BulkEvents,
+    InputCheck,
+    QueueStatus,
+    RunTotals,
+    Verdict,
+)
 from .iso20022 import (
     Camt056,
     Outcome,
@@ -357,7 +365,7 @@ def load_json_bytes(raw: bytes, what: str) -> Any:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CliError(f"{what} {_not_utf8(exc)}") from None
-    from .bulk._input import DuplicateKeyError, unique_keys
+    from .bulk import DuplicateKeyError, unique_keys
 
     try:
         value = json.loads(text, object_pairs_hook=unique_keys)
@@ -1100,7 +1108,7 @@ def _cancellation_from_json(raw: bytes, path: Path) -> Camt056:
         return decode_camt056(raw)
     if not isinstance(obj, dict):
         raise CliError(f"{str(path)!r} must hold a JSON object")
-    from .bulk._input import COLUMNS, check_row, parse_record
+    from .bulk import COLUMNS, check_row, parse_record
 
     row, problems = parse_record(1, obj, check_row, known_only=True)
     if row is None:
@@ -1610,19 +1618,7 @@ def bulk_cancel_cmd(
             async with _client(settings, connection_limit=limit, retry=RetryPolicy()) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
-
-                def planned(bulk: Any, resumed: bool) -> None:
-                    if input_bar is not None:
-                        input_bar.close()
-                    if settings.json:
-                        return
-                    if resumed:
-                        settings.err.print(
-                            f"resuming the run recorded in its journal ({bulk.total} rows)"
-                        )
-                    else:
-                        settings.err.print(f"{bulk.valid} rows planned")
-
+                events = _BulkCliEvents(settings, client, results, bar, input_bar)
                 with bar.running() if bar is not None else contextlib.nullcontext():
                     report = await bulk_cancel(
                         client,
@@ -1633,14 +1629,8 @@ def bulk_cancel_cmd(
                         skip_invalid=skip_invalid,
                         concurrency=concurrency,
                         timeout=timeout,
-                        progress=bar,
+                        events=events,
                         stop=stop,
-                        on_plan=planned,
-                        # The service is checked once the input is: bad input is exit 2
-                        # whatever the service's state, and no journal is made for a run
-                        # that cannot start.
-                        on_checked=lambda _: _checked_then_token(client, results),
-                        input_progress=input_bar,
                     )
         except BulkInputError as exc:
             raise _input_refused(settings, input_path, exc) from None
@@ -1669,6 +1659,48 @@ def bulk_cancel_cmd(
     _run(settings, go)
 
 
+class _BulkCliEvents(BulkEvents):
+    """What ``bulk-cancel`` shows as its run goes: the input's bar, messages, the run's bar."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: PaymentsClient,
+        results: Path,
+        bar: _RichProgress | None,
+        input_bar: _InputBar | None,
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self._results = results
+        self._bar = bar
+        self._input_bar = input_bar
+
+    def reading(self, phase: str, done: int, size: int) -> None:
+        if self._input_bar is not None:
+            self._input_bar(phase, done, size)
+
+    async def checked(self, checked: InputCheck) -> None:
+        # The service is checked once the input is: bad input is exit 2 whatever the
+        # service's state, and no journal is made for a run that cannot start.
+        await _checked_then_token(self._client, self._results)
+
+    def planned(self, checked: InputCheck, resumed: bool) -> None:
+        if self._input_bar is not None:
+            self._input_bar.close()
+        settings = self._settings
+        if settings.json:
+            return
+        if resumed:
+            settings.err.print(f"resuming the run recorded in its journal ({checked.total} rows)")
+        else:
+            settings.err.print(f"{checked.valid} rows planned")
+
+    def update(self, counts: BulkCounts) -> None:
+        if self._bar is not None:
+            self._bar.update(counts)
+
+
 def _journal_shown(journal: str | None) -> str | None:
     """How messages name a ``--journal`` database (its password left out); None for a file.
 
@@ -1678,7 +1710,7 @@ def _journal_shown(journal: str | None) -> str | None:
     """
     if journal is None or "://" not in journal:
         return None
-    from .bulk._stores import is_postgres_url
+    from .bulk import is_postgres_url
 
     if not is_postgres_url(journal):
         scheme = journal.partition("://")[0][:20]
@@ -1686,11 +1718,10 @@ def _journal_shown(journal: str | None) -> str | None:
             f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
             param_hint="'--journal'",
         )
-    from .bulk import JournalError
-    from .bulk._stores._postgres import redact
+    from .bulk import JournalError, redact_dsn
 
     try:
-        return f"PostgreSQL {redact(journal)}"
+        return f"PostgreSQL {redact_dsn(journal)}"
     except (ImportError, JournalError):  # no scale extra: opening the journal says so
         return "PostgreSQL"
 
@@ -1742,20 +1773,21 @@ def _check_results_path(path: Path, option: str = "--results") -> None:
         raise CliError(f"cannot write {what}: {exc.strerror}") from None
 
 
-def _bulk_exit_code(report: Any) -> int:
-    t = report.totals
-    if report.interrupted:
-        return EXIT_INTERRUPTED
-    if any(t.get(k, 0) for k in ("not_sent", "in_flight", "pending", "unknown")):
-        return EXIT_SERVICE
-    if t.get("rejected", 0) or t.get("refused", 0):
-        return EXIT_BUSINESS
-    return EXIT_OK
+_VERDICT_EXIT: Final = {
+    Verdict.DONE: EXIT_OK,
+    Verdict.SAID_NO: EXIT_BUSINESS,
+    Verdict.UNSETTLED: EXIT_SERVICE,
+}
+
+
+def bulk_exit_code(totals: RunTotals, *, interrupted: bool = False) -> int:
+    """The exit code of a bulk run, local or queued, from its rows (docs/cli.md)."""
+    return EXIT_INTERRUPTED if interrupted else _VERDICT_EXIT[totals.verdict]
 
 
 _SUMMARY_ROWS: Final = (
     ("accepted", "accepted"),
-    ("rejected", "rejected (ask for a pacs.004 return)"),
+    ("rejected", "rejected"),
     ("unknown", "outcome unknown (check with the bank)"),
     ("refused", "refused by the service (see the reason)"),
     ("not_sent", "not sent (rerun to send)"),
@@ -1777,13 +1809,13 @@ def _bulk_summary(
     t = report.totals
     run = report.counts
     rate = run.done / report.elapsed if report.elapsed > 0 else 0.0
-    code = _bulk_exit_code(report)
-    unfinished = t.get("not_sent", 0) + t.get("in_flight", 0) + t.get("pending", 0)
+    code = bulk_exit_code(t, interrupted=report.interrupted)
+    unfinished = t.unfinished
     if settings.json:
         settings.emit(
             {
                 "rows": report.row_count,
-                **{name: t.get(name, 0) for name, _ in _SUMMARY_ROWS},
+                **_totals_dict(t),
                 "this_run": {
                     "sent": run.sent,
                     "submitted": run.submitted,
@@ -1802,13 +1834,7 @@ def _bulk_summary(
             }
         )
         return code
-    table = Table(title="bulk cancellation", show_edge=False)
-    table.add_column("outcome")
-    table.add_column("rows", justify="right")
-    for name, label in _SUMMARY_ROWS:
-        if t.get(name, 0) or name in ("accepted", "rejected"):
-            table.add_row(label, str(t.get(name, 0)))
-    settings.out.print(table)
+    settings.out.print(_totals_table("bulk cancellation", t))
     unanswered = run.sent - run.submitted - run.refused
     settings.say(
         f"this run: {run.sent} request(s) sent: {run.submitted} acknowledged "
@@ -1844,6 +1870,27 @@ def _bulk_summary(
     return code
 
 
+def _totals_dict(t: RunTotals) -> dict[str, int]:
+    """The rows by outcome, as ``--json`` gives them for a local and a queued run alike."""
+    return {
+        **{name: t.get(name) for name, _ in _SUMMARY_ROWS},
+        "return_requests": t.return_requests,
+    }
+
+
+def _totals_table(title: str, t: RunTotals) -> Table:
+    """The rows by outcome, as a local and a queued run show them."""
+    table = Table(title=title, show_edge=False)
+    table.add_column("outcome")
+    table.add_column("rows", justify="right")
+    for name, label in _SUMMARY_ROWS:
+        if t.get(name) or name in ("accepted", "rejected"):
+            table.add_row(label, str(t.get(name)))
+        if name == "rejected" and t.return_requests:
+            table.add_row("  of which: ask for a pacs.004 return", str(t.return_requests))
+    return table
+
+
 async def _halt_reason(settings: Settings, exc: PaymentsError | None) -> str | None:
     if isinstance(exc, TransportError):
         return await _describe_unreachable(settings, exc)
@@ -1853,23 +1900,23 @@ async def _halt_reason(settings: Settings, exc: PaymentsError | None) -> str | N
 # --- distributed bulk runs (the scale extra) ---------------------------------------------------
 
 
-def _queue_counts(st: Any) -> Any:
+def _queue_counts(st: QueueStatus) -> BulkCounts:
     """The progress bar's counters from a :class:`QueueStatus`."""
-    from .bulk import BulkCounts
-
-    oc = st.outcomes
+    t = st.totals
     return BulkCounts(
         total=st.rows - st.states.get("invalid", 0),
         submitted=st.states.get("acknowledged", 0) + st.states.get("final", 0),
-        accepted=oc.get("accepted", 0),
-        rejected=oc.get("rejected", 0),
-        unknown=oc.get("unknown", 0),
-        failed=oc.get("failed", 0),
+        accepted=t.get("accepted"),
+        rejected=t.get("rejected"),
+        unknown=t.get("unknown"),
+        refused=t.get("refused"),
+        failed=t.get("refused"),
     )
 
 
-def _queue_status_dict(st: Any) -> dict[str, Any]:
+def _queue_status_dict(st: QueueStatus) -> dict[str, Any]:
     return {
+        **_totals_dict(st.totals),
         "run_id": st.run_id,
         "input": st.input_name,
         "rows": st.rows,
@@ -1881,37 +1928,31 @@ def _queue_status_dict(st: Any) -> dict[str, Any]:
     }
 
 
-def _queue_exit_code(st: Any) -> int:
-    not_final = st.rows - st.done
-    if not_final or st.outcomes.get("failed", 0):
-        return EXIT_SERVICE
-    if st.outcomes.get("rejected", 0) or st.outcomes.get("unknown", 0):
-        return EXIT_BUSINESS
-    return EXIT_OK
-
-
 def _bulk_cancel_queued(
     settings: Settings, input_path: Path, queue_url: str, no_wait: bool, skip_invalid: bool
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
-    from .bulk import BulkInputError, JournalError, new_run_id
-    from .bulk._input import check_input
-    from .bulk._queue import enqueue_run, queue_status
-    from .bulk._runner import plan_input
+    from .bulk import (
+        BulkInputError,
+        JournalError,
+        check_run_input,
+        enqueue_run,
+        new_run_id,
+        plan_input,
+        queue_status,
+    )
 
     show_bar = not settings.json and settings.err.is_terminal
     input_bar = _InputBar(settings.err) if show_bar else None
-
-    def told(phase: str) -> Callable[[int, int], None] | None:
-        if input_bar is None:
-            return None
-        return lambda done, size: input_bar(phase, done, size)
+    events = _BulkQueueEvents(input_bar)
 
     async def go() -> int:
         if not settings.json:
             settings.err.print(f"checking {input_path} ...")
         try:
-            bulk = await asyncio.to_thread(check_input, input_path, progress=told("check"))
+            bulk = await check_run_input(input_path, skip_invalid=skip_invalid, events=events)
+        except BulkInputError as exc:
+            raise _input_refused(settings, input_path, exc) from None
         except UnicodeDecodeError as exc:
             raise _input_not_utf8(input_path, exc) from None
         except OSError as exc:
@@ -1919,15 +1960,13 @@ def _bulk_cancel_queued(
         finally:
             if input_bar is not None:
                 input_bar.close()
-        if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
-            raise _input_refused(settings, input_path, BulkInputError(bulk.errors))
         try:
             report = await enqueue_run(
                 queue_url,
                 input_sha256=bulk.sha256,
                 input_name=input_path.name,
                 new_run_id=new_run_id(),
-                plan=lambda run_id: plan_input(bulk, run_id, progress=told("plan")),
+                plan=lambda run_id: plan_input(bulk, run_id, progress=events.plan_progress),
             )
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
@@ -1969,29 +2008,35 @@ def _bulk_cancel_queued(
                     bar.update(_queue_counts(st))
                 if st.settled:
                     break
-                await asyncio.sleep(BULK_STATUS_INTERVAL)
+                await asyncio.sleep(STATUS_INTERVAL)
         return _queue_summary(settings, st)
 
     _run(settings, go)
 
 
-def _queue_summary(settings: Settings, st: Any) -> int:
-    code = _queue_exit_code(st)
+class _BulkQueueEvents(BulkEvents):
+    """The input's bar while ``bulk-cancel --queue`` checks and plans the file."""
+
+    def __init__(self, input_bar: _InputBar | None) -> None:
+        self._input_bar = input_bar
+
+    def reading(self, phase: str, done: int, size: int) -> None:
+        if self._input_bar is not None:
+            self._input_bar(phase, done, size)
+
+    def plan_progress(self, done: int, size: int) -> None:
+        self.reading("plan", done, size)
+
+
+def _queue_summary(settings: Settings, st: QueueStatus) -> int:
+    code = bulk_exit_code(st.totals)
     if settings.json:
         settings.emit({**_queue_status_dict(st), "exit_code": code})
         return code
-    table = Table(title=f"bulk run {st.run_id} ({st.input_name})", show_edge=False)
-    table.add_column("rows")
-    table.add_column("count", justify="right")
-    for name, n in sorted(st.outcomes.items()):
-        table.add_row(name, str(n))
-    for name in ("planned", "sent", "acknowledged", "invalid"):
-        if st.states.get(name, 0):
-            label = name if name == "invalid" else f"{name} (not final)"
-            table.add_row(label, str(st.states[name]))
+    table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
     table.add_row("queued or running", str(st.queued))
     settings.out.print(table)
-    if code == EXIT_SERVICE and st.settled:
+    if st.totals.unfinished and st.settled:
         settings.err.print(
             "some rows are not final and no job is left for them: run the same bulk-cancel "
             "command again to queue them"
@@ -2012,14 +2057,14 @@ _run_option = click.option(
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1, max=1000),
-    default=BULK_WORKER_CONCURRENCY,
+    default=WORKER_CONCURRENCY,
     show_default=True,
     help="HTTP requests (submissions and outcome reads) this process has in flight.",
 )
 @click.option(
     "--rows",
     type=click.IntRange(min=1, max=100_000),
-    default=BULK_WORKER_ROWS,
+    default=WORKER_ROWS,
     show_default=True,
     help="Rows this process works on at once (most of them waiting for their outcome).",
 )
@@ -2036,7 +2081,7 @@ _run_option = click.option(
     "--heartbeat",
     type=click.FloatRange(min=0.1),
     callback=_seconds,
-    default=BULK_HEARTBEAT_INTERVAL,
+    default=HEARTBEAT_INTERVAL,
     show_default=True,
     metavar="S",
     help="Seconds between this worker's heartbeats.",
@@ -2045,7 +2090,7 @@ _run_option = click.option(
     "--stalled-after",
     type=click.FloatRange(min=0.5),
     callback=_seconds,
-    default=BULK_STALLED_AFTER,
+    default=STALLED_AFTER,
     show_default=True,
     metavar="S",
     help="A worker silent this long is taken for dead and its rows are run again.",
@@ -2074,8 +2119,7 @@ def worker_cmd(
     twice. Stop a worker with Ctrl-C or SIGTERM: its rows get a few seconds to finish,
     then go back to the queue.
     """
-    from .bulk import JournalError
-    from .bulk._queue import run_worker
+    from .bulk import JournalError, run_worker
 
     if heartbeat >= stalled_after:
         raise click.UsageError("--heartbeat must be shorter than --stalled-after")
@@ -2102,7 +2146,7 @@ def worker_cmd(
                 timeout=timeout,
                 heartbeat_interval=heartbeat,
                 stalled_after=stalled_after,
-                stalled_check_interval=min(BULK_STALLED_CHECK_INTERVAL, stalled_after / 2),
+                stalled_check_interval=min(STALLED_CHECK_INTERVAL, stalled_after / 2),
                 wait=not once,
                 ready=ready,
             )
@@ -2134,10 +2178,10 @@ def worker_cmd(
 def bulk_status_cmd(settings: Settings, queue_url: str, run_id: str | None) -> None:
     """Show the progress of a distributed bulk run across all its workers.
 
-    Exit: 0 all rows accepted; 1 all final, some rejected; 3 rows not final yet.
+    Exit: 0 all rows accepted; 1 all final, some rejected or refused by the service; 3 rows
+    not final yet, or outcomes nobody can tell (check them with the bank).
     """
-    from .bulk import JournalError
-    from .bulk._queue import queue_status
+    from .bulk import JournalError, queue_status
 
     async def go() -> int:
         try:
@@ -2162,8 +2206,7 @@ def bulk_status_cmd(settings: Settings, queue_url: str, run_id: str | None) -> N
 @pass_settings
 def bulk_results_cmd(settings: Settings, queue_url: str, run_id: str | None, output: Path) -> None:
     """Export the results of a distributed bulk run, one line per input row."""
-    from .bulk import JournalError
-    from .bulk._queue import write_queue_results
+    from .bulk import JournalError, write_queue_results
 
     async def go() -> int:
         _check_results_path(output, "--output")

@@ -25,6 +25,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "BulkInput",
     "BulkRow",
+    "DuplicateKeyError",
     "InputCheck",
     "InputScan",
     "ProgressCallback",
@@ -38,6 +39,7 @@ __all__ = [
     "parse_amount",
     "parse_record",
     "read_input",
+    "unique_keys",
 ]
 
 REQUIRED_COLUMNS: Final = (

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
-from ._journal import FINAL, INVALID, NOT_SENT, PLANNED, SENT, RowState
+from ._journal import RowState
+from ._rows import UNFINISHED, RowOutcome, outcome_of
 
 __all__ = ["RESULT_COLUMNS", "UNFINISHED", "result_record", "row_outcome", "write_results"]
 
@@ -30,11 +31,7 @@ RESULT_COLUMNS: Final = (
 """The columns of the results file, in order."""
 
 
-UNFINISHED: Final = ("not_sent", "in_flight", "pending")
-"""Row outcomes a rerun of the same command picks up (see :func:`row_outcome`)."""
-
-
-def row_outcome(row: RowState) -> str:
+def row_outcome(row: RowState) -> RowOutcome:
     """What a row's state means for its owner, as the results file and summary name it.
 
     ``accepted``, ``rejected``, ``unknown`` (codes nobody can classify, or a message an
@@ -43,19 +40,12 @@ def row_outcome(row: RowState) -> str:
     row), ``not_sent`` (the service does not have it; a rerun sends it), ``in_flight``
     (sent, no answer recorded: the service may have it; a rerun resends it with its
     recorded id) or ``pending`` (acknowledged, outcome not yet known: a rerun waits for
-    it).
+    it). See :class:`~payments_async.bulk.RowOutcome`.
     """
-    if row.state == FINAL:
-        if row.outcome == "failed":
-            return "refused"
-        return row.outcome or "unknown"
-    if row.state == INVALID:
-        return "invalid"
-    if row.state == PLANNED:
-        return NOT_SENT
-    if row.state == SENT:
-        return "in_flight"
-    return "pending"
+    return outcome_of(row.state, row.outcome)
+
+
+_FINAL_REASONS: Final = frozenset({RowOutcome.ACCEPTED, RowOutcome.REJECTED, RowOutcome.UNKNOWN})
 
 
 def result_record(row: RowState) -> dict[str, Any]:
@@ -66,7 +56,7 @@ def result_record(row: RowState) -> dict[str, Any]:
     could not be sent, what interrupted it).
     """
     outcome = row_outcome(row)
-    reason = row.reason_text if outcome in ("accepted", "rejected", "unknown") else row.error
+    reason = row.reason_text if outcome in _FINAL_REASONS else row.error
     return {
         "line": row.line,
         "original_end_to_end_id": row.original_end_to_end_id,
@@ -74,7 +64,7 @@ def result_record(row: RowState) -> dict[str, Any]:
         "cancellation_id": row.cancellation_id,
         "payments_service_id": row.payments_service_id,
         "replayed": None if row.created is None else not row.created,
-        "outcome": outcome,
+        "outcome": outcome.value,
         "status": row.status,
         "reason_codes": list(row.reason_codes),
         "reason": reason or None,

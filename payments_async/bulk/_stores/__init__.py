@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .._journal import Journal, SqliteJournal
 
-__all__ = ["is_postgres_url", "open_journal"]
+__all__ = ["is_postgres_url", "open_journal", "redact_dsn"]
 
 _SCHEMES = ("postgresql://", "postgres://")
 
@@ -47,3 +47,14 @@ def open_journal(
             str(target), input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
         )
     return SqliteJournal.open(target, input_sha256=input_sha256, new_run_id=new_run_id)
+
+
+def redact_dsn(dsn: str) -> str:
+    """A ``postgresql://`` address as messages may show it: its password left out.
+
+    Raises:
+        JournalError: psycopg (the ``scale`` extra) is not installed.
+    """
+    from ._postgres import redact
+
+    return redact(dsn)
