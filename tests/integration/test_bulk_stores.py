@@ -123,16 +123,19 @@ def _old_totals(rows: Sequence[RowState]) -> dict[str, int]:
     return out
 
 
+def _journal(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Journal:
+    """A new journal of run RUN1 in the store ``kind`` names."""
+    if kind == "memory":
+        return MemoryJournal("RUN1")
+    target = tmp_path / "j.sqlite" if kind == "sqlite" else request.getfixturevalue("pg_dsn")
+    return open_journal(target, input_sha256="a" * 64, new_run_id="RUN1")
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
 async def test_streamed_reads_and_totals_match_every_row_in_memory(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    j: Journal
-    if kind == "memory":
-        j = MemoryJournal("RUN1")
-    else:
-        target = tmp_path / "j.sqlite" if kind == "sqlite" else request.getfixturevalue("pg_dsn")
-        j = open_journal(target, input_sha256="a" * 64, new_run_id="RUN1")
+    j = _journal(kind, request, tmp_path)
     j.plan([*_rows(9), PlannedRow(11, None, None, None, None, error="amount: bad")])
     for line in range(3, 11):
         await j.mark_sent(line)
@@ -177,12 +180,7 @@ async def test_a_change_for_an_attempt_is_made_only_while_the_row_is_as_it_left_
 ) -> None:
     # Two executions of one row (a worker wrongly taken for dead): the older attempt's
     # late "not sent" / "refused" must not undo what the newer one recorded.
-    j: Journal
-    if kind == "memory":
-        j = MemoryJournal("RUN1")
-    else:
-        target = tmp_path / "j.sqlite" if kind == "sqlite" else request.getfixturevalue("pg_dsn")
-        j = open_journal(target, input_sha256="a" * 64, new_run_id="RUN1")
+    j = _journal(kind, request, tmp_path)
     j.plan(_rows(3))
     await j.mark_sent(2)  # attempt 1
     await j.mark_sent(2)  # attempt 2, by another execution
