@@ -19,14 +19,14 @@ from unittest.mock import ANY
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
-from validate_reference import reference_problems
 
 from payments_async import ValidationError
 from payments_async.iso20022 import build_cancellation, build_credit_transfer, builders
 from payments_async.iso20022._validate import RULES
 from payments_async.iso20022.builders import _new_uetr, format_utc, new_id
 from payments_async.iso20022.pacs008 import PostalAddress
+from tests.support.strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
+from tests.support.validate_reference import reference_problems
 
 SEPA = string.ascii_letters + string.digits + "/-?:().,'+ "
 # Text near the rules' edges: SEPA characters, slashes, spaces, other characters, lengths.
