@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
+from hypothesis import settings
 
 from payments_async import Credentials
 
@@ -17,6 +19,12 @@ from tests.support.http_servers import serve  # noqa: F401
 
 # A real PostgreSQL started by the suite (see support/postgres.py), for the tests that ask.
 from tests.support.postgres import pg_dsn, postgres_server  # noqa: F401
+
+# Property tests without a count of their own run `dev`'s examples (quick, for `make unit`
+# and a developer's runs) or `ci`'s (`make test` sets HYPOTHESIS_PROFILE=ci).
+settings.register_profile("dev", max_examples=100)
+settings.register_profile("ci", max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 _ENV_TO_CLEAR = (
     "HTTP_PROXY",

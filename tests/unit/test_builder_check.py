@@ -198,14 +198,14 @@ def _plain_moment(kw: dict[str, Any]) -> bool:
     return kw["created_at"] is None or type(kw["created_at"]) is datetime
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(deadline=None)  # examples: the profile's (tests/conftest.py)
 @given(kw=cancellation_inputs)
 def test_cancellation_check_gives_the_walkers_verdict(kw: dict[str, Any]) -> None:
     covered = kw["creditor_agent_address"] is None and _plain_moment(kw)
     _agrees(build_cancellation, kw, covered=covered)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(deadline=None)  # examples: the profile's (tests/conftest.py)
 @given(kw=transfer_inputs)
 def test_credit_transfer_check_gives_the_walkers_verdict(kw: dict[str, Any]) -> None:
     _agrees(build_credit_transfer, kw, covered=_plain_moment(kw))
