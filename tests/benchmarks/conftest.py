@@ -11,7 +11,7 @@ _BENCH_MODULES = ("httpx", "pydantic", "matplotlib", "jwt", "psutil", "pgserver"
 _MISSING = tuple(name for name in _BENCH_MODULES if importlib.util.find_spec(name) is None)
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="session", autouse=True)  # before the modules' own fixtures run
 def _bench_extra_installed() -> None:
     """Skip, with the install command, where the bench extra is not installed."""
     if _MISSING:
