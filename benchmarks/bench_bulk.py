@@ -266,7 +266,9 @@ import json, resource, sys, time
 from pathlib import Path
 path, journal, how = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 t0 = time.perf_counter()
-from payments_async.bulk import SqliteJournal, check_input, new_run_id, plan_input, plan_rows, read_input
+from payments_async.bulk import (
+    SqliteJournal, check_input, new_run_id, plan_input, plan_rows, read_input,
+)
 if how == "stream":
     checked = check_input(path)
     j = SqliteJournal.open(journal, input_sha256=checked.sha256, new_run_id=new_run_id())

@@ -26,9 +26,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from cli_support import bulk_rows, read_results, write_csv
 
 from payments_async.bulk import check_input, open_run
+from tests.support.cli import bulk_rows, read_results, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 UNREADABLE = b'{"fitoFIPmtCxlReq": {}}'  # no longer a camt.056: refused before sending
