@@ -70,7 +70,14 @@ from ._queue import (
     run_worker,
     write_queue_results,
 )
-from ._results import RESULT_COLUMNS, ResultsWriteError, result_record, row_outcome, write_results
+from ._results import (
+    RESULT_COLUMNS,
+    ResultsWriteError,
+    result_record,
+    row_outcome,
+    write_results,
+    write_run_results,
+)
 from ._rows import UNFINISHED, RowOutcome, RunTotals, Stage, Verdict
 from ._runner import (
     DEFAULT_CONCURRENCY,
@@ -81,7 +88,6 @@ from ._runner import (
     ProgressSink,
     bulk_cancel,
     execute_run,
-    write_run_results,
 )
 from ._steps import connection_limit_for
 from ._stores import is_postgres_url, open_journal, redact_dsn

@@ -41,7 +41,7 @@ from ._defaults import (
     WORKER_ROWS,
 )
 from ._journal import JournalError, RowState
-from ._results import write_results
+from ._results import write_run_results
 from ._rows import (
     RowOutcome,
     RunTotals,
@@ -432,13 +432,14 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
 
 
 def write_queue_results(dsn: str, path: str | Path, run: str | None = None) -> tuple[str, Path]:
-    """Write a run's results file (the single-process runner's columns), streaming.
+    """Write a run's results file, streaming: the step that ends a local run, on the queue.
 
     Returns:
         ``(run_id, path written)``.
 
     Raises:
         JournalError: the database cannot be reached, or has no such run.
+        ResultsWriteError: the file cannot be written (an ``OSError``).
     """
     conn = pg.connect(dsn)
     try:
@@ -455,10 +456,10 @@ def write_queue_results(dsn: str, path: str | Path, run: str | None = None) -> t
                 for rec in cur:
                     yield pg.row_from_record(rec)
 
-        written = write_results(path, rows())
+        write_run_results(rows(), path)
     finally:
         conn.close()
-    return run_id, written
+    return run_id, Path(path)
 
 
 async def run_worker(

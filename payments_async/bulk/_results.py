@@ -5,14 +5,21 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
 from ._journal import RowState
-from ._rows import UNFINISHED, RowOutcome, outcome_of
+from ._rows import UNFINISHED, RowOutcome, RunTotals, outcome_of
 
-__all__ = ["RESULT_COLUMNS", "UNFINISHED", "result_record", "row_outcome", "write_results"]
+__all__ = [
+    "RESULT_COLUMNS",
+    "UNFINISHED",
+    "result_record",
+    "row_outcome",
+    "write_results",
+    "write_run_results",
+]
 
 RESULT_COLUMNS: Final = (
     "line",
@@ -119,3 +126,25 @@ def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
         os.fsync(fh.fileno())
     tmp.replace(path)
     return path
+
+
+def _counted(rows: Iterable[RowState], totals: RunTotals) -> Iterator[RowState]:
+    """The rows, passed through, each counted in ``totals`` by :func:`row_outcome`: rows
+    by outcome over every run, in the same pass that writes the results file."""
+    for r in rows:
+        totals.add(row_outcome(r), return_request_needed=r.return_request_needed)
+        yield r
+
+
+def write_run_results(rows: Iterable[RowState], results_path: str | Path) -> RunTotals:
+    """Step 4 of a run: write the results file from the rows, and count them by outcome.
+
+    Raises:
+        ResultsWriteError: the file cannot be written (an ``OSError``).
+    """
+    totals = RunTotals()
+    try:
+        write_results(results_path, _counted(rows, totals))
+    except OSError as exc:
+        raise ResultsWriteError(exc.errno, exc.strerror, str(results_path)) from exc
+    return totals

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
@@ -21,7 +21,7 @@ from ._plan import (
     default_results_path,
     open_run,
 )
-from ._results import ResultsWriteError, row_outcome, write_results
+from ._results import write_run_results
 from ._rows import (
     RowChange,
     RowOutcome,
@@ -42,7 +42,6 @@ __all__ = [
     "ProgressSink",
     "bulk_cancel",
     "execute_run",
-    "write_run_results",
 ]
 
 logger = logging.getLogger("payments_async.bulk")
@@ -355,14 +354,6 @@ def _unfinished(states: dict[str, int]) -> int:
     return sum(n for state, n in states.items() if state not in (Stage.FINAL, Stage.INVALID))
 
 
-def _counted(rows: Iterable[RowState], totals: RunTotals) -> Iterator[RowState]:
-    """The rows, passed through, each counted in ``totals`` by :func:`row_outcome`: rows
-    by outcome over every run, in the same pass that writes the results file."""
-    for r in rows:
-        totals.add(row_outcome(r), return_request_needed=r.return_request_needed)
-        yield r
-
-
 async def execute_run(
     client: PaymentsClient,
     journal: Journal,
@@ -410,20 +401,6 @@ async def execute_run(
             if not interrupted:
                 raise
     return runner.counts, runner.halted, interrupted
-
-
-def write_run_results(rows: Iterable[RowState], results_path: str | Path) -> RunTotals:
-    """Step 4 of a run: write the results file from the rows, and count them by outcome.
-
-    Raises:
-        ResultsWriteError: the file cannot be written (an ``OSError``).
-    """
-    totals = RunTotals()
-    try:
-        write_results(results_path, _counted(rows, totals))
-    except OSError as exc:
-        raise ResultsWriteError(exc.errno, exc.strerror, str(results_path)) from exc
-    return totals
 
 
 async def bulk_cancel(

@@ -209,15 +209,15 @@ def test_a_results_file_that_fails_at_the_end_leaves_the_journal_to_write_it_aga
     """The folder took a file when checked, the disk filled up while the rows were sent."""
     import errno
 
-    from payments_async.bulk import _runner
+    from payments_async.bulk import _results
 
     src = write_csv(tmp_path / "full.csv", bulk_rows(3, prefix="E2E-FULL"))
-    written = _runner.write_results
+    written = _results.write_results
 
     def disk_full(*args: object, **kwargs: object) -> Path:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(_runner, "write_results", disk_full)
+    monkeypatch.setattr(_results, "write_results", disk_full)
     requests = camt056_requests(sb)
     result = bulk(sb, str(src), "--journal", str(tmp_path / "j.sqlite"))
     assert result.exit_code == 3, result.output
@@ -227,7 +227,7 @@ def test_a_results_file_that_fails_at_the_end_leaves_the_journal_to_write_it_aga
     assert "run the same command again" in errors[0]
     assert camt056_requests(sb) == requests + 3
 
-    monkeypatch.setattr(_runner, "write_results", written)
+    monkeypatch.setattr(_results, "write_results", written)
     again = bulk(sb, str(src), "--journal", str(tmp_path / "j.sqlite"))
     assert again.exit_code == 1, again.output  # every row final (rejected: no payments)
     assert camt056_requests(sb) == requests + 3  # nothing sent again

@@ -22,8 +22,7 @@ from payments_async.bulk import (
     RunTotals,
     bulk_cancel,
 )
-from payments_async.bulk._results import UNFINISHED, row_outcome
-from payments_async.bulk._runner import _counted
+from payments_async.bulk._results import UNFINISHED, _counted, row_outcome
 from payments_async.bulk._stores import is_postgres_url, open_journal
 from payments_async.bulk._stores._postgres import PostgresJournal
 from payments_async.sandbox import SandboxConfig
