@@ -197,9 +197,9 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
     try:
         outcome = await wait_for_outcome(client, psid, state.timeout)
     except PaymentsError as exc:
-        await record(rows, line, after_wait_failure(Stage.ACKNOWLEDGED, exc), attempts=0)
+        await record(rows, line, after_wait_failure(Stage.ACKNOWLEDGED, exc))
         raise
-    await record(rows, line, after_outcome(outcome), attempts=0)
+    await record(rows, line, after_outcome(outcome))
 
 
 async def ensure_queue_schema(app: procrastinate.App, dsn: str) -> None:

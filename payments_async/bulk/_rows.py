@@ -18,7 +18,7 @@ both call them and record what they return through the journal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -45,6 +45,9 @@ __all__ = [
     "Verdict",
     "after_failure",
     "after_outcome",
+    "after_wait_failure",
+    "is_final_refusal",
+    "never_sent",
     "one_line",
     "outcome_of",
     "stored_outcome",
@@ -304,11 +307,6 @@ class RunTotals:
         self.counts[outcome] += 1
         if outcome is RowOutcome.REJECTED and return_request_needed:
             self.return_requests += 1
-
-    def count_rows(self, rows: Iterable[tuple[RowOutcome, bool]]) -> None:
-        """Count ``(outcome, return_request_needed)`` pairs."""
-        for outcome, rrn in rows:
-            self.add(outcome, return_request_needed=rrn)
 
     def __getitem__(self, outcome: str) -> int:
         return self.counts[RowOutcome(outcome)]

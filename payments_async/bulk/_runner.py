@@ -342,7 +342,7 @@ class BulkRunner:
                 change = after_wait_failure(Stage.ACKNOWLEDGED, exc)
             else:
                 change = after_outcome(outcome)
-            await record(self._journal, line, change, attempts=0)
+            await record(self._journal, line, change)
             self._count(change)
             self._changed()
         finally:

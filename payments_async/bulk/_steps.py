@@ -42,7 +42,9 @@ async def wait_for_outcome(
     return await client.wait_for_cancellation_outcome(payments_service_id, timeout=timeout)
 
 
-async def record(rows: RowWrites, line: int, change: RowChange, *, attempts: int) -> None:
+async def record(
+    rows: RowWrites, line: int, change: RowChange, *, attempts: int | None = None
+) -> None:
     """Commit a row's change through the journal.
 
     Args:
@@ -51,8 +53,10 @@ async def record(rows: RowWrites, line: int, change: RowChange, *, attempts: int
         change: what :mod:`._rows` decided.
         attempts: the row's attempts once the attempt that led to ``change`` was marked
             sent; a ``conditional`` change is made only if the row is still ``sent``
-            with exactly this count.
+            with exactly this count (required for one).
     """
+    if change.conditional and attempts is None:
+        raise ValueError("a conditional change needs the attempt's count")
     guard = attempts if change.conditional else None
     error = change.error or ""
     if change.stage is Stage.PLANNED:
