@@ -37,7 +37,7 @@ from payments_async.testing import sandbox_server
 pytest_plugins = ["proxy_fixtures"]
 
 WRONG_PASSWORD = "Wr0ng-Pr0xy-Pa55"
-FAST = RetryPolicy(attempts=2, timeout=10.0, wait_initial=0.01, wait_max=0.05)
+FAST = RetryPolicy(attempts=2, wait_initial=0.01, wait_max=0.05)
 
 
 def _secret_forms(password: str) -> list[str]:

@@ -17,6 +17,7 @@ from payments_async import (
     Pacs008,
     PollPolicy,
     RetryPolicy,
+    Timeout,
     build_cancellation,
     build_credit_transfer,
 )
@@ -71,16 +72,17 @@ def cancellation(original_end_to_end_id: str, **overrides: Any) -> Camt056:
     return build_cancellation(**kwargs)
 
 
-def fast_retry(attempts: int = 4, timeout: float = 8.0) -> RetryPolicy:
-    """The real retry policy with waits of milliseconds and no shared budget."""
-    return RetryPolicy(
+def fast_retry(attempts: int = 4, timeout: float = 8.0) -> dict[str, Any]:
+    """Client options: the real retry policy with waits of milliseconds and no shared
+    budget, and ``timeout`` seconds per call."""
+    policy = RetryPolicy(
         attempts=attempts,
-        timeout=timeout,
         wait_initial=0.005,
         wait_max=0.05,
         retry_after_cap=0.02,
         budget=None,
     )
+    return {"retry": policy, "timeout": Timeout(total=timeout)}
 
 
 FAST_POLL = PollPolicy(initial=0.05, maximum=0.2, not_found_grace=2.0)

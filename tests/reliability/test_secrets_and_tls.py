@@ -126,7 +126,7 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
             assert creds is not None
             assert sb.private_key is not None
             client = PaymentsClient(
-                creds, base_url=sb.url, session=http, retry=fast_retry(attempts=2), poll=FAST_POLL
+                creds, base_url=sb.url, session=http, **fast_retry(attempts=2), poll=FAST_POLL
             )
             async with client:
                 texts.append(f"{await client.access_token_lifetime()}")
@@ -321,7 +321,7 @@ async def test_untrusted_certificate_fails_the_client_fast(
     session's whole 30 s fetch deadline)."""
     url, _, creds = tls_sandbox
     start = time.monotonic()
-    async with PaymentsClient(creds, base_url=url, retry=fast_retry()) as client:
+    async with PaymentsClient(creds, base_url=url, **fast_retry()) as client:
         with pytest.raises(TransportError) as info:
             async with asyncio.timeout(3):
                 await client.submit_credit_transfer(payment())
@@ -391,7 +391,7 @@ async def test_ssl_context_is_honoured_with_a_borrowed_session(
     trusting = ssl.create_default_context(cadata=cert_pem.decode())
     async with aiohttp.ClientSession() as session:
         async with PaymentsClient(
-            creds, base_url=url, session=session, ssl_context=trusting, retry=fast_retry()
+            creds, base_url=url, session=session, ssl_context=trusting, **fast_retry()
         ) as client:
             sub = await client.submit_credit_transfer(payment())
         assert not session.closed

@@ -12,7 +12,8 @@ from otel_support import Otel
 from yarl import URL
 
 from payments_async import ConfigurationError, OutcomeUnknownError, Telemetry, TransportError
-from payments_async._telemetry import ClientTelemetry, url_template
+from payments_async._instrument import Call, Exchange, Instruments, RequestEvent
+from payments_async._telemetry import url_template
 
 BASE = URL("https://api.bank.example:8443")
 
@@ -24,8 +25,48 @@ def otel() -> Iterator[Otel]:
     o.close()
 
 
-def _client(otel: Otel, **kw: Any) -> ClientTelemetry:
-    return otel.telemetry(**kw).bind(BASE)
+class _Http:
+    """One exchange through the instrument pipeline, as the transport reports it."""
+
+    def __init__(self, instruments: Instruments, exchange: Exchange, headers: Any) -> None:
+        self._instruments = instruments
+        self._exchange = exchange
+        self._headers = headers
+
+    def __enter__(self) -> _Http:
+        self._instruments.request_started(self._exchange, self._headers)
+        return self
+
+    def response(self, status: int) -> None:
+        self._exchange.status = status
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._exchange.error = exc
+        self._instruments.request_ended(self._exchange)
+
+
+class _Pipeline:
+    """The events a client sends, fed to a pipeline holding only the tracing instrument."""
+
+    def __init__(self, instruments: Instruments) -> None:
+        self._instruments = instruments
+
+    def operation(self, name: str, kind: str, **attributes: Any) -> Any:
+        return self._instruments.operation(Call(name, kind, **attributes))
+
+    def token_fetch(self) -> Any:
+        return self._instruments.token_fetch()
+
+    def http(self, method: str, path: str, *, attempt: int, request_id: str, headers: Any) -> _Http:
+        exchange = Exchange(method, path, request_id, attempt, resend_count=attempt - 1)
+        return _Http(self._instruments, exchange, headers)
+
+    def retry(self, method: str, path: str, error: Any) -> None:
+        self._instruments.retry(RequestEvent(method, path, "r", 1, None, 0.0, error, sleep=0.0))
+
+
+def _client(otel: Otel, **kw: Any) -> _Pipeline:
+    return _Pipeline(Instruments(otel.telemetry(**kw).bind(BASE)))
 
 
 def test_url_template_removes_ids() -> None:
