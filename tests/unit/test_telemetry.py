@@ -7,11 +7,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aiohttp import web
+from http_support import Serve
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_support import Otel
 from yarl import URL
 
-from payments_async import ConfigurationError, OutcomeUnknownError, Telemetry, TransportError
+from payments_async import (
+    ConfigurationError,
+    Credentials,
+    OutcomeUnknownError,
+    PaymentsClient,
+    RetryPolicy,
+    ServerError,
+    Telemetry,
+    TransportError,
+)
 from payments_async._instrument import Call, Exchange, Instruments, RequestEvent
 from payments_async._telemetry import url_template
 
@@ -229,3 +240,37 @@ def test_missing_extra_is_a_clear_configuration_error(monkeypatch: pytest.Monkey
         ConfigurationError, match=r"'otel' extra: pip install 'payments-async\[otel\]'"
     ):
         Telemetry()
+
+
+async def test_the_get_resent_after_a_401_and_a_token_refresh_counts_as_a_resend(
+    otel: Otel, serve: Serve
+) -> None:
+    tokens = iter(["tok-1", "tok-2"])
+
+    async def token(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response(
+            {"access_token": next(tokens), "token_type": "bearer", "expires_in": 3600}
+        )
+
+    async def read(request: web.Request) -> web.Response:
+        if request.headers["Authorization"] == "Bearer tok-1":  # revoked early
+            return web.json_response({}, status=401)
+        return web.json_response({"data": {"rsltnOfInvstgtn": {}}}, status=500)
+
+    url = await serve(
+        {("POST", "/oauth/token"): token, ("GET", "/payments/camt029/v09/{id}"): read}
+    )
+    async with PaymentsClient(
+        Credentials.sandbox(),
+        base_url=url,
+        telemetry=otel.telemetry(),
+        retry=RetryPolicy.for_testing(attempts=1),
+    ) as client:
+        with pytest.raises(ServerError):
+            await client.get_cancellation_outcome("PS-1")
+    gets = [s for s in otel.spans() if s.name.startswith("GET ")]
+    assert [s.attributes["http.response.status_code"] for s in gets] == [401, 500]
+    assert "http.request.resend_count" not in gets[0].attributes
+    assert gets[1].attributes["http.request.resend_count"] == 1
+    assert gets[1].attributes["payments.attempt"] == 1  # the same attempt, sent again
