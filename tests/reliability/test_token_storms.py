@@ -17,7 +17,7 @@ from payments_async import (
     ServerError,
     TransportError,
 )
-from payments_async._constants import TOKEN_FETCH_DEADLINE
+from payments_async._constants import TIMEOUT_TOKEN as TOKEN_FETCH_DEADLINE
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
 
