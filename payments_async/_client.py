@@ -21,7 +21,7 @@ from multidict import CIMultiDict
 
 from ._checks import check_payments_service_id
 from ._clock import ClockSkew
-from ._config import Limits, Timeout, check_seconds
+from ._config import Limits, Timeout, call_timeout, check_seconds
 from ._constants import (
     CAMT029_PATH,
     CAMT056_PATH,
@@ -52,15 +52,12 @@ from ._errors import (
 from ._instrument import (
     Call,
     Exchange,
-    HookInstrument,
     Hooks,
-    Instrument,
     Instruments,
-    LogInstrument,
     RequestEvent,
 )
 from ._jwt import SignedToken
-from ._models import CancellationOutcome, Submission
+from ._models import CancellationOutcome, Submission, submission_result
 from ._polling import MessagePoll, NotificationSource, PollPolicy, Summary
 from ._proxy import resolve_proxy
 from ._retry import RetryPolicy
@@ -73,10 +70,8 @@ from .iso20022 import (
     Pacs002,
     Pacs008,
     PaymentStatus,
-    SubmissionResult,
     decode_camt029,
     decode_pacs002,
-    decode_submission,
     encode_validated,
     summarize_resolution,
     summarize_status_report,
@@ -184,12 +179,9 @@ class PaymentsClient:
             raise ConfigurationError(str(exc)) from None
         self._timeout = timeout or Timeout()
         # Every event goes to each of these: logging, the user's hooks, OpenTelemetry.
-        instruments: list[Instrument] = [LogInstrument()]
-        if hooks is not None:
-            instruments.append(HookInstrument(hooks))
-        if telemetry is not None:
-            instruments.append(telemetry.bind(url))
-        self._instruments = Instruments(*instruments)
+        self._instruments = Instruments.of(
+            hooks, telemetry.bind(url) if telemetry is not None else None
+        )
         self._transport = Transport(
             url,
             session=session,
@@ -212,9 +204,8 @@ class PaymentsClient:
             clock=self._clock,
             instruments=self._instruments,
         )
-        # Each request's headers start as a copy of one of these (a copy made in C). A
-        # CIMultiDict, aiohttp's own header type: given a dict, aiohttp first builds a
-        # CIMultiDict from it on every request.
+        # Each request's headers start as a copy of one of these (a CIMultiDict, aiohttp's
+        # own header type).
         self._base_headers: CIMultiDict[str] = CIMultiDict(
             {
                 CLIENT_ID_HEADER: credentials.client_id,
@@ -422,15 +413,12 @@ class PaymentsClient:
     async def wait_for_cancellation_outcome(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
     ) -> CancellationOutcome:
-        """Poll camt.029 until a final code (ACCC, RJTC, CNCL, RJCR, ACCR, ...) appears.
+        """Poll camt.029 until a final code (ACCC, RJTC, CNCL, RJCR, ACCR, ...) appears, or
+        a notification receiver (``attach_notifications``) confirms one.
 
         Codes that cannot be classified (an unknown ``sts.conf``) or that contradict each
         other (``sts.conf`` ACCC with ``txCxlSts`` RJCR) are returned as soon as a second
         poll confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
-
-        With a notification receiver attached (``attach_notifications``), it returns as
-        soon as the receiver has confirmed a final outcome for this id, and polls only as
-        the safety net.
 
         Args:
             payments_service_id: the id returned by ``request_cancellation``.
@@ -461,14 +449,11 @@ class PaymentsClient:
     async def wait_for_payment_status(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
     ) -> PaymentStatus:
-        """Poll pacs.002 until a final status (ACCC, ACSC, RJCT, ...) appears.
+        """Poll pacs.002 until a final status (ACCC, ACSC, RJCT, ...) appears, or a
+        notification receiver (``attach_notifications``) confirms one.
 
         Unclassifiable or contradicting codes are returned as soon as a second poll
         confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
-
-        With a notification receiver attached (``attach_notifications``), it returns as
-        soon as the receiver has confirmed a final status for this id, and polls only as
-        the safety net.
 
         Args:
             payments_service_id: the id returned by ``submit_credit_transfer``.
@@ -498,14 +483,6 @@ class PaymentsClient:
     # _read -> _attempt (token, one resend after a 401) -> Transport.request; after a
     # failed attempt 1, _retried (the retry policy) runs the next attempts.
 
-    def _timeouts(self, timeout: float | Timeout | None) -> Timeout:
-        """The call's timeouts: the client's, or a number for their ``total``, or its own."""
-        if timeout is None:
-            return self._timeout
-        if isinstance(timeout, Timeout):
-            return timeout
-        return self._timeout.with_total(check_seconds("timeout", timeout))
-
     async def _submit(
         self,
         name: str,
@@ -514,7 +491,7 @@ class PaymentsClient:
         timeout: float | Timeout | None,
     ) -> Submission:
         """POST ``message`` as the operation ``name``."""
-        timeouts = self._timeouts(timeout)
+        timeouts = call_timeout(self._timeout, timeout)
         message_id = message.message_id
         with self._instruments.operation(
             Call(name, "submit", **{"payments.message_id": message_id})
@@ -542,7 +519,7 @@ class PaymentsClient:
     ) -> T:
         """GET ``prefix/{id}`` once (with retries) as the operation ``name``; both getters."""
         path = f"{prefix}/{check_payments_service_id(payments_service_id)}"
-        timeouts = self._timeouts(timeout)
+        timeouts = call_timeout(self._timeout, timeout)
         deadline = time.monotonic() + timeouts.total
         with self._instruments.operation(
             Call(name, "read", **{"payments.service_id": payments_service_id})
@@ -561,8 +538,8 @@ class PaymentsClient:
     ) -> Coroutine[Any, Any, tuple[M, S]]:
         """Poll ``prefix/{id}`` until the summary of its message is settled; both waiters.
 
-        Not a coroutine itself: the wait's only frame below the caller is ``Poll.run``
-        (thousands of waiters may be alive at once).
+        Not a coroutine itself: the wait's only frame below the caller is ``Poll.run``, as
+        thousands of waiters may be alive at once (``benchmarks/bench_polling.py``).
         """
         path = f"{prefix}/{check_payments_service_id(payments_service_id)}"
         seconds = check_seconds("timeout", timeout)
@@ -608,7 +585,9 @@ class PaymentsClient:
                 status=exc.status,
                 **op.context(),
             ) from exc
-        result = self._check_submission(op, resp, message_id)
+        result = submission_result(
+            resp.status, resp.headers.get("Content-Type", ""), resp.body, message_id, op.context()
+        )
         return Submission(
             payments_service_id=result.payments_service_id,
             message_id=message_id,
@@ -619,43 +598,6 @@ class PaymentsClient:
             attempts=op.attempts,
             request_id=op.request_id,
         )
-
-    @staticmethod
-    def _check_submission(op: _Operation, resp: Response, message_id: str) -> SubmissionResult:
-        """The decoded answer to a POST, or OutcomeUnknownError if it is not one the spec allows.
-
-        The POST was received (a 2xx came back), so whatever is wrong with the answer,
-        the message may be stored: the error is "unknown", chained from the
-        InvalidResponseError that says what was wrong.
-        """
-        problem: str | None = None
-        result: SubmissionResult | None = None
-        ctype = resp.headers.get("Content-Type", "")
-        if resp.status not in (200, 201):
-            problem = f"status {resp.status} is neither 201 (stored) nor 200 (already stored)"
-        elif "json" not in ctype.lower():
-            problem = f"expected a JSON body, got content type {ctype.split(';')[0] or 'none'!r}"
-        else:
-            try:
-                result = decode_submission(resp.body)
-            except ValidationError as exc:
-                problem = f"unreadable body: {exc.message}"
-            else:
-                echoed = result.payment_id
-                if echoed is not None and echoed != message_id:
-                    problem = f"the echoed paymentId {echoed[:40]!r} is not the id sent"
-        if problem is None and result is not None:
-            return result
-        invalid = InvalidResponseError(
-            problem or "invalid answer", status=resp.status, **op.context()
-        )
-        raise OutcomeUnknownError(
-            f"the service answered {resp.status} but not as the spec describes ({problem}); "
-            "resubmit the same message to learn its outcome",
-            message_id=message_id,
-            status=resp.status,
-            **op.context(),
-        ) from invalid
 
     async def _read_message(
         self, path: str, decoder: Callable[[bytes], T], deadline: float, timeouts: Timeout

@@ -15,7 +15,7 @@ from ._constants import (
 )
 from ._errors import ConfigurationError
 
-__all__ = ["Limits", "Timeout", "check_seconds"]
+__all__ = ["Limits", "Timeout", "call_timeout", "check_seconds"]
 
 
 def check_seconds(name: str, value: object) -> float:
@@ -73,6 +73,19 @@ class Timeout:
     def with_total(self, total: float) -> Timeout:
         """The same timeouts with another ``total``."""
         return Timeout(total=total, connect=self.connect, read=self.read, token=self.token)
+
+
+def call_timeout(default: Timeout, timeout: float | Timeout | None) -> Timeout:
+    """One call's timeouts: ``default``, or a number of seconds for its ``total``, or its own.
+
+    Raises:
+        ConfigurationError: ``timeout`` is neither None, a positive number nor a Timeout.
+    """
+    if timeout is None:
+        return default
+    if isinstance(timeout, Timeout):
+        return timeout
+    return default.with_total(check_seconds("timeout", timeout))
 
 
 @dataclass(frozen=True, slots=True)

@@ -291,6 +291,16 @@ class Instruments:
     def __init__(self, *instruments: Instrument) -> None:
         self.all: tuple[Instrument, ...] = instruments
 
+    @classmethod
+    def of(cls, hooks: Hooks | None, tracing: Instrument | None) -> Instruments:
+        """Logging, then the user's hooks and the tracing instrument when given."""
+        instruments: list[Instrument] = [LogInstrument()]
+        if hooks is not None:
+            instruments.append(HookInstrument(hooks))
+        if tracing is not None:
+            instruments.append(tracing)
+        return cls(*instruments)
+
     def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
         for instrument in self.all:
             instrument.request_started(exchange, headers)

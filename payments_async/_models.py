@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
-from .iso20022 import Camt029, CancellationResolution, Outcome
+from ._errors import InvalidResponseError, OutcomeUnknownError, ValidationError
+from .iso20022 import (
+    Camt029,
+    CancellationResolution,
+    Outcome,
+    SubmissionResult,
+    decode_submission,
+)
 
-__all__ = ["CancellationOutcome", "Submission"]
+__all__ = ["CancellationOutcome", "Submission", "submission_result"]
 
 _RETURN_ADVICE = (
     "the cancellation was rejected: ask the beneficiary of the original payment to return "
@@ -121,3 +129,39 @@ class CancellationOutcome:
             message=message,
             resolution=resolution,
         )
+
+
+def submission_result(
+    status: int, content_type: str, body: bytes, message_id: str, context: dict[str, Any]
+) -> SubmissionResult:
+    """The decoded answer to a POST, or OutcomeUnknownError if it is not one the spec allows.
+
+    The POST was received (a 2xx came back), so whatever is wrong with the answer, the
+    message may be stored: the error is "unknown", chained from the InvalidResponseError
+    that says what was wrong. ``context``: the fields every error of the call carries.
+    """
+    problem: str | None = None
+    result: SubmissionResult | None = None
+    if status not in (200, 201):
+        problem = f"status {status} is neither 201 (stored) nor 200 (already stored)"
+    elif "json" not in content_type.lower():
+        problem = f"expected a JSON body, got content type {content_type.split(';')[0] or 'none'!r}"
+    else:
+        try:
+            result = decode_submission(body)
+        except ValidationError as exc:
+            problem = f"unreadable body: {exc.message}"
+        else:
+            echoed = result.payment_id
+            if echoed is not None and echoed != message_id:
+                problem = f"the echoed paymentId {echoed[:40]!r} is not the id sent"
+    if problem is None and result is not None:
+        return result
+    invalid = InvalidResponseError(problem or "invalid answer", status=status, **context)
+    raise OutcomeUnknownError(
+        f"the service answered {status} but not as the spec describes ({problem}); "
+        "resubmit the same message to learn its outcome",
+        message_id=message_id,
+        status=status,
+        **context,
+    ) from invalid

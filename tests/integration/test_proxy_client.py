@@ -29,6 +29,7 @@ from proxy_support import (
 from sandbox_support import payment
 
 from payments_async import PaymentsClient, RetryPolicy, TransportError
+from payments_async._instrument import Exchange
 from payments_async._proxy import Proxy
 from payments_async._transport import Transport
 from payments_async.cli import cli
@@ -188,7 +189,7 @@ async def test_unreachable_proxy_is_named_without_its_credentials() -> None:
     transport = Transport("https://localhost:1", proxy=proxy)
     try:
         with pytest.raises(TransportError) as info:
-            await transport.request("GET", "/x", headers={}, timeout=5)
+            await transport.request(Exchange("GET", "/x", "r", 1), {}, timeout=5)
     finally:
         await transport.aclose()
     err = info.value

@@ -35,6 +35,7 @@ from payments_async import (
     build_credit_transfer,
 )
 from payments_async._constants import SCA_HEADER
+from payments_async._instrument import Exchange
 from payments_async._transport import Transport
 from payments_async.sandbox import FaultConfig, SandboxConfig, create_app
 from payments_async.testing import sandbox_server
@@ -307,7 +308,7 @@ async def test_untrusted_certificate_is_refused_at_the_transport(
     transport = Transport(url)
     try:
         with pytest.raises(TransportError) as info:
-            await transport.request("GET", "/payments/pacs002/v12/x", headers={}, request_id="r1")
+            await transport.request(Exchange("GET", "/payments/pacs002/v12/x", "r1", 1), {})
     finally:
         await transport.aclose()
     assert info.value.request_sent is False
@@ -349,7 +350,7 @@ async def test_a_certificate_for_another_name_is_refused(
     transport = Transport(url, ssl_context=ssl.create_default_context(cadata=other.decode()))
     try:
         with pytest.raises(TransportError):
-            await transport.request("GET", "/x", headers={}, request_id="r2")
+            await transport.request(Exchange("GET", "/x", "r2", 1), {})
     finally:
         await transport.aclose()
 
