@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from ._errors import PaymentsError
 
@@ -317,26 +317,38 @@ class Instruments:
         for instrument in self.all:
             instrument.token_obtained(lifetime)
 
-    def token_fetch(self) -> _TokenFetchScope:
+    def token_fetch(self) -> _Scope[TokenFetch]:
         """``with instruments.token_fetch():`` around one access-token fetch."""
-        return _TokenFetchScope(self)
+        return _Scope(self, "token_fetch", TokenFetch())
 
-    def operation(self, call: Call) -> _OperationScope:
+    def operation(self, call: Call) -> _Scope[Call]:
         """``with instruments.operation(call):`` around one public operation."""
-        return _OperationScope(self, call)
+        return _Scope(self, "operation", call)
 
 
-class _OperationScope:
-    __slots__ = ("_call", "_instruments")
+class _Event(Protocol):
+    error: BaseException | None
 
-    def __init__(self, instruments: Instruments, call: Call) -> None:
+
+E = TypeVar("E", bound=_Event)
+
+
+class _Scope(Generic[E]):
+    """Tell every instrument ``{kind}_started(event)`` on entry and, in reverse order,
+    ``{kind}_ended(event)`` on exit (with ``event.error`` set to what was raised)."""
+
+    __slots__ = ("_ended", "_event", "_instruments", "_started")
+
+    def __init__(self, instruments: Instruments, kind: str, event: E) -> None:
         self._instruments = instruments
-        self._call = call
+        self._event = event
+        self._started = f"{kind}_started"
+        self._ended = f"{kind}_ended"
 
-    def __enter__(self) -> Call:
+    def __enter__(self) -> E:
         for instrument in self._instruments.all:
-            instrument.operation_started(self._call)
-        return self._call
+            getattr(instrument, self._started)(self._event)
+        return self._event
 
     def __exit__(
         self,
@@ -344,29 +356,6 @@ class _OperationScope:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._call.error = exc
+        self._event.error = exc
         for instrument in reversed(self._instruments.all):
-            instrument.operation_ended(self._call)
-
-
-class _TokenFetchScope:
-    __slots__ = ("_fetch", "_instruments")
-
-    def __init__(self, instruments: Instruments) -> None:
-        self._instruments = instruments
-        self._fetch = TokenFetch()
-
-    def __enter__(self) -> TokenFetch:
-        for instrument in self._instruments.all:
-            instrument.token_fetch_started(self._fetch)
-        return self._fetch
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._fetch.error = exc
-        for instrument in reversed(self._instruments.all):
-            instrument.token_fetch_ended(self._fetch)
+            getattr(instrument, self._ended)(self._event)

@@ -344,6 +344,39 @@ async def test_a_calls_timeout_may_be_longer_than_the_policys(
     assert resolution.rsltn_of_invstgtn.sts is not None
 
 
+async def test_a_calls_own_timeout_object_sets_its_read_timeout(fake: Serve) -> None:
+    async def silent(request: web.Request) -> web.Response:
+        await asyncio.sleep(10)
+        return web.json_response({})
+
+    url = await fake({("GET", "/payments/pacs002/v12/{id}"): silent})
+    async with _client(base_url=url, retry=RetryPolicy.for_testing(attempts=1)) as c:
+        await c.access_token_lifetime()
+        start = time.monotonic()
+        with pytest.raises(TransportError, match="timed out waiting for the response"):
+            await c.get_credit_transfer_status("PS-1", timeout=Timeout(total=30, read=0.3))
+        assert time.monotonic() - start < 3  # the client's read timeout is 30 s
+
+
+async def test_timeout_token_bounds_a_token_fetch_the_call_waits_for(fake: Serve) -> None:
+    requests: list[float] = []
+
+    async def silent_token(request: web.Request) -> web.Response:
+        requests.append(time.monotonic())
+        await asyncio.sleep(10)
+        return web.json_response({})
+
+    url = await fake({("POST", "/oauth/token"): silent_token})  # replaces the granting one
+    async with _client(base_url=url, timeout=Timeout(total=30, token=0.6)) as c:
+        start = time.monotonic()
+        with pytest.raises(TransportError) as info:
+            await c.get_credit_transfer_status("PS-1")
+        took = time.monotonic() - start
+    assert took < 3  # the call's own total is 30 s
+    assert info.value.path == "/oauth/token"
+    assert len(requests) >= 2  # each token request got a third of it: the fetch retried
+
+
 async def test_a_reads_own_timeout_holds(
     fake: Serve,
 ) -> None:
