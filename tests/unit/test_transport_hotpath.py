@@ -234,6 +234,28 @@ async def _until_true(predicate: Callable[[], bool]) -> None:
     raise AssertionError("never happened")
 
 
+async def test_requests_queued_for_the_limit_are_sent_in_arrival_order(serve: Serve) -> None:
+    order: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        order.append(request.match_info["n"])
+        await asyncio.sleep(0.01)
+        return web.json_response({})
+
+    url = await serve({("GET", "/x/{n}"): record})
+    transport = Transport(url, limits=Limits(connections=1))
+    try:
+        await asyncio.gather(
+            *(
+                transport.request(Exchange("GET", f"/x/{i}", "r", 1), {}, timeout=5)
+                for i in range(8)
+            )
+        )
+    finally:
+        await transport.aclose()
+    assert order == [str(i) for i in range(8)]
+
+
 async def test_connection_limit_bounds_the_requests_in_flight(serve: Serve) -> None:
     in_flight = peak = 0
 
