@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from http_support import Serve
 from opentelemetry.trace import SpanKind, StatusCode
-from otel_support import Otel
 from yarl import URL
 
 from payments_async import (
@@ -25,6 +23,8 @@ from payments_async import (
 )
 from payments_async._instrument import Call, Exchange, Instruments, RequestEvent
 from payments_async._telemetry import url_template
+from tests.support.http_servers import Serve
+from tests.support.otel import Otel
 
 BASE = URL("https://api.bank.example:8443")
 
