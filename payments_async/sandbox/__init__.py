@@ -14,6 +14,9 @@ from ._config import (
     REJECT_IBAN_AC06,
     ClientKey,
     FaultConfig,
+    NotificationFaults,
+    NotificationSettings,
+    NotificationTarget,
     SandboxConfig,
 )
 from ._main import main, run
@@ -31,6 +34,9 @@ __all__ = [
     "ClientKey",
     "ErrorCode",
     "FaultConfig",
+    "NotificationFaults",
+    "NotificationSettings",
+    "NotificationTarget",
     "SandboxConfig",
     "SandboxServer",
     "SandboxState",
