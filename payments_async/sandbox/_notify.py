@@ -400,83 +400,11 @@ def _with_id(report: bytes, psid: str) -> bytes:
     return b'{"paymentsServiceId":' + msgspec.json.encode(psid) + b"," + report[1:]
 
 
-# --- control routes -----------------------------------------------------------------------
-
-
 NOTIFIER_KEY: Final = web.AppKey("payments_async.sandbox.notifier", Notifier)
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        status=status, body=msgspec.json.encode(data), content_type=JSON_CONTENT_TYPE
-    )
-
-
-def _bad(message: str) -> web.Response:
-    return _json({"errors": [{"code": "INVALID_REQUEST", "message": message}]}, status=400)
-
-
-async def _object(request: web.Request) -> dict[str, Any] | web.Response:
-    try:
-        data = msgspec.json.decode(await request.read())
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return _bad("Body must be a JSON object")
-    if not isinstance(data, dict):
-        return _bad("Body must be a JSON object")
-    return data
-
-
-async def _subscribe(request: web.Request) -> web.Response:
-    data = await _object(request)
-    if isinstance(data, web.Response):
-        return data
-    client_id = data.pop("client_id", None)
-    if not isinstance(client_id, str) or not client_id:
-        return _bad("client_id (a non-empty string) is required")
-    try:
-        target = NotificationTarget.from_dict(data)
-    except (TypeError, ValueError) as exc:
-        return _bad(str(exc))
-    notifier = request.app[NOTIFIER_KEY]
-    notifier.base_url = str(request.url.origin())
-    notifier.subscribe(client_id, target)
-    return _json({"client_id": client_id, **target.describe()}, status=201)
-
-
-async def _unsubscribe(request: web.Request) -> web.Response:
-    data = await _object(request)
-    if isinstance(data, web.Response):
-        return data
-    client_id = data.get("client_id")
-    if not isinstance(client_id, str):
-        return _bad("client_id (a string) is required")
-    return _json({"removed": request.app[NOTIFIER_KEY].unsubscribe(client_id)})
-
-
-async def _get(request: web.Request) -> web.Response:
-    return _json(request.app[NOTIFIER_KEY].snapshot())
-
-
-async def _set_faults(request: web.Request) -> web.Response:
-    data = await _object(request)
-    if isinstance(data, web.Response):
-        return data
-    try:
-        faults = NotificationFaults.from_dict(data)
-    except (TypeError, ValueError) as exc:
-        return _bad(str(exc))
-    request.app[NOTIFIER_KEY].set_faults(faults)
-    return _json(faults.to_dict())
-
-
 def install(app: web.Application, state: SandboxState, settings: NotificationSettings) -> Notifier:
-    """Create the notifier, run it with the app, and add its control routes.
-
-    Routes (under ``/_sandbox``, no auth like the other control routes):
-    ``POST /notifications`` (subscribe: ``client_id``, ``url``, ``payload``, credentials),
-    ``POST /notifications/remove``, ``GET /notifications`` (counters, targets without
-    secrets) and ``POST /notification-faults``.
-    """
+    """Create the notifier and run it with the app (its control routes: ``_control``)."""
     notifier = Notifier(state, settings)
     app[NOTIFIER_KEY] = notifier
 
@@ -490,9 +418,4 @@ def install(app: web.Application, state: SandboxState, settings: NotificationSet
 
     app.on_startup.append(_start)
     app.on_shutdown.append(_stop)
-    r = app.router
-    r.add_post("/_sandbox/notifications", _subscribe, name="control-notify")
-    r.add_post("/_sandbox/notifications/remove", _unsubscribe, name="control-notify-remove")
-    r.add_get("/_sandbox/notifications", _get, name="control-notify-get")
-    r.add_post("/_sandbox/notification-faults", _set_faults, name="control-notify-faults")
     return notifier

@@ -11,7 +11,9 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from aiohttp import web
 
 from ._config import FaultConfig, SandboxConfig
 from ._faults import FAULT_KINDS, FaultInjector
@@ -517,3 +519,11 @@ class SandboxState:
                 }
             )
         return {"payments": payments, "cancellations": cancellations}
+
+
+STATE_KEY: Final = web.AppKey("payments_async.sandbox.state", SandboxState)
+
+
+def state_of(request: web.Request) -> SandboxState:
+    """The sandbox state of the application serving ``request``."""
+    return request.app[STATE_KEY]
