@@ -351,6 +351,14 @@ def parse(
     if ctype != "application/json" and not ctype.endswith("+json"):
         raise _reject(415, "Content-Type must be application/json")
     try:
+        return _parse_json(body, base_url)
+    except RecursionError:
+        # msgspec's bound on nesting (a few hundred levels): no notification nests so deep.
+        raise _reject(400, "body is nested too deeply") from None
+
+
+def _parse_json(body: bytes, base_url: str) -> Notification:
+    try:
         top = _TOP.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         raise _reject(400, "body is not a JSON object") from None

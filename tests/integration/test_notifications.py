@@ -221,6 +221,32 @@ async def test_wrong_or_missing_credentials_get_401_and_nothing_is_processed(
         assert st.sandbox_gets() == gets_before + 1
 
 
+@pytest.mark.parametrize(
+    "nested",
+    [
+        b'{"paymentsServiceId": "p-1", "x": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+        b'{"fitoFIPmtStsRpt": ' + b"[" * 1000 + b"]" * 1000 + b', "paymentsServiceId": "p"}',
+        b'{"paymentsServiceId": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+    ],
+    ids=["short-notice", "full-report", "id"],
+)
+async def test_an_authenticated_notification_nested_1000_deep_gets_400_not_500(
+    nested: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 2 KB body is no cost to send; the receiver answers it like malformed JSON."""
+    assert 2000 <= len(nested) <= 2100
+    async with notifying_stack() as st, aiohttp.ClientSession() as http:
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+        }
+        async with http.post(st.server.url, data=nested, headers=headers) as resp:
+            assert resp.status == 400
+            assert "nested too deeply" in (await resp.json())["error"]
+        assert st.receiver.stats.rejected[400] == 1
+    assert not [r for r in caplog.records if r.exc_info], "no traceback"
+
+
 async def test_a_malformed_request_never_echoes_or_logs_the_credentials(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
