@@ -13,6 +13,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from .._urls import redact_url
+
 __all__ = [
     "DEFAULT_AMOUNT_LIMIT",
     "DEFAULT_BACKLOG",
@@ -260,9 +262,12 @@ class NotificationTarget:
         return "Basic " + base64.b64encode(raw).decode("ascii")
 
     def describe(self) -> dict[str, Any]:
-        """The target without its secrets (what ``GET /_sandbox/notifications`` shows)."""
+        """The target without its secrets (what ``GET /_sandbox/notifications`` shows).
+
+        A user name and password inside ``url`` are hidden too.
+        """
         return {
-            "url": self.url,
+            "url": redact_url(self.url),
             "payload": self.payload,
             "auth": "bearer" if self.bearer is not None else "basic",
         }

@@ -30,6 +30,7 @@ from .._constants import (
     PACS002_PATH,
     PACS008_PATH,
 )
+from .._urls import redact_url
 from ._config import (
     NOTIFICATION_FAULT_KINDS,
     NotificationFaults,
@@ -366,7 +367,12 @@ class Notifier:
                     status = resp.status
                     await resp.read()
             except (aiohttp.ClientError, TimeoutError) as exc:
-                logger.debug("notification for %s: attempt %d failed: %s", psid, attempt, exc)
+                logger.debug(
+                    "notification for %s: attempt %d failed: %s",
+                    psid,
+                    attempt,
+                    redact_url(str(exc)),
+                )
             if status is not None and 200 <= status < 300:
                 self.counts["delivered"] += 1
                 return True
