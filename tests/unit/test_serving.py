@@ -59,6 +59,8 @@ def test_protocol_error_names_the_kind_only() -> None:
 async def test_a_refused_request_gets_the_applications_json(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="test.serving")
+
     def answer(status: int, message: str) -> web.Response:
         return web.json_response({"status": status, "message": message}, status=status)
 
