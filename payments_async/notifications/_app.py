@@ -10,10 +10,11 @@ from typing import Final, Self
 import msgspec
 from aiohttp import http_exceptions, web
 
-from .._constants import JSON_CONTENT_TYPE, NOTIFY_BODY_READ_TIMEOUT, NOTIFY_PATH
+from .._constants import JSON_CONTENT_TYPE, NOTIFY_PATH
 from .._errors import ConfigurationError
 from .._serving import AppServer
 from ._core import NotificationRejected
+from ._defaults import NOTIFY_BODY_READ_TIMEOUT
 from ._dispatch import NotificationReceiver
 
 __all__ = ["RECEIVER_KEY", "ReceiverServer", "create_app"]

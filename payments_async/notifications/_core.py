@@ -23,8 +23,6 @@ from .._constants import (
     CAMT029_PATH,
     CAMT056_PATH,
     JWT_LEEWAY,
-    NOTIFY_JWT_ALGORITHMS,
-    NOTIFY_MAX_BODY_BYTES,
     PACS002_PATH,
     PACS008_PATH,
 )
@@ -37,6 +35,7 @@ from ..iso20022 import (
     summarize_resolution,
     summarize_status_report,
 )
+from ._defaults import NOTIFY_JWT_ALGORITHMS, NOTIFY_MAX_BODY_BYTES
 
 __all__ = [
     "Authenticator",
