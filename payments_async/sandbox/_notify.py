@@ -11,11 +11,9 @@ faults. Bodies are built from the message structs (``_messages``), never the cli
 from __future__ import annotations
 
 import asyncio
-import gc
 import heapq
 import logging
 import random
-import time
 from collections import Counter, deque
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -56,64 +54,8 @@ logger = logging.getLogger("payments_async.sandbox.notify")
 
 _TICK: Final = 0.5  # the scheduler looks at the clock at least this often (manual clocks)
 _TIMINGS_KEPT: Final = 10_000  # recent notifications whose timings the stats summarize
-_GC_PAUSE_REPORTED: Final = 0.02  # collector pauses at least this long are listed one by one
-_GC_PAUSES_KEPT: Final = 100  # ...the last this many of them
 
 _Kind = Literal["payment", "cancellation"]
-
-
-class _GcPauses:
-    """The garbage collector's pauses in this process, while installed (a ``gc.callbacks`` entry).
-
-    A pause of the sandbox's process delays every notification due meanwhile (the fire lag
-    of the stats), so the notifier records them beside its timings. It only observes: the
-    collector runs as it would without it.
-    """
-
-    def __init__(self) -> None:
-        self._start = 0.0
-        self.count = [0, 0, 0]
-        self.total = [0.0, 0.0, 0.0]
-        self.longest = [0.0, 0.0, 0.0]
-        # (epoch seconds at the start, generation, seconds) of the long ones
-        self.long: deque[tuple[float, int, float]] = deque(maxlen=_GC_PAUSES_KEPT)
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._start = time.perf_counter()
-            return
-        took = time.perf_counter() - self._start
-        gen = info["generation"]
-        self.count[gen] += 1
-        self.total[gen] += took
-        self.longest[gen] = max(self.longest[gen], took)
-        if took >= _GC_PAUSE_REPORTED:
-            self.long.append((time.time() - took, gen, took))
-
-    def install(self) -> None:
-        """Start recording (idempotent)."""
-        if self not in gc.callbacks:
-            gc.callbacks.append(self)
-
-    def remove(self) -> None:
-        """Stop recording."""
-        if self in gc.callbacks:
-            gc.callbacks.remove(self)
-
-    def snapshot(self) -> dict[str, Any]:
-        """Per generation: pauses, their total and longest (ms); the long ones listed."""
-        out: dict[str, Any] = {
-            f"gen{g}": {
-                "count": self.count[g],
-                "total_ms": round(self.total[g] * 1000, 1),
-                "max_ms": round(self.longest[g] * 1000, 1),
-            }
-            for g in range(3)
-        }
-        out["long"] = [[round(t, 3), g, round(d * 1000, 1)] for t, g, d in self.long]
-        out["tracked_objects"] = len(gc.get_objects())  # what a full collection traverses
-        out["frozen_objects"] = gc.get_freeze_count()  # what it skips (gc.freeze())
-        return out
 
 
 class Notifier:
@@ -150,7 +92,6 @@ class Notifier:
         # and to the first 2xx answer (the last _TIMINGS_KEPT of each)
         self._fire_lags: deque[float] = deque(maxlen=_TIMINGS_KEPT)
         self._delivery_lags: deque[float] = deque(maxlen=_TIMINGS_KEPT)
-        self.gc_pauses = _GcPauses()
 
     # --- configuration -------------------------------------------------------------------
 
@@ -195,7 +136,6 @@ class Notifier:
             "faults": {kind: self.fault_counts.get(kind, 0) for kind in NOTIFICATION_FAULT_KINDS},
             "fire_lag_ms": _quantiles_ms(self._fire_lags),
             "delivery_lag_ms": _quantiles_ms(self._delivery_lags),
-            "gc": self.gc_pauses.snapshot(),
         }
 
     # --- scheduling ----------------------------------------------------------------------
@@ -230,7 +170,6 @@ class Notifier:
     async def start(self) -> None:
         """Start the scheduler task."""
         if self._task is None:
-            self.gc_pauses.install()
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._settings.concurrency),
                 timeout=aiohttp.ClientTimeout(total=self._settings.timeout),
@@ -240,7 +179,6 @@ class Notifier:
     async def stop(self) -> None:
         """Stop scheduling and delivering; close the HTTP session."""
         task, self._task = self._task, None
-        self.gc_pauses.remove()
         pending = [t for t in (task, *self._deliveries) if t is not None]
         for t in pending:
             t.cancel()
