@@ -13,14 +13,12 @@ from ._state import SandboxState
 
 __all__ = [
     "BODY_METHODS",
-    "DISCONNECTED",
-    "closing",
     "printable",
     "protocol_answer",
     "receive_body",
 ]
 
-DISCONNECTED: Final = "disconnected"
+_DISCONNECTED: Final = "disconnected"
 BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 # What aiohttp raises (as the cause of RequestPayloadError) for a compressed body that
 # inflates past its limit: aiohttp >= 3.13.3 only; with an older one there is no such limit
@@ -41,12 +39,12 @@ async def receive_body(request: web.Request, state: SandboxState) -> web.Respons
     config = state.config
     length = request.content_length
     if length is not None and length > config.max_body_size:
-        return closing(_too_large(config.max_body_size))
+        return _closing(_too_large(config.max_body_size))
     try:
         async with asyncio.timeout(config.body_read_timeout):
             await request.read()
     except TimeoutError:
-        return closing(
+        return _closing(
             error_response(
                 408,
                 ErrorCode.REQUEST_TIMEOUT,
@@ -54,19 +52,19 @@ async def receive_body(request: web.Request, state: SandboxState) -> web.Respons
             )
         )
     except web.HTTPRequestEntityTooLarge:
-        return closing(_too_large(config.max_body_size))
+        return _closing(_too_large(config.max_body_size))
     except ConnectionError:
         # No traceback and no line of its own: the access log line says "disconnected".
-        request["status"] = DISCONNECTED
-        return closing(error_response(400, ErrorCode.INVALID_REQUEST, "Body incomplete"))
+        request["status"] = _DISCONNECTED
+        return _closing(error_response(400, ErrorCode.INVALID_REQUEST, "Body incomplete"))
     except HttpProcessingError as exc:
-        return closing(_malformed_body(exc))
+        return _closing(_malformed_body(exc))
     except web.RequestPayloadError as exc:
         # A body aiohttp could not inflate (Content-Encoding): its error is the cause.
         cause = exc.__cause__
         if isinstance(cause, _DECOMPRESS_SIZE_ERROR):
-            return closing(_too_large(config.max_body_size))
-        return closing(_malformed_body(cause or exc))
+            return _closing(_too_large(config.max_body_size))
+        return _closing(_malformed_body(cause or exc))
     return None
 
 
@@ -79,7 +77,7 @@ def _too_large(limit: int) -> web.Response:
     return error_response(413, ErrorCode.BODY_TOO_LARGE, f"Request body larger than {limit} bytes")
 
 
-def closing(response: web.Response) -> web.Response:
+def _closing(response: web.Response) -> web.Response:
     """The response, with the connection closed after it (the body may be unread)."""
     response.force_close()
     return response
