@@ -178,6 +178,14 @@ class AppServer:
         return self._runner is not None
 
     @property
+    def open_connections(self) -> int:
+        """Connections the server holds now (0 when it is not started)."""
+        runner = self._runner
+        if runner is None or runner.server is None:
+            return 0
+        return len(runner.server.connections)
+
+    @property
     def url(self) -> str:
         """``http://<host>:<port>`` (an IPv6 host in brackets).
 

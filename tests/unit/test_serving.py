@@ -78,6 +78,7 @@ async def test_a_refused_request_gets_the_applications_json(
     await server.start()
     try:
         assert server.started
+        assert server.open_connections == 0
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nX-Long: " + b"s" * 200 + b"\r\n\r\n")
         reply = await asyncio.wait_for(reader.read(), timeout=5)
