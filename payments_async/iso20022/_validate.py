@@ -467,6 +467,10 @@ def _node(t: mi.Type) -> _Node | None:
     return None
 
 
+_MESSAGES = (Pacs008, Camt056)
+"""The message classes with validation rules."""
+
+
 @cache
 def _struct(cls: type[msgspec.Struct]) -> _Struct:
     """The node of a struct type, read once per type."""
@@ -485,7 +489,7 @@ def find_problems(msg: Pacs008 | Camt056) -> list[Problem]:
     Raises:
         TypeError: ``msg`` is not a message with validation rules.
     """
-    if not isinstance(msg, Pacs008 | Camt056):
+    if not isinstance(msg, _MESSAGES):
         raise TypeError(f"no validation rules for {type(msg).__name__}")
     out: list[Problem] = []
     _struct(type(msg)).walk(msg, "$", out)
@@ -559,7 +563,7 @@ def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
         ValidationError: the message breaks a rule (see :func:`validate`).
         TypeError: ``msg`` is not a message with validation rules.
     """
-    if not isinstance(msg, Pacs008 | Camt056):
+    if not isinstance(msg, _MESSAGES):
         raise TypeError(f"no validation rules for {type(msg).__name__}")
     try:
         body = encode(msg)
