@@ -418,10 +418,12 @@ class _Struct:
         info = mi.type_info(cls)
         assert isinstance(info, mi.StructType)
         self.cls = cls
-        # (attribute, "." + wire name, required, node)
-        self.fields = tuple(
-            (f.name, "." + f.encode_name, f.required, _node(f.type)) for f in info.fields
-        )
+        fields = []
+        for f in info.fields:
+            node = _node(f.type)
+            fast = node.fast if isinstance(node, _Scalar) else None
+            fields.append((f.name, "." + f.encode_name, f.required, node, fast))
+        self.fields = tuple(fields)
         self.checks = STRUCT_CHECKS.get(cls, ())
 
     def walk(self, value: Any, path: str, out: list[Problem]) -> None:
@@ -429,15 +431,13 @@ class _Struct:
             message = f"expected {self.cls.__name__}, got {type(value).__name__}"
             out.append(Problem(path, message))
             return
-        for attr, wire_name, required, node in self.fields:
+        for attr, wire_name, required, node, fast in self.fields:
             field = getattr(value, attr)
             if field is None:
                 if required:
                     out.append(Problem(path + wire_name, "required field is missing"))
-            elif type(node) is _Scalar:
-                # the fast test inline: a valid value costs no call and no path
-                if type(field) is not str or node.fast is None or not node.fast(field):
-                    node.walk(field, path + wire_name, out)
+            elif fast is not None and type(field) is str and fast(field):
+                pass  # the common case, inline: a valid value costs no call and no path
             elif node is not None:
                 node.walk(field, path + wire_name, out)
         for check in self.checks:  # they tolerate parts that failed above
