@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies_iso import any_camt056, any_pacs008
 
 from payments_async import ValidationError
 from payments_async.iso20022 import (
@@ -27,6 +26,7 @@ from payments_async.iso20022 import (
     validate,
 )
 from payments_async.iso20022._validate import _FAST, ISO_4217, RULES
+from tests.support.strategies_iso import any_camt056, any_pacs008
 
 SEPA = string.ascii_letters + string.digits + "/-?:().,'+ "
 # Text near every rule's edges: SEPA characters, slashes, other characters, 0..150 long.
