@@ -203,7 +203,7 @@ def test_a_builders_message_changed_before_its_first_submit_is_checked(
 
 
 def test_a_mark_copied_from_another_message_does_not_pass_it(checks: _Counter) -> None:
-    # What counts is the digest of the message's own bytes, not where the mark came from.
+    # What counts is the message's own bytes, not where the mark came from.
     made = _cancellation("ASG-1")
     other = decode_camt056(encode(_cancellation("ASG-2")))
     other.body.assgnmt.assgnr.agt.fin_instn_id.bicfi = "not a bic"
