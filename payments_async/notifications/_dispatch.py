@@ -17,12 +17,6 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
 import msgspec
 
-from .._constants import (
-    NOTIFY_MAX_BODY_BYTES,
-    NOTIFY_QUEUE_SIZE,
-    NOTIFY_SEEN_CAPACITY,
-    NOTIFY_WORKERS,
-)
 from .._errors import ConfigurationError, PaymentsError
 from ..iso20022 import (
     Camt029,
@@ -43,9 +37,16 @@ from ._core import (
     authenticate,
     parse,
 )
+from ._defaults import (
+    NOTIFY_MAX_BODY_BYTES,
+    NOTIFY_QUEUE_SIZE,
+    NOTIFY_SEEN_CAPACITY,
+    NOTIFY_WORKERS,
+)
 
 if TYPE_CHECKING:
-    from .._client import CancellationOutcome, PaymentsClient
+    from .._client import PaymentsClient
+    from .._models import CancellationOutcome
 
 __all__ = [
     "MemorySeenStore",
@@ -466,7 +467,7 @@ class NotificationReceiver:
             self.stats.callbacks += 1
             if isinstance(message, Camt029):
                 if self._on_cancellation is not None:  # nothing to build without a handler
-                    from .._client import CancellationOutcome
+                    from .._models import CancellationOutcome
 
                     await self._call(
                         self._on_cancellation,
