@@ -94,11 +94,6 @@ SANDBOX_SCA_TOKEN: Final = "sandbox-predefined-sca-token-v1"
 SIGNING_THREADS: Final = 4  # ThreadPoolSigner's workers: at most this, and at most the cores
 PKCS11_SIGN_MECHANISM: Final = "SHA256_RSA_PKCS"  # RS256 = RSASSA-PKCS1-v1_5 with SHA-256
 
-# --- Command line (a person is waiting: fail fast, say why) ---------------------------------
-CLI_RETRY_TIMEOUT: Final = 5.0  # one CLI operation, all retries and the token fetch included
-CLI_PROBE_TIMEOUT: Final = 1.5  # the TCP probe that names why the service cannot be reached
-CLI_MAX_JSON_DEPTH: Final = 64  # JSON input nested deeper than this is refused, not recursed
-
 # --- Notifications (issue 12): the receiver and the waiters it wakes ----------------------
 NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
 NOTIFY_BODY_READ_TIMEOUT: Final = 10.0  # seconds for a whole body to arrive; then 408 + close

@@ -1,0 +1,33 @@
+"""Option checks and options that more than one command takes."""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+__all__ = ["delay", "queue_option", "run_option", "seconds"]
+
+
+def seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Refuse seconds (``--timeout``, a worker's ``--heartbeat``) that are not a positive,
+    finite number, while the options are read (a click callback: no type of ours, so any
+    click >= 8.1 takes it)."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise click.BadParameter(f"{value:g} is not a positive, finite number of seconds")
+    return value
+
+
+def delay(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """Refuse a delay that is not a finite number of seconds >= 0 (as ``seconds`` does)."""
+    if not math.isfinite(value) or value < 0:
+        raise click.BadParameter(f"{value:g} is not a finite number of seconds >= 0")
+    return value
+
+
+queue_option = click.option(
+    "--queue", "queue_url", required=True, metavar="URL", help="The postgresql:// queue."
+)
+run_option = click.option(
+    "--run", "run_id", metavar="RUN", help="The run id [default: the latest run]."
+)
