@@ -2,8 +2,8 @@
 
 click and rich are needed by the command line only (the ``cli`` extra), not by the
 library. The group and its global options live here; each command family is a module of
-:mod:`payments_async.cli.commands`, imported when one of its commands runs. Exit codes
-scripts can rely on are in :mod:`payments_async.cli._exit`.
+``payments_async.cli.commands``, imported when one of its commands runs. The exit codes
+scripts can rely on are the ``EXIT_*`` constants (see docs/cli.md).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ _COMMANDS: dict[str, _Entry] = {
     "token": _Entry("payments", "token", "Obtain an access token: checks credentials and address."),
     "worker": _Entry("queue", "worker", "Run bulk-cancel rows queued with --queue (scale extra)."),
 }
-"""Every command: the module of :mod:`.commands` that defines it, the command's name there,
+"""Every command: the module of ``commands`` that defines it, the command's name there,
 and the line ``payments-async --help`` lists it with."""
 
 
@@ -90,7 +90,7 @@ class _Group(click.Group):
     """The command group.
 
     A command's module is imported only when that command runs or shows its help (the
-    listing in ``--help`` reads :data:`_COMMANDS`); click's own usage errors become one
+    listing in ``--help`` reads ``_COMMANDS``); click's own usage errors become one
     line (JSON with ``--json``).
     """
 
@@ -199,7 +199,8 @@ def cli(
     verbose: int,
     loop: LoopKind,
 ) -> None:
-    """The command group (see ``_HELP``): the global options become the :class:`Settings`."""
+    """The command group (see ``_HELP``): the global options become every command's
+    ``Settings``."""
     argv = ctx.obj if isinstance(ctx.obj, list) else None
     ctx.obj = Settings(
         base_url=base_url,
