@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import click
+from click.decorators import FC
 
-__all__ = ["delay", "queue_option", "run_option", "seconds"]
+from ._defaults import CLI_RETRY_TIMEOUT
+from ._private import POLL_TIMEOUT
+
+__all__ = ["delay", "queue_option", "read_options", "run_option", "seconds"]
 
 
 def seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -31,3 +36,22 @@ queue_option = click.option(
 run_option = click.option(
     "--run", "run_id", metavar="RUN", help="The run id [default: the latest run]."
 )
+
+
+def read_options(what: str) -> Callable[[FC], FC]:
+    """``--wait`` and ``--timeout`` of a command that reads a ``what`` (a status, an outcome)."""
+
+    def decorate(command: FC) -> FC:
+        command = click.option(
+            "--timeout",
+            type=float,
+            callback=seconds,
+            metavar="S",
+            help=f"Seconds: with --wait, to wait for a final {what} ({POLL_TIMEOUT:g}); "
+            f"without, for the one read ({CLI_RETRY_TIMEOUT:g}).",
+        )(command)
+        return click.option("--wait", is_flag=True, help=f"Poll until the {what} is final.")(
+            command
+        )
+
+    return decorate

@@ -11,10 +11,9 @@ from payments_async.bulk import COLUMNS, check_row
 from payments_async.iso20022 import build_cancellation, decode_camt056, summarize_resolution
 
 from .._context import Settings, pass_settings
-from .._defaults import CLI_RETRY_TIMEOUT
 from .._exit import EXIT_OK, CliError, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
-from .._params import seconds
+from .._params import read_options, seconds
 from .._private import POLL_TIMEOUT, check_payments_service_id, parse_record
 from .._render import outcome_dict, say_outcome, say_submission, submission_dict
 from .._run import connected, run_command
@@ -94,15 +93,7 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
 
 @click.command()
 @click.argument("payments_service_id", metavar="ID")
-@click.option("--wait", is_flag=True, help="Poll until the outcome is final.")
-@click.option(
-    "--timeout",
-    type=float,
-    callback=seconds,
-    metavar="S",
-    help=f"Seconds: with --wait, to wait for a final outcome ({POLL_TIMEOUT:g}); without, for "
-    f"the one read ({CLI_RETRY_TIMEOUT:g}).",
-)
+@read_options("outcome")
 @pass_settings
 def outcome(
     settings: Settings, payments_service_id: str, wait: bool, timeout: float | None

@@ -9,10 +9,9 @@ import click
 from payments_async.iso20022 import decode_pacs008, summarize_status_report
 
 from .._context import Settings, pass_settings
-from .._defaults import CLI_RETRY_TIMEOUT
 from .._exit import EXIT_OK, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
-from .._params import seconds
+from .._params import read_options
 from .._private import POLL_TIMEOUT, check_payments_service_id
 from .._render import say_status, say_submission, status_dict, submission_dict
 from .._run import connected, run_command, token_lifetime
@@ -68,15 +67,7 @@ def pay(settings: Settings, file: Path) -> None:
 
 @click.command()
 @click.argument("payments_service_id", metavar="ID")
-@click.option("--wait", is_flag=True, help="Poll until the status is final.")
-@click.option(
-    "--timeout",
-    type=float,
-    callback=seconds,
-    metavar="S",
-    help=f"Seconds: with --wait, to wait for a final status ({POLL_TIMEOUT:g}); without, for "
-    f"the one read ({CLI_RETRY_TIMEOUT:g}).",
-)
+@read_options("status")
 @pass_settings
 def status(settings: Settings, payments_service_id: str, wait: bool, timeout: float | None) -> None:
     """Read a credit transfer's status (pacs.002).
