@@ -7,8 +7,10 @@ JSON hook and row parser, the queue and the PostgreSQL address helpers
 key generator for the demo, and the defaults and
 event-loop runner of ``_constants`` and ``_loop``.
 
-The light names (defaults, the loop runner) are imported at once; the others on first
-use, so that ``payments-async --help`` loads no HTTP client, codec or database driver.
+The light names (defaults, the loop runner) are imported at once; the others when they
+are asked for, so that ``payments-async --help`` loads no HTTP client, codec or database
+driver. A command that calls ``_private.queue_status(...)`` looks the name up at each
+call, as an import inside the function would.
 """
 
 from __future__ import annotations

@@ -26,20 +26,12 @@ from payments_async.bulk import (
 )
 from payments_async.bulk import bulk_cancel as run_bulk_cancel
 
+from .. import _private
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
-from .._private import (
-    BULK_STATUS_INTERVAL,
-    POLL_TIMEOUT,
-    QueueStatus,
-    enqueue_run,
-    is_postgres_url,
-    queue_status,
-    redact_dsn,
-    write_queue_results,
-)
+from .._private import BULK_STATUS_INTERVAL, POLL_TIMEOUT, QueueStatus
 from .._progress import input_bar, run_bar, showing
 from .._render import bulk_summary, queue_summary
 from .._run import (
@@ -226,14 +218,14 @@ def journal_shown(journal: str | None) -> str | None:
     """
     if journal is None or "://" not in journal:
         return None
-    if not is_postgres_url(journal):
+    if not _private.is_postgres_url(journal):
         scheme = journal.partition("://")[0][:20]
         raise click.BadParameter(
             f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
             param_hint="'--journal'",
         )
     try:
-        return f"PostgreSQL {redact_dsn(journal)}"
+        return f"PostgreSQL {_private.redact_dsn(journal)}"
     except (ImportError, JournalError):  # no scale extra: opening the journal says so
         return "PostgreSQL"
 
@@ -285,7 +277,7 @@ def _bulk_cancel_queued(
         if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
             raise _input_refused(settings, input_path, BulkInputError(bulk.errors))
         try:
-            report = await enqueue_run(
+            report = await _private.enqueue_run(
                 queue_url,
                 input_sha256=bulk.sha256,
                 input_name=input_path.name,
@@ -317,7 +309,7 @@ def _bulk_cancel_queued(
         with showing(bar):
             while True:
                 try:
-                    st = await asyncio.to_thread(queue_status, queue_url, report.run_id)
+                    st = await asyncio.to_thread(_private.queue_status, queue_url, report.run_id)
                 except JournalError as exc:
                     # The rows are queued: the workers go on without this watcher.
                     if not settings.json:
@@ -361,7 +353,7 @@ def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
 
     async def go() -> int:
         try:
-            st = await asyncio.to_thread(queue_status, queue_url, run_id)
+            st = await asyncio.to_thread(_private.queue_status, queue_url, run_id)
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         return queue_summary(settings, st)
@@ -386,7 +378,9 @@ def bulk_results(settings: Settings, queue_url: str, run_id: str | None, output:
     async def go() -> int:
         check_results_path(output, "--output")
         try:
-            run, path = await asyncio.to_thread(write_queue_results, queue_url, output, run_id)
+            run, path = await asyncio.to_thread(
+                _private.write_queue_results, queue_url, output, run_id
+            )
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         except OSError as exc:

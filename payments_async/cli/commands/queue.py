@@ -8,6 +8,7 @@ import click
 
 from payments_async.bulk import JournalError
 
+from .. import _private
 from .._context import Settings, pass_settings
 from .._exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 from .._params import queue_option, seconds
@@ -18,7 +19,6 @@ from .._private import (
     BULK_WORKER_CONCURRENCY,
     BULK_WORKER_ROWS,
     POLL_TIMEOUT,
-    run_worker,
 )
 from .._run import make_client, run_command, set_on_signals
 
@@ -103,7 +103,7 @@ def worker(
                 settings.err.print(f"worker ready ({rows} rows, {concurrency} requests at once)")
 
         work = asyncio.ensure_future(
-            run_worker(
+            _private.run_worker(
                 queue_url,
                 lambda limit: make_client(settings, connection_limit=limit),
                 concurrency=concurrency,
