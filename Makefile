@@ -15,7 +15,7 @@ LATEST_VENV  := .venv-latest
 LATEST_STAMP := $(LATEST_VENV)/.installed
 DIST_VENV   := .venv-dist
 
-.PHONY: demo test lint types unit docs dist dist-check test-latest soak bench clean venv
+.PHONY: demo test lint types unit suite docs dist dist-check test-latest soak bench clean venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,15 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy --strict payments_async
 
+# The quick loop while working: tests/unit without the tests marked slow, hypothesis at
+# its dev profile (about 100 examples a property).
 unit: $(STAMP)
-	$(BIN)/pytest -q -m "not soak"
+	$(BIN)/pytest -q -m "not soak and not slow" tests/unit
+
+# The whole suite but the soak (unit, slow, integration, reliability, benchmark smoke
+# tests), hypothesis at its ci profile (1,000 examples a property).
+suite: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -m "not soak"
 
 # The site (API reference from the docstrings, and the guides) in site/; --strict turns a
 # broken link or a reference to a renamed name into a failure.
@@ -83,9 +90,9 @@ $(LATEST_STAMP): pyproject.toml
 
 test-latest: $(LATEST_STAMP)
 	$(LATEST_VENV)/bin/python -c "import aiohttp; print('aiohttp', aiohttp.__version__)"
-	$(LATEST_VENV)/bin/pytest -q -m "not soak"
+	HYPOTHESIS_PROFILE=ci $(LATEST_VENV)/bin/pytest -q -m "not soak"
 
-test: lint types unit docs dist-check test-latest
+test: lint types suite docs dist-check test-latest
 
 soak: $(STAMP)
 	$(BIN)/pytest -q -m soak tests/reliability

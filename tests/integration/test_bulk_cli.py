@@ -16,17 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_support import (
-    FakeService,
-    ThreadedSandbox,
-    bulk_rows,
-    fake_service,
-    precreate_payments,
-    read_results,
-    threaded_sandbox,
-    write_csv,
-    write_jsonl,
-)
 from click.testing import CliRunner, Result
 
 from payments_async import Credentials, PaymentsClient, RetryPolicy
@@ -41,6 +30,17 @@ from payments_async.bulk import (
 from payments_async.cli import cli
 from payments_async.iso20022 import decode_camt056
 from payments_async.sandbox import SandboxConfig
+from tests.support.cli import (
+    FakeService,
+    ThreadedSandbox,
+    bulk_rows,
+    fake_service,
+    precreate_payments,
+    read_results,
+    threaded_sandbox,
+    write_csv,
+    write_jsonl,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,7 +18,6 @@ import pytest_asyncio
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import cancellation, payment, record
 
 from payments_async import (
     ApiError,
@@ -34,6 +33,8 @@ from payments_async import (
     TransportError,
 )
 from payments_async._constants import MAX_RESPONSE_BYTES, TOKEN_PATH
+from tests.factories import cancellation, credit_transfer
+from tests.support.reliability import record
 
 Responder = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SMALL_LIMIT = 64 * 1024
@@ -161,7 +162,7 @@ async def client(scripted: Scripted) -> AsyncIterator[PaymentsClient]:
 
 
 OPS: dict[str, Callable[[PaymentsClient], Awaitable[Any]]] = {
-    "submit_credit_transfer": lambda c: c.submit_credit_transfer(payment()),
+    "submit_credit_transfer": lambda c: c.submit_credit_transfer(credit_transfer()),
     "request_cancellation": lambda c: c.request_cancellation(cancellation("E2E1")),
     "get_credit_transfer_status": lambda c: c.get_credit_transfer_status("pmt-1"),
     "get_cancellation_outcome": lambda c: c.get_cancellation_outcome("cxl-1"),

@@ -11,11 +11,12 @@ from typing import Any
 import aiohttp
 import psutil  # type: ignore[import-untyped]
 import pytest
-from reliability_support import fast_retry, payment, record
 
 from payments_async import PaymentsClient
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import credit_transfer
+from tests.support.reliability import fast_retry, record
 
 
 def _client_sockets(port: int) -> int:
@@ -58,7 +59,7 @@ async def _cycles(sb: SandboxHandle, n: int) -> dict[str, Any]:
         for i in range(n):
             async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
                 if i % 2:
-                    await c.submit_credit_transfer(payment())
+                    await c.submit_credit_transfer(credit_transfer())
                 else:
                     await c.access_token_lifetime()
                 peak = max(peak, _client_sockets(port))
@@ -137,7 +138,7 @@ async def test_cancelled_operation_leaves_no_task() -> None:
         async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0.3):
-                    await c.submit_credit_transfer(payment())
+                    await c.submit_credit_transfer(credit_transfer())
         await asyncio.sleep(0)
         assert {t for t in asyncio.all_tasks() - tasks_before if not t.done()} == set()
         assert sb.server.stats()["payments_stored"] == 0

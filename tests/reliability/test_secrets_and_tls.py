@@ -24,7 +24,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.x509.oid import NameOID
-from reliability_support import FAST_POLL, cancellation, fast_retry, payment, record
 
 from payments_async import (
     ConfigurationError,
@@ -38,6 +37,8 @@ from payments_async._constants import SCA_HEADER
 from payments_async._transport import Transport
 from payments_async.sandbox import FaultConfig, SandboxConfig, create_app
 from payments_async.testing import sandbox_server
+from tests.factories import cancellation, credit_transfer
+from tests.support.reliability import FAST_POLL, fast_retry, record
 
 # --- secrets -------------------------------------------------------------------------------
 
@@ -132,7 +133,7 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
                 texts.append(f"{await client.access_token_lifetime()}")
                 # The demo's path: pay, read, cancel (accepted), cancel late (rejected),
                 # resubmit (replayed).
-                first = payment()
+                first = credit_transfer()
                 sub = await client.submit_credit_transfer(first)
                 texts += [
                     repr(sub),
@@ -144,7 +145,7 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
                     cxl.payments_service_id, timeout=10
                 )
                 texts += [repr(cxl), repr(outcome)]
-                late = payment()
+                late = credit_transfer()
                 late_sub = await client.submit_credit_transfer(late)
                 texts.append(
                     repr(
@@ -174,7 +175,7 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
                 ):
                     sb.server.set_faults(faults)
                     try:
-                        await client.submit_credit_transfer(payment())
+                        await client.submit_credit_transfer(credit_transfer())
                     except PaymentsError as exc:
                         errors.append(exc)
                 sb.server.set_faults(FaultConfig())
@@ -324,7 +325,7 @@ async def test_untrusted_certificate_fails_the_client_fast(
     async with PaymentsClient(creds, base_url=url, retry=fast_retry()) as client:
         with pytest.raises(TransportError) as info:
             async with asyncio.timeout(3):
-                await client.submit_credit_transfer(payment())
+                await client.submit_credit_transfer(credit_transfer())
     elapsed = time.monotonic() - start
     record("TLS untrusted certificate (client)", error="TransportError", seconds=round(elapsed, 3))
     assert info.value.request_sent is False
@@ -336,7 +337,7 @@ async def test_a_context_that_trusts_the_certificate_works(
     url, cert_pem, creds = tls_sandbox
     trusting = ssl.create_default_context(cadata=cert_pem.decode())
     async with PaymentsClient(creds, base_url=url, ssl_context=trusting) as client:
-        sub = await client.submit_credit_transfer(payment())
+        sub = await client.submit_credit_transfer(credit_transfer())
     assert sub.created
 
 
@@ -393,6 +394,6 @@ async def test_ssl_context_is_honoured_with_a_borrowed_session(
         async with PaymentsClient(
             creds, base_url=url, session=session, ssl_context=trusting, retry=fast_retry()
         ) as client:
-            sub = await client.submit_credit_transfer(payment())
+            sub = await client.submit_credit_transfer(credit_transfer())
         assert not session.closed
     assert sub.created

@@ -18,8 +18,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aioresponses import CallbackResult, aioresponses
-from http_support import Handler, Serve
-from otel_support import Otel
 
 from payments_async import (
     ApiError,
@@ -52,6 +50,8 @@ from payments_async import (
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
 from payments_async.notifications import NotificationRejected
 from payments_async.signing import KeySigner
+from tests.support.http_servers import Handler, Serve
+from tests.support.otel import Otel
 
 BASE = "http://127.0.0.1:9"
 TOKEN_URL = f"{BASE}/oauth/token"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
-from otel_support import Otel
 from yarl import URL
 
 from payments_async import ConfigurationError, OutcomeUnknownError, Telemetry, TransportError
 from payments_async._telemetry import ClientTelemetry, url_template
+from tests.support.otel import Otel
 
 BASE = URL("https://api.bank.example:8443")
 

@@ -10,7 +10,6 @@ import time
 import aiohttp
 import pytest
 from aiohttp import web
-from http_support import Handler, Serve
 
 from payments_async import (
     Credentials,
@@ -21,6 +20,7 @@ from payments_async import (
 )
 from payments_async._transport import Transport, _Slots
 from payments_async.iso20022 import build_cancellation
+from tests.support.http_servers import Handler, Serve
 
 TOKEN_BODY = {"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600}
 SUBMITTED = {"data": {"paymentsServiceId": "PS-1", "status": "PENDING"}}
