@@ -8,8 +8,12 @@ duplicate a payment.
 
 import typing as _typing
 
+from ._version import __version__ as __version__
+
 if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
-    from ._client import CancellationOutcome, PaymentsClient, Submission
+    from ._checks import check_payments_service_id
+    from ._client import PaymentsClient
+    from ._config import Limits, Timeout
     from ._credentials import Credentials
     from ._errors import (
         ApiError,
@@ -29,8 +33,9 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
         TransportError,
         ValidationError,
     )
-    from ._hooks import Hooks, RequestEvent
+    from ._instrument import Hooks, RequestEvent
     from ._keys import generate_key_pair
+    from ._models import CancellationOutcome, Submission
     from ._polling import PollPolicy
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
@@ -46,8 +51,6 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     )
     from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
-__version__ = "0.1.0.dev0"
-
 __all__ = [
     "ApiError",
     "AuthenticationError",
@@ -59,6 +62,7 @@ __all__ = [
     "Hooks",
     "InvalidResponseError",
     "KeySigner",
+    "Limits",
     "NotFoundError",
     "Outcome",
     "OutcomeUnknownError",
@@ -83,10 +87,12 @@ __all__ = [
     "Submission",
     "Telemetry",
     "ThreadPoolSigner",
+    "Timeout",
     "TransportError",
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "check_payments_service_id",
     "generate_key_pair",
 ]
 
@@ -97,12 +103,13 @@ _LAZY: dict[str, str] = {
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",
     "Camt056": ".iso20022",
-    "CancellationOutcome": "._client",
+    "CancellationOutcome": "._models",
     "ConfigurationError": "._errors",
     "Credentials": "._credentials",
-    "Hooks": "._hooks",
+    "Hooks": "._instrument",
     "InvalidResponseError": "._errors",
     "KeySigner": ".signing",
+    "Limits": "._config",
     "NotFoundError": "._errors",
     "Outcome": ".iso20022",
     "OutcomeUnknownError": "._errors",
@@ -117,20 +124,22 @@ _LAZY: dict[str, str] = {
     "PollTimeoutError": "._errors",
     "Problem": "._errors",
     "RateLimitedError": "._errors",
-    "RequestEvent": "._hooks",
+    "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
     "RetryPolicy": "._retry",
     "ServerError": "._errors",
     "ServiceErrorDetail": "._errors",
     "Signer": ".signing",
     "SigningError": "._errors",
-    "Submission": "._client",
+    "Submission": "._models",
     "Telemetry": "._telemetry",
     "ThreadPoolSigner": ".signing",
+    "Timeout": "._config",
     "TransportError": "._errors",
     "ValidationError": "._errors",
     "build_cancellation": ".iso20022",
     "build_credit_transfer": ".iso20022",
+    "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
 }
 

@@ -1,11 +1,10 @@
 """The library's private names the command line still uses, each in this one place.
 
 Everything else the commands need comes from the library's public modules. Each name
-here waits for a public one: the service-id check (``payments_async``), the bulk input's
-JSON hook and row parser, the queue and the PostgreSQL address helpers
-(``payments_async.bulk``), the sandbox's runner, option table and notification target, a
-key generator for the demo, and the defaults and
-event-loop runner of ``_constants`` and ``_loop``.
+here waits for a public one: the bulk input's JSON hook and row parser, the queue and the
+PostgreSQL address helpers (``payments_async.bulk``), the sandbox's runner, option table
+and notification target, a key generator for the demo, and the defaults and event-loop
+runner of ``_constants`` and ``_loop``.
 
 The light names (defaults, the loop runner) are imported at once; the others when they
 are asked for, so that ``payments-async --help`` loads no HTTP client, codec or database
@@ -36,7 +35,6 @@ from .._loop import LOOP_CHOICES, LoopKind
 from .._loop import run as run_loop
 
 if TYPE_CHECKING:
-    from .._client import _check_id as check_payments_service_id
     from .._keys import generate_private_key, load_public_key, public_key_pem
     from ..bulk._input import DuplicateKeyError, parse_record, unique_keys
     from ..bulk._queue import (
@@ -72,7 +70,6 @@ __all__ = [
     "NotificationTarget",
     "QueueStatus",
     "SandboxOption",
-    "check_payments_service_id",
     "enqueue_run",
     "generate_private_key",
     "is_postgres_url",
@@ -90,7 +87,6 @@ __all__ = [
 ]
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "check_payments_service_id": ("payments_async._client", "_check_id"),
     "generate_private_key": ("payments_async._keys", "generate_private_key"),
     "load_public_key": ("payments_async._keys", "load_public_key"),
     "public_key_pem": ("payments_async._keys", "public_key_pem"),

@@ -20,7 +20,7 @@ import click
 from rich.text import Text
 from yarl import URL
 
-from payments_async import PaymentsClient, PaymentsError, RetryPolicy, TransportError
+from payments_async import Limits, PaymentsClient, PaymentsError, Timeout, TransportError
 
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
@@ -81,26 +81,20 @@ def _base_url(settings: Settings) -> str:
 
 
 def make_client(
-    settings: Settings, *, connection_limit: int | None = None, retry: RetryPolicy | None = None
+    settings: Settings, *, limits: Limits | None = None, timeout: Timeout | None = None
 ) -> PaymentsClient:
-    """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per operation,
-    unless ``retry`` says otherwise)."""
+    """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per call,
+    unless ``timeout`` says otherwise)."""
     signed_in = credentials(settings)
     base_url = _base_url(settings)
-    retry = retry or RetryPolicy(timeout=CLI_RETRY_TIMEOUT)
-    proxy = settings.proxy or None
     try:
-        if connection_limit is None:
-            return PaymentsClient(
-                signed_in, base_url=base_url, proxy=proxy, trust_env=settings.trust_env, retry=retry
-            )
         return PaymentsClient(
             signed_in,
             base_url=base_url,
-            proxy=proxy,
+            proxy=settings.proxy or None,
             trust_env=settings.trust_env,
-            retry=retry,
-            connection_limit=connection_limit,
+            timeout=timeout or Timeout(total=CLI_RETRY_TIMEOUT),
+            limits=limits,
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
         raise CliError(f"--base-url {shown_url(base_url)!r} is not a valid URL: {exc}") from None

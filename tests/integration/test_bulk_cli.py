@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from payments_async import Credentials, PaymentsClient, RetryPolicy
+from payments_async import Credentials, PaymentsClient, RetryPolicy, Timeout
 from payments_async.bulk import (
     BulkReport,
     SqliteJournal,
@@ -394,8 +394,10 @@ def test_a_token_endpoint_failure_leaves_rows_not_sent_and_stops_sending(
     journal_path = tmp_path / "notoken.journal.sqlite"
 
     async def run(url: str) -> BulkReport:
-        retry = RetryPolicy.for_testing(timeout=1.0)
-        async with PaymentsClient(Credentials.sandbox(), base_url=url, retry=retry) as client:
+        retry = RetryPolicy.for_testing()
+        async with PaymentsClient(
+            Credentials.sandbox(), base_url=url, retry=retry, timeout=Timeout(total=1.0)
+        ) as client:
             return await bulk_cancel(
                 client, src, results_path=results, journal_path=journal_path, concurrency=2
             )

@@ -13,6 +13,7 @@ import pytest
 
 from payments_async import (
     ApiError,
+    Limits,
     NotFoundError,
     Outcome,
     OutcomeUnknownError,
@@ -21,6 +22,7 @@ from payments_async import (
     PollTimeoutError,
     RetryPolicy,
     ServerError,
+    Timeout,
 )
 from payments_async._jwt import JwtSigner
 from payments_async.iso20022 import encode
@@ -40,7 +42,8 @@ async def sandbox() -> AsyncIterator[SandboxHandle]:
 
 def client_for(sb: SandboxHandle, **kwargs: object) -> PaymentsClient:
     assert sb.credentials is not None
-    kwargs.setdefault("retry", RetryPolicy.for_testing(attempts=6, timeout=10))
+    kwargs.setdefault("retry", RetryPolicy.for_testing(attempts=6))
+    kwargs.setdefault("timeout", Timeout(total=10))
     kwargs.setdefault("poll", FAST_POLL)
     return PaymentsClient(sb.credentials, base_url=sb.url, **kwargs)  # type: ignore[arg-type]
 
@@ -214,7 +217,9 @@ async def test_faulty_service_stores_each_message_exactly_once(faults: FaultConf
     config = SandboxConfig(processing_delay=0.2, settlement_delay=0.05, faults=faults)
     async with (
         sandbox_server(config) as sb,
-        client_for(sb, retry=RetryPolicy.for_testing(attempts=10, timeout=20)) as client,
+        client_for(
+            sb, retry=RetryPolicy.for_testing(attempts=10), timeout=Timeout(total=20)
+        ) as client,
     ):
         payments = [credit_transfer() for _ in range(15)]
         subs = [await client.submit_credit_transfer(p) for p in payments]
@@ -253,7 +258,9 @@ async def test_deadline_holds_when_the_service_is_slow() -> None:
     async with (
         sandbox_server(config) as sb,
         client_for(
-            sb, read_timeout=0.2, retry=RetryPolicy.for_testing(attempts=10, timeout=0.6)
+            sb,
+            timeout=Timeout(total=0.6, read=0.2),
+            retry=RetryPolicy.for_testing(attempts=10),
         ) as client,
     ):
         start = time.monotonic()
@@ -277,8 +284,8 @@ async def test_a_failing_token_endpoint_is_its_own_error_not_outcome_unknown() -
     token endpoint's error (its path and status), not "outcome unknown"."""
     config = SandboxConfig(faults=FaultConfig(error_503=1.0, apply_to_token=True, seed=3))
     async with sandbox_server(config) as sb:
-        retry = RetryPolicy.for_testing(attempts=3, timeout=1.5)
-        async with client_for(sb, retry=retry) as client:
+        retry = RetryPolicy.for_testing(attempts=3)
+        async with client_for(sb, retry=retry, timeout=Timeout(total=1.5)) as client:
             with pytest.raises(ServerError) as info:
                 await client.submit_credit_transfer(credit_transfer())
         stats = sb.server.stats()
@@ -303,7 +310,7 @@ async def test_a_borrowed_raise_for_status_session_keeps_a_404_a_404(
 
 async def test_many_concurrent_waiters_share_the_session() -> None:
     config = SandboxConfig(processing_delay=5, settlement_delay=0.3)
-    async with sandbox_server(config) as sb, client_for(sb, connection_limit=8) as client:
+    async with sandbox_server(config) as sb, client_for(sb, limits=Limits(connections=8)) as client:
         payments = [credit_transfer() for _ in range(40)]
         subs = await asyncio.gather(
             *(client.request_cancellation(cancellation_for(p)) for p in payments)

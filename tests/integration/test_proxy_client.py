@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from payments_async import PaymentsClient, RetryPolicy, TransportError
+from payments_async._instrument import Exchange
 from payments_async._proxy import Proxy
 from payments_async._transport import Transport
 from payments_async.cli import cli
@@ -37,7 +38,7 @@ from tests.support.proxy import (
 pytest_plugins = ["tests.support.proxy_fixtures"]
 
 WRONG_PASSWORD = "Wr0ng-Pr0xy-Pa55"
-FAST = RetryPolicy(attempts=2, timeout=10.0, wait_initial=0.01, wait_max=0.05)
+FAST = RetryPolicy(attempts=2, wait_initial=0.01, wait_max=0.05)
 
 
 def _secret_forms(password: str) -> list[str]:
@@ -188,7 +189,7 @@ async def test_unreachable_proxy_is_named_without_its_credentials() -> None:
     transport = Transport("https://localhost:1", proxy=proxy)
     try:
         with pytest.raises(TransportError) as info:
-            await transport.request("GET", "/x", headers={}, timeout=5)
+            await transport.request(Exchange("GET", "/x", "r", 1), {}, timeout=5)
     finally:
         await transport.aclose()
     err = info.value

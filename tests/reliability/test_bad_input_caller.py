@@ -378,7 +378,7 @@ def spoil(msg: Pacs008 | Camt056, path: tuple[str | int, ...], value: object) ->
 async def idle_sandbox() -> AsyncIterator[tuple[SandboxHandle, PaymentsClient]]:
     async with sandbox_server(SandboxConfig()) as sb:
         assert sb.credentials is not None
-        async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
+        async with PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry()) as c:
             yield sb, c
         stats = sb.server.stats()
         # Nothing reached the service: no token request, no API request at all.

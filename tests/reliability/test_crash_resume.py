@@ -43,7 +43,7 @@ COLUMNS = (
 async def _make_payments(sb: SandboxHandle, n: int) -> list[str]:
     """n payments of the predefined client (the one ``--sandbox`` uses); their e2e ids."""
     e2e: list[str] = []
-    async with PaymentsClient(Credentials.sandbox(), base_url=sb.url, retry=fast_retry()) as c:
+    async with PaymentsClient(Credentials.sandbox(), base_url=sb.url, **fast_retry()) as c:
         sem = asyncio.Semaphore(32)
 
         async def one() -> None:

@@ -24,6 +24,7 @@ from payments_async import (
     PaymentsError,
     RequestEvent,
     Submission,
+    Timeout,
 )
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
@@ -133,9 +134,9 @@ async def _run(sb: SandboxHandle, operations: int, seed: int) -> Ledger:
     async with PaymentsClient(
         sb.credentials,
         base_url=sb.url,
-        retry=fast_retry(attempts=4, timeout=8.0),
+        retry=fast_retry(attempts=4)["retry"],
+        timeout=Timeout(total=8.0, read=READ_TIMEOUT),
         poll=FAST_POLL,
-        read_timeout=READ_TIMEOUT,
         hooks=Hooks(on_request=on_request),
     ) as client:
 
@@ -293,7 +294,7 @@ async def test_rate_limited_after_a_stored_attempt_is_outcome_unknown() -> None:
         async with PaymentsClient(
             sb.credentials,
             base_url=sb.url,
-            retry=fast_retry(attempts=3),
+            **fast_retry(attempts=3),
             hooks=Hooks(on_request=after_attempt),
         ) as client:
             await client.access_token_lifetime()

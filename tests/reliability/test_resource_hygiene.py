@@ -57,7 +57,7 @@ async def _cycles(sb: SandboxHandle, n: int) -> dict[str, Any]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for i in range(n):
-            async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
+            async with PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry()) as c:
                 if i % 2:
                     await c.submit_credit_transfer(credit_transfer())
                 else:
@@ -106,7 +106,7 @@ async def test_a_borrowed_session_is_left_open_and_clean() -> None:
         assert sb.credentials is not None
         for _ in range(20):
             async with PaymentsClient(
-                sb.credentials, base_url=sb.url, session=session, retry=fast_retry()
+                sb.credentials, base_url=sb.url, session=session, **fast_retry()
             ) as c:
                 await c.access_token_lifetime()
         assert not session.closed  # the client never closes what it borrowed
@@ -135,7 +135,7 @@ async def test_cancelled_operation_leaves_no_task() -> None:
         assert sb.credentials is not None
         sb.server.state.fail_token_endpoint(60, 503)  # the token fetch keeps retrying
         tasks_before = asyncio.all_tasks()
-        async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
+        async with PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry()) as c:
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0.3):
                     await c.submit_credit_transfer(credit_transfer())

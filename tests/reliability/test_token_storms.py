@@ -16,7 +16,7 @@ from payments_async import (
     ServerError,
     TransportError,
 )
-from payments_async._constants import TOKEN_FETCH_DEADLINE
+from payments_async._constants import TIMEOUT_TOKEN as TOKEN_FETCH_DEADLINE
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
 from tests.factories import cancellation, credit_transfer
@@ -27,7 +27,7 @@ STORM = 1000
 
 def _client(sb: SandboxHandle, **kw: object) -> PaymentsClient:
     assert sb.credentials is not None
-    return PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry(), **kw)  # type: ignore[arg-type]
+    return PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry(), **kw)  # type: ignore[arg-type]
 
 
 async def _seed_payment(sb: SandboxHandle) -> str:
@@ -191,7 +191,7 @@ async def test_token_endpoint_down_fails_at_the_operation_deadline(kind: str) ->
             sb.server.state.fail_token_endpoint(3600, 503)
         assert sb.credentials is not None
         async with PaymentsClient(
-            sb.credentials, base_url=sb.url, retry=fast_retry(attempts=3, timeout=1.5)
+            sb.credentials, base_url=sb.url, **fast_retry(attempts=3, timeout=1.5)
         ) as client:
             start = time.monotonic()
             async with asyncio.timeout(10):
@@ -224,7 +224,7 @@ async def test_token_endpoint_down_past_the_token_fetch_deadline(kind: str) -> N
             sb.server.state.fail_token_endpoint(3600, 503)
         assert sb.credentials is not None
         async with PaymentsClient(
-            sb.credentials, base_url=sb.url, retry=fast_retry(attempts=5, timeout=45.0)
+            sb.credentials, base_url=sb.url, **fast_retry(attempts=5, timeout=45.0)
         ) as client:
             start = time.monotonic()
             async with asyncio.timeout(TOKEN_FETCH_DEADLINE * 3):
@@ -250,7 +250,7 @@ async def test_operation_deadline_bounds_the_token_wait() -> None:
         sb.server.state.fail_token_endpoint(3600, 503)
         assert sb.credentials is not None
         async with PaymentsClient(
-            sb.credentials, base_url=sb.url, retry=fast_retry(attempts=3, timeout=1.0)
+            sb.credentials, base_url=sb.url, **fast_retry(attempts=3, timeout=1.0)
         ) as client:
             with pytest.raises((ServerError, TransportError)):
                 async with asyncio.timeout(4.0):  # 1 s deadline + generous slack

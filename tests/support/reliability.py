@@ -14,6 +14,7 @@ from typing import Any
 from payments_async import (
     PollPolicy,
     RetryPolicy,
+    Timeout,
 )
 
 FIGURES: dict[str, dict[str, Any]] = {}
@@ -30,16 +31,17 @@ def record(section: str, **figures: Any) -> None:
             json.dump(FIGURES, fh, indent=2, sort_keys=True, default=str)
 
 
-def fast_retry(attempts: int = 4, timeout: float = 8.0) -> RetryPolicy:
-    """The real retry policy with waits of milliseconds and no shared budget."""
-    return RetryPolicy(
+def fast_retry(attempts: int = 4, timeout: float = 8.0) -> dict[str, Any]:
+    """Client options: the real retry policy with waits of milliseconds and no shared
+    budget, and ``timeout`` seconds per call."""
+    policy = RetryPolicy(
         attempts=attempts,
-        timeout=timeout,
         wait_initial=0.005,
         wait_max=0.05,
         retry_after_cap=0.02,
         budget=None,
     )
+    return {"retry": policy, "timeout": Timeout(total=timeout)}
 
 
 FAST_POLL = PollPolicy(initial=0.05, maximum=0.2, not_found_grace=2.0)

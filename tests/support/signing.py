@@ -22,6 +22,7 @@ from payments_async import (
     PaymentsClient,
     PollPolicy,
     RetryPolicy,
+    Timeout,
 )
 from payments_async.sandbox import SandboxConfig
 from tests.factories import cancellation_for, credit_transfer
@@ -42,7 +43,11 @@ FLOW_CONFIG = SandboxConfig(processing_delay=0.4, settlement_delay=0.1)
 
 
 def client_options() -> dict[str, Any]:
-    return {"retry": RetryPolicy.for_testing(attempts=3, timeout=10), "poll": FAST_POLL}
+    return {
+        "retry": RetryPolicy.for_testing(attempts=3),
+        "timeout": Timeout(total=10),
+        "poll": FAST_POLL,
+    }
 
 
 async def whole_flow(client: PaymentsClient) -> None:

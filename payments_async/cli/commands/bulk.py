@@ -11,7 +11,7 @@ from typing import NoReturn
 import click
 from rich.text import Text
 
-from payments_async import PaymentsClient, RetryPolicy
+from payments_async import Limits, PaymentsClient, Timeout
 from payments_async.bulk import (
     BulkCounts,
     BulkInputError,
@@ -147,7 +147,8 @@ def bulk_cancel(
             limit = connection_limit_for(concurrency)
             # The library's retry window, not the CLI's: a long unattended run rides out
             # a short outage; the service is checked within seconds once, below.
-            async with make_client(settings, connection_limit=limit, retry=RetryPolicy()) as client:
+            limits = Limits(connections=limit)
+            async with make_client(settings, limits=limits, timeout=Timeout()) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
 

@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from payments_async import Limits
 from payments_async.bulk import JournalError
 
 from .. import _private
@@ -105,7 +106,7 @@ def worker(
         work = asyncio.ensure_future(
             _private.run_worker(
                 queue_url,
-                lambda limit: make_client(settings, connection_limit=limit),
+                lambda limit: make_client(settings, limits=Limits(connections=limit)),
                 concurrency=concurrency,
                 rows=rows,
                 timeout=timeout,
