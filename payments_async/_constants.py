@@ -93,14 +93,8 @@ SANDBOX_SCA_TOKEN: Final = "sandbox-predefined-sca-token-v1"
 SIGNING_THREADS: Final = 4  # ThreadPoolSigner's workers: at most this, and at most the cores
 PKCS11_SIGN_MECHANISM: Final = "SHA256_RSA_PKCS"  # RS256 = RSASSA-PKCS1-v1_5 with SHA-256
 
-# --- Notifications: the receiver and the waiters it wakes ----------------------
-NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
-NOTIFY_BODY_READ_TIMEOUT: Final = 10.0  # seconds for a whole body to arrive; then 408 + close
-NOTIFY_QUEUE_SIZE: Final = 10_000  # notifications accepted but not yet confirmed; full: 503
-NOTIFY_WORKERS: Final = 32  # confirming reads in flight at once
-NOTIFY_SEEN_CAPACITY: Final = 100_000  # final statuses remembered for deduplication
+# --- Notifications: the receiver's route (the CLI's too) and the waiters it wakes -----------
 NOTIFY_PATH: Final = "/notifications"  # where the receiver's aiohttp app listens
-NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these algorithms
 # With a receiver attached, polling is the safety net: it starts later and grows slower,
 # so a lost notification costs latency, not correctness.
 NOTIFIED_POLL_INITIAL: Final = 60.0

@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     )
     from ..bulk._stores import is_postgres_url
     from ..bulk._stores._postgres import redact as redact_dsn
+    from ..sandbox._config import NotificationTarget
     from ..sandbox._main import run_from_args as run_sandbox
-    from ..sandbox._notify import NotificationTarget
     from ..sandbox._options import SANDBOX_OPTIONS, SandboxOption, sandbox_namespace
 
 __all__ = [
@@ -101,7 +101,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "is_postgres_url": ("payments_async.bulk._stores", "is_postgres_url"),
     "redact_dsn": ("payments_async.bulk._stores._postgres", "redact"),
     "run_sandbox": ("payments_async.sandbox._main", "run_from_args"),
-    "NotificationTarget": ("payments_async.sandbox._notify", "NotificationTarget"),
+    "NotificationTarget": ("payments_async.sandbox._config", "NotificationTarget"),
     "SANDBOX_OPTIONS": ("payments_async.sandbox._options", "SANDBOX_OPTIONS"),
     "SandboxOption": ("payments_async.sandbox._options", "SandboxOption"),
     "sandbox_namespace": ("payments_async.sandbox._options", "sandbox_namespace"),
