@@ -1,8 +1,8 @@
 """Bulk cancellation: many camt.056 requests from a CSV/JSONL file, resumable after a crash.
 
-::
-
-    report = await bulk_cancel(client, "payments.csv", concurrency=32)
+```python
+report = await bulk_cancel(client, "payments.csv", concurrency=32)
+```
 
 Every row's ids are fixed and committed to a journal (a SQLite file, or PostgreSQL with the
 ``scale`` extra) before anything is sent, and every state change is committed as it

@@ -3,13 +3,15 @@
 One vocabulary for every place a row is named: the journal (SQLite or PostgreSQL), the
 results file, the summary, ``bulk-status`` and the docs. A row moves through the journal
 stages ``planned -> sent -> acknowledged -> final`` (or is ``invalid`` from the start), and
-what a stage means for its owner is one :class:`RowOutcome`::
+what a stage means for its owner is one :class:`RowOutcome`:
 
-    planned       -> not_sent    the service does not have it; a rerun sends it
-    sent          -> in_flight   sent, no answer recorded; a rerun resends the same id
-    acknowledged  -> pending     stored by the service, outcome not known yet
-    final         -> accepted | rejected | unknown | refused | not_sent
-    invalid       -> invalid     a skipped input row
+```text
+planned       -> not_sent    the service does not have it; a rerun sends it
+sent          -> in_flight   sent, no answer recorded; a rerun resends the same id
+acknowledged  -> pending     stored by the service, outcome not known yet
+final         -> accepted | rejected | unknown | refused | not_sent
+invalid       -> invalid     a skipped input row
+```
 
 The functions here decide, from a row's stage and what one attempt met, the row's next
 stage and outcome. They do no I/O: the single-process runner and the queue's workers
