@@ -280,7 +280,7 @@ def test_an_interrupted_run_in_a_database_says_how_to_resume_without_the_passwor
         interrupted=True,
         totals=RunTotals.of({"not_sent": 3}),
     )
-    shown = "PostgreSQL dbname=runs host=db.example user=bulk"
+    shown = "PostgreSQL postgresql://***@db.example/runs"
     assert _bulk_summary(settings, report, Path("in.csv"), None, shown) == 130
     said = out.getvalue() + err.getvalue()
     assert f"journal: {shown}" in said
@@ -556,10 +556,10 @@ def test_rows_whose_outcome_codes_nobody_can_classify_are_counted_unknown(
         assert {(r["outcome"], r["status"]) for r in results} == {("unknown", "ZZZZ")}
 
 
-def test_a_database_journal_without_the_scale_extra_is_named_plainly(
+def test_a_database_journal_without_the_scale_extra_is_named_without_its_password(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without psycopg the address cannot be read: opening the journal says why, later."""
+    """Naming the journal needs no psycopg (the scale extra): nothing is parsed."""
     from payments_async.bulk import JournalError
     from payments_async.bulk._stores import _postgres
     from payments_async.cli.commands.bulk import journal_shown as _journal_shown
@@ -568,6 +568,6 @@ def test_a_database_journal_without_the_scale_extra_is_named_plainly(
         raise JournalError("a PostgreSQL journal needs psycopg")
 
     monkeypatch.setattr(_postgres, "require_psycopg", missing)
-    assert _journal_shown("postgresql://u:Pw-1@h/db") == "PostgreSQL"
+    assert _journal_shown("postgresql://u:Pw-1@h/db") == "PostgreSQL postgresql://***@h/db"
     assert _journal_shown(None) is None
     assert _journal_shown("j.sqlite") is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..._urls import redact_url
 from .._journal import Journal, SqliteJournal
 
 __all__ = ["is_postgres_url", "open_journal", "redact_dsn"]
@@ -50,11 +51,6 @@ def open_journal(
 
 
 def redact_dsn(dsn: str) -> str:
-    """A ``postgresql://`` address as messages may show it: its password left out.
-
-    Raises:
-        JournalError: psycopg (the ``scale`` extra) is not installed.
-    """
-    from ._postgres import redact
-
-    return redact(dsn)
+    """A PostgreSQL address (a ``postgresql://`` URL or libpq's ``key=value`` form) as
+    messages may show it: the user and every password replaced by ``***``."""
+    return redact_url(dsn)

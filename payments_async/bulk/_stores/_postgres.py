@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._urls import redact_url
 from .._journal import (
     READ_BATCH,
     JournalError,
@@ -48,7 +49,6 @@ __all__ = [
     "open_run",
     "plan_run",
     "read_row",
-    "redact",
     "require_psycopg",
     "row_from_record",
 ]
@@ -151,18 +151,6 @@ def require_psycopg() -> None:
         ) from exc
 
 
-def redact(dsn: str) -> str:
-    """The address without its password, for messages."""
-    require_psycopg()
-    import psycopg
-
-    try:
-        params = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable PostgreSQL address>"
-    return " ".join(f"{k}={v}" for k, v in sorted(params.items()) if "password" not in k.lower())
-
-
 _ADDRESS_FORM: Final = (
     "postgresql://[user[:password]@][host][:port]/dbname[?param=value&...], "
     "with special characters percent-encoded"
@@ -184,7 +172,7 @@ def connect_error(dsn: str, exc: Exception) -> JournalError:
         return JournalError(
             f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
         )
-    return JournalError(f"cannot connect to PostgreSQL ({redact(dsn)}): {exc}")
+    return JournalError(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:

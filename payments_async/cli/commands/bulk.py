@@ -251,10 +251,7 @@ def journal_shown(journal: str | None) -> str | None:
             f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
             param_hint="'--journal'",
         )
-    try:
-        return f"PostgreSQL {redact_dsn(journal)}"
-    except (ImportError, JournalError):  # no scale extra: opening the journal says so
-        return "PostgreSQL"
+    return f"PostgreSQL {redact_dsn(journal)}"
 
 
 def _input_refused(settings: Settings, input_path: Path, exc: BulkInputError) -> CliError:
