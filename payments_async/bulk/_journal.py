@@ -261,10 +261,6 @@ class Journal(RowWrites, Protocol):
         ...
 
 
-def _now() -> float:
-    return time.time()
-
-
 def row_from_record(rec: Sequence[Any]) -> RowState:
     """A :class:`RowState` from a record of the journal's row columns, in their order.
 
@@ -528,7 +524,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                     ("schema", str(SCHEMA_VERSION)),
                     ("input_sha256", input_sha256),
                     ("run_id", new_run_id),
-                    ("created_at", str(_now())),
+                    ("created_at", str(time.time())),
                     ("planned", "0"),
                 ],
             )
@@ -572,7 +568,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         """
         if self._planned:
             raise JournalError("the journal already holds a plan")
-        now = _now()
+        now = time.time()
         db = self._db
         db.execute("BEGIN")
         try:
@@ -679,7 +675,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         """Commit ``sent`` (one more attempt) before the request goes out."""
         await self._write(
             "UPDATE rows SET state = ?, attempts = attempts + 1, updated_at = ? WHERE line = ?",
-            (Stage.SENT.value, _now(), line),
+            (Stage.SENT.value, time.time(), line),
         )
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
@@ -687,7 +683,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         await self._write(
             "UPDATE rows SET state = ?, payments_service_id = ?, created = ?, error = NULL, "
             "updated_at = ? WHERE line = ?",
-            (Stage.ACKNOWLEDGED.value, payments_service_id, int(created), _now(), line),
+            (Stage.ACKNOWLEDGED.value, payments_service_id, int(created), time.time(), line),
         )
 
     async def mark_final(
@@ -713,7 +709,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 json.dumps(list(reason_codes)),
                 reason_text,
                 int(return_request_needed),
-                _now(),
+                time.time(),
                 line,
             ),
             if_attempts,
@@ -726,13 +722,13 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         if final:
             await self._write_if(
                 "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.FINAL.value, RowOutcome.REFUSED.value, error, _now(), line),
+                (Stage.FINAL.value, RowOutcome.REFUSED.value, error, time.time(), line),
                 if_attempts,
             )
         else:
             await self._write_if(
                 "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?",
-                (error, _now(), line),
+                (error, time.time(), line),
                 if_attempts,
             )
 
@@ -743,13 +739,13 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         if final:
             await self._write_if(
                 "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.FINAL.value, RowOutcome.NOT_SENT.value, error, _now(), line),
+                (Stage.FINAL.value, RowOutcome.NOT_SENT.value, error, time.time(), line),
                 if_attempts,
             )
         else:
             await self._write_if(
                 "UPDATE rows SET state = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.PLANNED.value, error, _now(), line),
+                (Stage.PLANNED.value, error, time.time(), line),
                 if_attempts,
             )
 
