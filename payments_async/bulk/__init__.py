@@ -9,10 +9,10 @@ Every row's ids are fixed and committed to a journal (a SQLite file, or PostgreS
 happens, so the same call after a crash resumes without creating anything twice. The input
 is checked and planned as a stream, and the run reads the journal a batch at a time, so
 memory stays bounded however many rows there are (``--no-journal`` keeps the plan in
-memory). A run is four steps, each public: :func:`check_run_input`, :func:`open_run`,
-:func:`execute_run`, :func:`write_run_results`. Rows are named with one vocabulary
-(:class:`Stage`, :class:`RowOutcome`) and what a run's rows add up to is one
-:class:`Verdict` (``RunTotals.verdict``), for a local run and a queued one alike. See
+memory). A run is four steps, each public: ``check_run_input``, ``open_run``,
+``execute_run``, ``write_run_results``. Rows are named with one vocabulary (``Stage``,
+``RowOutcome``) and what a run's rows add up to is one ``Verdict``
+(``RunTotals.verdict``), for a local run and a queued one alike. See
 ``examples/README.md`` for the columns, and ``docs/scaling.md`` for runs over many worker
 processes.
 """
