@@ -12,6 +12,7 @@ from rich.text import Text
 
 from payments_async import Limits, PaymentsClient, Timeout, bulk
 from payments_async.bulk import (
+    DEFAULT_CONCURRENCY,
     STATUS_INTERVAL,
     BulkCounts,
     BulkEvents,
@@ -54,7 +55,7 @@ __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1, max=1000),
-    default=32,
+    default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="HTTP requests (submissions and outcome reads) in flight at once.",
 )
