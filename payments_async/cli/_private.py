@@ -31,8 +31,8 @@ from .._constants import (
     SANDBOX_CLIENT_ID,
     TOKEN_PATH,
 )
-from .._loop import LOOP_CHOICES, LoopKind
-from .._loop import run as run_loop
+from ..loop import LOOP_CHOICES, LoopKind
+from ..loop import run as run_loop
 
 if TYPE_CHECKING:
     from .._keys import generate_private_key, load_public_key, public_key_pem
