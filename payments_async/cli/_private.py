@@ -1,15 +1,13 @@
 """The library's private names the command line still uses, each in this one place.
 
-Everything else the commands need comes from the library's public modules. Each name
-here waits for a public one: the bulk input's JSON hook and row parser, the queue and the
-PostgreSQL address helpers (``payments_async.bulk``), the sandbox's runner, option table
-and notification target, a key generator for the demo, and the defaults and event-loop
-runner of ``_constants`` and ``_loop``.
+Everything else the commands need comes from the library's public names. Each name here
+waits for a public one in ``payments_async.bulk``: the bulk input's JSON hook and row
+parser, the queue and its worker's defaults, and the PostgreSQL address helpers.
 
-The light names (defaults, the loop runner) are imported at once; the others when they
-are asked for, so that ``payments-async --help`` loads no HTTP client, codec or database
-driver. A command that calls ``_private.queue_status(...)`` looks the name up at each
-call, as an import inside the function would.
+The defaults are imported at once; the others when they are asked for, so that
+``payments-async --help`` loads no HTTP client, codec or database driver. A command that
+calls ``_private.queue_status(...)`` looks the name up at each call, as an import inside
+the function would.
 """
 
 from __future__ import annotations
@@ -24,18 +22,9 @@ from .._constants import (
     BULK_STATUS_INTERVAL,
     BULK_WORKER_CONCURRENCY,
     BULK_WORKER_ROWS,
-    DEFAULT_KEYGEN_BITS,
-    MIN_RSA_BITS,
-    NOTIFY_PATH,
-    POLL_TIMEOUT,
-    SANDBOX_CLIENT_ID,
-    TOKEN_PATH,
 )
-from .._loop import LOOP_CHOICES, LoopKind
-from .._loop import run as run_loop
 
 if TYPE_CHECKING:
-    from .._keys import generate_private_key, load_public_key, public_key_pem
     from ..bulk._input import DuplicateKeyError, parse_record, unique_keys
     from ..bulk._queue import (
         QueueStatus,
@@ -46,9 +35,6 @@ if TYPE_CHECKING:
     )
     from ..bulk._stores import is_postgres_url
     from ..bulk._stores._postgres import redact as redact_dsn
-    from ..sandbox._config import NotificationTarget
-    from ..sandbox._main import run_from_args as run_sandbox
-    from ..sandbox._options import SANDBOX_OPTIONS, SandboxOption, sandbox_namespace
 
 __all__ = [
     "BULK_HEARTBEAT_INTERVAL",
@@ -57,39 +43,19 @@ __all__ = [
     "BULK_STATUS_INTERVAL",
     "BULK_WORKER_CONCURRENCY",
     "BULK_WORKER_ROWS",
-    "DEFAULT_KEYGEN_BITS",
-    "LOOP_CHOICES",
-    "MIN_RSA_BITS",
-    "NOTIFY_PATH",
-    "POLL_TIMEOUT",
-    "SANDBOX_CLIENT_ID",
-    "SANDBOX_OPTIONS",
-    "TOKEN_PATH",
     "DuplicateKeyError",
-    "LoopKind",
-    "NotificationTarget",
     "QueueStatus",
-    "SandboxOption",
     "enqueue_run",
-    "generate_private_key",
     "is_postgres_url",
-    "load_public_key",
     "parse_record",
-    "public_key_pem",
     "queue_status",
     "redact_dsn",
-    "run_loop",
-    "run_sandbox",
     "run_worker",
-    "sandbox_namespace",
     "unique_keys",
     "write_queue_results",
 ]
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "generate_private_key": ("payments_async._keys", "generate_private_key"),
-    "load_public_key": ("payments_async._keys", "load_public_key"),
-    "public_key_pem": ("payments_async._keys", "public_key_pem"),
     "DuplicateKeyError": ("payments_async.bulk._input", "DuplicateKeyError"),
     "parse_record": ("payments_async.bulk._input", "parse_record"),
     "unique_keys": ("payments_async.bulk._input", "unique_keys"),
@@ -100,11 +66,6 @@ _LAZY: dict[str, tuple[str, str]] = {
     "write_queue_results": ("payments_async.bulk._queue", "write_queue_results"),
     "is_postgres_url": ("payments_async.bulk._stores", "is_postgres_url"),
     "redact_dsn": ("payments_async.bulk._stores._postgres", "redact"),
-    "run_sandbox": ("payments_async.sandbox._main", "run_from_args"),
-    "NotificationTarget": ("payments_async.sandbox._config", "NotificationTarget"),
-    "SANDBOX_OPTIONS": ("payments_async.sandbox._options", "SANDBOX_OPTIONS"),
-    "SandboxOption": ("payments_async.sandbox._options", "SandboxOption"),
-    "sandbox_namespace": ("payments_async.sandbox._options", "sandbox_namespace"),
 }
 
 

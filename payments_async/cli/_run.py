@@ -20,13 +20,20 @@ import click
 from rich.text import Text
 from yarl import URL
 
-from payments_async import Limits, PaymentsClient, PaymentsError, Timeout, TransportError
+from payments_async import (
+    TOKEN_PATH,
+    Limits,
+    PaymentsClient,
+    PaymentsError,
+    Timeout,
+    TransportError,
+)
+from payments_async.loop import run as run_loop
 
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
 from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
 from ._files import close_signer, credentials
-from ._private import TOKEN_PATH, run_loop
 
 __all__ = [
     "connected",

@@ -10,7 +10,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from typing import Final
@@ -24,8 +24,8 @@ from .._constants import (
     SANDBOX_SCA_TOKEN,
 )
 from .._errors import ConfigurationError
-from .._loop import LoopKind
-from .._loop import run as run_loop
+from ..loop import LoopKind
+from ..loop import run as run_loop
 from ._config import (
     DEFAULT_PORT,
     FaultConfig,
@@ -35,10 +35,18 @@ from ._config import (
     SandboxConfig,
 )
 from ._control import CONTROL_PREFIX
-from ._options import NOTIFY_PASSWORD_ENV, SANDBOX_OPTIONS
+from ._options import NOTIFY_PASSWORD_ENV, SANDBOX_OPTIONS, sandbox_namespace
 from ._server import SandboxServer
 
-__all__ = ["DESCRIPTION", "banner", "build_parser", "main", "run", "run_from_args"]
+__all__ = [
+    "DESCRIPTION",
+    "banner",
+    "build_parser",
+    "main",
+    "run",
+    "run_from_args",
+    "run_from_options",
+]
 
 
 def banner(url: str) -> str:
@@ -246,6 +254,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments (without the program name); ``sys.argv[1:]`` if None.
     """
     return run_from_args(build_parser().parse_args(argv))
+
+
+def run_from_options(values: Mapping[str, object]) -> int:
+    """Run the sandbox program with options another parser read; returns the exit status.
+
+    What ``python -m payments_async.sandbox`` does with its command line, for a program
+    that parses its own (``payments-async sandbox`` builds click options from
+    ``SANDBOX_OPTIONS``). It serves in the foreground until SIGINT or SIGTERM.
+
+    Args:
+        values: each option's value by its ``SandboxOption.dest`` (``port``,
+            ``notify_fault``...). An option left out takes its default; a ``"list"``
+            option is a list or tuple of texts, or None for none.
+
+    Returns:
+        0 after an interrupt; 2, with one line on stderr, for an option the
+            sandbox refuses; 1, with one line, for a port it cannot listen on.
+    """
+    return run_from_args(sandbox_namespace(values))
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from typing import NoReturn
 import click
 from rich.text import Text
 
-from payments_async import Limits, PaymentsClient, Timeout
+from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout
 from payments_async.bulk import (
     BulkCounts,
     BulkInputError,
@@ -31,7 +31,7 @@ from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
-from .._private import BULK_STATUS_INTERVAL, POLL_TIMEOUT, QueueStatus
+from .._private import BULK_STATUS_INTERVAL, QueueStatus
 from .._progress import input_bar, run_bar, showing
 from .._render import bulk_summary, queue_summary
 from .._run import (

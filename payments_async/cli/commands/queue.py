@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from payments_async import Limits
+from payments_async import POLL_TIMEOUT, Limits
 from payments_async.bulk import JournalError
 
 from .. import _private
@@ -19,7 +19,6 @@ from .._private import (
     BULK_STALLED_CHECK_INTERVAL,
     BULK_WORKER_CONCURRENCY,
     BULK_WORKER_ROWS,
-    POLL_TIMEOUT,
 )
 from .._run import make_client, run_command, set_on_signals
 
