@@ -5,6 +5,7 @@ It reads every HTML page's text and fails, naming page and snippet, on:
 
 - a backslash before a bar (``\\|``): a table escape shown as written;
 - a paragraph that is only ``::``: a reStructuredText literal-block marker in a docstring;
+- a reStructuredText role (``:func:`` before a name): docstrings here are Markdown;
 - a signature default written as a constant's name (``= RETRY_ATTEMPTS``) instead of its
   value: the griffe extension in ``docs/_ext/`` did not resolve it.
 """
@@ -20,6 +21,7 @@ _TAG = re.compile(r"<[^>]+>")
 _SIGNATURE = re.compile(r'<div class="doc-signature.*?</div>', re.S)
 _CONSTANT_DEFAULT = re.compile(r"=\s*([A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*[,)]")
 _LITERAL_MARKER = re.compile(r"<p>\s*::\s*</p>")
+_ROLE = re.compile(r":(?:func|class|meth|attr|mod|data|exc|obj):(?=\w)")
 
 
 def problems(page: Path, root: Path) -> list[str]:
@@ -33,6 +35,7 @@ def problems(page: Path, root: Path) -> list[str]:
     ]
     if _LITERAL_MARKER.search(source):
         found.append(f"{name}: a reST '::' paragraph (use a Markdown fence)")
+    found.extend(f"{name}: a reST role shown: {role}" for role in _ROLE.findall(text))
     found.extend(
         f"{name}: default shown as a constant's name: {match.group(1)}"
         for signature in _SIGNATURE.findall(source)
