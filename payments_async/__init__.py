@@ -40,6 +40,7 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._polling import PollPolicy
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
+    from ._urls import redact_url
     from .iso20022 import (
         Camt029,
         Camt056,
@@ -99,6 +100,7 @@ __all__ = [
     "build_credit_transfer",
     "check_payments_service_id",
     "generate_key_pair",
+    "redact_url",
 ]
 
 # Each public name is imported from its module on first use, so that a program that needs
@@ -150,6 +152,7 @@ _LAZY: dict[str, str] = {
     "build_credit_transfer": ".iso20022",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
+    "redact_url": "._urls",
 }
 
 

@@ -49,6 +49,7 @@ INTENDED = {
     "build_credit_transfer",
     "check_payments_service_id",
     "generate_key_pair",
+    "redact_url",
 }
 
 

@@ -288,10 +288,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
         config = config_from_args(args)
         # This process is the sandbox program, nothing else runs in it: what exists now
-        # (modules, classes, functions: ~50,000 objects) lives until exit, so it is moved
-        # out of the collector's way. A full collection then traverses only the state the
-        # sandbox builds (one record per message), a few ms instead of 30-150 ms during
-        # which no notification is sent. (The library itself never touches the collector.)
+        # (modules, classes, functions) lives until exit, so it is moved out of the
+        # collector's way, and a full collection, during which no notification is sent,
+        # traverses only the state the sandbox builds (benchmarks/bench_notifications.py).
+        # The library itself never touches the collector.
         gc.collect()
         gc.freeze()
         run(config, loop=args.loop)
