@@ -82,7 +82,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.ArgumentParser:
-    """The command-line options, each with its help (from :data:`SANDBOX_OPTIONS`, which
+    """The command-line options, each with its help (from `SANDBOX_OPTIONS`, which
     the CLI's ``sandbox`` command reads too).
 
     Args:
@@ -282,7 +282,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     bound is one line and status 1.
 
     Args:
-        args: the options, as :func:`build_parser` parses them.
+        args: the options, as `build_parser` parses them.
     """
     try:
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")

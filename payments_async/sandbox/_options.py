@@ -199,7 +199,7 @@ keeps its name, its kind and the name of its value (``SandboxOption.dest``)."""
 
 
 def sandbox_namespace(values: Mapping[str, object]) -> argparse.Namespace:
-    """The parsed options as argparse gives them, from values by :attr:`SandboxOption.dest`.
+    """The parsed options as argparse gives them, from values by `SandboxOption.dest`.
 
     What the sandbox's argparse parser returns, from another parser's values: an option
     left out has its default (a flag False), a list option not given is an empty list, a
