@@ -62,6 +62,7 @@ suite: $(STAMP)
 # broken link or a reference to a renamed name into a failure.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	$(BIN)/python tools/check_site.py site
 
 # sdist, then the wheel built from that sdist; both checked; the wheel installed into a
 # clean environment runs the demo from outside the source tree.

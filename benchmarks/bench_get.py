@@ -43,8 +43,8 @@ from bench_post import CLIENT_ID, CLIENT_SECRET, profile_ours
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import CAMT029_PATH, CLIENT_ID_HEADER, PACS002_PATH
-from payments_async._loop import run as run_loop
 from payments_async.iso20022 import Camt029, Pacs002
+from payments_async.loop import run as run_loop
 from payments_async.testing import generate_test_keypair
 
 NAME = "get"

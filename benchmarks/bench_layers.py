@@ -60,9 +60,9 @@ from bench_post import CLIENT_ID, CLIENT_SECRET, HandWritten, new_cancellation
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import CAMT029_PATH, CAMT056_PATH, REQUEST_ID_HEADER, SCA_HEADER
 from payments_async._instrument import Exchange
-from payments_async._loop import run as run_loop
 from payments_async.iso20022 import Camt029, decode_submission, encode_validated
 from payments_async.iso20022.camt029 import decode_camt029
+from payments_async.loop import run as run_loop
 from payments_async.testing import generate_test_keypair
 
 NAME = "layers"

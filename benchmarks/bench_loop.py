@@ -33,7 +33,7 @@ from _harness import (
 from bench_post import CLIENT_ID, CLIENT_SECRET, HandWritten, new_cancellation
 
 from payments_async import Credentials, PaymentsClient
-from payments_async._loop import loop_factory
+from payments_async.loop import loop_factory
 from payments_async.testing import generate_test_keypair
 
 NAME = "loop"

@@ -68,8 +68,8 @@ from cryptography.hazmat.primitives.hashes import SHA256
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._jwt import JwtSigner
-from payments_async._loop import run as run_loop
 from payments_async.iso20022 import build_cancellation, decode_submission, encode, validate
+from payments_async.loop import run as run_loop
 from payments_async.testing import generate_test_keypair
 
 NAME = "post"

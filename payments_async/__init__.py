@@ -14,6 +14,7 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._checks import check_payments_service_id
     from ._client import PaymentsClient
     from ._config import Limits, Timeout
+    from ._constants import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, POLL_TIMEOUT, TOKEN_PATH
     from ._credentials import Credentials
     from ._errors import (
         ApiError,
@@ -39,6 +40,7 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._polling import PollPolicy
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
+    from ._urls import redact_url
     from .iso20022 import (
         Camt029,
         Camt056,
@@ -52,6 +54,10 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
 __all__ = [
+    "DEFAULT_KEYGEN_BITS",
+    "MIN_RSA_BITS",
+    "POLL_TIMEOUT",
+    "TOKEN_PATH",
     "ApiError",
     "AuthenticationError",
     "Camt029",
@@ -94,11 +100,16 @@ __all__ = [
     "build_credit_transfer",
     "check_payments_service_id",
     "generate_key_pair",
+    "redact_url",
 ]
 
 # Each public name is imported from its module on first use, so that a program that needs
 # only part of the package (``payments-async --help``) does not load aiohttp or msgspec.
 _LAZY: dict[str, str] = {
+    "DEFAULT_KEYGEN_BITS": "._constants",
+    "MIN_RSA_BITS": "._constants",
+    "POLL_TIMEOUT": "._constants",
+    "TOKEN_PATH": "._constants",
     "ApiError": "._errors",
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",
@@ -141,6 +152,7 @@ _LAZY: dict[str, str] = {
     "build_credit_transfer": ".iso20022",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
+    "redact_url": "._urls",
 }
 
 

@@ -36,7 +36,7 @@ class ClockSkew:
     JWT ``iat``/``nbf``/``exp`` are judged on the service's clock. A client whose clock is
     minutes off has its assertions and SCA tokens refused. Like botocore, we learn the
     service's time from the ``Date`` header of its answers and, once the difference passes
-    ``threshold``, sign on the service's time: :meth:`now` is ``time.time()`` plus the
+    ``threshold``, sign on the service's time: `now` is ``time.time()`` plus the
     applied offset.
 
     ``Date`` has a resolution of one second and the answer was written somewhere between
@@ -45,7 +45,7 @@ class ClockSkew:
     round trip. The applied offset only moves when the estimate differs from it by at
     least ``threshold`` (hysteresis): it does not flap with the one-second resolution, and
     an offset that changed means "our tokens were signed on a clock that was wrong by more
-    than the threshold", which is what :meth:`explains` tells a caller holding a 401.
+    than the threshold", which is what `explains` tells a caller holding a 401.
 
     Args:
         threshold: seconds of difference below which our own clock is trusted; None
@@ -108,7 +108,7 @@ class ClockSkew:
     def explains(self, signed_with: float) -> bool:
         """Whether a refusal of tokens signed with offset ``signed_with`` is the clock's fault.
 
-        Call it after :meth:`observe` on the refusal: True when the offset now applied
+        Call it after `observe` on the refusal: True when the offset now applied
         differs from the one the tokens were signed with, so signing again can succeed.
         """
         return self.offset != signed_with

@@ -6,6 +6,8 @@ from typing import Final
 
 # --- Service paths (spec: Endpoints / Versioning) -------------------------------------
 TOKEN_PATH: Final = "/oauth/token"
+"""The path of the service's token endpoint. An error's ``path`` is this when obtaining the
+access token failed, not the operation the caller asked for."""
 PACS008_PATH: Final = "/payments/pacs008/v10"
 PACS002_PATH: Final = "/payments/pacs002/v12"  # + "/{paymentsServiceId}"
 CAMT056_PATH: Final = "/payments/camt056/v08"
@@ -21,7 +23,11 @@ FORM_CONTENT_TYPE: Final = "application/x-www-form-urlencoded"
 
 # --- Keys and JWTs (spec: Authentication; service-notes section 5) ---------------------
 MIN_RSA_BITS: Final = 2048
+"""The smallest RSA key the service takes, in bits: smaller keys are refused when loaded,
+generated or registered."""
 DEFAULT_KEYGEN_BITS: Final = 3072
+"""The size, in bits, of the keys ``generate_key_pair`` writes unless
+told otherwise."""
 ASSERTION_LIFETIME: Final = 300.0  # seconds an authentication JWT is valid
 SCA_TOKEN_LIFETIME: Final = 180.0  # seconds, as the provider's own client uses
 JWT_LEEWAY: Final = 30.0  # clock skew tolerated by the verifiers (exp/nbf/iat)
@@ -73,7 +79,9 @@ POLL_INITIAL: Final = 0.5
 POLL_MAX: Final = 10.0
 POLL_MULTIPLIER: Final = 1.5
 POLL_JITTER: Final = 0.1  # +-10% of each interval
-POLL_TIMEOUT: Final = 300.0  # how long a waiter waits for a final status
+POLL_TIMEOUT: Final = 300.0
+"""Seconds a waiter (``wait_for_payment_status``, ``wait_for_cancellation_outcome``)
+waits for a final status unless given a ``timeout``."""
 POLL_NOT_FOUND_GRACE: Final = 5.0  # a 404 this soon after submission means "not visible yet"
 
 # --- Sandbox (public, documented: not secrets) ---------------------------------------------
@@ -91,7 +99,8 @@ SIGNING_THREADS: Final = 4  # ThreadPoolSigner's workers: at most this, and at m
 PKCS11_SIGN_MECHANISM: Final = "SHA256_RSA_PKCS"  # RS256 = RSASSA-PKCS1-v1_5 with SHA-256
 
 # --- Notifications: the receiver's route (the CLI's too) and the waiters it wakes -----------
-NOTIFY_PATH: Final = "/notifications"  # where the receiver's aiohttp app listens
+NOTIFY_PATH: Final = "/notifications"
+"""The route the notification receiver's aiohttp app listens on unless given a ``path``."""
 # With a receiver attached, polling is the safety net: it starts later and grows slower,
 # so a lost notification costs latency, not correctness.
 NOTIFIED_POLL_INITIAL: Final = 60.0

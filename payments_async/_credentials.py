@@ -40,7 +40,7 @@ class RequestSigner(Protocol):
 
     The token session and the client use only this, so they do not care whether tokens
     are signed with the client's key, in an HSM, or are the sandbox's predefined values.
-    The methods return a :class:`~payments_async._jwt.SignedToken` (value and expiry), or
+    The methods return a `payments_async._jwt.SignedToken` (value and expiry), or
     an awaitable of one when the signer is async: callers await only then.
     """
 
@@ -67,7 +67,7 @@ class RequestSigner(Protocol):
 
 
 class _KeySigner:
-    """Signs with the client's signer: a :class:`JwtSigner` bound to one client id."""
+    """Signs with the client's signer: a `JwtSigner` bound to one client id."""
 
     __slots__ = ("_client_id", "_jwt", "key_id")
 
@@ -138,19 +138,19 @@ class Credentials:
     Three modes:
 
     * **key** (``private_key=``): the assertion and SCA tokens are RS256 JWTs signed in
-      process with this key (a :class:`~payments_async.signing.KeySigner`: the default
+      process with this key (a `payments_async.signing.KeySigner`: the default
       and fastest path). ``key_id`` and ``issuer`` must be the values registered with the
       service together with the public key.
     * **signer** (``signer=``): the same JWTs, signed by any
-      :class:`~payments_async.signing.Signer`: a thread pool, an HSM through PKCS#11, or
+      `payments_async.signing.Signer`: a thread pool, an HSM through PKCS#11, or
       your own. The private key never has to be in the process. ``key_id`` defaults to
       ``signer.key_id`` (and must equal it if given).
-    * **sandbox tokens** (``sandbox_tokens=True``, see :meth:`sandbox`): the client sends
+    * **sandbox tokens** (``sandbox_tokens=True``, see `sandbox`): the client sends
       the sandbox's predefined assertion and SCA token (``SANDBOX_ASSERTION``,
       ``SANDBOX_SCA_TOKEN``) instead of signing, so you can try the sandbox without keys.
 
     To move to a new key while a client runs, build new credentials and pass them to
-    :meth:`PaymentsClient.rotate_credentials`.
+    `PaymentsClient.rotate_credentials`.
 
     Args:
         client_id: the client id (HTTP Basic user, ``sub`` of the assertion,
@@ -161,7 +161,7 @@ class Credentials:
         issuer: the registered issuer (JWT claim ``iss``).
         private_key: the RSA private key: a key object, PEM bytes or text, or a path to an
             unencrypted PEM file.
-        signer: a :class:`~payments_async.signing.Signer` instead of ``private_key``.
+        signer: a `payments_async.signing.Signer` instead of ``private_key``.
         sandbox_tokens: use the sandbox's predefined tokens instead of signing.
 
     Raises:
@@ -187,7 +187,7 @@ class Credentials:
     key_id: str
     issuer: str
     key_signer: Signer | None
-    """The :class:`~payments_async.signing.Signer` in use; None with sandbox tokens."""
+    """The `payments_async.signing.Signer` in use; None with sandbox tokens."""
     private_key: RSAPrivateKey | None
     sandbox_tokens: bool
     _signer: RequestSigner

@@ -186,7 +186,7 @@ class ConfigurationError(PaymentsError):
 class SigningError(PaymentsError):
     """A signer failed to produce a signature; nothing was sent with it.
 
-    Raised when a :class:`~payments_async.signing.Signer` raises or returns something
+    Raised when a `payments_async.signing.Signer` raises or returns something
     other than signature bytes (an HSM that went away, a closed thread-pool signer). The
     cause is chained; the message names the kid, never key material or a PIN.
     """

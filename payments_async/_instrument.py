@@ -1,6 +1,6 @@
 """One instrument pipeline: logging, the user's ``Hooks`` and OpenTelemetry hear the same events.
 
-The client and the token session tell an :class:`Instruments` tuple what happens (an HTTP
+The client and the token session tell an `Instruments` tuple what happens (an HTTP
 exchange, a retry, a token fetch, an operation); each instrument turns that into its own
 output. An instrument never changes what a call does, and a hook that raises is logged.
 """
@@ -254,7 +254,7 @@ class LogInstrument(_Silent):
 
 
 class HookInstrument(_Silent):
-    """The user's :class:`Hooks`; whatever a hook raises is logged, never raised."""
+    """The user's `Hooks`; whatever a hook raises is logged, never raised."""
 
     __slots__ = ("_hooks",)
 

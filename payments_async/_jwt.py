@@ -165,18 +165,18 @@ def body_hash(body: bytes) -> str:
 
 
 class JwtSigner:
-    """Builds both JWTs for one kid and issuer and has a :class:`Signer` sign them.
+    """Builds both JWTs for one kid and issuer and has a `Signer` sign them.
 
     Build one per client (``Credentials`` does); the header segment is encoded once. Every
     token gets a fresh ``jti`` (and the SCA token a fresh ``nonce``): 128 random bits from
     ``os.urandom``, in hex.
 
-    The ``sign_*`` methods return a :class:`SignedToken` directly when the signer is sync
-    (:class:`~payments_async.signing.KeySigner`: no await, no thread hop) and an awaitable
+    The ``sign_*`` methods return a `SignedToken` directly when the signer is sync
+    (`payments_async.signing.KeySigner`: no await, no thread hop) and an awaitable
     of one when it is async (a thread pool, an HSM).
 
     Args:
-        signer: a :class:`~payments_async.signing.Signer`, or an ``RSAPrivateKey`` (then
+        signer: a `payments_async.signing.Signer`, or an ``RSAPrivateKey`` (then
             ``key_id`` is required and a ``KeySigner`` is built).
         key_id: the registered key id, sent as header ``kid``; with a ``Signer`` it may be
             omitted and must otherwise equal ``signer.key_id``.
@@ -322,10 +322,10 @@ class JwtSigner:
     def assertion(
         self, client_id: str, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
     ) -> str:
-        """Like :meth:`sign_assertion` with a sync signer, returning only the compact token.
+        """Like `sign_assertion` with a sync signer, returning only the compact token.
 
         Raises:
-            SigningError: the signer is async (await :meth:`sign_assertion` instead).
+            SigningError: the signer is async (await `sign_assertion` instead).
         """
         return self._sign_now(*self._assertion_claims(client_id, now, lifetime))
 
@@ -341,7 +341,7 @@ class JwtSigner:
         """Sign the SCA JWT for these exact body bytes (the ``sca-token`` header).
 
         Claims: ``iss``, ``iat`` and ``nbf`` (= now), ``exp`` (= now + ``lifetime``),
-        ``jti`` and ``nonce`` (fresh), ``alg`` = ``"SHA256"``, ``hd`` = :func:`body_hash`
+        ``jti`` and ``nonce`` (fresh), ``alg`` = ``"SHA256"``, ``hd`` = `body_hash`
         of ``body``, and ``payment_id`` when given.
 
         Args:
@@ -390,10 +390,10 @@ class JwtSigner:
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
     ) -> str:
-        """Like :meth:`sign_sca_token` with a sync signer, returning only the compact token.
+        """Like `sign_sca_token` with a sync signer, returning only the compact token.
 
         Raises:
-            SigningError: the signer is async (await :meth:`sign_sca_token` instead).
+            SigningError: the signer is async (await `sign_sca_token` instead).
         """
         return self._sign_now(*self._sca_claims(body, payment_id, now, lifetime))
 
@@ -533,8 +533,8 @@ def verify_sca_token(
 ) -> dict[str, Any]:
     """Verify an SCA JWT against the exact body bytes received.
 
-    Checks everything :func:`verify_assertion` checks except ``sub``, plus: claim ``alg``
-    is ``"SHA256"``, ``hd`` equals :func:`body_hash` of ``body`` exactly (standard Base64
+    Checks everything `verify_assertion` checks except ``sub``, plus: claim ``alg``
+    is ``"SHA256"``, ``hd`` equals `body_hash` of ``body`` exactly (standard Base64
     with padding; compared in constant time), ``nonce`` present. ``nbf`` and
     ``payment_id`` are optional. Replay detection (seen ``jti``/``nonce``) is the
     caller's job.

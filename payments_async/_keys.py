@@ -39,7 +39,7 @@ _RSA_PUBLIC_EXPONENT = 65537
 
 @dataclass(frozen=True, slots=True)
 class KeyPairFiles:
-    """Where :func:`generate_key_pair` wrote the two PEM files."""
+    """Where `generate_key_pair` wrote the two PEM files."""
 
     private_key_path: Path
     public_key_path: Path

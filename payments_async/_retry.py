@@ -242,7 +242,7 @@ class RetryPolicy:
 
         For a caller that runs attempt 1 itself, so that a call that succeeds at once
         passes through no retry frame at all (it then calls ``budget.record_success()``
-        itself). ``failure`` becomes tenacity's attempt 1, exactly as in :meth:`run`.
+        itself). ``failure`` becomes tenacity's attempt 1, exactly as in `run`.
 
         Args:
             failure: what the first attempt raised; raised again when not retryable.

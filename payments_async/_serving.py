@@ -4,7 +4,7 @@ Shared by the sandbox and the notification receiver. aiohttp's HTTP parser refus
 requests itself (a header line over the size limit, too many headers, a malformed request
 line or chunk header) before any handler or middleware runs: it answers ``text/plain``
 quoting the offending bytes (which may be an ``Authorization`` header) and logs them with
-a traceback. Served with :class:`AppServer`, such a request gets a JSON answer built by
+a traceback. Served with `AppServer`, such a request gets a JSON answer built by
 the application (431 for a header too large, 400 for anything else malformed, naming the
 kind of problem only) and one log line; an error inside the server itself (a bug: 500)
 keeps its traceback in the log.
@@ -174,7 +174,7 @@ class AppServer:
 
     @property
     def started(self) -> bool:
-        """True between a successful :meth:`start` and :meth:`stop`."""
+        """True between a successful `start` and `stop`."""
         return self._runner is not None
 
     @property

@@ -1,6 +1,6 @@
 """OpenTelemetry spans and metrics for the client (optional extra ``otel``): one instrument.
 
-Nothing here imports ``opentelemetry`` until a :class:`Telemetry` is built; a client
+Nothing here imports ``opentelemetry`` until a `Telemetry` is built; a client
 without one does not have this instrument in its pipeline at all.
 """
 
@@ -91,7 +91,7 @@ def _error_type(exc: BaseException) -> str:
 
 
 class Telemetry:
-    """OpenTelemetry tracing and metrics for a :class:`PaymentsClient` (extra ``otel``).
+    """OpenTelemetry tracing and metrics for a `PaymentsClient` (extra ``otel``).
 
     Pass one to the client (``PaymentsClient(..., telemetry=Telemetry())``). Each
     operation gets an INTERNAL span (``payments.submit_credit_transfer``,

@@ -111,21 +111,21 @@ class TokenSession:
 
     * **Single flight.** However many callers find no valid token at once, exactly one
       token request is in flight; they all await it.
-    * **Background refresh.** A task started lazily on the first :meth:`get` (inside the
+    * **Background refresh.** A task started lazily on the first `get` (inside the
       running loop) refreshes the token ``min(refresh_leeway, refresh_fraction *
       expires_in)`` seconds before it expires, so callers normally never wait. If that
       refresh fails while the old token is still valid, the old one keeps being served and
       the refresh is retried with capped exponential backoff.
-    * **401 from the API.** Call :meth:`invalidate` with the token that was refused, then
-      :meth:`get` again, and retry the request once. ``invalidate`` only clears the token
+    * **401 from the API.** Call `invalidate` with the token that was refused, then
+      `get` again, and retry the request once. ``invalidate`` only clears the token
       if it is still the current one, so many requests failing with the same token cause
       one new token, not one each.
-    * **Errors.** 400/401 from the token endpoint raise :class:`AuthenticationError` with
+    * **Errors.** 400/401 from the token endpoint raise `AuthenticationError` with
       the service's error codes (not retried); transport failures, 408, 429 and 5xx are
       retried with backoff until ``fetch_deadline`` and then raised (``TransportError``,
       ``ServerError``, ``RateLimitedError``); other statuses raise the matching
-      :class:`ApiError`; a 2xx whose body is not a token response raises
-      :class:`InvalidResponseError`.
+      `ApiError`; a 2xx whose body is not a token response raises
+      `InvalidResponseError`.
 
     Tokens, assertions and the client secret are never logged; DEBUG records on the
     ``payments_async`` logger carry an ``event`` field (``token.requested``,
@@ -221,7 +221,7 @@ class TokenSession:
         """Forget ``token`` if it is still the current one (compare-and-clear).
 
         Call it when the API answers 401 to a request made with ``token``; the next
-        :meth:`get` fetches a new one. A token already replaced is left alone, so a burst
+        `get` fetches a new one. A token already replaced is left alone, so a burst
         of 401s for the same token yields one new token.
 
         Returns:

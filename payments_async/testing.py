@@ -45,8 +45,8 @@ TEST_ISSUER = "test-issuer"
 def generate_test_keypair(bits: int = MIN_RSA_BITS) -> tuple[RSAPrivateKey, bytes]:
     """A fresh RSA key pair for tests: the private key and its public PEM.
 
-    Generating a 2048-bit key takes ~50-100 ms; reuse one across tests where you can
-    (:func:`sandbox_server` does).
+    Generating an RSA key is slow; reuse one across tests where you can
+    (`sandbox_server` does).
 
     Args:
         bits: modulus size; at least 2048.

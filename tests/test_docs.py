@@ -16,7 +16,7 @@ import payments_async
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PUBLIC_MODULES = ("iso20022", "bulk", "notifications", "testing", "sandbox", "cli")
+PUBLIC_MODULES = ("iso20022", "bulk", "notifications", "testing", "sandbox", "cli", "loop")
 
 
 def api_references() -> set[str]:

@@ -3,6 +3,10 @@
 import payments_async
 
 INTENDED = {
+    "DEFAULT_KEYGEN_BITS",
+    "MIN_RSA_BITS",
+    "POLL_TIMEOUT",
+    "TOKEN_PATH",
     "ApiError",
     "AuthenticationError",
     "Camt029",
@@ -45,11 +49,18 @@ INTENDED = {
     "build_credit_transfer",
     "check_payments_service_id",
     "generate_key_pair",
+    "redact_url",
 }
 
 
+def _ruff_order(name: str) -> tuple[int, str]:
+    """The order ruff keeps ``__all__`` in (RUF022): constants, then classes, then the rest."""
+    return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
+
+
 def test_all_is_exactly_the_sorted_intended_names() -> None:
-    assert payments_async.__all__ == sorted(INTENDED)
+    assert payments_async.__all__ == sorted(INTENDED, key=_ruff_order)
+    assert _ruff_order("TOKEN_PATH") < _ruff_order("ApiError") < _ruff_order("build_cancellation")
 
 
 def test_every_public_name_resolves_and_is_documented() -> None:
@@ -70,6 +81,7 @@ def test_no_private_module_leaks_into_the_namespace() -> None:
     # subpackages users import explicitly are allowed beside __all__
     assert public - set(payments_async.__all__) <= {
         "iso20022",
+        "loop",
         "sandbox",
         "testing",
         "bulk",

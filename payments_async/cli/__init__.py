@@ -19,11 +19,11 @@ from typing import Any, NamedTuple, NoReturn
 import click
 
 from payments_async import __version__
+from payments_async.loop import LOOP_CHOICES, LoopKind
 
 from ._context import Settings
 from ._defaults import ENV_BASE_URL, ENV_CREDENTIALS, ENV_PROXY, SANDBOX_URL
 from ._exit import EXIT_BUSINESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_SERVICE, EXIT_USAGE
-from ._private import LOOP_CHOICES, LoopKind
 
 __all__ = [
     "EXIT_BUSINESS",

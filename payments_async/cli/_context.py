@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._private import LoopKind
+from payments_async.loop import LoopKind
 
 if TYPE_CHECKING:
     from rich.console import Console

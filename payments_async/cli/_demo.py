@@ -23,10 +23,8 @@ from payments_async.iso20022 import (
     summarize_status_report,
 )
 from payments_async.notifications import BasicAuth, NotificationReceiver, ReceiverServer
-from payments_async.sandbox import SandboxConfig
-from payments_async.testing import SandboxHandle, sandbox_server
-
-from ._private import MIN_RSA_BITS, SANDBOX_CLIENT_ID, NotificationTarget, generate_private_key
+from payments_async.sandbox import NotificationTarget, SandboxConfig
+from payments_async.testing import SandboxHandle, generate_test_keypair, sandbox_server
 
 __all__ = ["run_demo"]
 
@@ -166,7 +164,7 @@ async def run_demo(out: Console, *, processing_delay: float = 1.0) -> int:
     config = SandboxConfig(
         processing_delay=processing_delay, settlement_delay=DEMO_SETTLEMENT_DELAY
     )
-    key = generate_private_key(MIN_RSA_BITS)
+    key, _ = generate_test_keypair()
     client_id = f"demo-client-{uuid.uuid4().hex[:8]}"
     async with sandbox_server(
         config, private_key=key, client_id=client_id, key_id=DEMO_KEY_ID, issuer=DEMO_ISSUER
@@ -182,8 +180,9 @@ async def run_demo(out: Console, *, processing_delay: float = 1.0) -> int:
             f"generated an RSA-{key.key_size} key pair and registered its public key as "
             f"client {client_id} (kid={DEMO_KEY_ID}, iss={DEMO_ISSUER})",
         )
+        predefined = sb.sandbox_credentials.client_id
         more(
-            f"(no keys yet? --sandbox uses the predefined tokens of client {SANDBOX_CLIENT_ID})",
+            f"(no keys yet? --sandbox uses the predefined tokens of client {predefined})",
             style="dim",
         )
         async with PaymentsClient(sb.credentials, base_url=sb.url, poll=DEMO_POLL) as client:

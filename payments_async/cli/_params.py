@@ -8,8 +8,9 @@ from collections.abc import Callable
 import click
 from click.decorators import FC
 
+from payments_async import POLL_TIMEOUT
+
 from ._defaults import CLI_RETRY_TIMEOUT
-from ._private import POLL_TIMEOUT
 
 __all__ = ["delay", "queue_option", "read_options", "run_option", "seconds"]
 

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Final
 from rich.table import Table
 from rich.text import Text
 
-from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submission
+from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submission, redact_url
 
 from ._exit import bulk_exit_code
-from ._run import shown_url
 
 if TYPE_CHECKING:
     from payments_async.bulk import BulkReport, QueueStatus, RunTotals
@@ -118,7 +117,7 @@ def say_outcome(settings: Settings, o: CancellationOutcome) -> None:
 def resume_command(settings: Settings, input_path: Path) -> str:
     if settings.argv is not None:
         # An address given with a password (--journal, --proxy) is shown without it.
-        shown = [shown_url(arg) if "://" in arg else arg for arg in settings.argv]
+        shown = [redact_url(arg) if "://" in arg else arg for arg in settings.argv]
         command = shlex.join(["payments-async", *shown])
         if shown != settings.argv:
             command += "   (*** : the user and password you gave)"

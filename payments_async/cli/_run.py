@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import re
 import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -20,13 +19,21 @@ import click
 from rich.text import Text
 from yarl import URL
 
-from payments_async import Limits, PaymentsClient, PaymentsError, Timeout, TransportError
+from payments_async import (
+    TOKEN_PATH,
+    Limits,
+    PaymentsClient,
+    PaymentsError,
+    Timeout,
+    TransportError,
+    redact_url,
+)
+from payments_async.loop import run as run_loop
 
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
 from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
 from ._files import close_signer, credentials
-from ._private import TOKEN_PATH, run_loop
 
 __all__ = [
     "connected",
@@ -36,7 +43,6 @@ __all__ = [
     "probe_service",
     "run_command",
     "set_on_signals",
-    "shown_url",
     "token_lifetime",
 ]
 
@@ -45,31 +51,12 @@ logger = logging.getLogger("payments_async.cli")
 
 # --- the service and its client ---------------------------------------------------------------
 
-_SECRET_PARAM = re.compile(r"([?&][^=&#]*password=)[^&#]*", re.IGNORECASE)
-
-
-def shown_url(text: str) -> str:
-    """``text`` (a URL, or ``--option=URL``) as a message may show it, even when it is too
-    malformed to parse: the user and password (all before the last ``@`` ahead of the
-    query) are hidden, and so is the value of any query parameter named like a password
-    (libpq reads ``password`` and ``sslpassword`` there)."""
-    scheme_end = text.find("://")
-    start = scheme_end + 3 if scheme_end >= 0 else 0
-    query = len(text)
-    for stop in "?#":
-        found = text.find(stop, start)
-        if found >= 0:
-            query = min(query, found)
-    at = text.rfind("@", start, query)
-    head = text[:start] + "***" + text[at:query] if at >= 0 else text[:query]
-    return head + _SECRET_PARAM.sub(r"\1***", text[query:])
-
 
 def _base_url(settings: Settings) -> str:
     url = settings.base_url or (SANDBOX_URL if settings.sandbox else None)
     if url is None:
         raise CliError(f"no service address: pass --base-url URL or set {ENV_BASE_URL}")
-    shown = shown_url(url)
+    shown = redact_url(url)
     try:
         parsed = URL(url)
         parsed.port  # noqa: B018  (yarl checks some ports only when asked)
@@ -97,7 +84,7 @@ def make_client(
             limits=limits,
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
-        raise CliError(f"--base-url {shown_url(base_url)!r} is not a valid URL: {exc}") from None
+        raise CliError(f"--base-url {redact_url(base_url)!r} is not a valid URL: {exc}") from None
 
 
 @contextlib.asynccontextmanager

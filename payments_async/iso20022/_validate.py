@@ -529,7 +529,7 @@ def validate(msg: Pacs008 | Camt056) -> None:
     ``nbOfTxs`` digits and equal to the number of transactions, required fields present;
     for camt.056 also currency EUR, positive amount and a SEPA recall reason code.
 
-    A message that passes is not checked again by :func:`encode_validated` (and so by the
+    A message that passes is not checked again by `encode_validated` (and so by the
     client) until it is changed.
 
     Args:
@@ -549,7 +549,7 @@ def validate(msg: Pacs008 | Camt056) -> None:
 def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
     """Encode a message for sending, validating it unless it passed unchanged before.
 
-    The client calls this for every POST: a message that :func:`validate` (or a builder)
+    The client calls this for every POST: a message that `validate` (or a builder)
     accepted and that was not changed since is not checked a second time; any other
     message is checked before its bytes are returned, and then counts as accepted.
 
@@ -560,7 +560,7 @@ def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
         The JSON bytes to send and their SHA-256 digest.
 
     Raises:
-        ValidationError: the message breaks a rule (see :func:`validate`).
+        ValidationError: the message breaks a rule (see `validate`).
         TypeError: ``msg`` is not a message with validation rules.
     """
     if not isinstance(msg, _MESSAGES):

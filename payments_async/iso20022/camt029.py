@@ -133,7 +133,7 @@ class Resolution(InboundStruct, kw_only=True):
 class Camt029(InboundStruct, kw_only=True):
     """A camt.029 resolution of investigation, root ``rsltnOfInvstgtn``.
 
-    Classify with :func:`~payments_async.iso20022.summarize_resolution`.
+    Classify with `payments_async.iso20022.summarize_resolution`.
     """
 
     rsltn_of_invstgtn: Resolution = msgspec.field(name="rsltnOfInvstgtn")

@@ -178,8 +178,8 @@ class CancellationRequest(OutboundStruct, kw_only=True):
 class Camt056(OutboundStruct, kw_only=True, dict=True):
     """A camt.056 cancellation request, root ``fitoFIPmtCxlReq``.
 
-    Build one with :func:`~payments_async.iso20022.build_cancellation`; check one with
-    :func:`~payments_async.iso20022.validate`.
+    Build one with `payments_async.iso20022.build_cancellation`; check one with
+    `payments_async.iso20022.validate`.
     """
 
     fito_fi_pmt_cxl_req: CancellationRequest = msgspec.field(name="fitoFIPmtCxlReq")

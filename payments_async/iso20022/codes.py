@@ -114,7 +114,7 @@ def return_request_needed(reason_codes: Iterable[str]) -> bool:
     The spec's rule (rejected because the original was processed: ask the beneficiary
     for a pacs.004 return) applies unless every reason code given says that no money
     moved or that it already came back (NOOR, ARDT, ACLR). No reason code at all, or a
-    code not in :data:`REJECTION_REASONS`, gives True.
+    code not in `REJECTION_REASONS`, gives True.
 
     Args:
         reason_codes: the ``cxlStsRsnInf[].rsn.cd`` codes of the rejection.
@@ -170,7 +170,7 @@ class PaymentStatus:
     """A pacs.002 report reduced to what a caller decides on.
 
     Attributes:
-        outcome: the classified outcome (see :func:`summarize_status_report`).
+        outcome: the classified outcome (see `summarize_status_report`).
         status: the raw ``txSts`` of the first transaction (or ``grpSts``), if any.
         tx_statuses: every raw ``txSts``, in order.
         reason_codes: every ``stsRsnInf[].rsn.cd`` (or ``prtry``), in order.
@@ -203,7 +203,7 @@ class CancellationResolution:
     """A camt.029 resolution reduced to what a caller decides on.
 
     Attributes:
-        outcome: the classified outcome (rule in :func:`summarize_resolution`).
+        outcome: the classified outcome (rule in `summarize_resolution`).
         status: the raw ``sts.conf``, if any.
         tx_statuses: every raw ``cxlDtls[].txInfAndSts[].txCxlSts``, in order.
         reason_codes: every ``cxlStsRsnInf[].rsn.cd`` (or ``prtry``), in order.
@@ -233,7 +233,7 @@ class CancellationResolution:
         """True when rejected and the funds may sit with the beneficiary.
 
         Then they must be asked back with a pacs.004 (not this API); the reason codes
-        decide (see :func:`return_request_needed`).
+        decide (see `return_request_needed`).
         """
         return self.outcome is Outcome.REJECTED and return_request_needed(self.reason_codes)
 

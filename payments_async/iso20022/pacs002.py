@@ -74,9 +74,9 @@ class StatusReport(InboundStruct, kw_only=True):
 class Pacs002(InboundStruct, kw_only=True):
     """A pacs.002 status report, root ``fitoFIPmtStsRpt``.
 
-    Decode with :func:`decode_pacs002` (root key matched case-insensitively, single
+    Decode with `decode_pacs002` (root key matched case-insensitively, single
     ``txInfAndSts`` object accepted); classify with
-    :func:`~payments_async.iso20022.summarize_status_report`.
+    `payments_async.iso20022.summarize_status_report`.
     """
 
     fito_fi_pmt_sts_rpt: StatusReport = msgspec.field(name=ROOT)

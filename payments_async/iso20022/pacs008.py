@@ -212,8 +212,8 @@ class CreditTransfer(OutboundStruct, kw_only=True):
 class Pacs008(OutboundStruct, kw_only=True, dict=True):
     """A pacs.008 credit transfer request, root ``fitoFICstmrCdtTrf``.
 
-    Build one with :func:`~payments_async.iso20022.build_credit_transfer`; check one with
-    :func:`~payments_async.iso20022.validate`.
+    Build one with `payments_async.iso20022.build_credit_transfer`; check one with
+    `payments_async.iso20022.validate`.
     """
 
     fito_fi_cstmr_cdt_trf: CreditTransfer = msgspec.field(name="fitoFICstmrCdtTrf")

@@ -15,6 +15,7 @@ and hands each final status of an id to the callbacks exactly once. ``parse`` an
 (``NotificationReceiver.handle``). See ``docs/notifications.md``.
 """
 
+from .._constants import NOTIFY_PATH
 from ._app import RECEIVER_KEY, ReceiverServer, create_app
 from ._core import (
     Authenticator,
@@ -36,6 +37,7 @@ from ._dispatch import (
 )
 
 __all__ = [
+    "NOTIFY_PATH",
     "RECEIVER_KEY",
     "Authenticator",
     "BasicAuth",

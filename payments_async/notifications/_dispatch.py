@@ -60,6 +60,7 @@ logger = logging.getLogger("payments_async.notifications")
 
 PaymentStatusHandler = Callable[[str, PaymentStatus], Awaitable[None]]
 CancellationOutcomeHandler = Callable[["CancellationOutcome"], Awaitable[None]]
+EventHandler = Callable[["NotificationEvent"], Awaitable[None]]
 
 _ACCEPTED_BODY: Final = b'{"accepted":true}'
 _QUEUE_FULL_BODY: Final = b'{"error":"queue full, retry later"}'
@@ -191,7 +192,7 @@ class NotificationReceiver:
         auth: Authenticator,
         on_payment_status: PaymentStatusHandler | None = None,
         on_cancellation_outcome: CancellationOutcomeHandler | None = None,
-        on_event: Callable[[NotificationEvent], Awaitable[None]] | None = None,
+        on_event: EventHandler | None = None,
         queue_size: int = NOTIFY_QUEUE_SIZE,
         workers: int = NOTIFY_WORKERS,
         seen: SeenStore | None = None,

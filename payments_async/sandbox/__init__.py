@@ -19,7 +19,8 @@ from ._config import (
     NotificationTarget,
     SandboxConfig,
 )
-from ._main import main, run
+from ._main import main, run, run_from_options
+from ._options import SANDBOX_OPTIONS, SandboxOption
 from ._responses import ErrorCode
 from ._server import SandboxServer
 from ._state import STATE_KEY, SandboxState
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_TOKEN_LIFETIME",
     "REJECT_IBAN_AC04",
     "REJECT_IBAN_AC06",
+    "SANDBOX_OPTIONS",
     "STATE_KEY",
     "ClientKey",
     "ErrorCode",
@@ -39,9 +41,11 @@ __all__ = [
     "NotificationSettings",
     "NotificationTarget",
     "SandboxConfig",
+    "SandboxOption",
     "SandboxServer",
     "SandboxState",
     "create_app",
     "main",
     "run",
+    "run_from_options",
 ]

@@ -10,7 +10,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from typing import Final
@@ -24,8 +24,8 @@ from .._constants import (
     SANDBOX_SCA_TOKEN,
 )
 from .._errors import ConfigurationError
-from .._loop import LoopKind
-from .._loop import run as run_loop
+from ..loop import LoopKind
+from ..loop import run as run_loop
 from ._config import (
     DEFAULT_PORT,
     FaultConfig,
@@ -35,10 +35,18 @@ from ._config import (
     SandboxConfig,
 )
 from ._control import CONTROL_PREFIX
-from ._options import NOTIFY_PASSWORD_ENV, SANDBOX_OPTIONS
+from ._options import NOTIFY_PASSWORD_ENV, SANDBOX_OPTIONS, sandbox_namespace
 from ._server import SandboxServer
 
-__all__ = ["DESCRIPTION", "banner", "build_parser", "main", "run", "run_from_args"]
+__all__ = [
+    "DESCRIPTION",
+    "banner",
+    "build_parser",
+    "main",
+    "run",
+    "run_from_args",
+    "run_from_options",
+]
 
 
 def banner(url: str) -> str:
@@ -74,7 +82,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.ArgumentParser:
-    """The command-line options, each with its help (from :data:`SANDBOX_OPTIONS`, which
+    """The command-line options, each with its help (from `SANDBOX_OPTIONS`, which
     the CLI's ``sandbox`` command reads too).
 
     Args:
@@ -248,6 +256,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_from_args(build_parser().parse_args(argv))
 
 
+def run_from_options(values: Mapping[str, object]) -> int:
+    """Run the sandbox program with options another parser read; returns the exit status.
+
+    What ``python -m payments_async.sandbox`` does with its command line, for a program
+    that parses its own (``payments-async sandbox`` builds click options from
+    ``SANDBOX_OPTIONS``). It serves in the foreground until SIGINT or SIGTERM.
+
+    Args:
+        values: each option's value by its ``SandboxOption.dest`` (``port``,
+            ``notify_fault``...). An option left out takes its default; a ``"list"``
+            option is a list or tuple of texts, or None for none.
+
+    Returns:
+        0 after an interrupt; 2, with one line on stderr, for an option the
+            sandbox refuses; 1, with one line, for a port it cannot listen on.
+    """
+    return run_from_args(sandbox_namespace(values))
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     """Serve with parsed options until interrupted; returns the exit status.
 
@@ -255,16 +282,16 @@ def run_from_args(args: argparse.Namespace) -> int:
     bound is one line and status 1.
 
     Args:
-        args: the options, as :func:`build_parser` parses them.
+        args: the options, as `build_parser` parses them.
     """
     try:
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
         config = config_from_args(args)
         # This process is the sandbox program, nothing else runs in it: what exists now
-        # (modules, classes, functions: ~50,000 objects) lives until exit, so it is moved
-        # out of the collector's way. A full collection then traverses only the state the
-        # sandbox builds (one record per message), a few ms instead of 30-150 ms during
-        # which no notification is sent. (The library itself never touches the collector.)
+        # (modules, classes, functions) lives until exit, so it is moved out of the
+        # collector's way, and a full collection, during which no notification is sent,
+        # traverses only the state the sandbox builds (benchmarks/bench_notifications.py).
+        # The library itself never touches the collector.
         gc.collect()
         gc.freeze()
         run(config, loop=args.loop)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from .._constants import SANDBOX_CLIENT_ID
-from .._loop import LOOP_CHOICES
+from ..loop import LOOP_CHOICES
 from ._config import DEFAULT_HOST, DEFAULT_PORT, FaultConfig, SandboxConfig
 
 __all__ = [
@@ -26,18 +26,24 @@ NOTIFY_PASSWORD_ENV: Final = "PAYMENTS_NOTIFY_PASSWORD"
 NOTIFICATIONS_GROUP: Final = "notifications (our extension; the real sandbox has none)"
 
 OptionKind = Literal["text", "int", "float", "flag", "list"]
-"""What an option takes: one value of a type, nothing (a flag), or text given repeatedly."""
+"""What an option takes: one value of a type (``"text"``, ``"int"``, ``"float"``), nothing
+(``"flag"``), or text given repeatedly (``"list"``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxOption:
-    """One option of the sandbox program.
+    """One option of the sandbox program, as a parser of the command line needs it.
+
+    A program that parses its own command line (``payments-async sandbox`` builds click
+    options from these) reads ``SANDBOX_OPTIONS`` and hands the values it parsed to
+    ``run_from_options``.
 
     Attributes:
         flag: the option as typed, ``--port``; its value is named ``flag`` without the
-            dashes, ``-`` read as ``_`` (``port``).
+            dashes, ``-`` read as ``_`` (``port``: see ``dest``).
         help: the help text (without the default: each parser adds it).
-        kind: what it takes (see :data:`OptionKind`).
+        kind: what it takes: one value, ``"text"``, ``"int"`` or ``"float"``; nothing,
+            ``"flag"`` (true when given); or text given repeatedly, ``"list"``.
         default: the value when it is not given (a flag: False; a list: empty).
         metavar: how the help names its value; None for the parser's own.
         choices: the only values taken (given in the type of ``kind``).
@@ -185,18 +191,25 @@ SANDBOX_OPTIONS: Final[tuple[SandboxOption, ...]] = (
         choices=LOOP_CHOICES,
     ),
 )
-"""Every option, in the order the help lists them."""
+"""Every option of the sandbox program, in the order its help lists them.
+
+``python -m payments_async.sandbox`` turns them into argparse options and
+``payments-async sandbox`` into click ones. Options may be added; a flag, once listed,
+keeps its name, its kind and the name of its value (``SandboxOption.dest``)."""
 
 
 def sandbox_namespace(values: Mapping[str, object]) -> argparse.Namespace:
-    """The parsed options as argparse gives them, from values by :attr:`SandboxOption.dest`.
+    """The parsed options as argparse gives them, from values by `SandboxOption.dest`.
 
-    What the sandbox's argparse parser returns, from another parser's values: a list
-    option not given is an empty list, a choice among numbers a number.
+    What the sandbox's argparse parser returns, from another parser's values: an option
+    left out has its default (a flag False), a list option not given is an empty list, a
+    choice among numbers a number.
     """
     parsed = dict(values)
     for option in SANDBOX_OPTIONS:
-        value = parsed.get(option.dest)
+        if option.dest not in parsed:
+            parsed[option.dest] = False if option.kind == "flag" else option.default
+        value = parsed[option.dest]
         if option.kind == "list":
             parsed[option.dest] = list(value) if isinstance(value, list | tuple) else []
         elif option.kind == "int" and isinstance(value, str):

@@ -219,7 +219,7 @@ class SandboxState:
     def register_client(
         self, client_id: str, secret: str, public_key_pem: str | bytes, *, kid: str, iss: str
     ) -> ClientRecord:
-        """Register a client key (see :meth:`Registry.register`) and persist it.
+        """Register a client key (see `Registry.register`) and persist it.
 
         Raises:
             ConfigurationError: the key is under 2048 bits, malformed or not RSA, or the

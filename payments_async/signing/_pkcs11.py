@@ -79,7 +79,7 @@ class Pkcs11Signer:
     The token computes RSASSA-PKCS1-v1_5 over SHA-256 itself (mechanism
     ``CKM_SHA256_RSA_PKCS``); the process only ever holds a handle to the key. Every call
     into the PKCS#11 module runs on one worker thread per module (python-pkcs11 releases
-    the GIL while the token signs), so the event loop keeps running; :meth:`sign` returns
+    the GIL while the token signs), so the event loop keeps running; `sign` returns
     an awaitable and must be called from a running loop (the client does).
 
     The constructor loads the module, opens a session, logs in and finds the key, so a

@@ -12,15 +12,15 @@ __all__ = ["Signer"]
 class Signer(Protocol):
     """Signs JWTs for one registered key: what the client needs from a private key.
 
-    The client encodes the JWT header and claims itself and calls :meth:`sign` with the
+    The client encodes the JWT header and claims itself and calls `sign` with the
     JWS signing input (``base64url(header) + "." + base64url(claims)``); the signer returns
     the RS256 signature. Nothing else of the key is ever asked for, so the key can stay
     in a hardware security module.
 
     Implement it with any object that has these two members; no base class is needed.
-    Built-ins: :class:`~payments_async.signing.KeySigner`,
-    :class:`~payments_async.signing.ThreadPoolSigner`,
-    :class:`~payments_async.signing.Pkcs11Signer`.
+    Built-ins: `payments_async.signing.KeySigner`,
+    `payments_async.signing.ThreadPoolSigner`,
+    `payments_async.signing.Pkcs11Signer`.
     """
 
     @property

@@ -23,9 +23,9 @@ class ThreadPoolSigner(InProcessKey):
     run in parallel with the event loop and with each other: on a machine with spare
     cores, a client signing many requests at once gains throughput and the loop's latency
     no longer includes the RSA work. On one core it only adds a thread hop; use
-    :class:`~payments_async.signing.KeySigner` there.
+    `payments_async.signing.KeySigner` there.
 
-    :meth:`sign` returns an awaitable and must be called from a running event loop (the
+    `sign` returns an awaitable and must be called from a running event loop (the
     client does). Close the signer when done (``close()``, or use it as a context
     manager) if it owns its threads; a signer given an ``executor`` leaves it open.
 

@@ -166,10 +166,31 @@ def test_python_m_sandbox_works_without_click_or_rich() -> None:
     assert "[default: 5.0]" in proc.stdout
 
 
+def test_options_left_out_take_the_defaults_argparse_gives() -> None:
+    from payments_async.sandbox._options import sandbox_namespace
+
+    assert sandbox_namespace({}) == build_parser().parse_args([])
+    given = sandbox_namespace({"port": "9", "fault": ("latency=0",), "expires_in_as_string": True})
+    assert given == build_parser().parse_args(
+        ["--port", "9", "--fault", "latency=0", "--expires-in-as-string"]
+    )
+
+
+def test_run_from_options_refuses_a_bad_option_with_status_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from payments_async.sandbox import run_from_options
+
+    assert run_from_options({"amount_limit": "lots"}) == 2
+    assert capsys.readouterr().err == (
+        "error: --amount-limit expects an amount in EUR or 'none', got 'lots'\n"
+    )
+
+
 @pytest.mark.parametrize("kind", ["store_false", "nargs+"])
 def test_a_sandbox_option_without_a_click_form_is_named(kind: str) -> None:
     from payments_async.cli.commands.sandbox import click_option
-    from payments_async.sandbox._options import SandboxOption
+    from payments_async.sandbox import SandboxOption
 
     option = SandboxOption("--new-thing", "A new option.", kind)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="--new-thing"):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from payments_async import ConfigurationError
-from payments_async._loop import loop_factory, run
+from payments_async.loop import loop_factory, run
 from payments_async.sandbox._main import build_parser
 
 

@@ -10,7 +10,7 @@ from typing import NoReturn
 import click
 from rich.text import Text
 
-from payments_async import Limits, PaymentsClient, Timeout, bulk
+from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout, bulk
 from payments_async.bulk import (
     DEFAULT_CONCURRENCY,
     STATUS_INTERVAL,
@@ -34,7 +34,6 @@ from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
-from .._private import POLL_TIMEOUT
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
 from .._render import bulk_summary, queue_summary
 from .._run import (

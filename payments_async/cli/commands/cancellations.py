@@ -6,7 +6,13 @@ from pathlib import Path
 
 import click
 
-from payments_async import Camt056, CancellationOutcome, Outcome, check_payments_service_id
+from payments_async import (
+    POLL_TIMEOUT,
+    Camt056,
+    CancellationOutcome,
+    Outcome,
+    check_payments_service_id,
+)
 from payments_async.bulk import COLUMNS, check_row, parse_record
 from payments_async.iso20022 import build_cancellation, decode_camt056, summarize_resolution
 
@@ -14,7 +20,6 @@ from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, CliError, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
 from .._params import read_options, seconds
-from .._private import POLL_TIMEOUT
 from .._render import outcome_dict, say_outcome, say_submission, submission_dict
 from .._run import connected, run_command
 

@@ -9,11 +9,10 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from payments_async import ConfigurationError, generate_key_pair
+from payments_async import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, ConfigurationError, generate_key_pair
 
 from .._context import Settings, pass_settings
 from .._exit import EXIT_USAGE
-from .._private import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, load_public_key, public_key_pem
 from .._run import fail
 
 __all__ = ["keygen"]
@@ -57,7 +56,7 @@ def keygen(
         files = generate_key_pair(directory, name=name, bits=bits)
     except ConfigurationError as exc:
         fail(settings, exc.message, EXIT_USAGE)
-    pem = public_key_pem(load_public_key(files.public_key_path.read_bytes()))
+    pem = files.public_key_path.read_bytes()  # the SubjectPublicKeyInfo PEM to register
     kid = kid or _kid_for(pem)
     iss = iss or name
     if settings.json:

@@ -10,6 +10,7 @@ import click
 from rich.text import Text
 
 from payments_async.notifications import (
+    NOTIFY_PATH,
     Authenticator,
     BasicAuth,
     BearerAuth,
@@ -23,7 +24,6 @@ from .._context import Settings, pass_settings
 from .._defaults import ENV_NOTIFY_PASSWORD
 from .._exit import EXIT_OK, CliError
 from .._files import read_json_file
-from .._private import NOTIFY_PATH
 from .._run import connected, run_command, set_on_signals
 
 __all__ = ["listen"]

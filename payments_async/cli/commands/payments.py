@@ -6,14 +6,13 @@ from pathlib import Path
 
 import click
 
-from payments_async import check_payments_service_id
+from payments_async import POLL_TIMEOUT, check_payments_service_id
 from payments_async.iso20022 import decode_pacs008, summarize_status_report
 
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
 from .._params import read_options
-from .._private import POLL_TIMEOUT
 from .._render import say_status, say_submission, status_dict, submission_dict
 from .._run import connected, run_command, token_lifetime
 

@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from payments_async import Limits, bulk
+from payments_async import POLL_TIMEOUT, Limits, bulk
 from payments_async.bulk import (
     HEARTBEAT_INTERVAL,
     STALLED_AFTER,
@@ -19,7 +19,6 @@ from payments_async.bulk import (
 from .._context import Settings, pass_settings
 from .._exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 from .._params import queue_option, seconds
-from .._private import POLL_TIMEOUT
 from .._run import make_client, run_command, set_on_signals
 
 __all__ = ["worker"]

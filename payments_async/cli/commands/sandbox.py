@@ -12,9 +12,10 @@ from typing import Final
 
 import click
 
+from payments_async.sandbox import SANDBOX_OPTIONS, SandboxOption, run_from_options
+
 from .._context import Settings
 from .._exit import EXIT_USAGE
-from .._private import SANDBOX_OPTIONS, SandboxOption, run_sandbox, sandbox_namespace
 from .._run import fail
 
 __all__ = ["click_option", "sandbox"]
@@ -62,7 +63,7 @@ def sandbox(ctx: click.Context, /, **values: object) -> None:
     """
     settings = ctx.find_object(Settings) or Settings()
     try:
-        code = run_sandbox(sandbox_namespace(values))
+        code = run_from_options(values)
     except (OSError, OverflowError) as exc:  # a port out of range, in use, not ours
         fail(settings, f"cannot start the sandbox: {exc}", EXIT_USAGE)
     raise SystemExit(code)
