@@ -90,7 +90,7 @@ from ._runner import (
     execute_run,
 )
 from ._steps import connection_limit_for
-from ._stores import is_postgres_url, open_journal, redact_dsn
+from ._stores import is_postgres_url, open_journal
 
 __all__ = [
     "COLUMNS",
@@ -151,7 +151,6 @@ __all__ = [
     "plan_rows",
     "queue_status",
     "read_input",
-    "redact_dsn",
     "result_record",
     "row_outcome",
     "run_worker",

@@ -262,11 +262,11 @@ def test_two_processes_planning_one_input_write_one_plan(pg_dsn: str) -> None:
 
 
 def test_an_address_is_shown_without_any_password() -> None:
-    from payments_async.bulk import redact_dsn
+    from payments_async import redact_url
 
-    shown = redact_dsn("postgresql://u:Pw-1@h/db?sslpassword=Pw-2&password=Pw-3&sslmode=require")
+    shown = redact_url("postgresql://u:Pw-1@h/db?sslpassword=Pw-2&password=Pw-3&sslmode=require")
     assert shown == "postgresql://***@h/db?sslpassword=***&password=***&sslmode=require"
-    assert redact_dsn("host=h user=u password=Pw-4 dbname=db") == (
+    assert redact_url("host=h user=u password=Pw-4 dbname=db") == (
         "host=h user=u password=*** dbname=db"
     )
 

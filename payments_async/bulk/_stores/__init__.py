@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..._urls import redact_url
 from .._journal import Journal, SqliteJournal
 
-__all__ = ["is_postgres_url", "open_journal", "redact_dsn"]
+__all__ = ["is_postgres_url", "open_journal"]
 
 _SCHEMES = ("postgresql://", "postgres://")
 
@@ -48,9 +47,3 @@ def open_journal(
             str(target), input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
         )
     return SqliteJournal.open(target, input_sha256=input_sha256, new_run_id=new_run_id)
-
-
-def redact_dsn(dsn: str) -> str:
-    """A PostgreSQL address (a ``postgresql://`` URL or libpq's ``key=value`` form) as
-    messages may show it: the user and every password replaced by ``***``."""
-    return redact_url(dsn)

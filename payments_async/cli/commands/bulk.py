@@ -10,7 +10,7 @@ from typing import NoReturn
 import click
 from rich.text import Text
 
-from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout, bulk
+from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout, bulk, redact_url
 from payments_async.bulk import (
     DEFAULT_CONCURRENCY,
     STATUS_INTERVAL,
@@ -27,7 +27,6 @@ from payments_async.bulk import (
     is_postgres_url,
     new_run_id,
     plan_input,
-    redact_dsn,
 )
 
 from .._context import Settings, pass_settings
@@ -251,7 +250,7 @@ def journal_shown(journal: str | None) -> str | None:
             f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
             param_hint="'--journal'",
         )
-    return f"PostgreSQL {redact_dsn(journal)}"
+    return f"PostgreSQL {redact_url(journal)}"
 
 
 def _input_refused(settings: Settings, input_path: Path, exc: BulkInputError) -> CliError:
