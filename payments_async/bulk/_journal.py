@@ -207,7 +207,7 @@ class RowWrites(Protocol):
 class Journal(RowWrites, Protocol):
     """What the runner needs from a journal: the plan, the reads, and the row changes.
 
-    :class:`MemoryJournal` and :class:`SqliteJournal` below provide it, and so does the
+    `MemoryJournal` and `SqliteJournal` below provide it, and so does the
     PostgreSQL store.
     """
 
@@ -236,14 +236,14 @@ class Journal(RowWrites, Protocol):
     def rows(self) -> list[RowState]:
         """Every row, in line order, all in memory at once (bodies included).
 
-        For a large run prefer :meth:`iter_rows`, which holds one batch at a time.
+        For a large run prefer `iter_rows`, which holds one batch at a time.
         """
         ...
 
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
         """Every row, in line order, read as it is consumed.
 
-        A store reads :data:`READ_BATCH` rows per query, by line number, so at most one
+        A store reads `READ_BATCH` rows per query, by line number, so at most one
         batch is held, and a row changed after it was read is not read again.
 
         Args:
@@ -262,7 +262,7 @@ class Journal(RowWrites, Protocol):
 
 
 def row_from_record(rec: Sequence[Any]) -> RowState:
-    """A :class:`RowState` from a record of the journal's row columns, in their order.
+    """A `RowState` from a record of the journal's row columns, in their order.
 
     Both stores select the same columns; PostgreSQL gives the body as a memoryview and
     ``created`` as a boolean, SQLite as bytes and an integer.
@@ -289,7 +289,7 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
 
 
 def read_in_batches(fetch: Callable[[int], Sequence[RowState]]) -> Iterator[RowState]:
-    """Rows page by page: ``fetch(after)`` returns up to :data:`READ_BATCH` rows whose line
+    """Rows page by page: ``fetch(after)`` returns up to `READ_BATCH` rows whose line
     is greater than ``after``, in line order (a keyset page, so changes to rows already
     read cannot make a row come twice or be skipped)."""
     after = -1
@@ -305,14 +305,14 @@ _Conn = TypeVar("_Conn")
 
 
 class StoreReads(Generic[_Conn]):
-    """:meth:`rows` and :meth:`iter_rows` for a store read one batch per query."""
+    """`rows` and `iter_rows` for a store read one batch per query."""
 
     def _reader(self) -> AbstractContextManager[_Conn]:
         """The connection to read with (a new one once the journal is closed)."""
         raise NotImplementedError
 
     def _fetch(self, conn: _Conn, after: int, *, unfinished: bool) -> list[RowState]:
-        """Up to :data:`READ_BATCH` rows after line ``after``, in line order."""
+        """Up to `READ_BATCH` rows after line ``after``, in line order."""
         raise NotImplementedError
 
     def rows(self) -> list[RowState]:
@@ -323,7 +323,7 @@ class StoreReads(Generic[_Conn]):
         return list(self.iter_rows())
 
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
-        """Every row (or every unfinished one) in line order, :data:`READ_BATCH` per query.
+        """Every row (or every unfinished one) in line order, `READ_BATCH` per query.
 
         Also after ``close()``: it then reads through a new connection.
 
@@ -363,7 +363,7 @@ class MemoryJournal:
         return self._run_id
 
     def is_planned(self) -> bool:
-        """True once :meth:`plan` ran."""
+        """True once `plan` ran."""
         return self._planned
 
     def plan(self, rows: Iterable[PlannedRow]) -> None:
@@ -469,7 +469,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
     """The journal file: SQLite in WAL mode, every state change committed before it counts.
 
     Rows are not kept in memory: reads go to the file, a batch at a time. Open it with
-    :meth:`open`. The file records the input it belongs to (a SHA-256 of
+    `open`. The file records the input it belongs to (a SHA-256 of
     its bytes): resuming with a different input is refused rather than guessed at.
 
     Args:
@@ -564,7 +564,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
 
         Either the whole plan is in the file or none of it: a run killed while planning
         (or a ``rows`` generator that raises) leaves no plan, and nothing had been sent.
-        The rows are streamed into the file, not kept: :meth:`iter_rows` reads them back.
+        The rows are streamed into the file, not kept: `iter_rows` reads them back.
         """
         if self._planned:
             raise JournalError("the journal already holds a plan")

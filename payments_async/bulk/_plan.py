@@ -149,11 +149,11 @@ def plan_input(
 ) -> Iterator[PlannedRow]:
     """Plan a checked file row by row, reading it again as a stream (bounded memory).
 
-    The same ids and bodies as :func:`plan_rows`; give the result to ``Journal.plan``,
+    The same ids and bodies as `plan_rows`; give the result to ``Journal.plan``,
     which consumes it inside its one transaction.
 
     Args:
-        checked: what :func:`check_input` found in the file.
+        checked: what `check_input` found in the file.
         run_id: the run's id.
         progress: told ``(bytes read, file size)`` as the file is read.
 
@@ -222,7 +222,7 @@ def open_run(
     """Step 2 of a local run: open its journal, and plan the run when it is new.
 
     Args:
-        checked: the input, as :func:`check_run_input` found it.
+        checked: the input, as `check_run_input` found it.
         journal_path: a file, a ``postgresql://`` address, or None to keep the plan in
             memory only (no resume after a crash).
         events: told how much of the file has been read while planning.

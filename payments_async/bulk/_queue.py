@@ -124,7 +124,7 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
     Args:
         dsn: the ``postgresql://`` address of the queue (the journal lives there too).
         worker: True for a worker's app: its job bookkeeping commits without waiting for
-            the disk (see :func:`run_worker`); enqueueing always waits for it.
+            the disk (see `run_worker`); enqueueing always waits for it.
     """
     _require_procrastinate()
     import procrastinate
@@ -169,7 +169,7 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
 
     A final row is left alone (a duplicate delivery does nothing); an acknowledged one is
     only waited on; any other is (re)sent with its recorded body. Every change is the
-    single-process runner's (see :mod:`._rows`), recorded through the same journal
+    single-process runner's (see `._rows`), recorded through the same journal
     methods; a change after a failed attempt is made only if the row is still as that
     attempt left it (an execution running at the same time, after a worker was wrongly
     taken for dead, may have moved it on). A failure that a retry may cure raises, so
@@ -224,7 +224,7 @@ def _lock_id(name: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EnqueueReport:
-    """What :func:`enqueue_run` did.
+    """What `enqueue_run` did.
 
     Attributes:
         run_id: the run (new, or the one this input already had).

@@ -47,7 +47,7 @@ def row_outcome(row: RowState) -> RowOutcome:
     row), ``not_sent`` (the service does not have it; a rerun sends it), ``in_flight``
     (sent, no answer recorded: the service may have it; a rerun resends it with its
     recorded id) or ``pending`` (acknowledged, outcome not yet known: a rerun waits for
-    it). See :class:`~payments_async.bulk.RowOutcome`.
+    it). See `payments_async.bulk.RowOutcome`.
     """
     return outcome_of(row.state, row.outcome)
 
@@ -58,7 +58,7 @@ _FINAL_REASONS: Final = frozenset({RowOutcome.ACCEPTED, RowOutcome.REJECTED, Row
 def result_record(row: RowState) -> dict[str, Any]:
     """One row of the results file as a dict (JSON types; CSV writes them as text).
 
-    ``outcome`` is one of :func:`row_outcome`'s names. ``reason`` carries the service's
+    ``outcome`` is one of `row_outcome`'s names. ``reason`` carries the service's
     reason text for a final outcome, otherwise the error met (why it was refused, why it
     could not be sent, what interrupted it).
     """
@@ -129,7 +129,7 @@ def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
 
 
 def _counted(rows: Iterable[RowState], totals: RunTotals) -> Iterator[RowState]:
-    """The rows, passed through, each counted in ``totals`` by :func:`row_outcome`: rows
+    """The rows, passed through, each counted in ``totals`` by `row_outcome`: rows
     by outcome over every run, in the same pass that writes the results file."""
     for r in rows:
         totals.add(row_outcome(r), return_request_needed=r.return_request_needed)

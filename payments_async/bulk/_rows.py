@@ -3,7 +3,7 @@
 One vocabulary for every place a row is named: the journal (SQLite or PostgreSQL), the
 results file, the summary, ``bulk-status`` and the docs. A row moves through the journal
 stages ``planned -> sent -> acknowledged -> final`` (or is ``invalid`` from the start), and
-what a stage means for its owner is one :class:`RowOutcome`:
+what a stage means for its owner is one `RowOutcome`:
 
 ```text
 planned       -> not_sent    the service does not have it; a rerun sends it
@@ -336,7 +336,7 @@ class RunTotals:
         return self.unfinished == 0
 
     def as_dict(self) -> dict[str, int]:
-        """``{outcome: rows}`` for every outcome, in the order of :class:`RowOutcome`."""
+        """``{outcome: rows}`` for every outcome, in the order of `RowOutcome`."""
         return {str(o): n for o, n in self.counts.items()}
 
     @property

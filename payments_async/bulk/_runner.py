@@ -103,7 +103,7 @@ class BulkCounts:
 
 class ProgressSink(Protocol):
     """Where a run reports progress (the CLI's rich bar, or nothing); a
-    :class:`BulkEvents` is one."""
+    `BulkEvents` is one."""
 
     def update(self, counts: BulkCounts) -> None:
         """Called after every change of the counters."""
@@ -114,7 +114,7 @@ class ProgressSink(Protocol):
 class BulkReport:
     """What a run did, for the summary and the exit code.
 
-    The report does not hold the rows: :attr:`rows` reads them from the journal when
+    The report does not hold the rows: `rows` reads them from the journal when
     first asked for (the results file has them too, one line per row).
 
     Attributes:
@@ -127,11 +127,11 @@ class BulkReport:
         elapsed: seconds the run took (planning and writing included).
         interrupted: True when the run was stopped before it finished.
         journal_commits: transactions written to the journal during the run.
-        totals: rows by outcome over every run (see :class:`RowOutcome`); what they add
+        totals: rows by outcome over every run (see `RowOutcome`); what they add
             up to is ``totals.verdict``.
         halted: the error that stopped the run from sending more rows (the token
             endpoint or the service could not be reached), or None.
-        read_rows: reads every row from the journal (what :attr:`rows` calls once).
+        read_rows: reads every row from the journal (what `rows` calls once).
     """
 
     counts: BulkCounts
@@ -153,7 +153,7 @@ class BulkReport:
         """Every row as the journal knows it after the run, in line order.
 
         Read from the journal on first access and kept: all of them in memory at once,
-        bodies included (about 1 KB a row). For the number of rows use :attr:`row_count`;
+        bodies included (about 1 KB a row). For the number of rows use `row_count`;
         to go through them, read the results file.
         """
         if self._rows is None:
@@ -175,7 +175,7 @@ class BulkRunner:
 
     Args:
         client: the client; its ``connection_limit`` must exceed ``concurrency`` (see
-            :func:`connection_limit_for`) so no request waits inside the pool.
+            `connection_limit_for`) so no request waits inside the pool.
         journal: where every state change is committed.
         concurrency: submissions in flight at once (the client bounds every request).
         timeout: seconds to wait for each row's outcome.
@@ -215,8 +215,8 @@ class BulkRunner:
     async def run(self) -> BulkCounts:
         """Finish every row that is not final; return this run's counters.
 
-        Rows are read from the journal as the run goes (:meth:`Journal.iter_rows`), at
-        most :data:`QUEUED_PER_SUBMITTER` per unit of concurrency ahead of the requests,
+        Rows are read from the journal as the run goes (`Journal.iter_rows`), at
+        most `QUEUED_PER_SUBMITTER` per unit of concurrency ahead of the requests,
         so memory does not grow with the number of rows.
 
         Cancelling the task stops at once: what was committed stays committed, and a
@@ -350,7 +350,7 @@ class BulkRunner:
 
 
 def _unfinished(states: dict[str, int]) -> int:
-    """Rows a run still has to finish, from :meth:`Journal.state_counts`."""
+    """Rows a run still has to finish, from `Journal.state_counts`."""
     return sum(n for state, n in states.items() if state not in (Stage.FINAL, Stage.INVALID))
 
 
@@ -418,25 +418,25 @@ async def bulk_cancel(
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
-    The four steps of a run: check the input (:func:`check_run_input`: raising
-    :class:`BulkInputError` with every problem and nothing sent, unless
-    ``skip_invalid``); open the run (:func:`open_run`: the journal beside the results;
+    The four steps of a run: check the input (`check_run_input`: raising
+    `BulkInputError` with every problem and nothing sent, unless
+    ``skip_invalid``); open the run (`open_run`: the journal beside the results;
     when it already holds a plan for this same input the run resumes it, otherwise the
     plan, fixed ids and bodies, is committed before the first request); execute it
-    (:func:`execute_run`); write the results file, one line per input row
-    (:func:`write_run_results`).
+    (`execute_run`); write the results file, one line per input row
+    (`write_run_results`).
 
     Args:
         client: the client to send with.
         input_path: the CSV or JSONL file.
-        results_path: where to write the results; :func:`default_results_path` if None.
+        results_path: where to write the results; `default_results_path` if None.
         journal_path: the journal file, or a ``postgresql://`` address to keep it in
-            PostgreSQL (the ``scale`` extra); :func:`default_journal_path` if None.
+            PostgreSQL (the ``scale`` extra); `default_journal_path` if None.
         use_journal: False keeps the plan in memory only (no resume after a crash).
         skip_invalid: plan only the valid rows; invalid ones are reported as ``invalid``.
         concurrency: HTTP requests in flight at once.
         timeout: seconds to wait for each row's outcome.
-        events: told how the run goes (:class:`BulkEvents`); what its ``checked`` raises
+        events: told how the run goes (`BulkEvents`); what its ``checked`` raises
             propagates and nothing is written.
         stop: when set, the run stops promptly (state stays committed) and the report
             says ``interrupted``.

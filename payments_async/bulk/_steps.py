@@ -1,7 +1,7 @@
 """The steps of one row that the single-process runner and the queue's workers share.
 
 Each records, through the journal's methods, the change the pure functions of
-:mod:`._rows` decide: so a row goes through the same states whoever runs it.
+`._rows` decide: so a row goes through the same states whoever runs it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ async def send_row(client: PaymentsClient, row: RowState) -> Submission:
     """Send a row's recorded camt.056, byte for byte (mark it ``sent`` first).
 
     Raises:
-        PaymentsError: what the client met; give it to :func:`._rows.after_failure`.
+        PaymentsError: what the client met; give it to `._rows.after_failure`.
     """
     assert row.body is not None  # only invalid rows lack a body, and they are done
     return await client.request_cancellation(decode_camt056(row.body))
@@ -50,7 +50,7 @@ async def record(
     Args:
         rows: the journal (or the writing half of one).
         line: the row.
-        change: what :mod:`._rows` decided.
+        change: what `._rows` decided.
         attempts: the row's attempts once the attempt that led to ``change`` was marked
             sent; a ``conditional`` change is made only if the row is still ``sent``
             with exactly this count (required for one).

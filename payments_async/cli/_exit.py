@@ -81,7 +81,7 @@ def outcome_exit_code(outcome: Outcome) -> int:
 
 
 _VERDICT_EXIT: Final = {"done": EXIT_OK, "said_no": EXIT_BUSINESS, "unsettled": EXIT_SERVICE}
-"""Exit code by :class:`~payments_async.bulk.Verdict` (a ``StrEnum``: its value is its word)."""
+"""Exit code by `payments_async.bulk.Verdict` (a ``StrEnum``: its value is its word)."""
 
 
 def bulk_exit_code(totals: RunTotals, *, interrupted: bool = False) -> int:

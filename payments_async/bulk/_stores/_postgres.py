@@ -98,7 +98,7 @@ ROW_COLUMNS: Final = (
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
     "return_request_needed, error"
 )
-"""The columns :func:`row_from_record` reads, in its order."""
+"""The columns `row_from_record` reads, in its order."""
 
 _SELECT_AFTER: Final = (
     f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
@@ -327,7 +327,7 @@ class GroupCommitter:
     def write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
         """Queue one change; the future resolves once it is committed.
 
-        The future fails with :class:`JournalError` when its transaction cannot be written.
+        The future fails with `JournalError` when its transaction cannot be written.
         """
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((sql, params, fut))
@@ -391,10 +391,10 @@ async def read_row(
 class PostgresRows:
     """The state changes of one run's rows (the writing half of the journal protocol).
 
-    Every change goes through a :class:`GroupCommitter`, shared by every run of a worker
+    Every change goes through a `GroupCommitter`, shared by every run of a worker
     process; each awaited change is committed before its coroutine resumes. With
     ``if_attempts`` a change is made only if the row is still ``sent`` after exactly that
-    many attempts (see :meth:`~payments_async.bulk.Journal.mark_final`).
+    many attempts (see `payments_async.bulk.Journal.mark_final`).
 
     Args:
         committer: the group committer to write with.
@@ -480,8 +480,8 @@ class PostgresRows:
 class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
     """The journal of one run in PostgreSQL, for the single-process runner.
 
-    Open it with :meth:`open`. Rows are not kept in memory. Reads and the plan use a
-    synchronous connection (a read is one batch of :data:`READ_BATCH` rows, by line);
+    Open it with `open`. Rows are not kept in memory. Reads and the plan use a
+    synchronous connection (a read is one batch of `READ_BATCH` rows, by line);
     state changes go through an asyncio connection in grouped transactions, each awaited
     change committed before its coroutine resumes.
 

@@ -362,7 +362,7 @@ class _QueuedRunEvents(BulkEvents):
 
 
 def _queue_counts(st: QueueStatus) -> BulkCounts:
-    """The progress bar's counters from a :class:`QueueStatus`."""
+    """The progress bar's counters from a `QueueStatus`."""
     t = st.totals
     return BulkCounts(
         total=st.rows - st.states.get("invalid", 0),
