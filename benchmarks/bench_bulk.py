@@ -191,7 +191,7 @@ def run_once(
             "finished": summary.get("this_run", {}).get("finished"),
             "rejected": summary.get("rejected"),
             "accepted": summary.get("accepted"),
-            "failed": summary.get("failed"),
+            "refused": summary.get("refused"),
             "elapsed_s": summary.get("elapsed_s"),
             "rows_per_s": summary.get("rows_per_s"),
         }
@@ -266,9 +266,9 @@ import json, resource, sys, time
 from pathlib import Path
 path, journal, how = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 t0 = time.perf_counter()
-from payments_async.bulk import SqliteJournal, new_run_id, plan_rows, read_input
-from payments_async.bulk._input import check_input
-from payments_async.bulk._runner import plan_input
+from payments_async.bulk import (
+    SqliteJournal, check_input, new_run_id, plan_input, plan_rows, read_input,
+)
 if how == "stream":
     checked = check_input(path)
     j = SqliteJournal.open(journal, input_sha256=checked.sha256, new_run_id=new_run_id())
@@ -337,9 +337,7 @@ def measure_input_memory(work: Path, n_rows: int, how: str) -> dict[str, Any]:
 _PLAN_CHILD = r"""
 import json, sys
 from pathlib import Path
-from payments_async.bulk import SqliteJournal, new_run_id
-from payments_async.bulk._input import check_input
-from payments_async.bulk._runner import plan_input
+from payments_async.bulk import SqliteJournal, check_input, new_run_id, plan_input
 checked = check_input(sys.argv[1])
 j = SqliteJournal.open(Path(sys.argv[2]), input_sha256=checked.sha256, new_run_id=new_run_id())
 j.plan(plan_input(checked, j.run_id))
@@ -671,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
                 "exit_code",
                 "rows",
                 "rejected",
-                "failed",
+                "refused",
                 "elapsed_s",
                 "rows_per_s",
                 "process_wall_s",

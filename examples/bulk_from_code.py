@@ -36,7 +36,7 @@ async def main(input_path: str, base_url: str) -> int:
             for problem in exc.errors:  # every bad row, with its line; nothing was sent
                 print(f"{input_path}: {problem}", file=sys.stderr)
             return 2
-    for outcome, rows in sorted(report.totals.items()):
+    for outcome, rows in sorted(report.totals.as_dict().items()):
         print(f"{outcome:>16}  {rows}")
     print(f"results: {report.results_path}")
     return 0 if report.complete else 3

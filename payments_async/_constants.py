@@ -105,16 +105,3 @@ NOTIFY_PATH: Final = "/notifications"
 # so a lost notification costs latency, not correctness.
 NOTIFIED_POLL_INITIAL: Final = 60.0
 NOTIFIED_POLL_MAX: Final = 300.0
-
-# --- Distributed bulk runs (procrastinate; the ``scale`` extra) ----------------------------
-BULK_QUEUE: Final = "payments-bulk"  # the procrastinate queue bulk rows go to
-BULK_ENQUEUE_BATCH: Final = 1000  # jobs deferred per INSERT
-BULK_WORKER_CONCURRENCY: Final = 32  # HTTP requests one worker process has in flight
-BULK_WORKER_ROWS: Final = 1000  # rows (jobs) one worker process works on at once, waiting included
-BULK_SHUTDOWN_GRACE: Final = 5.0  # seconds a stopping worker lets its rows finish, then requeues
-BULK_HEARTBEAT_INTERVAL: Final = 2.0  # seconds between a worker's heartbeats
-BULK_STALLED_AFTER: Final = 10.0  # a worker silent this long is dead: its jobs are retried
-BULK_STALLED_CHECK_INTERVAL: Final = 2.0  # how often each worker looks for stalled jobs
-BULK_JOB_ATTEMPTS: Final = 5  # attempts of a row's job when the service keeps failing
-BULK_JOB_RETRY_WAIT: Final = 2  # seconds, grows linearly with each attempt
-BULK_STATUS_INTERVAL: Final = 1.0  # seconds between progress reads while waiting

@@ -10,6 +10,10 @@ __all__ = ["is_loopback", "redact_url"]
 
 # A query parameter named like a password (libpq reads ``password`` and ``sslpassword``).
 _SECRET_PARAM: Final = re.compile(r"([?&][^=&#]*password=)[^&#]*", re.IGNORECASE)
+# The same in libpq's ``key=value`` form (``host=db password='a b'``): quoted, or one word.
+_SECRET_KEYWORD: Final = re.compile(
+    r"((?:^|\s)\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']\S*)", re.IGNORECASE
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -26,19 +30,24 @@ def is_loopback(host: str) -> bool:
 
 
 def redact_url(text: str) -> str:
-    """``text`` (a URL, or ``--option=URL``) as a message or a log line may show it.
+    """``text`` (a URL, ``--option=URL``, a libpq ``key=value`` string or a message holding
+    one) as a message or a log line may show it.
 
     Works on text too malformed to parse: everything before the last ``@`` ahead of the
-    query (the user and the password) becomes ``***``, and so does the value of every query
-    parameter whose name ends in ``password``. Text without either is returned unchanged.
+    query (the user and the password) becomes ``***``, and so does the value of every
+    parameter whose name ends in ``password``. A password may hold ``/``, ``?`` or ``#``
+    unencoded (libpq reads one up to its ``@``), so the query is taken to start only after
+    a ``/``. Text without a password or a user is returned unchanged.
     """
     scheme_end = text.find("://")
     start = scheme_end + 3 if scheme_end >= 0 else 0
     query = len(text)
-    for stop in "?#":
-        found = text.find(stop, start)
-        if found >= 0:
-            query = min(query, found)
+    slash = text.find("/", start)
+    if slash >= 0:
+        for stop in "?#":
+            found = text.find(stop, slash)
+            if found >= 0:
+                query = min(query, found)
     at = text.rfind("@", start, query)
-    head = text[:start] + "***" + text[at:query] if at >= 0 else text[:query]
-    return head + _SECRET_PARAM.sub(r"\1***", text[query:])
+    shown = text[:start] + "***" + text[at:] if at >= 0 else text
+    return _SECRET_KEYWORD.sub(r"\1***", _SECRET_PARAM.sub(r"\1***", shown))

@@ -44,19 +44,8 @@ ROOT: Final = Path(__file__).resolve().parents[1] / PACKAGE
 MAX_LINES: Final = 800
 
 # (rule, importing module or package prefix, imported module or ""): what may still break
-# a rule until the room it belongs to is rebuilt. Each names its issue.
-KNOWN_EXCEPTIONS: Final[frozenset[tuple[str, str, str]]] = frozenset(
-    {
-        # issue 26: the bulk room's private names the command line still needs, all
-        # imported by one module, cli/_private.py, until payments_async.bulk makes them
-        # public.
-        ("cli-public", "payments_async.cli._private", "payments_async._constants"),
-        ("cli-public", "payments_async.cli._private", "payments_async.bulk._input"),
-        ("cli-public", "payments_async.cli._private", "payments_async.bulk._queue"),
-        ("cli-public", "payments_async.cli._private", "payments_async.bulk._stores"),
-        ("cli-public", "payments_async.cli._private", "payments_async.bulk._stores._postgres"),
-    }
-)
+# a rule until the room it belongs to is rebuilt. Each names its issue. None today.
+KNOWN_EXCEPTIONS: Final[frozenset[tuple[str, str, str]]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

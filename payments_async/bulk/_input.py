@@ -25,6 +25,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "BulkInput",
     "BulkRow",
+    "DuplicateKeyError",
     "InputCheck",
     "InputScan",
     "ProgressCallback",
@@ -38,6 +39,7 @@ __all__ = [
     "parse_amount",
     "parse_record",
     "read_input",
+    "unique_keys",
 ]
 
 REQUIRED_COLUMNS: Final = (
@@ -194,7 +196,7 @@ def _column_of(path: str) -> str | None:
 
 
 class DuplicateKeyError(ValueError):
-    """A JSON object names one key twice (raised by :func:`unique_keys`)."""
+    """A JSON object names one key twice (raised by `unique_keys`)."""
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -330,7 +332,7 @@ def parse_record(
     Args:
         line: the record's line number.
         record: column name -> value.
-        check: the ISO/SEPA check of a parsed row (see :func:`check_row`).
+        check: the ISO/SEPA check of a parsed row (see `check_row`).
         known_only: refuse keys that are not columns (JSON objects; CSV checks its header).
 
     Returns:
@@ -484,7 +486,7 @@ _ASSIGNMENT: Final = 1
 
 @dataclass(slots=True)
 class ScannedRow:
-    """One item of :func:`scan_input`.
+    """One item of `scan_input`.
 
     Attributes:
         line: the line number in the file.
@@ -503,7 +505,7 @@ class InputScan:
     """A bulk file read as a stream: iterate it once for every row, then read its digest.
 
     Only one row is in memory at a time, besides the ids seen so far (two rows for the
-    same payment or ``assignment_id`` are refused, as :func:`read_input` refuses them).
+    same payment or ``assignment_id`` are refused, as `read_input` refuses them).
 
     Args:
         path: the CSV or JSONL file.
@@ -586,7 +588,7 @@ class InputScan:
 class InputCheck:
     """A bulk file checked as a stream: every problem, and how many rows are valid.
 
-    Unlike :class:`BulkInput` it keeps no rows: :func:`plan_input` reads the file again
+    Unlike `BulkInput` it keeps no rows: `plan_input` reads the file again
     to plan them, so a file of any length is checked and planned in bounded memory.
 
     Attributes:
@@ -624,7 +626,7 @@ def check_input(
 ) -> InputCheck:
     """Check every row of a CSV or JSONL bulk file, reading it as a stream; nothing is sent.
 
-    The same checks as :func:`read_input`, without keeping the rows.
+    The same checks as `read_input`, without keeping the rows.
 
     Args:
         path: the input file.
@@ -677,7 +679,7 @@ def read_input(
     the first), with the file's line number. Two rows for the same original end-to-end id
     or the same ``assignment_id`` are refused: the second would only be rejected, or
     stored as a replay of the first. Every valid row is kept in memory: for large files
-    use :func:`check_input` and :func:`plan_input`, which stream.
+    use `check_input` and `plan_input`, which stream.
 
     Args:
         path: the input file.

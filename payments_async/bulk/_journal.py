@@ -29,38 +29,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
 
+from ._rows import RowOutcome, Stage, stored_outcome
+
 __all__ = [
-    "ACKNOWLEDGED",
-    "FINAL",
-    "INVALID",
-    "NOT_SENT",
-    "PLANNED",
     "READ_BATCH",
-    "SENT",
     "Journal",
     "JournalError",
     "MemoryJournal",
     "PlannedRow",
     "RowState",
+    "RowWrites",
     "SqliteJournal",
     "StoreReads",
     "journal_counts",
     "row_from_record",
 ]
-
-PLANNED: Final = "planned"
-"""The ids and body are fixed and committed; nothing sent yet (or not known to be)."""
-SENT: Final = "sent"
-"""The request is about to go out or went out; its answer is not recorded."""
-ACKNOWLEDGED: Final = "acknowledged"
-"""The service stored it (201) or had it already (200): ``paymentsServiceId`` is known."""
-FINAL: Final = "final"
-"""The outcome is known (accepted, rejected, unknown) or the service refused the row."""
-INVALID: Final = "invalid"
-"""The input row failed validation and was skipped (``--skip-invalid``)."""
-
-NOT_SENT: Final = "not_sent"
-"""A final row's outcome when its request could never be sent (it failed before the POST)."""
 
 SCHEMA_VERSION: Final = 1
 
@@ -100,6 +83,7 @@ _SELECT_UNFINISHED_AFTER: Final = (
     "AND state NOT IN ('final', 'invalid') ORDER BY line LIMIT ?"
 )
 _COUNT_STATES: Final = "SELECT state, COUNT(*) FROM rows GROUP BY state"
+_IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = ?"
 
 
 class JournalError(Exception):
@@ -137,16 +121,17 @@ class RowState:
         assignment_id: ``assgnmt.id``.
         cancellation_id: ``cxlId``.
         body: the camt.056 bytes to (re)send.
-        state: one of ``planned``, ``sent``, ``acknowledged``, ``final``, ``invalid``.
+        state: the row's stage in the journal.
         payments_service_id: the service's id of the cancellation, once acknowledged.
         created: True when the service answered 201, False for 200 (it had it already).
         attempts: submissions made for this row, over every run.
-        outcome: ``accepted``, ``rejected``, ``unknown`` or ``failed`` once final.
+        outcome: once final: ``accepted``, ``rejected``, ``unknown``, ``refused`` or
+            ``not_sent``.
         status: the raw final ``sts.conf`` (or ``txCxlSts``).
         reason_codes: the rejection reason codes.
         reason_text: the service's reason texts, or a sentence for people.
         return_request_needed: True when rejected: ask the beneficiary for a pacs.004.
-        error: the last error met on this row (kept for a failed row until it succeeds).
+        error: the last error met on this row (kept until the row succeeds).
     """
 
     line: int
@@ -154,11 +139,11 @@ class RowState:
     assignment_id: str | None
     cancellation_id: str | None
     body: bytes | None
-    state: str
+    state: Stage
     payments_service_id: str | None = None
     created: bool | None = None
     attempts: int = 0
-    outcome: str | None = None
+    outcome: RowOutcome | None = None
     status: str | None = None
     reason_codes: tuple[str, ...] = ()
     reason_text: str | None = None
@@ -168,13 +153,61 @@ class RowState:
     @property
     def is_done(self) -> bool:
         """True when a run leaves this row alone (final or invalid)."""
-        return self.state in (FINAL, INVALID)
+        return self.state in (Stage.FINAL, Stage.INVALID)
 
 
-class Journal(Protocol):
-    """What the runner needs from a journal.
+class RowWrites(Protocol):
+    """The state changes of a journal's rows: what a row's steps record.
 
-    :class:`MemoryJournal` and :class:`SqliteJournal` below provide it, and so does the
+    Every change is committed before the awaiting coroutine resumes.
+    """
+
+    async def mark_sent(self, line: int) -> None:
+        """The row is about to be sent (one more attempt)."""
+        ...
+
+    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
+        """The service answered with the cancellation's ``paymentsServiceId``."""
+        ...
+
+    async def mark_final(
+        self,
+        line: int,
+        *,
+        outcome: str,
+        status: str | None,
+        reason_codes: Sequence[str],
+        reason_text: str | None,
+        return_request_needed: bool,
+        if_attempts: int | None = None,
+    ) -> None:
+        """The row's outcome is known; a later run leaves it alone.
+
+        With ``if_attempts``, and so for every method below: the change is made only if
+        the row is still ``sent`` after exactly that many attempts (a compare-and-set),
+        so an attempt never overwrites what another execution of the same row recorded
+        since; otherwise nothing changes.
+        """
+        ...
+
+    async def mark_error(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
+        """Record an error; ``final`` when retrying cannot help: the row ends ``refused``."""
+        ...
+
+    async def mark_not_sent(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
+        """The attempt failed before its request could reach the service: back to
+        ``planned`` (``final``: the row ends as ``not_sent``)."""
+        ...
+
+
+class Journal(RowWrites, Protocol):
+    """What the runner needs from a journal: the plan, the reads, and the row changes.
+
+    `MemoryJournal` and `SqliteJournal` below provide it, and so does the
     PostgreSQL store.
     """
 
@@ -203,14 +236,14 @@ class Journal(Protocol):
     def rows(self) -> list[RowState]:
         """Every row, in line order, all in memory at once (bodies included).
 
-        For a large run prefer :meth:`iter_rows`, which holds one batch at a time.
+        For a large run prefer `iter_rows`, which holds one batch at a time.
         """
         ...
 
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
         """Every row, in line order, read as it is consumed.
 
-        A store reads :data:`READ_BATCH` rows per query, by line number, so at most one
+        A store reads `READ_BATCH` rows per query, by line number, so at most one
         batch is held, and a row changed after it was read is not read again.
 
         Args:
@@ -223,47 +256,13 @@ class Journal(Protocol):
         """Rows per state, ``{state: count}``, counted without reading the rows."""
         ...
 
-    async def mark_sent(self, line: int) -> None:
-        """The row is about to be sent (one more attempt)."""
-        ...
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """The service answered with the cancellation's ``paymentsServiceId``."""
-        ...
-
-    async def mark_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-    ) -> None:
-        """The row's outcome is known; a later run leaves it alone."""
-        ...
-
-    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
-        """Record an error; ``final`` when retrying cannot help (the service refused it)."""
-        ...
-
-    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
-        """The attempt failed before its request could reach the service: back to
-        ``planned`` (``final``: the row ends as ``not_sent``)."""
-        ...
-
     def close(self) -> None:
         """Write what is queued and release the file."""
         ...
 
 
-def _now() -> float:
-    return time.time()
-
-
 def row_from_record(rec: Sequence[Any]) -> RowState:
-    """A :class:`RowState` from a record of the journal's row columns, in their order.
+    """A `RowState` from a record of the journal's row columns, in their order.
 
     Both stores select the same columns; PostgreSQL gives the body as a memoryview and
     ``created`` as a boolean, SQLite as bytes and an integer.
@@ -276,11 +275,11 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
         assignment_id=aid,
         cancellation_id=cid,
         body=None if body is None else bytes(body),
-        state=state,
+        state=Stage(state),
         payments_service_id=psid,
         created=None if created is None else bool(created),
         attempts=attempts,
-        outcome=outcome,
+        outcome=stored_outcome(outcome),
         status=status,
         reason_codes=tuple(json.loads(codes)) if codes else (),
         reason_text=text,
@@ -290,7 +289,7 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
 
 
 def read_in_batches(fetch: Callable[[int], Sequence[RowState]]) -> Iterator[RowState]:
-    """Rows page by page: ``fetch(after)`` returns up to :data:`READ_BATCH` rows whose line
+    """Rows page by page: ``fetch(after)`` returns up to `READ_BATCH` rows whose line
     is greater than ``after``, in line order (a keyset page, so changes to rows already
     read cannot make a row come twice or be skipped)."""
     after = -1
@@ -306,14 +305,14 @@ _Conn = TypeVar("_Conn")
 
 
 class StoreReads(Generic[_Conn]):
-    """:meth:`rows` and :meth:`iter_rows` for a store read one batch per query."""
+    """`rows` and `iter_rows` for a store read one batch per query."""
 
     def _reader(self) -> AbstractContextManager[_Conn]:
         """The connection to read with (a new one once the journal is closed)."""
         raise NotImplementedError
 
     def _fetch(self, conn: _Conn, after: int, *, unfinished: bool) -> list[RowState]:
-        """Up to :data:`READ_BATCH` rows after line ``after``, in line order."""
+        """Up to `READ_BATCH` rows after line ``after``, in line order."""
         raise NotImplementedError
 
     def rows(self) -> list[RowState]:
@@ -324,7 +323,7 @@ class StoreReads(Generic[_Conn]):
         return list(self.iter_rows())
 
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
-        """Every row (or every unfinished one) in line order, :data:`READ_BATCH` per query.
+        """Every row (or every unfinished one) in line order, `READ_BATCH` per query.
 
         Also after ``close()``: it then reads through a new connection.
 
@@ -364,7 +363,7 @@ class MemoryJournal:
         return self._run_id
 
     def is_planned(self) -> bool:
-        """True once :meth:`plan` ran."""
+        """True once `plan` ran."""
         return self._planned
 
     def plan(self, rows: Iterable[PlannedRow]) -> None:
@@ -376,7 +375,7 @@ class MemoryJournal:
                 assignment_id=r.assignment_id,
                 cancellation_id=r.cancellation_id,
                 body=r.body,
-                state=INVALID if r.error is not None else PLANNED,
+                state=Stage.INVALID if r.error is not None else Stage.PLANNED,
                 error=r.error,
             )
         self._planned = True
@@ -396,18 +395,21 @@ class MemoryJournal:
         """Rows per state."""
         return dict(Counter(r.state for r in self._rows.values()))
 
-    def _update(self, line: int, **changes: Any) -> None:
-        self._rows[line] = replace(self._rows[line], **changes)
+    def _update(self, line: int, if_attempts: int | None = None, **changes: Any) -> None:
+        row = self._rows[line]
+        if if_attempts is not None and (row.state != Stage.SENT or row.attempts != if_attempts):
+            return
+        self._rows[line] = replace(row, **changes)
 
     async def mark_sent(self, line: int) -> None:
         """Count one more attempt."""
-        self._update(line, state=SENT, attempts=self._rows[line].attempts + 1)
+        self._update(line, state=Stage.SENT, attempts=self._rows[line].attempts + 1)
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """Keep the ``paymentsServiceId``."""
         self._update(
             line,
-            state=ACKNOWLEDGED,
+            state=Stage.ACKNOWLEDGED,
             payments_service_id=payments_service_id,
             created=created,
             error=None,
@@ -422,12 +424,14 @@ class MemoryJournal:
         reason_codes: Sequence[str],
         reason_text: str | None,
         return_request_needed: bool,
+        if_attempts: int | None = None,
     ) -> None:
         """Keep the outcome."""
         self._update(
             line,
-            state=FINAL,
-            outcome=outcome,
+            if_attempts,
+            state=Stage.FINAL,
+            outcome=RowOutcome(outcome),
             status=status,
             reason_codes=tuple(reason_codes),
             reason_text=reason_text,
@@ -435,19 +439,27 @@ class MemoryJournal:
             error=None,
         )
 
-    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
-        """Keep the error (and make the row final when retrying cannot help)."""
+    async def mark_error(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
+        """Keep the error (and end the row ``refused`` when retrying cannot help)."""
         if final:
-            self._update(line, state=FINAL, outcome="failed", error=error)
+            self._update(
+                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.REFUSED, error=error
+            )
         else:
-            self._update(line, error=error)
+            self._update(line, if_attempts, error=error)
 
-    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
+    async def mark_not_sent(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
         """Keep the error; the row is ``planned`` again (or final ``not_sent``)."""
         if final:
-            self._update(line, state=FINAL, outcome=NOT_SENT, error=error)
+            self._update(
+                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.NOT_SENT, error=error
+            )
         else:
-            self._update(line, state=PLANNED, error=error)
+            self._update(line, if_attempts, state=Stage.PLANNED, error=error)
 
     def close(self) -> None:
         """Nothing to release; the rows stay readable."""
@@ -457,7 +469,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
     """The journal file: SQLite in WAL mode, every state change committed before it counts.
 
     Rows are not kept in memory: reads go to the file, a batch at a time. Open it with
-    :meth:`open`. The file records the input it belongs to (a SHA-256 of
+    `open`. The file records the input it belongs to (a SHA-256 of
     its bytes): resuming with a different input is refused rather than guessed at.
 
     Args:
@@ -512,7 +524,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                     ("schema", str(SCHEMA_VERSION)),
                     ("input_sha256", input_sha256),
                     ("run_id", new_run_id),
-                    ("created_at", str(_now())),
+                    ("created_at", str(time.time())),
                     ("planned", "0"),
                 ],
             )
@@ -552,11 +564,11 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
 
         Either the whole plan is in the file or none of it: a run killed while planning
         (or a ``rows`` generator that raises) leaves no plan, and nothing had been sent.
-        The rows are streamed into the file, not kept: :meth:`iter_rows` reads them back.
+        The rows are streamed into the file, not kept: `iter_rows` reads them back.
         """
         if self._planned:
             raise JournalError("the journal already holds a plan")
-        now = _now()
+        now = time.time()
         db = self._db
         db.execute("BEGIN")
         try:
@@ -570,7 +582,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                         r.assignment_id,
                         r.cancellation_id,
                         r.body,
-                        INVALID if r.error is not None else PLANNED,
+                        (Stage.INVALID if r.error is not None else Stage.PLANNED).value,
                         r.error,
                         now,
                     )
@@ -663,7 +675,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         """Commit ``sent`` (one more attempt) before the request goes out."""
         await self._write(
             "UPDATE rows SET state = ?, attempts = attempts + 1, updated_at = ? WHERE line = ?",
-            (SENT, _now(), line),
+            (Stage.SENT.value, time.time(), line),
         )
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
@@ -671,7 +683,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         await self._write(
             "UPDATE rows SET state = ?, payments_service_id = ?, created = ?, error = NULL, "
             "updated_at = ? WHERE line = ?",
-            (ACKNOWLEDGED, payments_service_id, int(created), _now(), line),
+            (Stage.ACKNOWLEDGED.value, payments_service_id, int(created), time.time(), line),
         )
 
     async def mark_final(
@@ -683,49 +695,67 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         reason_codes: Sequence[str],
         reason_text: str | None,
         return_request_needed: bool,
+        if_attempts: int | None = None,
     ) -> None:
         """Commit the outcome; the row counts as done only after this returns."""
-        await self._write(
+        await self._write_if(
             "UPDATE rows SET state = ?, outcome = ?, status = ?, reason_codes = ?, "
             "reason_text = ?, return_request_needed = ?, error = NULL, updated_at = ? "
             "WHERE line = ?",
             (
-                FINAL,
-                outcome,
+                Stage.FINAL.value,
+                RowOutcome(outcome).value,
                 status,
                 json.dumps(list(reason_codes)),
                 reason_text,
                 int(return_request_needed),
-                _now(),
+                time.time(),
                 line,
             ),
+            if_attempts,
         )
 
-    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
-        """Commit an error; a ``final`` one ends the row as ``failed``."""
+    async def mark_error(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
+        """Commit an error; a ``final`` one ends the row as ``refused``."""
         if final:
-            await self._write(
-                "UPDATE rows SET state = ?, outcome = 'failed', error = ?, updated_at = ? "
-                "WHERE line = ?",
-                (FINAL, error, _now(), line),
+            await self._write_if(
+                "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
+                (Stage.FINAL.value, RowOutcome.REFUSED.value, error, time.time(), line),
+                if_attempts,
             )
         else:
-            await self._write(
-                "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?", (error, _now(), line)
+            await self._write_if(
+                "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?",
+                (error, time.time(), line),
+                if_attempts,
             )
 
-    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
+    async def mark_not_sent(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
         """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
         if final:
-            await self._write(
+            await self._write_if(
                 "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
-                (FINAL, NOT_SENT, error, _now(), line),
+                (Stage.FINAL.value, RowOutcome.NOT_SENT.value, error, time.time(), line),
+                if_attempts,
             )
         else:
-            await self._write(
+            await self._write_if(
                 "UPDATE rows SET state = ?, error = ?, updated_at = ? WHERE line = ?",
-                (PLANNED, error, _now(), line),
+                (Stage.PLANNED.value, error, time.time(), line),
+                if_attempts,
             )
+
+    def _write_if(
+        self, sql: str, params: tuple[Any, ...], if_attempts: int | None
+    ) -> asyncio.Future[None]:
+        """Queue a change, made only if the row is still ``sent`` after ``if_attempts``."""
+        if if_attempts is None:
+            return self._write(sql, params)
+        return self._write(sql + _IF_STILL_SENT, (*params, if_attempts))
 
     def close(self) -> None:
         """Commit anything still queued (an interrupted run's last changes), then close."""

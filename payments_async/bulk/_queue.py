@@ -26,40 +26,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .._client import PaymentsClient
-from .._constants import (
-    BULK_ENQUEUE_BATCH,
-    BULK_HEARTBEAT_INTERVAL,
-    BULK_JOB_ATTEMPTS,
-    BULK_JOB_RETRY_WAIT,
-    BULK_QUEUE,
-    BULK_SHUTDOWN_GRACE,
-    BULK_STALLED_AFTER,
-    BULK_STALLED_CHECK_INTERVAL,
-    BULK_WORKER_CONCURRENCY,
-    BULK_WORKER_ROWS,
-    POLL_TIMEOUT,
+from .. import PaymentsClient, PaymentsError
+from .._constants import POLL_TIMEOUT
+from ._defaults import (
+    ENQUEUE_BATCH,
+    HEARTBEAT_INTERVAL,
+    JOB_ATTEMPTS,
+    JOB_RETRY_WAIT,
+    QUEUE_NAME,
+    SHUTDOWN_GRACE,
+    STALLED_AFTER,
+    STALLED_CHECK_INTERVAL,
+    WORKER_CONCURRENCY,
+    WORKER_ROWS,
 )
-from .._errors import PaymentsError, ValidationError
-from ..iso20022 import decode_camt056
-from ._journal import (
-    ACKNOWLEDGED,
-    FINAL,
-    INVALID,
-    NOT_SENT,
-    PLANNED,
-    SENT,
-    JournalError,
-    RowState,
+from ._journal import JournalError, RowState
+from ._results import write_run_results
+from ._rows import (
+    RowOutcome,
+    RunTotals,
+    Stage,
+    after_failure,
+    after_outcome,
+    after_wait_failure,
+    outcome_of,
 )
-from ._results import write_results
-from ._runner import (
-    _is_final_refusal,
-    _never_sent,
-    _not_resent,
-    _one_line,
-    connection_limit_for,
-)
+from ._steps import connection_limit_for, record, send_row, wait_for_outcome
 from ._stores import _postgres as pg
 
 if TYPE_CHECKING:
@@ -68,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TASK_NAME",
+    "EnqueueReport",
     "QueueStatus",
     "WorkerStopped",
     "enqueue_run",
@@ -131,7 +124,7 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
     Args:
         dsn: the ``postgresql://`` address of the queue (the journal lives there too).
         worker: True for a worker's app: its job bookkeeping commits without waiting for
-            the disk (see :func:`run_worker`); enqueueing always waits for it.
+            the disk (see `run_worker`); enqueueing always waits for it.
     """
     _require_procrastinate()
     import procrastinate
@@ -153,11 +146,9 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
 
     @app.task(
         name=TASK_NAME,
-        queue=BULK_QUEUE,
+        queue=QUEUE_NAME,
         pass_context=True,
-        retry=procrastinate.RetryStrategy(
-            max_attempts=BULK_JOB_ATTEMPTS, linear_wait=BULK_JOB_RETRY_WAIT
-        ),
+        retry=procrastinate.RetryStrategy(max_attempts=JOB_ATTEMPTS, linear_wait=JOB_RETRY_WAIT),
     )
     async def cancel_row(context: procrastinate.JobContext, run_id: str, line: int) -> None:
         state = context.additional_context["payments_bulk"]
@@ -173,109 +164,42 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
     return app
 
 
-async def _execute(writer: pg.GroupCommitter, sql: str, params: tuple[Any, ...]) -> None:
-    """Commit one change of a row (grouped with the other rows' changes of the moment)."""
-    await writer.write(sql, params)
-
-
-async def _read_row(
-    pool: psycopg_pool.AsyncConnectionPool[Any], run_id: str, line: int
-) -> RowState | None:
-    async with pool.connection() as conn:
-        cur = await conn.execute(
-            f"SELECT {pg.ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
-            "WHERE run_id = %s AND line = %s",
-            (run_id, line),
-        )
-        rec = await cur.fetchone()
-    return None if rec is None else pg.row_from_record(rec)
-
-
 async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
     """Run one row to its outcome, from whatever state the journal records.
 
     A final row is left alone (a duplicate delivery does nothing); an acknowledged one is
-    only waited on; any other is (re)sent with its recorded body. A failure that a retry
-    may cure raises, so procrastinate retries the job; a refusal is recorded as final.
-    An attempt that never left puts a row no earlier attempt sent back to ``planned``.
-    A recorded message refused by validation after an earlier attempt sent it ends
-    ``unknown``: the service may have it.
+    only waited on; any other is (re)sent with its recorded body. Every change is the
+    single-process runner's (see `._rows`), recorded through the same journal
+    methods; a change after a failed attempt is made only if the row is still as that
+    attempt left it (an execution running at the same time, after a worker was wrongly
+    taken for dead, may have moved it on). A failure that a retry may cure raises, so
+    procrastinate retries the job; once it gives up, a row no attempt sent reads
+    ``not_sent``.
     """
-    pool, client, writer = state.pool, state.client, state.writer
-    row = await _read_row(pool, run_id, line)
-    if row is None or row.state in (FINAL, INVALID):
+    client = state.client
+    rows = pg.PostgresRows(state.writer, run_id)
+    row = await pg.read_row(state.pool, run_id, line)
+    if row is None or row.is_done:
         return
     psid = row.payments_service_id
-    if row.state != ACKNOWLEDGED or psid is None:
-        assert row.body is not None  # only invalid rows lack a body
-        await _execute(writer, pg.SQL_SENT, (SENT, _now(), run_id, line))
+    if row.state != Stage.ACKNOWLEDGED or psid is None:
+        await rows.mark_sent(line)
         try:
-            sub = await client.request_cancellation(decode_camt056(row.body))
+            sub = await send_row(client, row)
         except PaymentsError as exc:
-            final = _is_final_refusal(exc)
-            error = _one_line(exc)
-            if row.state == PLANNED and _never_sent(exc):
-                # This attempt never left and no earlier one was made (a row another
-                # attempt may have reached stays sent): the service does not have it.
-                # Planned again, as the single-process runner records it; procrastinate
-                # retries the job, and once it gives up the row reads "not sent". Only if
-                # the row is still as this attempt left it: an execution running at the
-                # same time (a worker taken for dead) may have sent it since.
-                again = (FINAL, NOT_SENT) if final else (PLANNED, None)
-                params = (*again, error, _now(), run_id, line, row.attempts + 1)
-                await _execute(writer, pg.SQL_UNSENT, params)
-                if final:
-                    return
+            change = after_failure(row.state, exc)
+            await record(rows, line, change, attempts=row.attempts + 1)
+            if change.retry:
                 raise
-            # Final from here on only if the row is still as this attempt left it: another
-            # execution of the job may have learnt its outcome meanwhile.
-            if isinstance(exc, ValidationError):
-                # Refused before it left, but an earlier attempt sent it: "unknown", not
-                # "refused" (see _not_resent).
-                _, params = pg.sql_for_final(
-                    run_id,
-                    line,
-                    outcome="unknown",
-                    status=None,
-                    reason_codes=(),
-                    reason_text=_not_resent(exc),
-                    return_request_needed=False,
-                )
-                await _execute(writer, pg.SQL_FINAL_IF_SENT, (*params, row.attempts + 1))
-                return
-            if final:
-                params = (FINAL, error, _now(), run_id, line, row.attempts + 1)
-                await _execute(writer, pg.SQL_FAILED_IF_SENT, params)
-                return
-            await _execute(writer, pg.SQL_ERROR, (error, _now(), run_id, line))
-            raise
+            return
         psid = sub.payments_service_id
-        await _execute(
-            writer,
-            pg.SQL_ACKNOWLEDGED,
-            (ACKNOWLEDGED, psid, sub.created, _now(), run_id, line),
-        )
+        await rows.mark_acknowledged(line, psid, sub.created)
     try:
-        outcome = await client.wait_for_cancellation_outcome(psid, timeout=state.timeout)
+        outcome = await wait_for_outcome(client, psid, state.timeout)
     except PaymentsError as exc:
-        await _execute(writer, pg.SQL_ERROR, (_one_line(exc), _now(), run_id, line))
+        await record(rows, line, after_wait_failure(Stage.ACKNOWLEDGED, exc))
         raise
-    sql, params = pg.sql_for_final(
-        run_id,
-        line,
-        outcome=outcome.outcome.value,
-        status=outcome.status or next(iter(outcome.tx_statuses), None),
-        reason_codes=outcome.reason_codes,
-        reason_text="; ".join(outcome.reason_texts) or None,
-        return_request_needed=outcome.return_request_needed,
-    )
-    await _execute(writer, sql, params)
-
-
-def _now() -> float:
-    import time
-
-    return time.time()
+    await record(rows, line, after_outcome(outcome))
 
 
 async def ensure_queue_schema(app: procrastinate.App, dsn: str) -> None:
@@ -300,7 +224,7 @@ def _lock_id(name: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EnqueueReport:
-    """What :func:`enqueue_run` did.
+    """What `enqueue_run` did.
 
     Attributes:
         run_id: the run (new, or the one this input already had).
@@ -386,13 +310,13 @@ async def enqueue_run(
             async with app.open_async():
                 task = app.tasks[TASK_NAME]
                 template = task.configure().job
-                for i in range(0, len(lines), BULK_ENQUEUE_BATCH):
+                for i in range(0, len(lines), ENQUEUE_BATCH):
                     jobs = [
                         template.evolve(
                             task_kwargs={"run_id": run_id, "line": line},
                             queueing_lock=row_lock(run_id, line),
                         )
-                        for line in lines[i : i + BULK_ENQUEUE_BATCH]
+                        for line in lines[i : i + ENQUEUE_BATCH]
                     ]
                     await app.job_manager.batch_defer_jobs_async(jobs)
         finally:
@@ -424,9 +348,11 @@ class QueueStatus:
         states: rows per journal state (``planned``, ``sent``, ``acknowledged``,
             ``final``, ``invalid``).
         outcomes: final rows per outcome (``accepted``, ``rejected``, ``unknown``,
-            ``failed``).
+            ``refused``, ``not_sent``).
         queued: rows with a job waiting or running.
         errors: rows not final whose last attempt met an error.
+        totals: every row by outcome, as the single-process runner's report counts them
+            (the same words, and the same ``verdict``).
     """
 
     run_id: str
@@ -436,11 +362,12 @@ class QueueStatus:
     outcomes: dict[str, int]
     queued: int
     errors: int
+    totals: RunTotals
 
     @property
     def done(self) -> int:
         """Rows that need nothing more: final or invalid."""
-        return self.states.get(FINAL, 0) + self.states.get(INVALID, 0)
+        return self.states.get(Stage.FINAL, 0) + self.states.get(Stage.INVALID, 0)
 
     @property
     def settled(self) -> bool:
@@ -462,16 +389,21 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
         ).fetchone()
         states: dict[str, int] = {}
         outcomes: dict[str, int] = {}
+        totals = RunTotals()
         errors = 0
-        for state, outcome, has_error, n in conn.execute(
-            "SELECT state, outcome, error IS NOT NULL, COUNT(*) FROM payments_bulk_rows "
+        for state, stored, has_error, n, returns in conn.execute(
+            "SELECT state, outcome, error IS NOT NULL, COUNT(*), "
+            "COUNT(*) FILTER (WHERE return_request_needed) FROM payments_bulk_rows "
             "WHERE run_id = %s GROUP BY 1, 2, 3",
             (run_id,),
         ):
             states[state] = states.get(state, 0) + n
-            if state == FINAL:
-                outcomes[outcome or "unknown"] = outcomes.get(outcome or "unknown", 0) + n
-            elif has_error and state != INVALID:
+            outcome = outcome_of(state, stored)
+            totals.counts[outcome] += n
+            totals.return_requests += returns if outcome is RowOutcome.REJECTED else 0
+            if state == Stage.FINAL:
+                outcomes[outcome.value] = outcomes.get(outcome.value, 0) + n
+            elif has_error and state != Stage.INVALID:
                 errors += n
         prefix = row_lock(run_id, 0)[:-1]
         queue = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
@@ -495,17 +427,19 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
         outcomes=outcomes,
         queued=int(queued[0]) if queued else 0,
         errors=errors,
+        totals=totals,
     )
 
 
 def write_queue_results(dsn: str, path: str | Path, run: str | None = None) -> tuple[str, Path]:
-    """Write a run's results file (the single-process runner's columns), streaming.
+    """Write a run's results file, streaming: the step that ends a local run, on the queue.
 
     Returns:
         ``(run_id, path written)``.
 
     Raises:
         JournalError: the database cannot be reached, or has no such run.
+        ResultsWriteError: the file cannot be written (an ``OSError``).
     """
     conn = pg.connect(dsn)
     try:
@@ -522,22 +456,22 @@ def write_queue_results(dsn: str, path: str | Path, run: str | None = None) -> t
                 for rec in cur:
                     yield pg.row_from_record(rec)
 
-        written = write_results(path, rows())
+        write_run_results(rows(), path)
     finally:
         conn.close()
-    return run_id, written
+    return run_id, Path(path)
 
 
 async def run_worker(
     dsn: str,
     client_factory: Callable[[int], PaymentsClient],
     *,
-    concurrency: int = BULK_WORKER_CONCURRENCY,
-    rows: int = BULK_WORKER_ROWS,
+    concurrency: int = WORKER_CONCURRENCY,
+    rows: int = WORKER_ROWS,
     timeout: float = POLL_TIMEOUT,
-    heartbeat_interval: float = BULK_HEARTBEAT_INTERVAL,
-    stalled_after: float = BULK_STALLED_AFTER,
-    stalled_check_interval: float = BULK_STALLED_CHECK_INTERVAL,
+    heartbeat_interval: float = HEARTBEAT_INTERVAL,
+    stalled_after: float = STALLED_AFTER,
+    stalled_check_interval: float = STALLED_CHECK_INTERVAL,
     wait: bool = True,
     ready: Callable[[], Awaitable[None] | None] | None = None,
 ) -> None:
@@ -604,10 +538,10 @@ async def run_worker(
                 await _all_loops(
                     [
                         app.run_worker_async(
-                            queues=[BULK_QUEUE],
+                            queues=[QUEUE_NAME],
                             name=f"payments-bulk-{i}",
                             concurrency=rows // loops + (1 if i < rows % loops else 0),
-                            shutdown_graceful_timeout=BULK_SHUTDOWN_GRACE,
+                            shutdown_graceful_timeout=SHUTDOWN_GRACE,
                             wait=wait,
                             install_signal_handlers=False,
                             update_heartbeat_interval=heartbeat_interval,
@@ -681,7 +615,7 @@ async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: fl
         await asyncio.sleep(every)
         try:
             stalled = await app.job_manager.get_stalled_jobs(
-                queue=BULK_QUEUE, seconds_since_heartbeat=stalled_after
+                queue=QUEUE_NAME, seconds_since_heartbeat=stalled_after
             )
         except procrastinate.exceptions.ConnectorException as exc:
             logger.warning("cannot look for stalled jobs: %s", exc)

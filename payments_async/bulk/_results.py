@@ -5,13 +5,21 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from ._journal import FINAL, INVALID, NOT_SENT, PLANNED, SENT, RowState
+from ._journal import RowState
+from ._rows import UNFINISHED, RowOutcome, RunTotals, outcome_of
 
-__all__ = ["RESULT_COLUMNS", "UNFINISHED", "result_record", "row_outcome", "write_results"]
+__all__ = [
+    "RESULT_COLUMNS",
+    "UNFINISHED",
+    "result_record",
+    "row_outcome",
+    "write_results",
+    "write_run_results",
+]
 
 RESULT_COLUMNS: Final = (
     "line",
@@ -30,11 +38,7 @@ RESULT_COLUMNS: Final = (
 """The columns of the results file, in order."""
 
 
-UNFINISHED: Final = ("not_sent", "in_flight", "pending")
-"""Row outcomes a rerun of the same command picks up (see :func:`row_outcome`)."""
-
-
-def row_outcome(row: RowState) -> str:
+def row_outcome(row: RowState) -> RowOutcome:
     """What a row's state means for its owner, as the results file and summary name it.
 
     ``accepted``, ``rejected``, ``unknown`` (codes nobody can classify, or a message an
@@ -43,30 +47,23 @@ def row_outcome(row: RowState) -> str:
     row), ``not_sent`` (the service does not have it; a rerun sends it), ``in_flight``
     (sent, no answer recorded: the service may have it; a rerun resends it with its
     recorded id) or ``pending`` (acknowledged, outcome not yet known: a rerun waits for
-    it).
+    it). See `payments_async.bulk.RowOutcome`.
     """
-    if row.state == FINAL:
-        if row.outcome == "failed":
-            return "refused"
-        return row.outcome or "unknown"
-    if row.state == INVALID:
-        return "invalid"
-    if row.state == PLANNED:
-        return NOT_SENT
-    if row.state == SENT:
-        return "in_flight"
-    return "pending"
+    return outcome_of(row.state, row.outcome)
+
+
+_FINAL_REASONS: Final = frozenset({RowOutcome.ACCEPTED, RowOutcome.REJECTED, RowOutcome.UNKNOWN})
 
 
 def result_record(row: RowState) -> dict[str, Any]:
     """One row of the results file as a dict (JSON types; CSV writes them as text).
 
-    ``outcome`` is one of :func:`row_outcome`'s names. ``reason`` carries the service's
+    ``outcome`` is one of `row_outcome`'s names. ``reason`` carries the service's
     reason text for a final outcome, otherwise the error met (why it was refused, why it
     could not be sent, what interrupted it).
     """
     outcome = row_outcome(row)
-    reason = row.reason_text if outcome in ("accepted", "rejected", "unknown") else row.error
+    reason = row.reason_text if outcome in _FINAL_REASONS else row.error
     return {
         "line": row.line,
         "original_end_to_end_id": row.original_end_to_end_id,
@@ -74,7 +71,7 @@ def result_record(row: RowState) -> dict[str, Any]:
         "cancellation_id": row.cancellation_id,
         "payments_service_id": row.payments_service_id,
         "replayed": None if row.created is None else not row.created,
-        "outcome": outcome,
+        "outcome": outcome.value,
         "status": row.status,
         "reason_codes": list(row.reason_codes),
         "reason": reason or None,
@@ -129,3 +126,25 @@ def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
         os.fsync(fh.fileno())
     tmp.replace(path)
     return path
+
+
+def _counted(rows: Iterable[RowState], totals: RunTotals) -> Iterator[RowState]:
+    """The rows, passed through, each counted in ``totals`` by `row_outcome`: rows
+    by outcome over every run, in the same pass that writes the results file."""
+    for r in rows:
+        totals.add(row_outcome(r), return_request_needed=r.return_request_needed)
+        yield r
+
+
+def write_run_results(rows: Iterable[RowState], results_path: str | Path) -> RunTotals:
+    """Step 4 of a run: write the results file from the rows, and count them by outcome.
+
+    Raises:
+        ResultsWriteError: the file cannot be written (an ``OSError``).
+    """
+    totals = RunTotals()
+    try:
+        write_results(results_path, _counted(rows, totals))
+    except OSError as exc:
+        raise ResultsWriteError(exc.errno, exc.strerror, str(results_path)) from exc
+    return totals

@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from payments_async import Outcome, PaymentsError
-    from payments_async.bulk import BulkReport
-
-    from ._private import QueueStatus
+    from payments_async.bulk import RunTotals
 
 __all__ = [
     "EXIT_BUSINESS",
@@ -23,10 +21,9 @@ __all__ = [
     "EXIT_SERVICE",
     "EXIT_USAGE",
     "CliError",
+    "bulk_exit_code",
     "exit_code_for",
-    "local_bulk_exit_code",
     "outcome_exit_code",
-    "queued_bulk_exit_code",
 ]
 
 EXIT_OK: Final = 0
@@ -83,28 +80,16 @@ def outcome_exit_code(outcome: Outcome) -> int:
     return EXIT_BUSINESS if outcome is Outcome.REJECTED else EXIT_OK
 
 
-# The two mappings of a bulk run's rows to an exit code. They disagree today (a local run
-# exits 3 for unknown outcomes and 1 for refused rows, as docs/cli.md says; a queued run
-# the other way round); they are kept side by side until the bulk runs share one.
+_VERDICT_EXIT: Final = {"done": EXIT_OK, "said_no": EXIT_BUSINESS, "unsettled": EXIT_SERVICE}
+"""Exit code by `payments_async.bulk.Verdict` (a ``StrEnum``: its value is its word)."""
 
 
-def local_bulk_exit_code(report: BulkReport) -> int:
-    """Exit code of ``bulk-cancel`` run in this process (the one ``docs/cli.md`` states)."""
-    t = report.totals
-    if report.interrupted:
-        return EXIT_INTERRUPTED
-    if any(t.get(k, 0) for k in ("not_sent", "in_flight", "pending", "unknown")):
-        return EXIT_SERVICE
-    if t.get("rejected", 0) or t.get("refused", 0):
-        return EXIT_BUSINESS
-    return EXIT_OK
+def bulk_exit_code(totals: RunTotals, *, interrupted: bool = False) -> int:
+    """Exit code of a bulk run, local (``bulk-cancel``) or queued (``--queue``,
+    ``bulk-status``), from what its rows add up to (``docs/cli.md``).
 
-
-def queued_bulk_exit_code(status: QueueStatus) -> int:
-    """Exit code of ``bulk-cancel --queue`` and ``bulk-status`` (a run over workers)."""
-    not_final = status.rows - status.done
-    if not_final or status.outcomes.get("failed", 0):
-        return EXIT_SERVICE
-    if status.outcomes.get("rejected", 0) or status.outcomes.get("unknown", 0):
-        return EXIT_BUSINESS
-    return EXIT_OK
+    0 every valid row accepted; 1 every row final and some rejected or refused by the
+    service; 3 some rows not final (not sent, in flight, pending) or ended ``unknown``;
+    130 a local run was interrupted.
+    """
+    return EXIT_INTERRUPTED if interrupted else _VERDICT_EXIT[totals.verdict]

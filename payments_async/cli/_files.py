@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from payments_async import ConfigurationError, Credentials
+from payments_async.bulk import DuplicateKeyError, unique_keys
 from payments_async.signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
 from ._defaults import CLI_MAX_JSON_DEPTH, ENV_CREDENTIALS
 from ._exit import CliError
-from ._private import DuplicateKeyError, unique_keys
 
 if TYPE_CHECKING:
     from ._context import Settings

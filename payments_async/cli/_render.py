@@ -11,13 +11,12 @@ from rich.text import Text
 
 from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submission, redact_url
 
-from ._exit import EXIT_SERVICE, local_bulk_exit_code, queued_bulk_exit_code
+from ._exit import bulk_exit_code
 
 if TYPE_CHECKING:
-    from payments_async.bulk import BulkReport
+    from payments_async.bulk import BulkReport, QueueStatus, RunTotals
 
     from ._context import Settings
-    from ._private import QueueStatus
 
 __all__ = [
     "bulk_summary",
@@ -128,7 +127,7 @@ def resume_command(settings: Settings, input_path: Path) -> str:
 
 _SUMMARY_ROWS: Final = (
     ("accepted", "accepted"),
-    ("rejected", "rejected (ask for a pacs.004 return)"),
+    ("rejected", "rejected"),
     ("unknown", "outcome unknown (check with the bank)"),
     ("refused", "refused by the service (see the reason)"),
     ("not_sent", "not sent (rerun to send)"),
@@ -150,13 +149,13 @@ def bulk_summary(
     t = report.totals
     run = report.counts
     rate = run.done / report.elapsed if report.elapsed > 0 else 0.0
-    code = local_bulk_exit_code(report)
-    unfinished = t.get("not_sent", 0) + t.get("in_flight", 0) + t.get("pending", 0)
+    code = bulk_exit_code(t, interrupted=report.interrupted)
+    unfinished = t.unfinished
     if settings.json:
         settings.emit(
             {
                 "rows": report.row_count,
-                **{name: t.get(name, 0) for name, _ in _SUMMARY_ROWS},
+                **_totals_dict(t),
                 "this_run": {
                     "sent": run.sent,
                     "submitted": run.submitted,
@@ -175,13 +174,7 @@ def bulk_summary(
             }
         )
         return code
-    table = Table(title="bulk cancellation", show_edge=False)
-    table.add_column("outcome")
-    table.add_column("rows", justify="right")
-    for name, label in _SUMMARY_ROWS:
-        if t.get(name, 0) or name in ("accepted", "rejected"):
-            table.add_row(label, str(t.get(name, 0)))
-    settings.out.print(table)
+    settings.out.print(_totals_table("bulk cancellation", t))
     unanswered = run.sent - run.submitted - run.refused
     settings.say(
         f"this run: {run.sent} request(s) sent: {run.submitted} acknowledged "
@@ -217,8 +210,30 @@ def bulk_summary(
     return code
 
 
+def _totals_dict(t: RunTotals) -> dict[str, int]:
+    """The rows by outcome, as ``--json`` gives them for a local and a queued run alike."""
+    return {
+        **{name: t.get(name) for name, _ in _SUMMARY_ROWS},
+        "return_requests": t.return_requests,
+    }
+
+
+def _totals_table(title: str, t: RunTotals) -> Table:
+    """The rows by outcome, as a local and a queued run show them."""
+    table = Table(title=title, show_edge=False)
+    table.add_column("outcome")
+    table.add_column("rows", justify="right")
+    for name, label in _SUMMARY_ROWS:
+        if t.get(name) or name in ("accepted", "rejected"):
+            table.add_row(label, str(t.get(name)))
+        if name == "rejected" and t.return_requests:
+            table.add_row("  of which: ask for a pacs.004 return", str(t.return_requests))
+    return table
+
+
 def queue_status_dict(st: QueueStatus) -> dict[str, object]:
     return {
+        **_totals_dict(st.totals),
         "run_id": st.run_id,
         "input": st.input_name,
         "rows": st.rows,
@@ -231,22 +246,14 @@ def queue_status_dict(st: QueueStatus) -> dict[str, object]:
 
 
 def queue_summary(settings: Settings, st: QueueStatus) -> int:
-    code = queued_bulk_exit_code(st)
+    code = bulk_exit_code(st.totals)
     if settings.json:
         settings.emit({**queue_status_dict(st), "exit_code": code})
         return code
-    table = Table(title=f"bulk run {st.run_id} ({st.input_name})", show_edge=False)
-    table.add_column("rows")
-    table.add_column("count", justify="right")
-    for name, n in sorted(st.outcomes.items()):
-        table.add_row(name, str(n))
-    for name in ("planned", "sent", "acknowledged", "invalid"):
-        if st.states.get(name, 0):
-            label = name if name == "invalid" else f"{name} (not final)"
-            table.add_row(label, str(st.states[name]))
+    table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
     table.add_row("queued or running", str(st.queued))
     settings.out.print(table)
-    if code == EXIT_SERVICE and st.settled:
+    if st.totals.unfinished and st.settled:
         settings.err.print(
             "some rows are not final and no job is left for them: run the same bulk-cancel "
             "command again to queue them"

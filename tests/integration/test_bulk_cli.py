@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import sqlite3
 import stat
@@ -21,6 +22,7 @@ from click.testing import CliRunner, Result
 from payments_async import Credentials, PaymentsClient, RetryPolicy, Timeout
 from payments_async.bulk import (
     BulkReport,
+    RunTotals,
     SqliteJournal,
     bulk_cancel,
     journal_counts,
@@ -87,7 +89,9 @@ def test_bulk_cancel_csv_then_rerun_changes_nothing(sb: ThreadedSandbox, tmp_pat
     result = bulk(sb, str(src), "--concurrency", "4")
     assert result.exit_code == 1, result.output  # all final, some rejected
     assert "accepted" in result.stdout
-    assert "rejected (ask for a pacs.004 return)" in result.stdout
+    assert re.search(r"\brejected\s*│\s*10\b", result.stdout), result.stdout
+    # Every rejection is NOOR (no such payment): nothing to return, so no pacs.004 advice.
+    assert "pacs.004" not in result.stdout
     assert "results: " in result.stdout
     results = read_results(tmp_path / "cancel.results.csv")
     assert [int(r["line"]) for r in results] == list(range(2, 22))
@@ -205,15 +209,15 @@ def test_a_results_file_that_fails_at_the_end_leaves_the_journal_to_write_it_aga
     """The folder took a file when checked, the disk filled up while the rows were sent."""
     import errno
 
-    from payments_async.bulk import _runner
+    from payments_async.bulk import _results
 
     src = write_csv(tmp_path / "full.csv", bulk_rows(3, prefix="E2E-FULL"))
-    written = _runner.write_results
+    written = _results.write_results
 
     def disk_full(*args: object, **kwargs: object) -> Path:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(_runner, "write_results", disk_full)
+    monkeypatch.setattr(_results, "write_results", disk_full)
     requests = camt056_requests(sb)
     result = bulk(sb, str(src), "--journal", str(tmp_path / "j.sqlite"))
     assert result.exit_code == 3, result.output
@@ -223,7 +227,7 @@ def test_a_results_file_that_fails_at_the_end_leaves_the_journal_to_write_it_aga
     assert "run the same command again" in errors[0]
     assert camt056_requests(sb) == requests + 3
 
-    monkeypatch.setattr(_runner, "write_results", written)
+    monkeypatch.setattr(_results, "write_results", written)
     again = bulk(sb, str(src), "--journal", str(tmp_path / "j.sqlite"))
     assert again.exit_code == 1, again.output  # every row final (rejected: no payments)
     assert camt056_requests(sb) == requests + 3  # nothing sent again
@@ -274,9 +278,9 @@ def test_an_interrupted_run_in_a_database_says_how_to_resume_without_the_passwor
         already_final=0,
         elapsed=1.0,
         interrupted=True,
-        totals={"not_sent": 3},
+        totals=RunTotals.of({"not_sent": 3}),
     )
-    shown = "PostgreSQL dbname=runs host=db.example user=bulk"
+    shown = "PostgreSQL postgresql://***@db.example/runs"
     assert _bulk_summary(settings, report, Path("in.csv"), None, shown) == 130
     said = out.getvalue() + err.getvalue()
     assert f"journal: {shown}" in said
@@ -552,10 +556,10 @@ def test_rows_whose_outcome_codes_nobody_can_classify_are_counted_unknown(
         assert {(r["outcome"], r["status"]) for r in results} == {("unknown", "ZZZZ")}
 
 
-def test_a_database_journal_without_the_scale_extra_is_named_plainly(
+def test_a_database_journal_without_the_scale_extra_is_named_without_its_password(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without psycopg the address cannot be read: opening the journal says why, later."""
+    """Naming the journal needs no psycopg (the scale extra): nothing is parsed."""
     from payments_async.bulk import JournalError
     from payments_async.bulk._stores import _postgres
     from payments_async.cli.commands.bulk import journal_shown as _journal_shown
@@ -564,6 +568,6 @@ def test_a_database_journal_without_the_scale_extra_is_named_plainly(
         raise JournalError("a PostgreSQL journal needs psycopg")
 
     monkeypatch.setattr(_postgres, "require_psycopg", missing)
-    assert _journal_shown("postgresql://u:Pw-1@h/db") == "PostgreSQL"
+    assert _journal_shown("postgresql://u:Pw-1@h/db") == "PostgreSQL postgresql://***@h/db"
     assert _journal_shown(None) is None
     assert _journal_shown("j.sqlite") is None

@@ -19,9 +19,7 @@ import psycopg
 import pytest
 
 from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.bulk import RESULT_COLUMNS, PlannedRow
-from payments_async.bulk._queue import queue_status
-from payments_async.bulk._stores import open_journal
+from payments_async.bulk import RESULT_COLUMNS, PlannedRow, open_journal, queue_status
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from tests.support.cli import (
     FakeService,
@@ -465,13 +463,13 @@ def test_losing_the_database_while_watching_a_run_is_one_line(
 ) -> None:
     from click.testing import CliRunner
 
-    from payments_async.bulk import JournalError, _queue
+    from payments_async import bulk
     from payments_async.cli import cli
 
     def gone(*args: object) -> None:
-        raise JournalError("cannot read the PostgreSQL journal: the connection was lost")
+        raise bulk.JournalError("cannot read the PostgreSQL journal: the connection was lost")
 
-    monkeypatch.setattr(_queue, "queue_status", gone)
+    monkeypatch.setattr(bulk, "queue_status", gone)
     src = write_csv(tmp_path / "watch.csv", bulk_rows(2, prefix="E2E-WATCH"))
     with threaded_sandbox() as sb:
         result = CliRunner().invoke(

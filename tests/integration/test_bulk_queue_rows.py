@@ -158,7 +158,7 @@ def test_a_sent_row_whose_message_is_now_refused_ends_unknown_not_refused(pg_dsn
     (raised,) = asyncio.run(run_jobs(pg_dsn, FailingClient(ValidationError.single("$", "bad"))))
     assert raised is None  # final: retrying cannot help
     state, _, outcome, _ = row(pg_dsn)
-    assert (state, outcome) == ("final", "unknown")  # not "failed" (refused): it may be stored
+    assert (state, outcome) == ("final", "unknown")  # not "refused": the service may have it
     with psycopg.connect(pg_dsn) as conn:
         found = conn.execute(
             "SELECT reason_text FROM payments_bulk_rows WHERE run_id = %s AND line = %s",
@@ -189,7 +189,7 @@ class DecidedElsewhere(FailingClient):
     "error",
     [
         ValidationError.single("$", "bad"),  # would end "unknown"
-        ApiError("already used", status=400, method="POST", path=CAMT056_PATH),  # "failed"
+        ApiError("already used", status=400, method="POST", path=CAMT056_PATH),  # "refused"
     ],
     ids=["not-resent", "refused"],
 )

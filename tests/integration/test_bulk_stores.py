@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -18,10 +19,10 @@ from payments_async.bulk import (
     MemoryJournal,
     PlannedRow,
     RowState,
+    RunTotals,
     bulk_cancel,
 )
-from payments_async.bulk._results import UNFINISHED, row_outcome
-from payments_async.bulk._runner import _counted, _no_totals
+from payments_async.bulk._results import UNFINISHED, _counted, row_outcome
 from payments_async.bulk._stores import is_postgres_url, open_journal
 from payments_async.bulk._stores._postgres import PostgresJournal
 from payments_async.sandbox import SandboxConfig
@@ -121,16 +122,19 @@ def _old_totals(rows: Sequence[RowState]) -> dict[str, int]:
     return out
 
 
+def _journal(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Journal:
+    """A new journal of run RUN1 in the store ``kind`` names."""
+    if kind == "memory":
+        return MemoryJournal("RUN1")
+    target = tmp_path / "j.sqlite" if kind == "sqlite" else request.getfixturevalue("pg_dsn")
+    return open_journal(target, input_sha256="a" * 64, new_run_id="RUN1")
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
 async def test_streamed_reads_and_totals_match_every_row_in_memory(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    j: Journal
-    if kind == "memory":
-        j = MemoryJournal("RUN1")
-    else:
-        target = tmp_path / "j.sqlite" if kind == "sqlite" else request.getfixturevalue("pg_dsn")
-        j = open_journal(target, input_sha256="a" * 64, new_run_id="RUN1")
+    j = _journal(kind, request, tmp_path)
     j.plan([*_rows(9), PlannedRow(11, None, None, None, None, error="amount: bad")])
     for line in range(3, 11):
         await j.mark_sent(line)
@@ -154,19 +158,65 @@ async def test_streamed_reads_and_totals_match_every_row_in_memory(
     assert list(j.iter_rows()) == every
     assert list(j.iter_rows(unfinished=True)) == [r for r in every if not r.is_done]
     assert j.state_counts() == Counter(r.state for r in every)
-    totals = _no_totals()
+    totals = RunTotals()
     assert list(_counted(j.iter_rows(), totals)) == every
-    assert totals == _old_totals(every)
-    assert {k: n for k, n in totals.items() if n} == {
+    assert totals.as_dict() == _old_totals(every)
+    assert {k: n for k, n in totals.as_dict().items() if n} == {
         "not_sent": 3,  # 2 never sent, 9 back to planned, 8 final as not sent
         "in_flight": 2,  # 3, and 10 whose answer was an error
         "pending": 1,  # 4
         "accepted": 1,
         "rejected": 1,
-        "refused": 1,  # 7: final as failed
+        "refused": 1,  # 7: final as refused
         "invalid": 1,
     }
     j.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+async def test_a_change_for_an_attempt_is_made_only_while_the_row_is_as_it_left_it(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # Two executions of one row (a worker wrongly taken for dead): the older attempt's
+    # late "not sent" / "refused" must not undo what the newer one recorded.
+    j = _journal(kind, request, tmp_path)
+    j.plan(_rows(3))
+    await j.mark_sent(2)  # attempt 1
+    await j.mark_sent(2)  # attempt 2, by another execution
+    await j.mark_not_sent(2, "late: attempt 1", final=False, if_attempts=1)
+    await j.mark_error(2, "late: attempt 1", final=True, if_attempts=1)
+    await j.mark_final(
+        2,
+        outcome="unknown",
+        status=None,
+        reason_codes=(),
+        reason_text="late",
+        return_request_needed=False,
+        if_attempts=1,
+    )
+    row = j.rows()[0]
+    assert (row.state, row.outcome, row.error, row.attempts) == ("sent", None, None, 2)
+    await j.mark_error(2, "refused by attempt 2", final=True, if_attempts=2)
+    await j.mark_sent(3)
+    await j.mark_acknowledged(3, "PSID-3", created=True)
+    await j.mark_not_sent(3, "late: attempt 1", final=False, if_attempts=1)  # not sent: no
+    row2, row3 = j.rows()[:2]
+    assert (row2.state, row2.outcome, row2.error) == ("final", "refused", "refused by attempt 2")
+    assert (row3.state, row3.payments_service_id) == ("acknowledged", "PSID-3")
+    j.close()
+
+
+def test_a_journal_written_with_the_old_word_reads_refused(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    j = open_journal(path, input_sha256="a" * 64, new_run_id="RUN1")
+    j.plan(_rows(1))
+    j.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE rows SET state = 'final', outcome = 'failed', error = 'E: 400'")
+    again = open_journal(path, input_sha256="a" * 64, new_run_id="RUN2")
+    (row,) = again.rows()
+    assert (row.state, row.outcome, row_outcome(row)) == ("final", "refused", "refused")
+    again.close()
 
 
 def test_postgres_journal_keeps_one_run_per_input(pg_dsn: str) -> None:
@@ -212,10 +262,13 @@ def test_two_processes_planning_one_input_write_one_plan(pg_dsn: str) -> None:
 
 
 def test_an_address_is_shown_without_any_password() -> None:
-    from payments_async.bulk._stores._postgres import redact
+    from payments_async import redact_url
 
-    shown = redact("postgresql://u:Pw-1@h/db?sslpassword=Pw-2&password=Pw-3&sslmode=require")
-    assert shown == "dbname=db host=h sslmode=require user=u"
+    shown = redact_url("postgresql://u:Pw-1@h/db?sslpassword=Pw-2&password=Pw-3&sslmode=require")
+    assert shown == "postgresql://***@h/db?sslpassword=***&password=***&sslmode=require"
+    assert redact_url("host=h user=u password=Pw-4 dbname=db") == (
+        "host=h user=u password=*** dbname=db"
+    )
 
 
 def test_unreachable_postgres_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
@@ -244,8 +297,7 @@ def test_the_cli_names_a_database_journal_without_its_password(
         result = CliRunner().invoke(cli, [*argv, "--journal", dsn])
     assert result.exit_code == 1, result.output  # all final: rejected (no such payments)
     summary = json.loads(result.stdout)
-    assert summary["journal"].startswith("PostgreSQL ")
-    assert "dbname=" in summary["journal"]
+    assert summary["journal"].startswith("PostgreSQL postgresql://***@")
     assert "Not-Shown-Pw" not in result.output
 
 

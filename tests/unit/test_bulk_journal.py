@@ -182,7 +182,7 @@ async def test_memory_journal_keeps_the_same_states() -> None:
     await j.mark_acknowledged(2, "cxl-1", created=False)
     await j.mark_error(2, "refused", final=True)
     (row,) = j.rows()
-    assert (row.state, row.outcome, row.error, row.attempts) == ("final", "failed", "refused", 1)
+    assert (row.state, row.outcome, row.error, row.attempts) == ("final", "refused", "refused", 1)
     assert j.path is None
 
 

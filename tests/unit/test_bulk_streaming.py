@@ -9,9 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from payments_async.bulk import JournalError, PlannedRow, plan_rows, read_input
-from payments_async.bulk._input import check_input
-from payments_async.bulk._runner import plan_input
+from payments_async.bulk import (
+    JournalError,
+    PlannedRow,
+    check_input,
+    plan_input,
+    plan_rows,
+    read_input,
+)
 
 HEADER = (
     "original_end_to_end_id,amount,creditor_agent_bic,creditor_iban,reason,assigner_bic,"

@@ -50,3 +50,25 @@ def test_argparse_and_click_take_the_same_sandbox_options() -> None:
     clicked = {o for p in command.params for o in p.opts if o != "--help"}
     parsed = {o for a in build_parser()._actions for o in a.option_strings} - {"-h", "--help"}
     assert clicked == parsed == {o.flag for o in SANDBOX_OPTIONS}
+
+
+@pytest.mark.parametrize(
+    ("counts", "interrupted", "code"),
+    [
+        ({"accepted": 2, "invalid": 1}, False, 0),
+        ({"accepted": 1, "rejected": 1}, False, 1),
+        ({"accepted": 1, "refused": 1}, False, 1),
+        ({"refused": 1, "unknown": 1}, False, 3),
+        ({"not_sent": 2}, False, 3),
+        ({"rejected": 1, "in_flight": 1}, False, 3),
+        ({"accepted": 1, "pending": 1}, False, 3),
+        ({"accepted": 2}, True, 130),
+    ],
+)
+def test_a_bulk_run_exits_by_the_one_rule_of_docs_cli(
+    counts: dict[str, int], interrupted: bool, code: int
+) -> None:
+    from payments_async.bulk import RunTotals
+    from payments_async.cli._exit import bulk_exit_code
+
+    assert bulk_exit_code(RunTotals.of(counts), interrupted=interrupted) == code

@@ -38,6 +38,18 @@ def test_is_loopback(host: str, loopback: bool) -> None:
         ("http://host/x#frag@not-userinfo", "http://host/x#frag@not-userinfo"),
         ("http://[::1]:80/notifications", "http://[::1]:80/notifications"),
         ("not a url at all", "not a url at all"),
+        # A password with "/", "?" or "#" unencoded: libpq reads it up to its "@".
+        ("postgresql://u:pa/ss@h/db", "postgresql://***@h/db"),
+        ("postgresql://u:pa?ss@h/db", "postgresql://***@h/db"),
+        ("postgresql://u:pa#ss@h/db?sslmode=require", "postgresql://***@h/db?sslmode=require"),
+        ("postgresql://u:pa?ss@h", "postgresql://***@h"),
+        ("postgres://h?PassWord=s3&sslmode=require", "postgres://h?PassWord=***&sslmode=require"),
+        ("postgresql:///db?host=/tmp&password=s3", "postgresql:///db?host=/tmp&password=***"),
+        ("postgresql://h/db?user=a@b", "postgresql://h/db?user=a@b"),
+        # libpq's key=value form, a value quoted or not.
+        ("host=h user=u password=s3 dbname=d", "host=h user=u password=*** dbname=d"),
+        ("host=h sslpassword = 's 3\\' x' dbname=d", "host=h sslpassword = *** dbname=d"),
+        ("password authentication failed for user u", "password authentication failed for user u"),
     ],
 )
 def test_redact_url_hides_credentials_only(text: str, shown: str) -> None:

@@ -1,6 +1,6 @@
 """Where a bulk journal lives: a SQLite file (the default) or a PostgreSQL database.
 
-Both stores implement :class:`~payments_async.bulk.Journal`; :func:`open_journal` picks
+Both stores implement `payments_async.bulk.Journal`; `open_journal` picks
 one from the ``--journal`` value. PostgreSQL needs the ``scale`` extra (psycopg), and
 psycopg is imported only when a ``postgresql://`` journal is opened.
 """

@@ -21,39 +21,36 @@ from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._urls import redact_url
 from .._journal import (
-    ACKNOWLEDGED,
-    FINAL,
-    INVALID,
-    NOT_SENT,
-    PLANNED,
     READ_BATCH,
-    SENT,
     JournalError,
     PlannedRow,
     RowState,
     StoreReads,
     row_from_record,
 )
+from .._rows import RowOutcome, Stage
 
 if TYPE_CHECKING:
     import psycopg
+    import psycopg_pool
 
 __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "GroupCommitter",
     "PostgresJournal",
+    "PostgresRows",
     "connect",
     "connect_error",
     "ensure_schema",
     "find_run",
     "open_run",
     "plan_run",
-    "redact",
+    "read_row",
     "require_psycopg",
     "row_from_record",
-    "sql_for_final",
 ]
 
 SCHEMA_VERSION: Final = 1
@@ -101,7 +98,7 @@ ROW_COLUMNS: Final = (
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
     "return_request_needed, error"
 )
-"""The columns :func:`row_from_record` reads, in its order."""
+"""The columns `row_from_record` reads, in its order."""
 
 _SELECT_AFTER: Final = (
     f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
@@ -116,40 +113,28 @@ _COUNT_STATES: Final = (
     "SELECT state, COUNT(*) FROM payments_bulk_rows WHERE run_id = %s GROUP BY state"
 )
 
-SQL_SENT: Final = (
+_SQL_SENT: Final = (
     "UPDATE payments_bulk_rows SET state = %s, attempts = attempts + 1, updated_at = %s "
     "WHERE run_id = %s AND line = %s"
 )
-SQL_ACKNOWLEDGED: Final = (
+_SQL_ACKNOWLEDGED: Final = (
     "UPDATE payments_bulk_rows SET state = %s, payments_service_id = %s, created = %s, "
     "error = NULL, updated_at = %s WHERE run_id = %s AND line = %s"
 )
-SQL_FINAL: Final = (
+_SQL_FINAL: Final = (
     "UPDATE payments_bulk_rows SET state = %s, outcome = %s, status = %s, reason_codes = %s, "
     "reason_text = %s, return_request_needed = %s, error = NULL, updated_at = %s "
     "WHERE run_id = %s AND line = %s"
 )
-SQL_FAILED: Final = (
-    "UPDATE payments_bulk_rows SET state = %s, outcome = 'failed', error = %s, updated_at = %s "
-    "WHERE run_id = %s AND line = %s"
-)
-SQL_NOT_SENT: Final = (
+_SQL_ENDED: Final = (
     "UPDATE payments_bulk_rows SET state = %s, outcome = %s, error = %s, updated_at = %s "
     "WHERE run_id = %s AND line = %s"
 )
-IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = %s"
-"""What a queue worker's failed attempt adds to its statement: change the row only if it is
-still as that attempt left it (``sent``, that attempt's count). Another execution of the
-row's job (a worker taken for dead) may have sent it since, or learnt its outcome."""
-SQL_UNSENT: Final = SQL_NOT_SENT + IF_STILL_SENT
-"""An attempt that never left: back to planned (or final not_sent)."""
-SQL_FAILED_IF_SENT: Final = SQL_FAILED + IF_STILL_SENT
-"""An attempt the service refused for good: final ``failed``."""
-SQL_FINAL_IF_SENT: Final = SQL_FINAL + IF_STILL_SENT
-"""An outcome this attempt decided (see :func:`sql_for_final`)."""
-SQL_ERROR: Final = (
+_SQL_ERROR: Final = (
     "UPDATE payments_bulk_rows SET error = %s, updated_at = %s WHERE run_id = %s AND line = %s"
 )
+_IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = %s"
+_SELECT_ROW: Final = f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows WHERE run_id = %s AND line = %s"  # noqa: S608
 
 
 def require_psycopg() -> None:
@@ -164,18 +149,6 @@ def require_psycopg() -> None:
         raise JournalError(
             "a PostgreSQL journal needs psycopg: pip install 'payments-async[scale]'"
         ) from exc
-
-
-def redact(dsn: str) -> str:
-    """The address without its password, for messages."""
-    require_psycopg()
-    import psycopg
-
-    try:
-        params = psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable PostgreSQL address>"
-    return " ".join(f"{k}={v}" for k, v in sorted(params.items()) if "password" not in k.lower())
 
 
 _ADDRESS_FORM: Final = (
@@ -199,7 +172,7 @@ def connect_error(dsn: str, exc: Exception) -> JournalError:
         return JournalError(
             f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
         )
-    return JournalError(f"cannot connect to PostgreSQL ({redact(dsn)}): {exc}")
+    return JournalError(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:
@@ -315,7 +288,7 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
                         r.assignment_id,
                         r.cancellation_id,
                         r.body,
-                        INVALID if r.error is not None else PLANNED,
+                        (Stage.INVALID if r.error is not None else Stage.PLANNED).value,
                         r.error,
                         now,
                     )
@@ -326,30 +299,6 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
             (n, run_id),
         )
     return True
-
-
-def sql_for_final(
-    run_id: str,
-    line: int,
-    *,
-    outcome: str,
-    status: str | None,
-    reason_codes: Sequence[str],
-    reason_text: str | None,
-    return_request_needed: bool,
-) -> tuple[str, tuple[Any, ...]]:
-    """The statement that records a row's outcome."""
-    return SQL_FINAL, (
-        FINAL,
-        outcome,
-        status,
-        json.dumps(list(reason_codes)),
-        reason_text,
-        return_request_needed,
-        time.time(),
-        run_id,
-        line,
-    )
 
 
 class GroupCommitter:
@@ -378,7 +327,7 @@ class GroupCommitter:
     def write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
         """Queue one change; the future resolves once it is committed.
 
-        The future fails with :class:`JournalError` when its transaction cannot be written.
+        The future fails with `JournalError` when its transaction cannot be written.
         """
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((sql, params, fut))
@@ -429,11 +378,110 @@ class GroupCommitter:
             self._aconn = None
 
 
-class PostgresJournal(StoreReads["psycopg.Connection[Any]"]):
+async def read_row(
+    pool: psycopg_pool.AsyncConnectionPool[Any], run_id: str, line: int
+) -> RowState | None:
+    """One row of a run as the journal records it, or None when there is no such row."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(_SELECT_ROW, (run_id, line))
+        rec = await cur.fetchone()
+    return None if rec is None else row_from_record(rec)
+
+
+class PostgresRows:
+    """The state changes of one run's rows (the writing half of the journal protocol).
+
+    Every change goes through a `GroupCommitter`, shared by every run of a worker
+    process; each awaited change is committed before its coroutine resumes. With
+    ``if_attempts`` a change is made only if the row is still ``sent`` after exactly that
+    many attempts (see `payments_async.bulk.Journal.mark_final`).
+
+    Args:
+        committer: the group committer to write with.
+        run_id: the run the rows belong to.
+    """
+
+    def __init__(self, committer: GroupCommitter, run_id: str) -> None:
+        self._committer = committer
+        self._run_id = run_id
+
+    def _write(
+        self, sql: str, params: tuple[Any, ...], if_attempts: int | None = None
+    ) -> asyncio.Future[None]:
+        if if_attempts is not None:
+            sql, params = sql + _IF_STILL_SENT, (*params, if_attempts)
+        return self._committer.write(sql, params)
+
+    async def mark_sent(self, line: int) -> None:
+        """Commit ``sent`` (one more attempt) before the request goes out."""
+        await self._write(_SQL_SENT, (Stage.SENT.value, time.time(), self._run_id, line))
+
+    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
+        """Commit the ``paymentsServiceId`` before the row is waited on."""
+        await self._write(
+            _SQL_ACKNOWLEDGED,
+            (
+                Stage.ACKNOWLEDGED.value,
+                payments_service_id,
+                created,
+                time.time(),
+                self._run_id,
+                line,
+            ),
+        )
+
+    async def mark_final(
+        self,
+        line: int,
+        *,
+        outcome: str,
+        status: str | None,
+        reason_codes: Sequence[str],
+        reason_text: str | None,
+        return_request_needed: bool,
+        if_attempts: int | None = None,
+    ) -> None:
+        """Commit the outcome; the row counts as done only after this returns."""
+        params = (
+            Stage.FINAL.value,
+            RowOutcome(outcome).value,
+            status,
+            json.dumps(list(reason_codes)),
+            reason_text,
+            return_request_needed,
+            time.time(),
+            self._run_id,
+            line,
+        )
+        await self._write(_SQL_FINAL, params, if_attempts)
+
+    async def mark_error(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
+        """Commit an error; a ``final`` one ends the row as ``refused``."""
+        now = time.time()
+        if final:
+            ended = (Stage.FINAL.value, RowOutcome.REFUSED.value, error, now, self._run_id, line)
+            await self._write(_SQL_ENDED, ended, if_attempts)
+        else:
+            await self._write(_SQL_ERROR, (error, now, self._run_id, line), if_attempts)
+
+    async def mark_not_sent(
+        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
+    ) -> None:
+        """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
+        state, outcome = (
+            (Stage.FINAL.value, RowOutcome.NOT_SENT.value) if final else (Stage.PLANNED.value, None)
+        )
+        params = (state, outcome, error, time.time(), self._run_id, line)
+        await self._write(_SQL_ENDED, params, if_attempts)
+
+
+class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
     """The journal of one run in PostgreSQL, for the single-process runner.
 
-    Open it with :meth:`open`. Rows are not kept in memory. Reads and the plan use a
-    synchronous connection (a read is one batch of :data:`READ_BATCH` rows, by line);
+    Open it with `open`. Rows are not kept in memory. Reads and the plan use a
+    synchronous connection (a read is one batch of `READ_BATCH` rows, by line);
     state changes go through an asyncio connection in grouped transactions, each awaited
     change committed before its coroutine resumes.
 
@@ -447,11 +495,10 @@ class PostgresJournal(StoreReads["psycopg.Connection[Any]"]):
     def __init__(
         self, conn: psycopg.Connection[Any], dsn: str, run_id: str, *, planned: bool
     ) -> None:
+        super().__init__(GroupCommitter(dsn), run_id)
         self._conn = conn
         self._dsn = dsn
-        self._run_id = run_id
         self._planned = planned
-        self._committer = GroupCommitter(dsn)
         self._plan_commits = 0
 
     @classmethod
@@ -536,45 +583,10 @@ class PostgresJournal(StoreReads["psycopg.Connection[Any]"]):
             raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
         return [row_from_record(rec) for rec in records]
 
-    # --- group commit ----------------------------------------------------------------------
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
-        return self._committer.write(sql, params)
-
     @property
     def commits(self) -> int:
         """Transactions written (the plan's and the grouped changes'), for benchmarks and tests."""
         return self._plan_commits + self._committer.commits
-
-    async def mark_sent(self, line: int) -> None:
-        """Commit ``sent`` (one more attempt) before the request goes out."""
-        await self._write(SQL_SENT, (SENT, time.time(), self._run_id, line))
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """Commit the ``paymentsServiceId`` before the row is waited on."""
-        await self._write(
-            SQL_ACKNOWLEDGED,
-            (ACKNOWLEDGED, payments_service_id, created, time.time(), self._run_id, line),
-        )
-
-    async def mark_final(self, line: int, **outcome: Any) -> None:
-        """Commit the outcome; the row counts as done only after this returns.
-
-        Takes the keyword arguments of :meth:`Journal.mark_final`.
-        """
-        await self._write(*sql_for_final(self._run_id, line, **outcome))
-
-    async def mark_error(self, line: int, error: str, *, final: bool) -> None:
-        """Commit an error; a ``final`` one ends the row as ``failed``."""
-        if final:
-            await self._write(SQL_FAILED, (FINAL, error, time.time(), self._run_id, line))
-        else:
-            await self._write(SQL_ERROR, (error, time.time(), self._run_id, line))
-
-    async def mark_not_sent(self, line: int, error: str, *, final: bool) -> None:
-        """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
-        state, outcome = (FINAL, NOT_SENT) if final else (PLANNED, None)
-        await self._write(SQL_NOT_SENT, (state, outcome, error, time.time(), self._run_id, line))
 
     async def aclose(self) -> None:
         """Wait for queued changes, then close both connections."""

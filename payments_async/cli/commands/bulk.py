@@ -4,35 +4,36 @@ queued run's ``bulk-status`` and ``bulk-results``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 import click
 from rich.text import Text
 
-from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout
+from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout, bulk, redact_url
 from payments_async.bulk import (
+    DEFAULT_CONCURRENCY,
+    STATUS_INTERVAL,
     BulkCounts,
+    BulkEvents,
     BulkInputError,
     InputCheck,
     JournalError,
+    QueueStatus,
     ResultsWriteError,
-    check_input,
+    check_run_input,
     connection_limit_for,
     default_results_path,
+    is_postgres_url,
     new_run_id,
     plan_input,
 )
-from payments_async.bulk import bulk_cancel as run_bulk_cancel
 
-from .. import _private
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
-from .._private import BULK_STATUS_INTERVAL, QueueStatus
-from .._progress import input_bar, run_bar, showing
+from .._progress import InputBar, RunBar, input_bar, run_bar, showing
 from .._render import bulk_summary, queue_summary
 from .._run import (
     describe_unreachable,
@@ -52,7 +53,7 @@ __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1, max=1000),
-    default=32,
+    default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="HTTP requests (submissions and outcome reads) in flight at once.",
 )
@@ -151,21 +152,9 @@ def bulk_cancel(
             async with make_client(settings, limits=limits, timeout=Timeout()) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
-
-                def planned(bulk: InputCheck, resumed: bool) -> None:
-                    if reading is not None:
-                        reading.close()
-                    if settings.json:
-                        return
-                    if resumed:
-                        settings.err.print(
-                            f"resuming the run recorded in its journal ({bulk.total} rows)"
-                        )
-                    else:
-                        settings.err.print(f"{bulk.valid} rows planned")
-
+                events = _LocalRunEvents(settings, client, results, bar, reading)
                 with set_on_signals(stop), showing(bar):
-                    report = await run_bulk_cancel(
+                    report = await bulk.bulk_cancel(
                         client,
                         input_path,
                         results_path=results_path,
@@ -174,14 +163,8 @@ def bulk_cancel(
                         skip_invalid=skip_invalid,
                         concurrency=concurrency,
                         timeout=timeout,
-                        progress=bar,
+                        events=events,
                         stop=stop,
-                        on_plan=planned,
-                        # The service is checked once the input is: bad input is exit 2
-                        # whatever the service's state, and no journal is made for a run
-                        # that cannot start.
-                        on_checked=lambda _: _checked_then_token(client, results),
-                        input_progress=reading,
                     )
         except BulkInputError as exc:
             raise _input_refused(settings, input_path, exc) from None
@@ -210,6 +193,48 @@ def bulk_cancel(
     run_command(settings, go)
 
 
+class _LocalRunEvents(BulkEvents):
+    """What ``bulk-cancel`` shows as its run goes: the input's bar, messages, the run's bar."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: PaymentsClient,
+        results: Path,
+        bar: RunBar | None,
+        reading: InputBar | None,
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self._results = results
+        self._bar = bar
+        self._reading = reading
+
+    def reading(self, phase: str, done: int, size: int) -> None:
+        if self._reading is not None:
+            self._reading(phase, done, size)
+
+    async def checked(self, checked: InputCheck) -> None:
+        # The service is checked once the input is: bad input is exit 2 whatever the
+        # service's state, and no journal is made for a run that cannot start.
+        await _checked_then_token(self._client, self._results)
+
+    def planned(self, checked: InputCheck, resumed: bool) -> None:
+        if self._reading is not None:
+            self._reading.close()
+        settings = self._settings
+        if settings.json:
+            return
+        if resumed:
+            settings.err.print(f"resuming the run recorded in its journal ({checked.total} rows)")
+        else:
+            settings.err.print(f"{checked.valid} rows planned")
+
+    def update(self, counts: BulkCounts) -> None:
+        if self._bar is not None:
+            self._bar.update(counts)
+
+
 def journal_shown(journal: str | None) -> str | None:
     """How messages name a ``--journal`` database (its password left out); None for a file.
 
@@ -219,16 +244,13 @@ def journal_shown(journal: str | None) -> str | None:
     """
     if journal is None or "://" not in journal:
         return None
-    if not _private.is_postgres_url(journal):
+    if not is_postgres_url(journal):
         scheme = journal.partition("://")[0][:20]
         raise click.BadParameter(
             f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
             param_hint="'--journal'",
         )
-    try:
-        return f"PostgreSQL {_private.redact_dsn(journal)}"
-    except (ImportError, JournalError):  # no scale extra: opening the journal says so
-        return "PostgreSQL"
+    return f"PostgreSQL {redact_url(journal)}"
 
 
 def _input_refused(settings: Settings, input_path: Path, exc: BulkInputError) -> CliError:
@@ -257,17 +279,15 @@ def _bulk_cancel_queued(
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
     reading = input_bar(settings)
-
-    def told(phase: str) -> Callable[[int, int], None] | None:
-        if reading is None:
-            return None
-        return lambda done, size: reading(phase, done, size)
+    events = _QueuedRunEvents(reading)
 
     async def go() -> int:
         if not settings.json:
             settings.err.print(f"checking {input_path} ...")
         try:
-            bulk = await asyncio.to_thread(check_input, input_path, progress=told("check"))
+            checked = await check_run_input(input_path, skip_invalid=skip_invalid, events=events)
+        except BulkInputError as exc:
+            raise _input_refused(settings, input_path, exc) from None
         except UnicodeDecodeError as exc:
             raise _input_not_utf8(input_path, exc) from None
         except OSError as exc:
@@ -275,15 +295,13 @@ def _bulk_cancel_queued(
         finally:
             if reading is not None:
                 reading.close()
-        if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
-            raise _input_refused(settings, input_path, BulkInputError(bulk.errors))
         try:
-            report = await _private.enqueue_run(
+            report = await bulk.enqueue_run(
                 queue_url,
-                input_sha256=bulk.sha256,
+                input_sha256=checked.sha256,
                 input_name=input_path.name,
                 new_run_id=new_run_id(),
-                plan=lambda run_id: plan_input(bulk, run_id, progress=told("plan")),
+                plan=lambda run_id: plan_input(checked, run_id, progress=events.plan_progress),
             )
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
@@ -310,7 +328,7 @@ def _bulk_cancel_queued(
         with showing(bar):
             while True:
                 try:
-                    st = await asyncio.to_thread(_private.queue_status, queue_url, report.run_id)
+                    st = await asyncio.to_thread(bulk.queue_status, queue_url, report.run_id)
                 except JournalError as exc:
                     # The rows are queued: the workers go on without this watcher.
                     if not settings.json:
@@ -323,22 +341,37 @@ def _bulk_cancel_queued(
                     bar.update(_queue_counts(st))
                 if st.settled:
                     break
-                await asyncio.sleep(BULK_STATUS_INTERVAL)
+                await asyncio.sleep(STATUS_INTERVAL)
         return queue_summary(settings, st)
 
     run_command(settings, go)
 
 
+class _QueuedRunEvents(BulkEvents):
+    """The input's bar while ``bulk-cancel --queue`` checks and plans the file."""
+
+    def __init__(self, reading: InputBar | None) -> None:
+        self._reading = reading
+
+    def reading(self, phase: str, done: int, size: int) -> None:
+        if self._reading is not None:
+            self._reading(phase, done, size)
+
+    def plan_progress(self, done: int, size: int) -> None:
+        self.reading("plan", done, size)
+
+
 def _queue_counts(st: QueueStatus) -> BulkCounts:
-    """The progress bar's counters from a :class:`QueueStatus`."""
-    oc = st.outcomes
+    """The progress bar's counters from a `QueueStatus`."""
+    t = st.totals
     return BulkCounts(
         total=st.rows - st.states.get("invalid", 0),
         submitted=st.states.get("acknowledged", 0) + st.states.get("final", 0),
-        accepted=oc.get("accepted", 0),
-        rejected=oc.get("rejected", 0),
-        unknown=oc.get("unknown", 0),
-        failed=oc.get("failed", 0),
+        accepted=t.get("accepted"),
+        rejected=t.get("rejected"),
+        unknown=t.get("unknown"),
+        refused=t.get("refused"),
+        failed=t.get("refused"),
     )
 
 
@@ -349,12 +382,13 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
 def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
     """Show the progress of a distributed bulk run across all its workers.
 
-    Exit: 0 all rows accepted; 1 all final, some rejected; 3 rows not final yet.
+    Exit: 0 all rows accepted; 1 all final, some rejected or refused by the service; 3 rows
+    not final yet, or outcomes nobody can tell (check them with the bank).
     """
 
     async def go() -> int:
         try:
-            st = await asyncio.to_thread(_private.queue_status, queue_url, run_id)
+            st = await asyncio.to_thread(bulk.queue_status, queue_url, run_id)
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         return queue_summary(settings, st)
@@ -379,9 +413,7 @@ def bulk_results(settings: Settings, queue_url: str, run_id: str | None, output:
     async def go() -> int:
         check_results_path(output, "--output")
         try:
-            run, path = await asyncio.to_thread(
-                _private.write_queue_results, queue_url, output, run_id
-            )
+            run, path = await asyncio.to_thread(bulk.write_queue_results, queue_url, output, run_id)
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         except OSError as exc:

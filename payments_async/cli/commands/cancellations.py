@@ -13,14 +13,13 @@ from payments_async import (
     Outcome,
     check_payments_service_id,
 )
-from payments_async.bulk import COLUMNS, check_row
+from payments_async.bulk import COLUMNS, check_row, parse_record
 from payments_async.iso20022 import build_cancellation, decode_camt056, summarize_resolution
 
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, CliError, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
 from .._params import read_options, seconds
-from .._private import parse_record
 from .._render import outcome_dict, say_outcome, say_submission, submission_dict
 from .._run import connected, run_command
 

@@ -6,20 +6,19 @@ import asyncio
 
 import click
 
-from payments_async import POLL_TIMEOUT, Limits
-from payments_async.bulk import JournalError
+from payments_async import POLL_TIMEOUT, Limits, bulk
+from payments_async.bulk import (
+    HEARTBEAT_INTERVAL,
+    STALLED_AFTER,
+    STALLED_CHECK_INTERVAL,
+    WORKER_CONCURRENCY,
+    WORKER_ROWS,
+    JournalError,
+)
 
-from .. import _private
 from .._context import Settings, pass_settings
 from .._exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 from .._params import queue_option, seconds
-from .._private import (
-    BULK_HEARTBEAT_INTERVAL,
-    BULK_STALLED_AFTER,
-    BULK_STALLED_CHECK_INTERVAL,
-    BULK_WORKER_CONCURRENCY,
-    BULK_WORKER_ROWS,
-)
 from .._run import make_client, run_command, set_on_signals
 
 __all__ = ["worker"]
@@ -30,14 +29,14 @@ __all__ = ["worker"]
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1, max=1000),
-    default=BULK_WORKER_CONCURRENCY,
+    default=WORKER_CONCURRENCY,
     show_default=True,
     help="HTTP requests (submissions and outcome reads) this process has in flight.",
 )
 @click.option(
     "--rows",
     type=click.IntRange(min=1, max=100_000),
-    default=BULK_WORKER_ROWS,
+    default=WORKER_ROWS,
     show_default=True,
     help="Rows this process works on at once (most of them waiting for their outcome).",
 )
@@ -54,7 +53,7 @@ __all__ = ["worker"]
     "--heartbeat",
     type=click.FloatRange(min=0.1),
     callback=seconds,
-    default=BULK_HEARTBEAT_INTERVAL,
+    default=HEARTBEAT_INTERVAL,
     show_default=True,
     metavar="S",
     help="Seconds between this worker's heartbeats.",
@@ -63,7 +62,7 @@ __all__ = ["worker"]
     "--stalled-after",
     type=click.FloatRange(min=0.5),
     callback=seconds,
-    default=BULK_STALLED_AFTER,
+    default=STALLED_AFTER,
     show_default=True,
     metavar="S",
     help="A worker silent this long is taken for dead and its rows are run again.",
@@ -103,7 +102,7 @@ def worker(
                 settings.err.print(f"worker ready ({rows} rows, {concurrency} requests at once)")
 
         work = asyncio.ensure_future(
-            _private.run_worker(
+            bulk.run_worker(
                 queue_url,
                 lambda limit: make_client(settings, limits=Limits(connections=limit)),
                 concurrency=concurrency,
@@ -111,7 +110,7 @@ def worker(
                 timeout=timeout,
                 heartbeat_interval=heartbeat,
                 stalled_after=stalled_after,
-                stalled_check_interval=min(BULK_STALLED_CHECK_INTERVAL, stalled_after / 2),
+                stalled_check_interval=min(STALLED_CHECK_INTERVAL, stalled_after / 2),
                 wait=not once,
                 ready=ready,
             )

@@ -1,0 +1,257 @@
+"""The first steps of a bulk run, shared by the local and the queued command.
+
+Check the input (as a stream), then fix every row's ids and encode its camt.056 before
+anything is sent, and open the run's journal (planning it when new).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import ValidationError
+from ..iso20022 import encode
+from ._input import (
+    BulkInput,
+    BulkRow,
+    InputCheck,
+    InputScan,
+    ProgressCallback,
+    RowError,
+    build_row_message,
+    check_input,
+)
+from ._journal import Journal, JournalError, MemoryJournal, PlannedRow
+from ._stores import is_postgres_url, open_journal
+
+if TYPE_CHECKING:
+    from ._runner import BulkCounts
+
+__all__ = [
+    "BulkEvents",
+    "BulkInputError",
+    "check_run_input",
+    "default_journal_path",
+    "default_results_path",
+    "new_run_id",
+    "open_run",
+    "plan_input",
+    "plan_rows",
+]
+
+
+class BulkInputError(Exception):
+    """The input file has problems; nothing was sent.
+
+    Attributes:
+        errors: every problem, with its line number.
+    """
+
+    def __init__(self, errors: Sequence[RowError]) -> None:
+        self.errors = tuple(errors)
+        n = len(self.errors)
+        super().__init__(f"{n} problem{'s' if n != 1 else ''} in the input; nothing was sent")
+
+
+class BulkEvents:
+    """What a run tells its caller as it goes (the CLI's bars and messages).
+
+    Every method does nothing here: subclass and override the ones you need.
+    """
+
+    def reading(self, phase: str, done: int, size: int) -> None:
+        """The input is being read: ``phase`` is ``"check"``, then ``"plan"`` for a new
+        run (the file is read as a stream twice), with bytes read and the file's size."""
+
+    async def checked(self, checked: InputCheck) -> None:
+        """The input is good; nothing is written yet. What this raises stops the run."""
+
+    def planned(self, checked: InputCheck, resumed: bool) -> None:
+        """The run is planned (``resumed``: an earlier run's plan was found); sending starts."""
+
+    def update(self, counts: BulkCounts) -> None:
+        """The run's counters changed."""
+
+
+def _reading(events: BulkEvents, phase: str) -> ProgressCallback:
+    return lambda done, size: events.reading(phase, done, size)
+
+
+def default_results_path(input_path: str | Path) -> Path:
+    """``<input stem>.results.csv`` in the working directory (``.jsonl`` for a JSONL input).
+
+    Not beside the input: an input kept in a repository or a shared folder stays clean
+    unless the caller names a results path there.
+    """
+    p = Path(input_path)
+    suffix = ".jsonl" if p.suffix.lower() in (".jsonl", ".ndjson", ".json") else ".csv"
+    return Path(f"{p.stem}.results{suffix}")
+
+
+def default_journal_path(results_path: str | Path) -> Path:
+    """The journal beside the results: ``<results stem>.journal.sqlite``."""
+    p = Path(results_path)
+    return p.with_name(f"{p.stem}.journal.sqlite")
+
+
+def new_run_id() -> str:
+    """A random 12-character run id (upper-case hex)."""
+    return secrets.token_hex(6).upper()
+
+
+def _problems_by_line(errors: Sequence[RowError]) -> dict[int, list[str]]:
+    by_line: dict[int, list[str]] = {}
+    for err in errors:
+        text = f"{err.column}: {err.message}" if err.column else err.message
+        by_line.setdefault(err.line, []).append(text)
+    return by_line
+
+
+def _planned(row: BulkRow, line: int, run_id: str) -> PlannedRow:
+    aid = row.assignment_id or f"BC-{run_id}-{line}"
+    cid = f"CX-{run_id}-{line}"
+    msg = build_row_message(row, assignment_id=aid, cancellation_id=cid)
+    return PlannedRow(line, row.original_end_to_end_id, aid, cid, encode(msg))
+
+
+def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
+    """Fix every row's ids and encode its camt.056, before anything is sent.
+
+    A row's ``assgnmt.id`` is the file's ``assignment_id`` or ``BC-<run id>-<line>``; its
+    ``cxlId`` is ``CX-<run id>-<line>``. Both are unique per run and at most 35 characters.
+
+    Args:
+        bulk: the input read and checked.
+        run_id: the run's id.
+
+    Returns:
+        One planned row per data row; invalid rows carry their errors and no body.
+    """
+    planned = [_planned(row, row.line, run_id) for row in bulk.rows]
+    by_line = _problems_by_line(bulk.errors)
+    planned.extend(
+        PlannedRow(line, None, None, None, None, error="; ".join(by_line.get(line, ["invalid"])))
+        for line in bulk.invalid_lines
+    )
+    planned.sort(key=lambda r: r.line)
+    return planned
+
+
+def _no_check(row: BulkRow) -> list[RowError]:
+    return []
+
+
+def plan_input(
+    checked: InputCheck, run_id: str, *, progress: ProgressCallback | None = None
+) -> Iterator[PlannedRow]:
+    """Plan a checked file row by row, reading it again as a stream (bounded memory).
+
+    The same ids and bodies as `plan_rows`; give the result to ``Journal.plan``,
+    which consumes it inside its one transaction.
+
+    Args:
+        checked: what `check_input` found in the file.
+        run_id: the run's id.
+        progress: told ``(bytes read, file size)`` as the file is read.
+
+    Yields:
+        One planned row per data row, in line order; invalid rows carry their errors.
+
+    Raises:
+        JournalError: the file changed since it was checked (the plan is rolled back).
+    """
+    by_line = _problems_by_line(checked.errors)
+    invalid = set(checked.invalid_lines)
+    changed = JournalError(
+        f"{str(checked.path)!r} changed while it was being planned; nothing was sent"
+    )
+    scan = InputScan(checked.path, check=_no_check, progress=progress)
+    for item in scan:
+        if item.header:
+            continue
+        line = item.line
+        if line in invalid:
+            error = "; ".join(by_line.get(line, ["invalid"]))
+            yield PlannedRow(line, None, None, None, None, error=error)
+            continue
+        row = item.row
+        if row is None:
+            raise changed
+        try:
+            planned = _planned(row, line, run_id)
+        except ValidationError:
+            raise changed from None
+        yield planned
+    if scan.sha256 != checked.sha256:
+        raise changed
+
+
+async def check_run_input(
+    input_path: str | Path, *, skip_invalid: bool = False, events: BulkEvents | None = None
+) -> InputCheck:
+    """Step 1 of a run: check every row of the input, as a stream; nothing is written.
+
+    Args:
+        input_path: the CSV or JSONL file.
+        skip_invalid: accept a file with invalid rows (they are reported ``invalid``),
+            as long as some rows are valid.
+        events: told how much of the file has been read.
+
+    Raises:
+        BulkInputError: the input has problems (and ``skip_invalid`` is off, or nothing
+            valid is left).
+        OSError: the input cannot be read.
+        UnicodeDecodeError: the input is not UTF-8.
+    """
+    events = events or BulkEvents()
+    bulk = await asyncio.to_thread(check_input, input_path, progress=_reading(events, "check"))
+    if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
+        raise BulkInputError(bulk.errors)
+    return bulk
+
+
+def open_run(
+    checked: InputCheck,
+    journal_path: str | Path | None,
+    *,
+    events: BulkEvents | None = None,
+) -> tuple[Journal, bool]:
+    """Step 2 of a local run: open its journal, and plan the run when it is new.
+
+    Args:
+        checked: the input, as `check_run_input` found it.
+        journal_path: a file, a ``postgresql://`` address, or None to keep the plan in
+            memory only (no resume after a crash).
+        events: told how much of the file has been read while planning.
+
+    Returns:
+        ``(journal, resumed)``: ``resumed`` when the journal already held this input's
+        plan. The caller closes the journal.
+
+    Raises:
+        JournalError: the journal belongs to another input, cannot be opened or written,
+            or the input changed since it was checked.
+    """
+    events = events or BulkEvents()
+    journal: Journal
+    if journal_path is None:
+        journal = MemoryJournal(new_run_id())
+    else:
+        target = journal_path if is_postgres_url(journal_path) else Path(journal_path)
+        journal = open_journal(
+            target,
+            input_sha256=checked.sha256,
+            new_run_id=new_run_id(),
+            input_name=checked.path.name,
+        )
+    try:
+        resumed = journal.is_planned()
+        if not resumed:
+            journal.plan(plan_input(checked, journal.run_id, progress=_reading(events, "plan")))
+    except BaseException:
+        journal.close()
+        raise
+    return journal, resumed

@@ -1,0 +1,80 @@
+"""The steps of one row that the single-process runner and the queue's workers share.
+
+Each records, through the journal's methods, the change the pure functions of
+`._rows` decide: so a row goes through the same states whoever runs it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .. import CancellationOutcome, PaymentsClient, Submission
+from ..iso20022 import decode_camt056
+from ._journal import RowState, RowWrites
+from ._rows import RowChange, RowOutcome, Stage
+
+__all__ = ["connection_limit_for", "record", "send_row", "wait_for_outcome"]
+
+_SPARE_CONNECTIONS: Final = 4  # for token refreshes beside the bulk requests
+
+
+def connection_limit_for(concurrency: int) -> int:
+    """The client ``connection_limit`` a run with this concurrency needs (a few spare)."""
+    return concurrency + _SPARE_CONNECTIONS
+
+
+async def send_row(client: PaymentsClient, row: RowState) -> Submission:
+    """Send a row's recorded camt.056, byte for byte (mark it ``sent`` first).
+
+    Raises:
+        PaymentsError: what the client met; give it to `._rows.after_failure`.
+    """
+    assert row.body is not None  # only invalid rows lack a body, and they are done
+    return await client.request_cancellation(decode_camt056(row.body))
+
+
+async def wait_for_outcome(
+    client: PaymentsClient, payments_service_id: str, timeout: float
+) -> CancellationOutcome:
+    """The client's own waiter: its transport keeps at most ``connection_limit`` requests
+    in flight, so thousands of rows waiting at once only stretch the intervals between
+    polls."""
+    return await client.wait_for_cancellation_outcome(payments_service_id, timeout=timeout)
+
+
+async def record(
+    rows: RowWrites, line: int, change: RowChange, *, attempts: int | None = None
+) -> None:
+    """Commit a row's change through the journal.
+
+    Args:
+        rows: the journal (or the writing half of one).
+        line: the row.
+        change: what `._rows` decided.
+        attempts: the row's attempts once the attempt that led to ``change`` was marked
+            sent; a ``conditional`` change is made only if the row is still ``sent``
+            with exactly this count (required for one).
+    """
+    if change.conditional and attempts is None:
+        raise ValueError("a conditional change needs the attempt's count")
+    guard = attempts if change.conditional else None
+    error = change.error or ""
+    if change.stage is Stage.PLANNED:
+        await rows.mark_not_sent(line, error, final=False, if_attempts=guard)
+    elif change.stage is not Stage.FINAL:
+        await rows.mark_error(line, error, final=False, if_attempts=guard)
+    elif change.outcome is RowOutcome.REFUSED:
+        await rows.mark_error(line, error, final=True, if_attempts=guard)
+    elif change.outcome is RowOutcome.NOT_SENT:
+        await rows.mark_not_sent(line, error, final=True, if_attempts=guard)
+    else:
+        assert change.outcome is not None
+        await rows.mark_final(
+            line,
+            outcome=change.outcome,
+            status=change.status,
+            reason_codes=change.reason_codes,
+            reason_text=change.reason_text,
+            return_request_needed=change.return_request_needed,
+            if_attempts=guard,
+        )
