@@ -108,9 +108,9 @@ _ASYNC_COMMIT: Final = "-c synchronous_commit=off"
 
 
 # Procrastinate loops per worker process. One loop fetches one job per query and waits
-# for each answer before the next (about 4 ms a job on a loaded 2-core machine): a single
-# loop kept only ~2 rows in flight whatever ``rows`` was, so a worker ran at one job per
-# fetch round trip. Eight loops, each with its share of ``rows``, fill the slots.
+# for each answer before the next, so a single loop keeps only a couple of rows in flight
+# whatever ``rows`` is; eight loops, each with its share of ``rows``, fill the slots
+# (benchmarks/profile_worker.py shows where a row's time goes).
 _FETCHERS: Final = 8
 
 
@@ -252,10 +252,10 @@ SELECT r.line FROM payments_bulk_rows r
 
 # Fresh statistics for procrastinate's fetch query. Its plan is made from the table's
 # statistics; right after thousands of jobs are inserted they still say "a few rows", so
-# the planner reads and sorts every waiting job for each fetch (~6 ms per job with 10,000
-# waiting, in the database, for every worker at once) instead of taking the first entry
-# of the priority index (~0.3 ms). Autovacuum would fix them, but only a minute or more
-# later. ANALYZE reads a sample, not the table: a few milliseconds once per enqueue.
+# the planner reads and sorts every waiting job for each fetch, in the database and for
+# every worker at once, instead of taking the first entry of the priority index.
+# Autovacuum would fix them, but only a minute or more later. ANALYZE reads a sample, not
+# the table, once per enqueue.
 _ANALYZE_JOBS: Final = "ANALYZE procrastinate_jobs"
 
 

@@ -63,4 +63,4 @@ class Settings:
 
 
 pass_settings = click.make_pass_decorator(Settings)
-"""Decorates a command to receive the :class:`Settings` as its first argument."""
+"""Decorates a command to receive the `Settings` as its first argument."""

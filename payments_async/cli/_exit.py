@@ -59,7 +59,7 @@ class CliError(Exception):
 def exit_code_for(exc: CliError | PaymentsError) -> int:
     """The exit code of an error a command raised.
 
-    A :class:`CliError` carries its own; invalid input or configuration is
+    A `CliError` carries its own; invalid input or configuration is
     ``EXIT_USAGE`` (nothing was sent); any other error of the library is ``EXIT_SERVICE``.
     """
     from payments_async import ConfigurationError, ValidationError

@@ -39,10 +39,10 @@ def load_credentials_file(path: Path) -> Credentials:
 
     * ``private_key_file``: an unencrypted RSA PEM (a relative path is read from the
       file's directory), signed with in this process; with ``signing_threads = N``, on N
-      worker threads (:class:`~payments_async.signing.ThreadPoolSigner`);
+      worker threads (`payments_async.signing.ThreadPoolSigner`);
     * a ``pkcs11`` table: ``library``, ``token_label``, ``key_label`` and ``pin`` (or
       ``pin_file``): the key stays in the HSM
-      (:class:`~payments_async.signing.Pkcs11Signer`, extra ``pkcs11``).
+      (`payments_async.signing.Pkcs11Signer`, extra ``pkcs11``).
 
     A TOML file may put them all in a ``[credentials]`` table.
 

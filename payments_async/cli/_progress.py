@@ -128,7 +128,7 @@ class InputBar:
 
 
 def run_bar(settings: Settings) -> RunBar | None:
-    """The bar of a run's rows, or None when no bar is shown (see :func:`shows_bars`)."""
+    """The bar of a run's rows, or None when no bar is shown (see `shows_bars`)."""
     return RunBar(settings.err) if shows_bars(settings) else None
 
 

@@ -1,7 +1,7 @@
 """Running a command: its client, its event loop and signals, and errors as one line.
 
-Every command's coroutine runs through :func:`run_command`, which maps what it raises to
-one line (a JSON object with ``--json``) and an exit code (see :mod:`._exit`).
+Every command's coroutine runs through `run_command`, which maps what it raises to
+one line (a JSON object with ``--json``) and an exit code (see `._exit`).
 """
 
 from __future__ import annotations
