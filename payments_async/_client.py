@@ -62,13 +62,7 @@ from ._proxy import resolve_proxy
 from ._retry import RetryPolicy
 from ._telemetry import Telemetry
 from ._tokens import AccessToken, TokenSession
-from ._transport import (
-    Response,
-    Transport,
-    check_base_url,
-    error_from_response,
-    new_request_id,
-)
+from ._transport import Response, Transport, check_base_url, error_from_response, new_request_id
 from .iso20022 import (
     Camt029,
     Camt056,
