@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     targets = {
         "every waiter final": not r["errors"],
-        "rss_growth_mb <= 50": r["rss_growth_mb"] <= 50,
+        "rss_growth_mb < 35": r["rss_growth_mb"] < 35,
+        "final within 1 s of settlement": r["all_final_after_last_settlement_s"] <= 1.0,
         "at most one request per waiter per poll interval": r["max_requests_over_schedule"] <= 0,
     }
     result = {

@@ -9,7 +9,6 @@ import logging
 import random
 import ssl
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
@@ -63,7 +62,7 @@ from ._proxy import resolve_proxy
 from ._retry import RetryPolicy
 from ._telemetry import Telemetry
 from ._tokens import AccessToken, TokenSession
-from ._transport import Response, Transport, check_base_url, error_from_response
+from ._transport import Response, Transport, check_base_url, error_from_response, new_request_id
 from .iso20022 import (
     Camt029,
     Camt056,
@@ -784,7 +783,7 @@ class _Operation(msgspec.Struct):
     payment_id: str | None = None
     digest: bytes | None = None  # SHA-256 of body, for the SCA token's hd claim
     # X-Request-ID: names the call in logs and errors (unique, not a secret).
-    request_id: str = msgspec.field(default_factory=lambda: uuid.uuid4().hex)
+    request_id: str = msgspec.field(default_factory=new_request_id)
     attempts: int = 0
     sends: int = 0  # HTTP requests sent so far, resends after a 401 included
     maybe_stored: bool = False  # True once an attempt may have reached the service

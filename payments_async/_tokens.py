@@ -8,7 +8,6 @@ import contextvars
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +40,7 @@ from ._errors import (
 from ._instrument import Exchange, Instruments
 from ._jwt import SignedToken
 from ._retry import is_retryable
-from ._transport import Transport, error_from_response
+from ._transport import Transport, error_from_response, new_request_id
 from .iso20022._common import decode_error_envelope, decode_token_response
 
 __all__ = ["AccessToken", "TokenSession"]
@@ -394,7 +393,7 @@ class TokenSession:
         body = urlencode(
             {"grant_type": JWT_BEARER_GRANT, "assertion": assertion, "scope": TOKEN_SCOPE}
         ).encode("ascii")
-        request_id = uuid.uuid4().hex
+        request_id = new_request_id()
         headers = {
             "Authorization": identity.basic_authorization,
             "Content-Type": FORM_CONTENT_TYPE,
