@@ -1,4 +1,4 @@
-"""Where our overhead over the baselines lives, layer by layer (issue 14 diagnostics).
+"""Where our overhead over the baselines lives, layer by layer (diagnostics).
 
 ``bench_post.py`` and ``bench_get.py`` compare the whole client with a hand-written one;
 this script cuts the difference into layers, every variant against the same raw server

@@ -232,7 +232,7 @@ def step_costs(key: Any, min_seconds: float) -> dict[str, float]:
     body = encode(msg)
     sub = b'{"data":{"paymentsServiceId":"PS-1","paymentId":"A","status":"PENDING"}}'
     costs: dict[str, float] = {}
-    try:  # absent from releases before issue 14: the script also measures those
+    try:  # absent from older versions: the script also measures those
         from payments_async.iso20022 import encode_validated
     except ImportError:
         pass

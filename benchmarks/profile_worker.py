@@ -1,4 +1,4 @@
-"""Where a row's wall time goes in one bulk worker (issue 15): an instrumented worker run.
+"""Where a row's wall time goes in one bulk worker: an instrumented worker run.
 
 Queues N rows (``bulk-cancel --queue --no-wait``, a separate process) against a sandbox
 with the same settings as ``bench_bulk.py`` (zero processing and settlement delay), then
