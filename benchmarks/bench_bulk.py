@@ -1,6 +1,6 @@
 """Bulk cancellation: journal on/off and SQLite vs PostgreSQL, 500k-row input memory, workers.
 
-Issue 7, item 4, and issues 14 and 15. The sandbox runs as a separate process with a zero
+The sandbox runs as a separate process with a zero
 settlement delay (each row's first poll finds its outcome, so the runs measure the
 client's own work); the CLI runs as another process, signing with a key registered with
 the sandbox, exactly as a user would type it. Parts:

@@ -355,7 +355,7 @@ def test_rows_in_flight_at_a_crash_are_resent_with_their_recorded_id(
     assert row2["assignment_id"] == "BC-CRASH1-2"
 
 
-# --- refused, not sent, unknown, interrupted: each said as it is (issue 11, item 19) --------
+# --- refused, not sent, unknown, interrupted: each said as it is --------
 
 
 def _rows_file(tmp_path: Path, n: int, prefix: str) -> tuple[Path, list[dict[str, str]]]:

@@ -348,7 +348,7 @@ def test_keygen_writes_a_private_key_and_prints_registration_facts(tmp_path: Pat
     assert small.exit_code == 2
 
 
-# --- a clear line, never a traceback (issue 11, items 17 and 18) ----------------------------
+# --- a clear line, never a traceback ----------------------------
 
 _DEEP = "[" * 100_000 + "]" * 100_000
 _DEEP_OBJECT = '{"a":' * 5_000 + "1" + "}" * 5_000

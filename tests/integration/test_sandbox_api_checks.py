@@ -1,4 +1,4 @@
-"""Header, token and SCA checks of the four API routes over real HTTP (issue 4)."""
+"""Header, token and SCA checks of the four API routes over real HTTP."""
 
 from __future__ import annotations
 

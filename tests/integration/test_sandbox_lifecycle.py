@@ -1,4 +1,4 @@
-"""Idempotency, payment and cancellation timing, visibility (issue 4), over real HTTP."""
+"""Idempotency, payment and cancellation timing, visibility, over real HTTP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sandbox as strict as the spec (issue 11): single-use SCA tokens, kid/iss binding."""
+"""The sandbox as strict as the spec: single-use SCA tokens, kid/iss binding."""
 
 from __future__ import annotations
 

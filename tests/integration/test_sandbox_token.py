@@ -1,4 +1,4 @@
-"""POST /oauth/token over real HTTP: success and each failure (issue 4)."""
+"""POST /oauth/token over real HTTP: success and each failure."""
 
 from __future__ import annotations
 

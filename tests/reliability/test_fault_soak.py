@@ -1,7 +1,7 @@
 """Item 1: mixed operations under injected faults; the sandbox's own state proves that
 every payment and cancellation exists exactly once: none duplicated, none lost.
 
-Faults (issue 8): 10% 5xx (500/502/503), 5% 429 with Retry-After, 3% connection dropped
+Faults: 10% 5xx (500/502/503), 5% 429 with Retry-After, 3% connection dropped
 before the response, 3% committed then dropped, 5% latency beyond the read timeout.
 """
 

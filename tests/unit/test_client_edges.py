@@ -1,4 +1,4 @@
-"""The client at its edges (issue 11): where errors come from, unknown outcomes, deadlines
+"""The client at its edges: where errors come from, unknown outcomes, deadlines
 while queueing, borrowed sessions, the retry budget, pickling, hooks, response checks and
 configuration checks."""
 

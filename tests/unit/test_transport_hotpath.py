@@ -1,4 +1,4 @@
-"""The request path made cheaper (issue 14) keeps its behaviour: the connection limiter,
+"""The request path made cheaper keeps its behaviour: the connection limiter,
 the deadline and read timeout of an attempt, URLs, and no cookies on an owned session.
 Real HTTP against small aiohttp servers on 127.0.0.1."""
 
