@@ -20,7 +20,7 @@ MIN_VENV    := .venv-min
 MIN_STAMP   := $(MIN_VENV)/.installed
 UV_VENV     := .venv-uv
 
-.PHONY: demo test lint types unit docs dist dist-check test-latest test-min soak bench clean venv
+.PHONY: demo test lint types unit suite docs dist dist-check test-latest test-min soak bench clean venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,8 +53,15 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy --strict payments_async
 
+# The quick loop while working: tests/unit without the tests marked slow, hypothesis at
+# its dev profile (about 100 examples a property).
 unit: $(STAMP)
-	$(BIN)/pytest -q -m "not soak"
+	$(BIN)/pytest -q -m "not soak and not slow" tests/unit
+
+# The whole suite but the soak (unit, slow, integration, reliability, benchmark smoke
+# tests), hypothesis at its ci profile (1,000 examples a property).
+suite: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -m "not soak"
 
 # The site (API reference from the docstrings, and the guides) in site/; --strict turns a
 # broken link or a reference to a renamed name into a failure.
@@ -88,16 +95,16 @@ $(LATEST_STAMP): pyproject.toml
 
 test-latest: $(LATEST_STAMP)
 	$(LATEST_VENV)/bin/python -c "import aiohttp; print('aiohttp', aiohttp.__version__)"
-	$(LATEST_VENV)/bin/pytest -q -m "not soak"
+	HYPOTHESIS_PROFILE=ci $(LATEST_VENV)/bin/pytest -q -m "not soak"
 
 # The declared floors, tested: tools/floors.py turns every `>=` of the runtime dependencies
 # and of the extras below into an `==` constraint, so the package is installed with exactly
 # its lowest allowed versions (their own dependencies resolve to the newest that fit, as they
 # would for a user). The test tools are the newest that fit those floors. Run here: the demo,
-# then the unit and integration tests, all but the smoke tests of benchmarks/ (the bench
-# extra is a tool of this repository, not a dependency users install). tests/reliability
-# (long fault, crash and attack runs) runs in .venv and .venv-latest only, to keep `make test`
-# short.
+# then every test but two folders: tests/benchmarks (the bench extra is a tool of this
+# repository, not a dependency users install) and tests/reliability (long fault, crash and
+# attack runs; they run in .venv and .venv-latest, and leaving them out here keeps `make test`
+# short).
 MIN_EXTRAS := cli otel pkcs11 scale speed
 MIN_TOOLS  := pytest pytest-asyncio hypothesis 'pyjwt[crypto]' aioresponses opentelemetry-sdk \
 	psutil starlette uvicorn proxy.py pgserver
@@ -117,12 +124,9 @@ test-min: $(MIN_STAMP)
 	$(UV_VENV)/bin/uv pip freeze --python $(MIN_VENV)/bin/python \
 		| grep -iE "^($$(cut -d= -f1 $(MIN_VENV)/floors.txt | paste -sd'|'))=="
 	$(MIN_VENV)/bin/payments-async demo --processing-delay 0.5
-	$(MIN_VENV)/bin/pytest -q -m "not soak" tests/unit tests/integration \
-		--ignore tests/unit/test_benchmarks_smoke.py \
-		--ignore tests/unit/test_benchmark_telemetry_smoke.py \
-		--ignore tests/unit/test_signing_bench.py
+	$(MIN_VENV)/bin/pytest -q -m "not soak" --ignore tests/benchmarks --ignore tests/reliability
 
-test: lint types unit docs dist-check test-latest test-min
+test: lint types suite docs dist-check test-latest test-min
 
 soak: $(STAMP)
 	$(BIN)/pytest -q -m soak tests/reliability

@@ -351,7 +351,7 @@ _RUN_CHILD = r"""
 import asyncio, json, resource, sys, time, types
 import payments_async
 from payments_async import Outcome
-from payments_async._client import Submission
+from payments_async import Submission
 from payments_async.bulk import bulk_cancel
 
 REJECTED = types.SimpleNamespace(

@@ -59,6 +59,7 @@ from bench_post import CLIENT_ID, CLIENT_SECRET, HandWritten, new_cancellation
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import CAMT029_PATH, CAMT056_PATH, REQUEST_ID_HEADER, SCA_HEADER
+from payments_async._instrument import Exchange
 from payments_async._loop import run as run_loop
 from payments_async.iso20022 import Camt029, decode_submission, encode_validated
 from payments_async.iso20022.camt029 import decode_camt029
@@ -134,7 +135,8 @@ async def run(
 
         async def get_transport(i: int) -> None:
             path = f"{CAMT029_PATH}/{ids[i % 200]}"
-            resp = await transport.request("GET", path, headers=our_get, timeout=45.0)
+            exchange = Exchange("GET", path, "0" * 32, 1)
+            resp = await transport.request(exchange, dict(our_get), timeout=45.0)
             decode_camt029(resp.body)
 
         async def get_client(i: int) -> None:
@@ -174,9 +176,8 @@ async def run(
             body, digest = encode_validated(msg)
             sca = signer.sign_sca_token(body, payment_id=msg.message_id, digest=digest)
             headers = {**our_post, SCA_HEADER: sca.value}  # type: ignore[union-attr]
-            resp = await transport.request(
-                "POST", CAMT056_PATH, headers=headers, body=body, timeout=45.0
-            )
+            exchange = Exchange("POST", CAMT056_PATH, "0" * 32, 1)
+            resp = await transport.request(exchange, headers, body=body, timeout=45.0)
             decode_submission(resp.body)
 
         async def post_client(i: int) -> None:

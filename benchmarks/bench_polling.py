@@ -43,8 +43,7 @@ from _harness import (
     write_result,
 )
 
-from payments_async import Credentials, PaymentsClient
-from payments_async._client import Hooks, RequestEvent
+from payments_async import Credentials, Hooks, Limits, PaymentsClient, RequestEvent, Timeout
 from payments_async._constants import CAMT029_PATH
 from payments_async._polling import PollPolicy
 from payments_async.iso20022 import build_cancellation
@@ -237,9 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         waiters = args.waiters
     client_kwargs: dict[str, Any] = {}
     if args.connection_limit:
-        client_kwargs["connection_limit"] = args.connection_limit
+        client_kwargs["limits"] = Limits(connections=args.connection_limit)
     if args.connect_timeout:
-        client_kwargs["connect_timeout"] = args.connect_timeout
+        client_kwargs["timeout"] = Timeout(connect=args.connect_timeout)
     info = machine_info()
     with sandbox_process("--settlement-delay", str(delay)) as sb:
         print(f"sandbox {sb.url} (pid {sb.proc.pid}); {waiters} waiters", flush=True)

@@ -15,7 +15,7 @@ import asyncio
 import os
 import sys
 
-from payments_async import Credentials, PaymentsClient
+from payments_async import Credentials, Limits, PaymentsClient
 from payments_async.bulk import BulkInputError, bulk_cancel, connection_limit_for
 
 SANDBOX_URL = "http://127.0.0.1:8765"  # where `payments-async sandbox` listens
@@ -28,7 +28,8 @@ async def main(input_path: str, base_url: str) -> int:
     else:
         credentials = Credentials.sandbox()
     limit = connection_limit_for(CONCURRENCY)
-    async with PaymentsClient(credentials, base_url=base_url, connection_limit=limit) as client:
+    limits = Limits(connections=limit)
+    async with PaymentsClient(credentials, base_url=base_url, limits=limits) as client:
         try:
             report = await bulk_cancel(client, input_path, concurrency=CONCURRENCY)
         except BulkInputError as exc:

@@ -6,7 +6,9 @@ refresh, SCA tokens signed over the exact request bytes, and retries that never
 duplicate a payment.
 """
 
-from ._client import CancellationOutcome, PaymentsClient, Submission
+from ._checks import check_payments_service_id
+from ._client import PaymentsClient
+from ._config import Limits, Timeout
 from ._credentials import Credentials
 from ._errors import (
     ApiError,
@@ -26,11 +28,13 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
-from ._hooks import Hooks, RequestEvent
+from ._instrument import Hooks, RequestEvent
 from ._keys import generate_key_pair
+from ._models import CancellationOutcome, Submission
 from ._polling import PollPolicy
 from ._retry import RetryBudget, RetryPolicy
 from ._telemetry import Telemetry
+from ._version import __version__ as __version__
 from .iso20022 import (
     Camt029,
     Camt056,
@@ -43,8 +47,6 @@ from .iso20022 import (
 )
 from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
-__version__ = "0.1.0.dev0"
-
 __all__ = [
     "ApiError",
     "AuthenticationError",
@@ -56,6 +58,7 @@ __all__ = [
     "Hooks",
     "InvalidResponseError",
     "KeySigner",
+    "Limits",
     "NotFoundError",
     "Outcome",
     "OutcomeUnknownError",
@@ -80,9 +83,11 @@ __all__ = [
     "Submission",
     "Telemetry",
     "ThreadPoolSigner",
+    "Timeout",
     "TransportError",
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "check_payments_service_id",
     "generate_key_pair",
 ]

@@ -35,17 +35,17 @@ TOKEN_REFRESH_LEEWAY: Final = 60.0  # refresh this long before expires_in runs o
 TOKEN_REFRESH_FRACTION: Final = 0.2  # ...or this share of a short lifetime, if smaller
 TOKEN_RETRY_INITIAL: Final = 0.5  # backoff of a failed background refresh
 TOKEN_RETRY_MAX: Final = 30.0
-# (issue 3, auth) token fetch bounds, added with _tokens.py:
-TOKEN_FETCH_DEADLINE: Final = 30.0  # one token fetch, all its retries included
-TOKEN_ATTEMPT_TIMEOUT: Final = 10.0  # one token request
 TOKEN_REFRESH_MIN_INTERVAL: Final = 1.0  # never refresh sooner than this after obtaining
-# (end issue 3)
+
+# --- Timeouts and limits (Timeout and Limits take their defaults from here) -------------
+TIMEOUT_TOTAL: Final = 45.0  # one call, all attempts, waits and a token fetch included
+TIMEOUT_CONNECT: Final = 5.0  # establishing one connection
+TIMEOUT_READ: Final = 30.0  # the answer to begin, and each later read of its body
+TIMEOUT_TOKEN: Final = 30.0  # one access-token fetch, its retries included
+LIMIT_CONNECTIONS: Final = 100  # requests in flight (and open connections) per client
+LIMIT_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
 
 # --- HTTP -------------------------------------------------------------------------------
-CONNECT_TIMEOUT: Final = 5.0
-READ_TIMEOUT: Final = 30.0
-CONNECTION_LIMIT: Final = 100  # bounded connector: waiters share these sockets
-MAX_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
 USER_AGENT: Final = "payments-async"
 URL_CACHE_SIZE: Final = 4096  # request URLs kept per client (a poll reads one path often)
 
@@ -61,7 +61,6 @@ VALIDATED_DIGESTS_MAX: Final = 8192  # digests of validated encodings remembered
 
 # --- Retries (stamina-style names) -------------------------------------------------------
 RETRY_ATTEMPTS: Final = 5
-RETRY_TIMEOUT: Final = 45.0  # overall deadline of one operation, all attempts included
 RETRY_WAIT_INITIAL: Final = 0.1
 RETRY_WAIT_MAX: Final = 5.0
 RETRY_WAIT_EXP_BASE: Final = 2.0
@@ -77,7 +76,7 @@ POLL_INITIAL: Final = 0.5
 POLL_MAX: Final = 10.0
 POLL_MULTIPLIER: Final = 1.5
 POLL_JITTER: Final = 0.1  # +-10% of each interval
-POLL_TIMEOUT: Final = 300.0
+POLL_TIMEOUT: Final = 300.0  # how long a waiter waits for a final status
 POLL_NOT_FOUND_GRACE: Final = 5.0  # a 404 this soon after submission means "not visible yet"
 
 # --- Sandbox (public, documented: not secrets) ---------------------------------------------
@@ -90,7 +89,7 @@ SANDBOX_ISSUER: Final = "sandbox-issuer"
 SANDBOX_ASSERTION: Final = "sandbox-predefined-assertion-v1"
 SANDBOX_SCA_TOKEN: Final = "sandbox-predefined-sca-token-v1"
 
-# --- Signing (issue 13) ----------------------------------------------------------------------
+# --- Signing ----------------------------------------------------------------------------
 SIGNING_THREADS: Final = 4  # ThreadPoolSigner's workers: at most this, and at most the cores
 PKCS11_SIGN_MECHANISM: Final = "SHA256_RSA_PKCS"  # RS256 = RSASSA-PKCS1-v1_5 with SHA-256
 
@@ -99,7 +98,7 @@ CLI_RETRY_TIMEOUT: Final = 5.0  # one CLI operation, all retries and the token f
 CLI_PROBE_TIMEOUT: Final = 1.5  # the TCP probe that names why the service cannot be reached
 CLI_MAX_JSON_DEPTH: Final = 64  # JSON input nested deeper than this is refused, not recursed
 
-# --- Notifications (issue 12): the receiver and the waiters it wakes ----------------------
+# --- Notifications: the receiver and the waiters it wakes ----------------------
 NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
 NOTIFY_BODY_READ_TIMEOUT: Final = 10.0  # seconds for a whole body to arrive; then 408 + close
 NOTIFY_QUEUE_SIZE: Final = 10_000  # notifications accepted but not yet confirmed; full: 503

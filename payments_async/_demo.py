@@ -13,10 +13,11 @@ from decimal import Decimal
 from rich.console import Console
 from rich.text import Text
 
-from ._client import CancellationOutcome, PaymentsClient
+from ._client import PaymentsClient
 from ._constants import MIN_RSA_BITS, SANDBOX_CLIENT_ID
-from ._hooks import Hooks
+from ._instrument import Hooks
 from ._keys import generate_private_key
+from ._models import CancellationOutcome
 from ._polling import PollPolicy
 from .iso20022 import (
     Camt056,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ._constants import (
     POLL_INITIAL,
@@ -21,9 +23,14 @@ from ._errors import ConfigurationError, NotFoundError, PollTimeoutError
 from ._retry import is_retryable
 from .iso20022.codes import Outcome
 
-__all__ = ["NotificationSource", "Poll", "PollPolicy", "poll_until_final"]
+if TYPE_CHECKING:
+    from ._config import Timeout
+    from ._instrument import Call, Instruments
+
+__all__ = ["MessagePoll", "NotificationSource", "Poll", "PollPolicy", "Summary", "poll_until_final"]
 
 T = TypeVar("T")
+M = TypeVar("M")
 logger = logging.getLogger("payments_async")
 
 
@@ -99,6 +106,9 @@ class NotificationSource(Protocol):
         ...
 
 
+_NO_OPERATION = contextlib.nullcontext()
+
+
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
@@ -156,6 +166,14 @@ class Poll(Generic[T]):
         """A final result known without a read (a confirmed notification), or None."""
         return None
 
+    def operation(self) -> AbstractContextManager[object]:
+        """Entered around the whole wait (the instruments' operation scope); none here."""
+        return _NO_OPERATION
+
+    def settled(self, result: T) -> T:
+        """``result``, the wait's answer, as it is returned (subclasses record it)."""
+        return result
+
     async def run(self) -> T:
         """Call ``fetch`` until its outcome is settled, or raise when the timeout passes.
 
@@ -172,91 +190,196 @@ class Poll(Generic[T]):
         Raises:
             PollTimeoutError: the deadline passed first; carries every raw code seen.
         """
-        policy = self._policy
-        source = self._source
-        start = time.monotonic()
-        deadline = start + self._timeout
-        last_status: str | None = None
-        seen: dict[str, None] | None = None  # every raw code, in the order first seen
-        unknown: tuple[str, ...] | None = None  # the codes of the previous read, if UNKNOWN
-        polls = 0
-        base = policy.initial  # the schedule's next base interval (``PollPolicy.intervals``)
-        first_sleeps = source is not None  # with a source, polling is the safety net
-        while True:
-            interval, base = policy._next(base, self._jitter())
-            early = self.peek()
-            if early is not None:
-                return early
-            if first_sleeps:
-                first_sleeps = False
-                pause = min(interval, self._timeout)
-            else:
-                polls += 1
-                try:
-                    result = await self.fetch()
-                except NotFoundError:
-                    if time.monotonic() - start > policy.not_found_grace:
-                        raise
-                    logger.debug("poll %s %s: not visible yet", self._what, self._id)
-                except Exception as exc:
-                    if not is_retryable(exc):
-                        raise
-                    logger.debug("poll %s %s: transient %s", self._what, self._id, exc)
+        with self.operation():
+            policy = self._policy
+            source = self._source
+            start = time.monotonic()
+            deadline = start + self._timeout
+            last_status: str | None = None
+            seen: dict[str, None] | None = None  # every raw code, in the order first seen
+            unknown: tuple[str, ...] | None = None  # the codes of the previous read, if UNKNOWN
+            polls = 0
+            base = policy.initial  # the schedule's next base interval (``PollPolicy.intervals``)
+            first_sleeps = source is not None  # with a source, polling is the safety net
+            while True:
+                interval, base = policy._next(base, self._jitter())
+                early = self.peek()
+                if early is not None:
+                    return self.settled(early)
+                if first_sleeps:
+                    first_sleeps = False
+                    pause = min(interval, self._timeout)
                 else:
-                    outcome, codes = self.status_of(result)
-                    if codes:
-                        if seen is None:
-                            seen = {}
-                        seen.update(dict.fromkeys(codes))
-                    last_status = codes[0] if codes else None
-                    logger.debug(
-                        "poll %s %s: #%d codes=%s outcome=%s",
-                        self._what,
-                        self._id,
-                        polls,
-                        codes,
-                        outcome.value,
-                    )
-                    if outcome.is_final:
-                        return result
-                    if outcome is Outcome.UNKNOWN and codes:
-                        if codes == unknown:
-                            return result  # the same unclassifiable answer twice: surface it
-                        unknown = codes
+                    polls += 1
+                    try:
+                        result = await self.fetch()
+                    except NotFoundError:
+                        if time.monotonic() - start > policy.not_found_grace:
+                            raise
+                        logger.debug("poll %s %s: not visible yet", self._what, self._id)
+                    except Exception as exc:
+                        if not is_retryable(exc):
+                            raise
+                        logger.debug("poll %s %s: transient %s", self._what, self._id, exc)
                     else:
-                        unknown = None
-                    del result  # not kept while sleeping: a decoded message is ~15 objects
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
+                        outcome, codes = self.status_of(result)
+                        if codes:
+                            if seen is None:
+                                seen = {}
+                            seen.update(dict.fromkeys(codes))
+                        last_status = codes[0] if codes else None
+                        logger.debug(
+                            "poll %s %s: #%d codes=%s outcome=%s",
+                            self._what,
+                            self._id,
+                            polls,
+                            codes,
+                            outcome.value,
+                        )
+                        if outcome.is_final:
+                            return self.settled(result)
+                        if outcome is Outcome.UNKNOWN and codes:
+                            if codes == unknown:
+                                # the same unclassifiable answer twice: surface it
+                                return self.settled(result)
+                            unknown = codes
+                        else:
+                            unknown = None
+                        del result  # not kept while sleeping: a decoded message is ~15 objects
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    if source is not None:
+                        early = self.peek()  # confirmed while the read was in flight
+                        if early is not None:
+                            return self.settled(early)
+                    pause = min(interval, remaining)
+                # One future, completed by the timer or by the source, whichever comes first.
+                loop = asyncio.get_running_loop()
+                waiter: asyncio.Future[None] = loop.create_future()
+                timer = loop.call_later(pause, _expire, waiter)
                 if source is not None:
-                    early = self.peek()  # confirmed while the read was in flight
-                    if early is not None:
-                        return early
-                pause = min(interval, remaining)
-            # One future, completed by the timer or by the source, whichever comes first.
-            loop = asyncio.get_running_loop()
-            waiter: asyncio.Future[None] = loop.create_future()
-            timer = loop.call_later(pause, _expire, waiter)
-            if source is not None:
-                source.watch(self._id, waiter)
-            try:
-                await waiter
-            finally:
-                timer.cancel()
-                if source is not None:
-                    source.unwatch(self._id, waiter)
-        raise PollTimeoutError(
-            f"no final {self._what} after {self._timeout:g}s and {polls} polls",
-            payments_service_id=self._id,
-            last_status=last_status,
-            statuses=tuple(seen) if seen is not None else (),
-        )
+                    source.watch(self._id, waiter)
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+                    if source is not None:
+                        source.unwatch(self._id, waiter)
+            raise PollTimeoutError(
+                f"no final {self._what} after {self._timeout:g}s and {polls} polls",
+                payments_service_id=self._id,
+                last_status=last_status,
+                statuses=tuple(seen) if seen is not None else (),
+            )
 
     def _jitter(self) -> random.Random:
         if self._rng is None:
             self._rng = random.Random()
         return self._rng
+
+
+class MessageReader(Protocol):
+    """What a waiter reads with: one GET of ``path`` (with retries) until ``deadline``."""
+
+    def _read_message(
+        self, path: str, decoder: Callable[[bytes], M], deadline: float, timeouts: Timeout
+    ) -> Awaitable[M]:
+        """The decoded message at ``path``."""
+        ...
+
+
+class Summary(Protocol):
+    """The classification of a status message a waiter polls (pacs.002 or camt.029)."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    @property
+    def codes(self) -> tuple[str, ...]: ...
+
+    @property
+    def status(self) -> str | None: ...
+
+
+S = TypeVar("S", bound=Summary)
+
+
+class MessagePoll(Poll[tuple[M, S]]):
+    """One ``wait_for_*`` call: what its poll loop reads, held in slots (no closures).
+
+    ``fetch`` is one ``read`` of ``path`` (with its retries) within the client's
+    ``timeouts.total`` and never past the wait's deadline; ``peek`` takes a final message
+    the notification source has confirmed, when it is of the awaited type.
+    """
+
+    __slots__ = (
+        "_call",
+        "_deadline",
+        "_decoder",
+        "_instruments",
+        "_kind",
+        "_path",
+        "_reader",
+        "_summarize",
+        "_timeouts",
+        "_type",
+    )
+
+    def __init__(
+        self,
+        reader: MessageReader,
+        path: str,
+        decoder: Callable[[bytes], M],
+        summarize: Callable[[M], S],
+        message_type: type[M],
+        kind: str,
+        timeouts: Timeout,
+        instruments: Instruments,
+        call: Call,
+        payments_service_id: str,
+        **options: Any,
+    ) -> None:
+        super().__init__(payments_service_id, **options)
+        self._instruments = instruments
+        self._call = call
+        self._reader = reader
+        self._path = path
+        self._decoder = decoder
+        self._summarize = summarize
+        self._type = message_type
+        self._kind = kind
+        self._timeouts = timeouts
+        self._deadline = time.monotonic() + self._timeout
+
+    async def fetch(self) -> tuple[M, S]:
+        deadline = min(self._deadline, time.monotonic() + self._timeouts.total)
+        message = await self._reader._read_message(
+            self._path, self._decoder, deadline, self._timeouts
+        )
+        return message, self._summarize(message)
+
+    def status_of(self, result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:
+        summary = result[1]
+        return summary.outcome, summary.codes
+
+    def operation(self) -> AbstractContextManager[object]:
+        return self._instruments.operation(self._call)
+
+    def settled(self, result: tuple[M, S]) -> tuple[M, S]:
+        summary = result[1]
+        self._call.succeeded(summary.outcome.value, **{"payments.status": summary.status})
+        return result
+
+    def peek(self) -> tuple[M, S] | None:
+        source = self._source
+        if source is None:
+            return None
+        # A receiver's confirmed final message: the waiter returns without a read.
+        message = source.confirmed(self._id, self._kind)
+        if isinstance(message, self._type):
+            return message, self._summarize(message)
+        return None
 
 
 class _CallablePoll(Poll[T]):

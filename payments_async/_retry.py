@@ -8,7 +8,7 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import tenacity
@@ -20,7 +20,6 @@ from ._constants import (
     RETRY_BUDGET_COST,
     RETRY_BUDGET_REFILL,
     RETRY_BUDGET_TIMEOUT_COST,
-    RETRY_TIMEOUT,
     RETRY_WAIT_EXP_BASE,
     RETRY_WAIT_INITIAL,
     RETRY_WAIT_MAX,
@@ -135,12 +134,11 @@ class RetryPolicy:
     Backoff is exponential with full jitter: before attempt ``n+1`` we sleep a uniform
     random time in ``[0, min(wait_max, wait_initial * wait_exp_base ** (n - 1))]``, or the
     service's ``Retry-After`` (capped at ``retry_after_cap``) when it sent one. We stop
-    after ``attempts`` attempts or when the next sleep would pass ``timeout`` seconds from
-    the first attempt, whichever comes first.
+    after ``attempts`` attempts or when the next sleep would pass the call's deadline
+    (``Timeout.total``), whichever comes first.
 
     Args:
         attempts: maximum number of attempts, the first included.
-        timeout: overall deadline in seconds for all attempts and waits.
         wait_initial: the first backoff ceiling in seconds.
         wait_max: the largest backoff ceiling in seconds.
         wait_exp_base: growth factor of the ceiling.
@@ -149,7 +147,6 @@ class RetryPolicy:
     """
 
     attempts: int = RETRY_ATTEMPTS
-    timeout: float = RETRY_TIMEOUT
     wait_initial: float = RETRY_WAIT_INITIAL
     wait_max: float = RETRY_WAIT_MAX
     wait_exp_base: float = RETRY_WAIT_EXP_BASE
@@ -163,7 +160,7 @@ class RetryPolicy:
             )
         if self.attempts < 1:
             raise ConfigurationError("RetryPolicy.attempts must be >= 1 (the first attempt)")
-        for name in ("timeout", "wait_initial", "wait_max", "wait_exp_base", "retry_after_cap"):
+        for name in ("wait_initial", "wait_max", "wait_exp_base", "retry_after_cap"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ConfigurationError(
@@ -171,8 +168,6 @@ class RetryPolicy:
                 )
             if not math.isfinite(value) or value < 0:
                 raise ConfigurationError(f"RetryPolicy.{name} must be a finite number >= 0")
-        if self.timeout <= 0:
-            raise ConfigurationError("RetryPolicy.timeout must be positive")
         if self.wait_max < self.wait_initial or self.wait_exp_base < 1:
             raise ConfigurationError(
                 "RetryPolicy needs wait_initial <= wait_max, wait_exp_base >= 1"
@@ -181,20 +176,15 @@ class RetryPolicy:
             raise ConfigurationError("RetryPolicy.budget must be a RetryBudget or None")
 
     @classmethod
-    def for_testing(cls, attempts: int = RETRY_ATTEMPTS, timeout: float = 5.0) -> RetryPolicy:
+    def for_testing(cls, attempts: int = RETRY_ATTEMPTS) -> RetryPolicy:
         """A policy that retries like the real one but never sleeps (for tests)."""
         return cls(
             attempts=attempts,
-            timeout=timeout,
             wait_initial=0.0,
             wait_max=0.0,
             retry_after_cap=0.0,
             budget=None,
         )
-
-    def with_timeout(self, timeout: float) -> RetryPolicy:
-        """The same policy with another overall deadline."""
-        return replace(self, timeout=timeout)
 
     def backoff(self, attempt: int, exc: BaseException | None, rng: random.Random) -> float:
         """Seconds to sleep after failed attempt number ``attempt`` (1-based)."""
@@ -214,20 +204,18 @@ class RetryPolicy:
     ) -> T:
         """Await ``fn()``, retrying it under this policy.
 
-        The first attempt runs outside tenacity, so a call that succeeds at once costs
-        nothing extra (tenacity's machinery is ~20-50 µs a call, a tenth of a request's
-        CPU). After a retryable failure, tenacity takes over with that failure as its
-        attempt 1, so waits, stops and the budget see exactly what they would have seen.
+        The first attempt runs outside tenacity, so a call that succeeds at once passes
+        through none of its machinery. After a retryable failure, tenacity takes over with
+        that failure as its attempt 1, so waits, stops and the budget see exactly what
+        they would have seen.
 
         Args:
             fn: one attempt.
             retry_on: which exceptions earn another attempt; each operation states it.
             rng: random source for the jitter.
             before_sleep: called before each sleep (logging, metrics hooks).
-            deadline: absolute ``time.monotonic()`` deadline; ``timeout`` from now if None.
+            deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
         """
-        if deadline is None:
-            deadline = time.monotonic() + self.timeout
         try:
             result = await fn()
         except Exception as exc:
@@ -262,12 +250,10 @@ class RetryPolicy:
             retry_on: which exceptions earn another attempt; each operation states it.
             rng: random source for the jitter.
             before_sleep: called before each sleep (logging, metrics hooks).
-            deadline: absolute ``time.monotonic()`` deadline; ``timeout`` from now if None.
+            deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
         """
         if not retry_on(failure):
             raise failure
-        if deadline is None:
-            deadline = time.monotonic() + self.timeout
         first: BaseException | None = failure
 
         async def again() -> T:
@@ -296,12 +282,12 @@ class RetryPolicy:
             retry_on: which exceptions earn another attempt; each operation states it.
             rng: random source for the jitter (seed it for repeatable tests).
             before_sleep: called before each sleep (logging, metrics hooks).
-            deadline: absolute ``time.monotonic()`` deadline; ``timeout`` from now if None.
+            deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
         """
         source = rng or random.Random()
         budget = self.budget
         attempts = self.attempts
-        end = time.monotonic() + self.timeout if deadline is None else deadline
+        end = math.inf if deadline is None else deadline
 
         def stop(state: tenacity.RetryCallState) -> bool:
             # Stop on attempts, or when the coming sleep would pass the deadline, or when

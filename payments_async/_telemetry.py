@@ -1,7 +1,7 @@
-"""OpenTelemetry spans and metrics for the client (optional extra ``otel``).
+"""OpenTelemetry spans and metrics for the client (optional extra ``otel``): one instrument.
 
-Nothing here imports ``opentelemetry`` until a :class:`Telemetry` is built: a client
-without one pays a ``None`` check per operation and per attempt, nothing more.
+Nothing here imports ``opentelemetry`` until a :class:`Telemetry` is built; a client
+without one does not have this instrument in its pipeline at all.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import MutableMapping
-from types import SimpleNamespace, TracebackType
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Final
 
 from ._constants import (
@@ -27,13 +27,15 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
+from ._instrument import Call, Exchange, RequestEvent, TokenFetch
+from ._version import __version__
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
     from yarl import URL
 
-__all__ = ["NO_SCOPE", "ClientTelemetry", "Telemetry", "url_template"]
+__all__ = ["Telemetry", "TracingInstrument", "url_template"]
 
 _INSTALL_HINT: Final = "pip install 'payments-async[otel]'"
 
@@ -130,8 +132,6 @@ class Telemetry:
             raise ConfigurationError(
                 f"Telemetry needs OpenTelemetry's API, the 'otel' extra: {_INSTALL_HINT}"
             ) from exc
-        from . import __version__
-
         self.propagate = propagate
         self._tracer = trace.get_tracer(
             OTEL_INSTRUMENTATION_NAME, __version__, tracer_provider=tracer_provider
@@ -170,13 +170,24 @@ class Telemetry:
     def __repr__(self) -> str:
         return f"Telemetry(propagate={self.propagate})"
 
-    def bind(self, base_url: URL) -> ClientTelemetry:
-        """The instruments for one client talking to ``base_url`` (the client calls this)."""
-        return ClientTelemetry(self, base_url)
+    def bind(self, base_url: URL) -> TracingInstrument:
+        """The instrument of one client talking to ``base_url`` (the client calls this)."""
+        return TracingInstrument(self, base_url)
 
 
-class ClientTelemetry:
-    """One client's instruments: scopes for operations, HTTP attempts and token fetches."""
+class _Span:
+    """A started span and when it started; made current unless it is a leaf."""
+
+    __slots__ = ("span", "start", "token")
+
+    def __init__(self, span: Span, token: object) -> None:
+        self.span = span
+        self.token = token
+        self.start = time.perf_counter()
+
+
+class TracingInstrument:
+    """One client's OpenTelemetry instrument: spans and metrics of every event it hears."""
 
     __slots__ = ("_base", "_otel", "_server", "_tel")
 
@@ -188,223 +199,122 @@ class ClientTelemetry:
         if base_url.port is not None:
             self._server["server.port"] = base_url.port
 
-    def operation(self, name: str, kind: str, **attributes: str) -> OperationScope:
-        """A span and the outcome metrics of one public call (``kind``: submit, read, wait)."""
-        return OperationScope(self, name, kind, attributes)
-
-    def http(
-        self,
-        method: str,
-        path: str,
-        *,
-        attempt: int,
-        request_id: str,
-        headers: MutableMapping[str, str],
-    ) -> HttpScope:
-        """A CLIENT span and the duration metric of one HTTP exchange.
-
-        With ``propagate``, the span's ``traceparent`` is written into ``headers``.
-        """
-        return HttpScope(self, method, path, attempt, request_id, headers)
-
-    def token_fetch(self) -> TokenFetchScope:
-        """A span around one access-token fetch (its HTTP attempts are children)."""
-        return TokenFetchScope(self)
-
-    def retry(self, method: str, path: str, error: BaseException | None) -> None:
-        """Count a retry about to be slept for."""
-        attrs: dict[str, Any] = {
-            "http.request.method": method,
-            "url.template": url_template(path),
-        }
-        if error is not None:
-            attrs["error.type"] = _error_type(error)
-        self._tel._retries.add(1, attrs)
-
-
-class _Scope:
-    """Start a span on enter (as the current one, unless it is a leaf); end it on exit."""
-
-    __slots__ = ("_ct", "_span", "_start", "_token")
-
-    _ct: ClientTelemetry
-    _span: Span
-    _start: float
-    _token: object
-
-    def _begin(
+    def _start(
         self, name: str, kind: str, attributes: dict[str, Any], *, leaf: bool = False
-    ) -> None:
-        otel = self._ct._otel
-        self._span = self._ct._tel._tracer.start_span(
+    ) -> _Span:
+        otel = self._otel
+        span = self._tel._tracer.start_span(
             name, kind=getattr(otel.SpanKind, kind), attributes=attributes
         )
-        # A leaf (an HTTP exchange) has no children: making it current would only cost.
-        self._token = (
-            None if leaf else otel.context.attach(otel.trace.set_span_in_context(self._span))
-        )
-        self._start = time.perf_counter()
+        # A leaf (an HTTP exchange) has no children: it is not made the current span.
+        token = None if leaf else otel.context.attach(otel.trace.set_span_in_context(span))
+        return _Span(span, token)
 
-    def _end(self, exc: BaseException | None) -> float:
-        otel = self._ct._otel
-        elapsed = time.perf_counter() - self._start
-        span = self._span
+    def _end(self, started: _Span, exc: BaseException | None) -> float:
+        otel = self._otel
+        elapsed = time.perf_counter() - started.start
+        span = started.span
         if exc is not None:
             span.set_attribute("error.type", _error_type(exc))
             # Our errors' messages carry ids, statuses and codes, never secrets or bodies.
             span.record_exception(exc)
             span.set_status(otel.Status(otel.StatusCode.ERROR, type(exc).__name__))
         span.end()
-        if self._token is not None:
-            otel.context.detach(self._token)
+        if started.token is not None:
+            otel.context.detach(started.token)
         return elapsed
 
+    # --- HTTP exchanges: a CLIENT span each, and the duration metric --------------------
 
-class OperationScope(_Scope):
-    """The span of one operation; tell it the result with :meth:`succeeded`."""
-
-    __slots__ = ("_attrs", "_kind", "_name", "_outcome")
-
-    def __init__(
-        self, ct: ClientTelemetry, name: str, kind: str, attributes: dict[str, str]
-    ) -> None:
-        self._ct = ct
-        self._name = name
-        self._kind = kind
-        self._attrs = attributes
-        self._outcome = "ok"
-
-    def __enter__(self) -> OperationScope:
-        attrs: dict[str, Any] = {"payments.operation": self._kind, **self._attrs}
-        self._begin(f"payments.{self._name}", "INTERNAL", attrs)
-        return self
-
-    def succeeded(self, outcome: str, **attributes: Any) -> None:
-        """Record the outcome (``created``, ``replayed``, a final status...; ``ok`` if not told)."""
-        self._outcome = outcome
-        for key, value in attributes.items():
-            if value is not None:
-                self._span.set_attribute(key, value)
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        outcome = self._outcome if exc is None else outcome_of_error(exc)
-        self._span.set_attribute("payments.outcome", outcome)
-        if isinstance(exc, PaymentsError) and exc.attempt is not None:
-            self._span.set_attribute("payments.attempts", exc.attempt)
-        elapsed = self._end(exc)
-        attrs: dict[str, Any] = {"payments.operation": self._name, "payments.outcome": outcome}
-        if exc is not None:
-            attrs["error.type"] = _error_type(exc)
-        tel = self._ct._tel
-        tel._operations.add(1, attrs)
-        tel._operation_duration.record(elapsed, attrs)
-
-
-class HttpScope(_Scope):
-    """The CLIENT span of one HTTP exchange; tell it the status with :meth:`response`."""
-
-    __slots__ = ("_headers", "_metric", "_span_attrs")
-
-    def __init__(
-        self,
-        ct: ClientTelemetry,
-        method: str,
-        path: str,
-        attempt: int,
-        request_id: str,
-        headers: MutableMapping[str, str],
-    ) -> None:
-        self._ct = ct
-        self._headers = headers
-        template = url_template(path)
-        self._metric: dict[str, Any] = {
-            "http.request.method": method,
-            "url.template": template,
-            **ct._server,
-        }
-        self._span_attrs = (method, template, path, attempt, request_id)
-
-    def __enter__(self) -> HttpScope:
-        method, template, path, attempt, request_id = self._span_attrs
+    def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
+        template = url_template(exchange.path)
         attrs: dict[str, Any] = {
-            **self._metric,
-            "url.full": self._ct._base + path,
-            "payments.attempt": attempt,
-            "payments.request_id": request_id,
+            "http.request.method": exchange.method,
+            "url.template": template,
+            **self._server,
+            "url.full": self._base + exchange.path,
+            "payments.attempt": exchange.attempt,
+            "payments.request_id": exchange.request_id,
         }
-        if attempt > 1:
-            attrs["http.request.resend_count"] = attempt - 1
-        self._begin(f"{method} {template}", "CLIENT", attrs, leaf=True)
-        if self._ct._tel.propagate:
-            otel = self._ct._otel
-            otel.propagate.inject(self._headers, context=otel.trace.set_span_in_context(self._span))
-        return self
+        if exchange.resend_count:
+            attrs["http.request.resend_count"] = exchange.resend_count
+        started = exchange.span = self._start(
+            f"{exchange.method} {template}", "CLIENT", attrs, leaf=True
+        )
+        if self._tel.propagate:
+            otel = self._otel
+            otel.propagate.inject(headers, context=otel.trace.set_span_in_context(started.span))
 
-    def response(self, status: int) -> None:
-        """Record the answer's status (4xx and 5xx mark the span as an error)."""
-        otel = self._ct._otel
-        self._metric["http.response.status_code"] = status
-        self._span.set_attribute("http.response.status_code", status)
-        if status >= 400:
-            self._metric["error.type"] = str(status)
-            self._span.set_attribute("error.type", str(status))
-            self._span.set_status(otel.Status(otel.StatusCode.ERROR))
+    def request_ended(self, exchange: Exchange) -> None:
+        started: _Span | None = exchange.span
+        if started is None:
+            return
+        metric: dict[str, Any] = {
+            "http.request.method": exchange.method,
+            "url.template": url_template(exchange.path),
+            **self._server,
+        }
+        status = exchange.status
+        if status is not None and exchange.error is None:
+            metric["http.response.status_code"] = status
+            started.span.set_attribute("http.response.status_code", status)
+            if status >= 400:
+                metric["error.type"] = str(status)
+                started.span.set_attribute("error.type", str(status))
+                started.span.set_status(self._otel.Status(self._otel.StatusCode.ERROR))
+        if exchange.error is not None:
+            metric["error.type"] = _error_type(exchange.error)
+        elapsed = self._end(started, exchange.error)
+        self._tel._http_duration.record(elapsed, metric)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is not None:
-            self._metric["error.type"] = _error_type(exc)
-        elapsed = self._end(exc)
-        self._ct._tel._http_duration.record(elapsed, self._metric)
+    # --- retries -------------------------------------------------------------------------
 
+    def retry(self, event: RequestEvent) -> None:
+        attrs: dict[str, Any] = {
+            "http.request.method": event.method,
+            "url.template": url_template(event.path),
+        }
+        if event.error is not None:
+            attrs["error.type"] = _error_type(event.error)
+        self._tel._retries.add(1, attrs)
 
-class TokenFetchScope(_Scope):
-    """The span of one access-token fetch and the fetch counter."""
+    # --- token fetches -------------------------------------------------------------------
 
-    __slots__ = ()
+    def token_fetch_started(self, fetch: TokenFetch) -> None:
+        fetch.span = self._start("payments.token_fetch", "INTERNAL", {})
 
-    def __init__(self, ct: ClientTelemetry) -> None:
-        self._ct = ct
-
-    def __enter__(self) -> TokenFetchScope:
-        self._begin("payments.token_fetch", "INTERNAL", {})
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._end(exc)
+    def token_fetch_ended(self, fetch: TokenFetch) -> None:
+        exc = fetch.error
+        self._end(fetch.span, exc)
         attrs: dict[str, Any] = {"payments.outcome": "obtained" if exc is None else "failed"}
         if exc is not None:
             attrs["error.type"] = _error_type(exc)
-        self._ct._tel._token_fetches.add(1, attrs)
+        self._tel._token_fetches.add(1, attrs)
 
-
-class _NoScope:
-    """Stands in for an :class:`OperationScope` when telemetry is off: does nothing."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> _NoScope:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
+    def token_obtained(self, lifetime: float) -> None:
         return None
 
-    def succeeded(self, outcome: str, **attributes: Any) -> None:
-        """Nothing to record."""
+    # --- operations: an INTERNAL span each, the outcome counter and duration -------------
 
+    def operation_started(self, call: Call) -> None:
+        attrs: dict[str, Any] = {"payments.operation": call.kind, **call.attributes}
+        call.span = self._start(f"payments.{call.name}", "INTERNAL", attrs)
 
-NO_SCOPE: Final = _NoScope()  # one shared instance: entering it costs no allocation
+    def operation_ended(self, call: Call) -> None:
+        started: _Span = call.span
+        exc = call.error
+        span = started.span
+        if exc is None:
+            for key, value in call.attributes.items():
+                if value is not None:
+                    span.set_attribute(key, value)
+        outcome = call.outcome if exc is None else outcome_of_error(exc)
+        span.set_attribute("payments.outcome", outcome)
+        if isinstance(exc, PaymentsError) and exc.attempt is not None:
+            span.set_attribute("payments.attempts", exc.attempt)
+        elapsed = self._end(started, exc)
+        attrs: dict[str, Any] = {"payments.operation": call.name, "payments.outcome": outcome}
+        if exc is not None:
+            attrs["error.type"] = _error_type(exc)
+        self._tel._operations.add(1, attrs)
+        self._tel._operation_duration.record(elapsed, attrs)

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from ._clock import ClockSkew
@@ -20,8 +20,7 @@ from ._constants import (
     JSON_CONTENT_TYPE,
     JWT_BEARER_GRANT,
     REQUEST_ID_HEADER,
-    TOKEN_ATTEMPT_TIMEOUT,
-    TOKEN_FETCH_DEADLINE,
+    TIMEOUT_TOKEN,
     TOKEN_PATH,
     TOKEN_REFRESH_FRACTION,
     TOKEN_REFRESH_LEEWAY,
@@ -39,14 +38,11 @@ from ._errors import (
     PaymentsError,
     ValidationError,
 )
-from ._hooks import RequestEvent, call_hook
+from ._instrument import Exchange, Instruments
 from ._jwt import SignedToken
 from ._retry import is_retryable
 from ._transport import Transport, error_from_response
 from .iso20022._common import decode_error_envelope, decode_token_response
-
-if TYPE_CHECKING:
-    from ._telemetry import ClientTelemetry
 
 __all__ = ["AccessToken", "TokenSession"]
 
@@ -143,16 +139,15 @@ class TokenSession:
         refresh_fraction: ...or this share of the token's lifetime, whichever is smaller.
         retry_initial: first backoff delay (seconds) after a failed attempt.
         retry_max: cap on a backoff delay.
-        fetch_deadline: seconds one fetch may take, retries included.
-        attempt_timeout: seconds one token request may take.
+        fetch_deadline: seconds one fetch may take, retries included; each token request
+            may take up to a third of it.
         on_refresh: called with each new token (metrics, tests); exceptions it raises are
             logged and ignored.
-        on_request: called after every token request with a ``RequestEvent`` of kind
-            ``"token"``; exceptions it raises are logged and ignored.
         clock: the service's clock, learned from the ``Date`` of token answers; the
             assertion is signed on it. A 401 that a corrected clock explains is retried
             once. A private one if None.
-        telemetry: a span per fetch and the fetch counter, or None.
+        instruments: told about each fetch and each token request (of kind
+            ``"token"``); the transport's if None.
     """
 
     def __init__(
@@ -164,19 +159,17 @@ class TokenSession:
         refresh_fraction: float = TOKEN_REFRESH_FRACTION,
         retry_initial: float = TOKEN_RETRY_INITIAL,
         retry_max: float = TOKEN_RETRY_MAX,
-        fetch_deadline: float = TOKEN_FETCH_DEADLINE,
-        attempt_timeout: float = TOKEN_ATTEMPT_TIMEOUT,
+        fetch_deadline: float = TIMEOUT_TOKEN,
         on_refresh: Callable[[AccessToken], object] | None = None,
-        on_request: Callable[[RequestEvent], None] | None = None,
         clock: ClockSkew | None = None,
-        telemetry: ClientTelemetry | None = None,
+        instruments: Instruments | None = None,
     ) -> None:
         if refresh_leeway < 0 or not 0 <= refresh_fraction < 1:
             raise ConfigurationError("refresh_leeway must be >= 0 and refresh_fraction in [0, 1)")
         if retry_initial <= 0 or retry_max < retry_initial:
             raise ConfigurationError("need 0 < retry_initial <= retry_max")
-        if fetch_deadline <= 0 or attempt_timeout <= 0:
-            raise ConfigurationError("fetch_deadline and attempt_timeout must be positive")
+        if fetch_deadline <= 0:
+            raise ConfigurationError("fetch_deadline must be positive")
         self._transport = transport
         self._identity = _Identity.of(credentials)
         self._client_id = credentials.client_id
@@ -186,12 +179,10 @@ class TokenSession:
         self._retry_initial = retry_initial
         self._retry_max = retry_max
         self._fetch_deadline = fetch_deadline
-        self._attempt_timeout = attempt_timeout
         self._on_refresh = on_refresh
-        self._on_request = on_request
         self.last_error: PaymentsError | None = None
         self._clock = clock if clock is not None else ClockSkew()
-        self._telemetry = telemetry
+        self._instruments = instruments if instruments is not None else transport.instruments
         self._token: AccessToken | None = None
         self._inflight: asyncio.Task[AccessToken] | None = None
         self._refresher: asyncio.Task[None] | None = None
@@ -334,10 +325,8 @@ class TokenSession:
         The token is cached only if ``identity`` is still the session's (no rotation
         happened meanwhile); it is returned to this fetch's callers either way.
         """
-        if self._telemetry is not None:
-            with self._telemetry.token_fetch():
-                return await self._fetch_attempts(identity)
-        return await self._fetch_attempts(identity)
+        with self._instruments.token_fetch():
+            return await self._fetch_attempts(identity)
 
     async def _fetch_attempts(self, identity: _Identity) -> AccessToken:
         deadline = time.monotonic() + self._fetch_deadline
@@ -347,7 +336,7 @@ class TokenSession:
             attempt += 1
             signed_with = self._clock.offset
             try:
-                token = await self._request_token(attempt, deadline, identity)
+                token = await self._exchange_token(attempt, deadline, identity)
             except PaymentsError as exc:
                 # Kept so that a caller whose own deadline ends this wait can raise what
                 # the token endpoint actually did, not a bare timeout.
@@ -395,39 +384,8 @@ class TokenSession:
         ceiling = min(self._retry_max, self._retry_initial * 2.0 ** (failures - 1))
         return ceiling * (0.5 + random.random() / 2)
 
-    async def _request_token(
-        self, attempt: int, deadline: float, identity: _Identity
-    ) -> AccessToken:
-        if self._on_request is None:
-            return await self._exchange_token(attempt, deadline, identity, {})
-        info: dict[str, Any] = {}
-        started = time.monotonic()
-        try:
-            token = await self._exchange_token(attempt, deadline, identity, info)
-        except PaymentsError as exc:
-            self._observe(info, attempt, started, exc)
-            raise
-        self._observe(info, attempt, started, None)
-        return token
-
-    def _observe(
-        self, info: dict[str, Any], attempt: int, started: float, error: PaymentsError | None
-    ) -> None:
-        """Tell the on_request hook about one token request (ids and timings, no secrets)."""
-        event = RequestEvent(
-            "POST",
-            TOKEN_PATH,
-            info.get("request_id", ""),
-            attempt,
-            error.status if error is not None else info.get("status"),
-            time.monotonic() - started,
-            error,
-            kind="token",
-        )
-        call_hook(self._on_request, event)
-
     async def _exchange_token(
-        self, attempt: int, deadline: float, identity: _Identity, info: dict[str, Any]
+        self, attempt: int, deadline: float, identity: _Identity
     ) -> AccessToken:
         signed = identity.signer.sign_assertion(now=self._clock.now())
         if not isinstance(signed, SignedToken):  # an async signer (thread pool, HSM)
@@ -437,7 +395,6 @@ class TokenSession:
             {"grant_type": JWT_BEARER_GRANT, "assertion": assertion, "scope": TOKEN_SCOPE}
         ).encode("ascii")
         request_id = uuid.uuid4().hex
-        info["request_id"] = request_id
         headers = {
             "Authorization": identity.basic_authorization,
             "Content-Type": FORM_CONTENT_TYPE,
@@ -446,22 +403,11 @@ class TokenSession:
             REQUEST_ID_HEADER: request_id,
         }
         started = time.monotonic()
-        timeout = max(0.001, min(self._attempt_timeout, deadline - started))
-        _log.debug(
-            "token requested (attempt %d)",
-            attempt,
-            extra={"event": "token.requested", "attempt": attempt, "request_id": request_id},
+        timeout = max(0.001, min(self._fetch_deadline / 3, deadline - started))
+        exchange = Exchange(
+            "POST", TOKEN_PATH, request_id, attempt, resend_count=attempt - 1, kind="token"
         )
-        resp = await self._transport.request(
-            "POST",
-            TOKEN_PATH,
-            headers=headers,
-            body=body,
-            timeout=timeout,
-            request_id=request_id,
-            attempt=attempt,
-        )
-        info["status"] = resp.status
+        resp = await self._transport.request(exchange, headers, body=body, timeout=timeout)
         if resp.status in (200, 401):
             self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
         ctx: dict[str, Any] = {

@@ -44,7 +44,9 @@ from rich.text import Text
 from yarl import URL
 
 from . import __version__
-from ._client import CancellationOutcome, PaymentsClient, Submission, _check_id
+from ._checks import check_payments_service_id
+from ._client import PaymentsClient
+from ._config import Limits, Timeout
 from ._constants import (
     BULK_HEARTBEAT_INTERVAL,
     BULK_STALLED_AFTER,
@@ -71,7 +73,7 @@ from ._errors import (
 from ._keys import generate_key_pair, load_public_key, public_key_pem
 from ._loop import LOOP_CHOICES, LoopKind
 from ._loop import run as run_loop
-from ._retry import RetryPolicy
+from ._models import CancellationOutcome, Submission
 from .iso20022 import (
     Camt056,
     Outcome,
@@ -430,8 +432,8 @@ def _base_url(settings: Settings) -> str:
 
 
 def _client(settings: Settings, **kwargs: Any) -> PaymentsClient:
-    """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per operation)."""
-    kwargs.setdefault("retry", RetryPolicy(timeout=CLI_RETRY_TIMEOUT))
+    """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per call)."""
+    kwargs.setdefault("timeout", Timeout(total=CLI_RETRY_TIMEOUT))
     credentials = _credentials(settings)
     base_url = _base_url(settings)
     try:
@@ -1063,7 +1065,7 @@ def status(settings: Settings, payments_service_id: str, wait: bool, timeout: fl
     """
 
     async def go() -> int:
-        _check_id(payments_service_id)
+        check_payments_service_id(payments_service_id)
         async with _connected(settings) as client:
             if wait:
                 st = await client.wait_for_payment_status(
@@ -1189,7 +1191,7 @@ def outcome(
     """
 
     async def go() -> int:
-        _check_id(payments_service_id)
+        check_payments_service_id(payments_service_id)
         async with _connected(settings) as client:
             if wait:
                 result = await client.wait_for_cancellation_outcome(
@@ -1607,7 +1609,8 @@ def bulk_cancel_cmd(
             limit = connection_limit_for(concurrency)
             # The library's retry window, not the CLI's: a long unattended run rides out
             # a short outage; the service is checked within seconds once, below.
-            async with _client(settings, connection_limit=limit, retry=RetryPolicy()) as client:
+            limits = Limits(connections=limit)
+            async with _client(settings, limits=limits, timeout=Timeout()) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
 
@@ -2096,7 +2099,7 @@ def worker_cmd(
         work = asyncio.ensure_future(
             run_worker(
                 queue_url,
-                lambda limit: _client(settings, connection_limit=limit),
+                lambda limit: _client(settings, limits=Limits(connections=limit)),
                 concurrency=concurrency,
                 rows=rows,
                 timeout=timeout,

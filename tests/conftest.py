@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-
-# Small fake servers over real HTTP (see http_support.py), for the tests that ask.
-from http_support import serve  # noqa: F401
-
-# A real PostgreSQL started by the suite (see pg_fixtures.py), for the tests that ask.
-from pg_fixtures import pg_dsn, postgres_server  # noqa: F401
+from hypothesis import settings
 
 from payments_async import Credentials
+
+# Small fake servers over real HTTP (see support/http_servers.py), for the tests that ask.
+from tests.support.http_servers import serve  # noqa: F401
+
+# A real PostgreSQL started by the suite (see support/postgres.py), for the tests that ask.
+from tests.support.postgres import pg_dsn, postgres_server  # noqa: F401
+
+# Property tests without a count of their own run `dev`'s examples (quick, for `make unit`
+# and a developer's runs) or `ci`'s (`make test` sets HYPOTHESIS_PROFILE=ci).
+settings.register_profile("dev", max_examples=100)
+settings.register_profile("ci", max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 _ENV_TO_CLEAR = (
     "HTTP_PROXY",
@@ -41,7 +49,7 @@ _ENV_TO_CLEAR = (
 
 
 # aioresponses cannot build responses for aiohttp >= 3.14, so `make test-latest` runs without
-# it: the test modules that use it (directly or through conftest_auth's mock_http fixture)
+# it: the test modules that use it (directly or through tests/unit/conftest.py's mock_http fixture)
 # are not collected there, and the header of the run says so. Everything else runs.
 _HAVE_AIORESPONSES = importlib.util.find_spec("aioresponses") is not None
 _USES_AIORESPONSES = re.compile(rb"\baioresponses\b|\bmock_http\b")

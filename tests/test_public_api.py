@@ -13,6 +13,7 @@ INTENDED = {
     "Hooks",
     "InvalidResponseError",
     "KeySigner",
+    "Limits",
     "NotFoundError",
     "Outcome",
     "OutcomeUnknownError",
@@ -37,10 +38,12 @@ INTENDED = {
     "Submission",
     "Telemetry",
     "ThreadPoolSigner",
+    "Timeout",
     "TransportError",
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "check_payments_service_id",
     "generate_key_pair",
 }
 

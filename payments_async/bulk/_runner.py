@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Protocol
 
-from .._client import CancellationOutcome, PaymentsClient
+from .._client import PaymentsClient
 from .._constants import POLL_TIMEOUT, TOKEN_PATH
 from .._errors import (
     ApiError,
@@ -24,6 +24,7 @@ from .._errors import (
     TransportError,
     ValidationError,
 )
+from .._models import CancellationOutcome
 from ..iso20022 import decode_camt056, encode
 from ._input import (
     BulkInput,

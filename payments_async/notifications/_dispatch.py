@@ -45,7 +45,8 @@ from ._core import (
 )
 
 if TYPE_CHECKING:
-    from .._client import CancellationOutcome, PaymentsClient
+    from .._client import PaymentsClient
+    from .._models import CancellationOutcome
 
 __all__ = [
     "MemorySeenStore",
@@ -466,7 +467,7 @@ class NotificationReceiver:
             self.stats.callbacks += 1
             if isinstance(message, Camt029):
                 if self._on_cancellation is not None:  # nothing to build without a handler
-                    from .._client import CancellationOutcome
+                    from .._models import CancellationOutcome
 
                     await self._call(
                         self._on_cancellation,

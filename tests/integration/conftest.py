@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from signing_support import SoftHsm, init_token
+
+from tests.support.signing import SoftHsm, init_token
 
 
 @pytest.fixture(scope="session")

@@ -16,20 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_support import (
-    FakeService,
-    ThreadedSandbox,
-    bulk_rows,
-    fake_service,
-    precreate_payments,
-    read_results,
-    threaded_sandbox,
-    write_csv,
-    write_jsonl,
-)
 from click.testing import CliRunner, Result
 
-from payments_async import Credentials, PaymentsClient, RetryPolicy
+from payments_async import Credentials, PaymentsClient, RetryPolicy, Timeout
 from payments_async.bulk import (
     BulkReport,
     SqliteJournal,
@@ -41,6 +30,17 @@ from payments_async.bulk import (
 from payments_async.cli import cli
 from payments_async.iso20022 import decode_camt056
 from payments_async.sandbox import SandboxConfig
+from tests.support.cli import (
+    FakeService,
+    ThreadedSandbox,
+    bulk_rows,
+    fake_service,
+    precreate_payments,
+    read_results,
+    threaded_sandbox,
+    write_csv,
+    write_jsonl,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -393,8 +393,10 @@ def test_a_token_endpoint_failure_leaves_rows_not_sent_and_stops_sending(
     journal_path = tmp_path / "notoken.journal.sqlite"
 
     async def run(url: str) -> BulkReport:
-        retry = RetryPolicy.for_testing(timeout=1.0)
-        async with PaymentsClient(Credentials.sandbox(), base_url=url, retry=retry) as client:
+        retry = RetryPolicy.for_testing()
+        async with PaymentsClient(
+            Credentials.sandbox(), base_url=url, retry=retry, timeout=Timeout(total=1.0)
+        ) as client:
             return await bulk_cancel(
                 client, src, results_path=results, journal_path=journal_path, concurrency=2
             )

@@ -12,7 +12,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from cli_support import (
+from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.bulk import journal_counts
+from payments_async.sandbox import FaultConfig, SandboxConfig
+from tests.support.cli import (
     ThreadedSandbox,
     bulk_rows,
     precreate_payments,
@@ -20,10 +23,6 @@ from cli_support import (
     threaded_sandbox,
     write_csv,
 )
-
-from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.bulk import journal_counts
-from payments_async.sandbox import FaultConfig, SandboxConfig
 
 ROWS = 2000
 FAULTS = FaultConfig(

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cli_support import (
+
+from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.bulk import RESULT_COLUMNS, PlannedRow
+from payments_async.bulk._queue import queue_status
+from payments_async.bulk._stores import open_journal
+from payments_async.sandbox import FaultConfig, SandboxConfig
+from tests.support.cli import (
     FakeService,
     ThreadedSandbox,
     bulk_rows,
@@ -27,12 +33,6 @@ from cli_support import (
     threaded_sandbox,
     write_csv,
 )
-
-from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.bulk import RESULT_COLUMNS, PlannedRow
-from payments_async.bulk._queue import queue_status
-from payments_async.bulk._stores import open_journal
-from payments_async.sandbox import FaultConfig, SandboxConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 

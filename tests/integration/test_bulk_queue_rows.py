@@ -13,13 +13,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from message_support import cancellation_for, transfer
 
 from payments_async import ApiError, AuthenticationError, TransportError, ValidationError
 from payments_async._constants import CAMT056_PATH, TOKEN_PATH
 from payments_async.bulk import _queue as queue
 from payments_async.bulk._stores import _postgres as pg
 from payments_async.iso20022 import encode
+from tests.factories import cancellation_for, credit_transfer
 
 RUN = "RUN-ROWS"
 LINE = 2
@@ -49,7 +49,7 @@ def post_timed_out() -> TransportError:
 
 
 def plan_one_row(dsn: str, state: str = "planned", attempts: int = 0) -> None:
-    msg = cancellation_for(transfer())
+    msg = cancellation_for(credit_transfer())
     conn = pg.connect(dsn)
     try:
         pg.ensure_schema(conn)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cli_support import bulk_rows, read_results, threaded_sandbox, write_csv
 
 from payments_async import Credentials, PaymentsClient
 from payments_async.bulk import (
@@ -26,6 +25,7 @@ from payments_async.bulk._runner import _counted, _no_totals
 from payments_async.bulk._stores import is_postgres_url, open_journal
 from payments_async.bulk._stores._postgres import PostgresJournal
 from payments_async.sandbox import SandboxConfig
+from tests.support.cli import bulk_rows, read_results, threaded_sandbox, write_csv
 
 
 def _rows(n: int) -> list[PlannedRow]:

@@ -12,13 +12,19 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from cli_support import FakeService, ThreadedSandbox, fake_service, free_port, threaded_sandbox
 from click.testing import CliRunner, Result
 
 from payments_async._keys import private_key_pem
 from payments_async.cli import cli
 from payments_async.iso20022 import build_cancellation, build_credit_transfer, encode
 from payments_async.sandbox import REJECT_IBAN_AC04, SandboxConfig
+from tests.support.cli import (
+    FakeService,
+    ThreadedSandbox,
+    fake_service,
+    free_port,
+    threaded_sandbox,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CREDITOR_IBAN = "DE89370400440532013000"

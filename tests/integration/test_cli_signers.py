@@ -14,10 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import ThreadedSandbox, threaded_sandbox
 from click.testing import CliRunner, Result
-from message_support import transfer
-from signing_support import SoftHsm, generate_token_key
 
 from payments_async import Pkcs11Signer
 from payments_async._keys import private_key_pem, public_key_pem
@@ -26,6 +23,9 @@ from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
 from payments_async.signing import KeySigner, ThreadPoolSigner
 from payments_async.testing import generate_test_keypair
+from tests.factories import credit_transfer
+from tests.support.cli import ThreadedSandbox, threaded_sandbox
+from tests.support.signing import SoftHsm, generate_token_key
 
 CLIENT_ID = "cli-signer-client"
 SECRET = "cli-signer-secret"
@@ -60,7 +60,7 @@ def _base(kid: str) -> dict[str, Any]:
 
 
 def _pay(sb: ThreadedSandbox, creds: Path, tmp_path: Path) -> Result:
-    msg = transfer("12.50")
+    msg = credit_transfer(amount="12.50")
     pay = tmp_path / f"pay-{msg.end_to_end_id}.json"
     pay.write_bytes(encode(msg))
     args = ["--json", "--base-url", sb.url, "--credentials", str(creds), "pay", str(pay)]
@@ -96,7 +96,7 @@ def test_the_credentials_file_can_be_named_by_the_environment(
 ) -> None:
     # A worker started by a service manager or in a container names its file this way.
     creds = _thread_signing_file(sb, tmp_path, "kid-env-file")
-    msg = transfer("13.50")
+    msg = credit_transfer(amount="13.50")
     pay = tmp_path / "pay.json"
     pay.write_bytes(encode(msg))
     before = sb.stats()["payments_stored"]

@@ -10,10 +10,10 @@ from urllib.parse import urlencode
 
 import aiohttp
 import pytest
-from message_support import cancellation_for, transfer
 
 from payments_async import (
     ApiError,
+    Limits,
     NotFoundError,
     Outcome,
     OutcomeUnknownError,
@@ -22,11 +22,13 @@ from payments_async import (
     PollTimeoutError,
     RetryPolicy,
     ServerError,
+    Timeout,
 )
 from payments_async._jwt import JwtSigner
 from payments_async.iso20022 import encode
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import cancellation_for, credit_transfer
 
 FAST_POLL = PollPolicy(initial=0.02, maximum=0.05, not_found_grace=0.5)
 
@@ -40,7 +42,8 @@ async def sandbox() -> AsyncIterator[SandboxHandle]:
 
 def client_for(sb: SandboxHandle, **kwargs: object) -> PaymentsClient:
     assert sb.credentials is not None
-    kwargs.setdefault("retry", RetryPolicy.for_testing(attempts=6, timeout=10))
+    kwargs.setdefault("retry", RetryPolicy.for_testing(attempts=6))
+    kwargs.setdefault("timeout", Timeout(total=10))
     kwargs.setdefault("poll", FAST_POLL)
     return PaymentsClient(sb.credentials, base_url=sb.url, **kwargs)  # type: ignore[arg-type]
 
@@ -48,7 +51,7 @@ def client_for(sb: SandboxHandle, **kwargs: object) -> PaymentsClient:
 async def test_full_flow_accepted_cancellation(sandbox: SandboxHandle) -> None:
     async with client_for(sandbox) as client:
         assert await client.access_token_lifetime() > 0
-        payment = transfer()
+        payment = credit_transfer()
         sub = await client.submit_credit_transfer(payment)
         assert sub.created
         assert sub.echoed_id == payment.message_id
@@ -69,7 +72,7 @@ async def test_full_flow_accepted_cancellation(sandbox: SandboxHandle) -> None:
 
 async def test_full_flow_rejected_cancellation(sandbox: SandboxHandle) -> None:
     async with client_for(sandbox) as client:
-        payment = transfer()
+        payment = credit_transfer()
         sub = await client.submit_credit_transfer(payment)
         status = await client.wait_for_payment_status(sub.payments_service_id, timeout=10)
         assert status.outcome is Outcome.ACCEPTED
@@ -85,7 +88,7 @@ async def test_full_flow_rejected_cancellation(sandbox: SandboxHandle) -> None:
 
 async def test_unknown_original_payment_is_rejected(sandbox: SandboxHandle) -> None:
     async with client_for(sandbox) as client:
-        cxl = await client.request_cancellation(cancellation_for(transfer()))
+        cxl = await client.request_cancellation(cancellation_for(credit_transfer()))
         outcome = await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=10)
         assert outcome.rejected
         assert "NOOR" in outcome.reason_codes
@@ -93,7 +96,7 @@ async def test_unknown_original_payment_is_rejected(sandbox: SandboxHandle) -> N
 
 async def test_resubmission_is_replayed_with_the_same_id(sandbox: SandboxHandle) -> None:
     async with client_for(sandbox) as client:
-        payment = transfer()
+        payment = credit_transfer()
         first = await client.submit_credit_transfer(payment)
         again = await client.submit_credit_transfer(payment)
         assert first.created
@@ -114,7 +117,7 @@ async def test_predefined_sandbox_tokens_work(sandbox: SandboxHandle) -> None:
     async with PaymentsClient(
         sandbox.sandbox_credentials, base_url=sandbox.url, poll=FAST_POLL
     ) as client:
-        sub = await client.request_cancellation(cancellation_for(transfer()))
+        sub = await client.request_cancellation(cancellation_for(credit_transfer()))
         assert sub.created
 
 
@@ -123,10 +126,10 @@ async def test_the_signed_bytes_are_the_sent_bytes(sandbox: SandboxHandle) -> No
     assert sandbox.credentials is not None
     signer = sandbox.credentials.signer()
     async with client_for(sandbox) as client:
-        ok = await client.request_cancellation(cancellation_for(transfer()))
+        ok = await client.request_cancellation(cancellation_for(credit_transfer()))
         assert ok.created  # the sandbox's hd over the received bytes matched ours
 
-        message = cancellation_for(transfer())
+        message = cancellation_for(credit_transfer())
         body = encode(message)
         reserialised = json.dumps(json.loads(body), indent=1).encode()
         token = await client._tokens.get()
@@ -159,7 +162,7 @@ async def test_404_is_not_retried(sandbox: SandboxHandle) -> None:
 async def test_4xx_is_not_retried() -> None:
     # A body over the sandbox's limit: 413, a permanent refusal, sent once. The limit
     # lies between the token request's body and the pacs.008's, so only the POST fails.
-    payment = transfer()
+    payment = credit_transfer()
     body = encode(payment)
     async with sandbox_server() as probe:
         creds, key = probe.credentials, probe.private_key
@@ -188,9 +191,9 @@ async def test_a_reused_id_with_another_body_gets_the_stored_payment(
 ) -> None:
     # Service notes 2: 200 with the stored id; the client cannot tell the body changed.
     async with client_for(sandbox) as client:
-        payment = transfer()
+        payment = credit_transfer()
         first = await client.submit_credit_transfer(payment)
-        changed = transfer("20.00")
+        changed = credit_transfer(amount="20.00")
         changed.fito_fi_cstmr_cdt_trf.grp_hdr.msg_id = payment.message_id  # same id, new body
         again = await client.submit_credit_transfer(changed)
     assert (first.created, again.replayed) == (True, True)
@@ -214,9 +217,11 @@ async def test_faulty_service_stores_each_message_exactly_once(faults: FaultConf
     config = SandboxConfig(processing_delay=0.2, settlement_delay=0.05, faults=faults)
     async with (
         sandbox_server(config) as sb,
-        client_for(sb, retry=RetryPolicy.for_testing(attempts=10, timeout=20)) as client,
+        client_for(
+            sb, retry=RetryPolicy.for_testing(attempts=10), timeout=Timeout(total=20)
+        ) as client,
     ):
-        payments = [transfer() for _ in range(15)]
+        payments = [credit_transfer() for _ in range(15)]
         subs = [await client.submit_credit_transfer(p) for p in payments]
         cxls = [await client.request_cancellation(cancellation_for(p)) for p in payments]
         outcomes = [
@@ -237,7 +242,7 @@ async def test_faulty_service_stores_each_message_exactly_once(faults: FaultConf
 async def test_outcome_unknown_then_resubmit_resolves_it() -> None:
     config = SandboxConfig(faults=FaultConfig(commit_then_drop=1.0, seed=7))
     async with sandbox_server(config) as sb:
-        payment = transfer()
+        payment = credit_transfer()
         async with client_for(sb, retry=RetryPolicy.for_testing(attempts=2)) as client:
             with pytest.raises(OutcomeUnknownError) as info:
                 await client.submit_credit_transfer(payment)
@@ -253,19 +258,21 @@ async def test_deadline_holds_when_the_service_is_slow() -> None:
     async with (
         sandbox_server(config) as sb,
         client_for(
-            sb, read_timeout=0.2, retry=RetryPolicy.for_testing(attempts=10, timeout=0.6)
+            sb,
+            timeout=Timeout(total=0.6, read=0.2),
+            retry=RetryPolicy.for_testing(attempts=10),
         ) as client,
     ):
         start = time.monotonic()
         with pytest.raises(OutcomeUnknownError):
-            await client.request_cancellation(cancellation_for(transfer()))
+            await client.request_cancellation(cancellation_for(credit_transfer()))
         assert time.monotonic() - start < 2.0
 
 
 async def test_waiter_deadline_reports_last_status() -> None:
     config = SandboxConfig(settlement_delay=60)
     async with sandbox_server(config) as sb, client_for(sb) as client:
-        cxl = await client.request_cancellation(cancellation_for(transfer()))
+        cxl = await client.request_cancellation(cancellation_for(credit_transfer()))
         with pytest.raises(PollTimeoutError) as info:
             await client.wait_for_cancellation_outcome(cxl.payments_service_id, timeout=0.3)
         assert info.value.last_status == "PDCR"
@@ -277,10 +284,10 @@ async def test_a_failing_token_endpoint_is_its_own_error_not_outcome_unknown() -
     token endpoint's error (its path and status), not "outcome unknown"."""
     config = SandboxConfig(faults=FaultConfig(error_503=1.0, apply_to_token=True, seed=3))
     async with sandbox_server(config) as sb:
-        retry = RetryPolicy.for_testing(attempts=3, timeout=1.5)
-        async with client_for(sb, retry=retry) as client:
+        retry = RetryPolicy.for_testing(attempts=3)
+        async with client_for(sb, retry=retry, timeout=Timeout(total=1.5)) as client:
             with pytest.raises(ServerError) as info:
-                await client.submit_credit_transfer(transfer())
+                await client.submit_credit_transfer(credit_transfer())
         stats = sb.server.stats()
     assert not isinstance(info.value, OutcomeUnknownError)
     assert (info.value.path, info.value.status) == ("/oauth/token", 503)
@@ -303,8 +310,8 @@ async def test_a_borrowed_raise_for_status_session_keeps_a_404_a_404(
 
 async def test_many_concurrent_waiters_share_the_session() -> None:
     config = SandboxConfig(processing_delay=5, settlement_delay=0.3)
-    async with sandbox_server(config) as sb, client_for(sb, connection_limit=8) as client:
-        payments = [transfer() for _ in range(40)]
+    async with sandbox_server(config) as sb, client_for(sb, limits=Limits(connections=8)) as client:
+        payments = [credit_transfer() for _ in range(40)]
         subs = await asyncio.gather(
             *(client.request_cancellation(cancellation_for(p)) for p in payments)
         )

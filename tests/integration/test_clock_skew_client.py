@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from sandbox_support import payment
 
 from payments_async import AuthenticationError, Credentials, PaymentsClient, ThreadPoolSigner
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
+from tests.factories import credit_transfer
 
 FIVE_MINUTES = 300.0
 
@@ -32,11 +32,11 @@ async def test_skewed_client_succeeds_after_at_most_one_401(
     async with sandbox_server(SandboxConfig(clock_skew=-client_offset, processing_delay=0.2)) as sb:
         assert sb.credentials is not None
         async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
-            sub = await client.submit_credit_transfer(payment())
+            sub = await client.submit_credit_transfer(credit_transfer())
             status = await client.wait_for_payment_status(sub.payments_service_id, timeout=30)
             # The client now signs on the service's time (Date has a 1-second resolution).
             assert client.clock_offset == pytest.approx(-client_offset, abs=2)
-            second = await client.submit_credit_transfer(payment())
+            second = await client.submit_credit_transfer(credit_transfer())
         refused = _refusals(sb)
     assert sub.created
     assert second.created
@@ -54,7 +54,7 @@ async def test_without_correction_the_same_client_is_refused(client_offset: floa
             sb.credentials, base_url=sb.url, clock_skew_threshold=None
         ) as client:
             with pytest.raises(AuthenticationError):
-                await client.submit_credit_transfer(payment())
+                await client.submit_credit_transfer(credit_transfer())
             assert client.clock_offset == 0.0
 
 
@@ -62,7 +62,7 @@ async def test_a_small_skew_is_left_alone() -> None:
     async with sandbox_server(SandboxConfig(clock_skew=2.0)) as sb:
         assert sb.credentials is not None
         async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
-            await client.submit_credit_transfer(payment())
+            await client.submit_credit_transfer(credit_transfer())
             assert client.clock_offset == 0.0
         assert _refusals(sb) == 0
 
@@ -95,7 +95,7 @@ async def test_sca_401_the_clock_explains_is_resent_once_without_a_new_token() -
             await client.access_token_lifetime()
             assert client.clock_offset == 0.0
             clock.advance(FIVE_MINUTES)  # the token (1 h) is still valid; 180-s SCA tokens
-            sub = await client.submit_credit_transfer(payment())
+            sub = await client.submit_credit_transfer(credit_transfer())
             assert client.clock_offset == pytest.approx(FIVE_MINUTES, abs=2)
         stats = sb.server.stats()
     assert sub.created
@@ -115,7 +115,7 @@ async def test_the_corrected_clock_reaches_an_async_signer() -> None:
                 creds.client_id, creds.client_secret, issuer=creds.issuer, signer=signer
             )
             async with PaymentsClient(threaded, base_url=sb.url) as client:
-                sub = await client.submit_credit_transfer(payment())
+                sub = await client.submit_credit_transfer(credit_transfer())
         refused = _refusals(sb)
     assert sub.created
     assert refused == 1  # the first assertion, signed on our clock

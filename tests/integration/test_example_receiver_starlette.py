@@ -9,13 +9,13 @@ from types import ModuleType
 
 import aiohttp
 import pytest
-from message_support import cancellation_for, transfer
 
 from payments_async import CancellationOutcome, Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.notifications import BasicAuth
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.sandbox._notify import NotificationTarget
+from tests.factories import cancellation_for, credit_transfer
 
 uvicorn = pytest.importorskip("uvicorn")  # the test extra installs it; skipped only without
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "receiver_starlette.py"
@@ -67,7 +67,7 @@ async def test_the_starlette_example_receives_confirms_and_refuses() -> None:
                 NotificationTarget(url=url, username="bank", password="pw-0123456789"),
             )
             async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
-                pay = transfer()
+                pay = credit_transfer()
                 await client.submit_credit_transfer(pay)
                 cxl = await client.request_cancellation(cancellation_for(pay))
             waiter = app.state.client.wait_for_cancellation_outcome(cxl.payments_service_id)

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_support import ThreadedSandbox, precreate_payments, read_results, threaded_sandbox
 from click.testing import CliRunner, Result
 
 from payments_async.cli import cli
 from payments_async.sandbox import SandboxConfig
+from tests.support.cli import ThreadedSandbox, precreate_payments, read_results, threaded_sandbox
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 with (EXAMPLES / "bulk-cancel.csv").open(encoding="utf-8", newline="") as _fh:

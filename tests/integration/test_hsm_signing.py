@@ -9,17 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import signing_support
 from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from cryptography.hazmat.primitives.hashes import SHA256
-from signing_support import (
-    FLOW_CONFIG,
-    SoftHsm,
-    client_options,
-    generate_token_key,
-    private_key_attributes,
-    whole_flow,
-)
 
 from payments_async import (
     ConfigurationError,
@@ -29,6 +20,15 @@ from payments_async import (
     SigningError,
 )
 from payments_async.testing import sandbox_server
+from tests.support import signing as signing_support
+from tests.support.signing import (
+    FLOW_CONFIG,
+    SoftHsm,
+    client_options,
+    generate_token_key,
+    private_key_attributes,
+    whole_flow,
+)
 
 KEY_A = "payments-key-a"
 KEY_B = "payments-key-b"

@@ -17,8 +17,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
 from joserfc.jwk import ECKey
-from message_support import cancellation_for, transfer
-from notification_support import HOOK_PASSWORD, HOOK_USER, Stack, notifying_stack, settle
 
 from payments_async import CancellationOutcome, ConfigurationError, Outcome, PollPolicy
 from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH
@@ -32,6 +30,8 @@ from payments_async.notifications import (
     create_app,
 )
 from payments_async.sandbox._notify import NotificationFaults
+from tests.factories import cancellation_for, credit_transfer
+from tests.support.notifications import HOOK_PASSWORD, HOOK_USER, Stack, notifying_stack, settle
 
 WAIT = 5.0  # seconds; far below the 60 s safety-net poll of NO_POLL
 
@@ -43,10 +43,10 @@ def basic(user: str, password: str) -> str:
 async def test_outcomes_reach_waiters_and_callbacks_by_notification() -> None:
     async with notifying_stack() as st:
         c = st.client
-        p1 = transfer()
+        p1 = credit_transfer()
         s1 = await c.submit_credit_transfer(p1)
         x1 = await c.request_cancellation(cancellation_for(p1))  # p1 unprocessed: accepted
-        p2 = transfer()
+        p2 = credit_transfer()
         s2 = await c.submit_credit_transfer(p2)
         status2 = await asyncio.wait_for(c.wait_for_payment_status(s2.payments_service_id), WAIT)
         assert status2.status == "ACCC"
@@ -101,7 +101,7 @@ async def test_full_reports_with_a_jwt_bearer_are_confirmed_then_delivered() -> 
         payload="full", auth=auth, target_credentials={"bearer": token}
     ) as st:
         c = st.client
-        p = transfer()
+        p = credit_transfer()
         s = await c.submit_credit_transfer(p)
         x = await c.request_cancellation(cancellation_for(p))
         outcome = await asyncio.wait_for(
@@ -131,9 +131,9 @@ async def test_duplicates_reordering_delay_loss_and_bad_credentials_each_final_o
     fallback = PollPolicy(initial=1.0, maximum=1.0, not_found_grace=5.0)
     async with notifying_stack(faults=faults, poll=fallback) as st:
         c = st.client
-        subs = [await c.submit_credit_transfer(transfer()) for _ in range(12)]
+        subs = [await c.submit_credit_transfer(credit_transfer()) for _ in range(12)]
         cancels = []
-        payments = [transfer() for _ in range(6)]
+        payments = [credit_transfer() for _ in range(6)]
         for p in payments:
             s = await c.submit_credit_transfer(p)
             subs.append(s)
@@ -167,7 +167,7 @@ async def test_lost_notifications_cost_latency_not_outcomes() -> None:
     fallback = PollPolicy(initial=0.3, maximum=0.3, not_found_grace=5.0)
     async with notifying_stack(faults=NotificationFaults(loss=1.0), poll=fallback) as st:
         c = st.client
-        p = transfer()
+        p = credit_transfer()
         s = await c.submit_credit_transfer(p)
         x = await c.request_cancellation(cancellation_for(p))
         outcome = await asyncio.wait_for(
@@ -196,7 +196,7 @@ async def test_wrong_or_missing_credentials_get_401_and_nothing_is_processed(
     authorization: str | None,
 ) -> None:
     async with notifying_stack() as st:
-        s = await st.client.submit_credit_transfer(transfer())
+        s = await st.client.submit_credit_transfer(credit_transfer())
         body = msgspec.json.encode(
             {
                 "paymentsServiceId": s.payments_service_id,
@@ -265,7 +265,7 @@ async def test_a_notification_naming_a_foreign_host_is_never_fetched() -> None:
     foreign_url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         async with notifying_stack() as st:
-            s = await st.client.submit_credit_transfer(transfer())
+            s = await st.client.submit_credit_transfer(credit_transfer())
             psid = s.payments_service_id
             sandbox_host_other_port = st.sandbox.url.rsplit(":", 1)[0] + ":1"
             bad_uris = [
@@ -422,7 +422,7 @@ async def test_a_caller_gone_before_its_body_arrived_logs_no_traceback(
 
 async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
     async with notifying_stack(queue_size=1, workers=1) as st:
-        s = await st.client.submit_credit_transfer(transfer())
+        s = await st.client.submit_credit_transfer(credit_transfer())
         body = msgspec.json.encode(
             {
                 "paymentsServiceId": s.payments_service_id,
@@ -443,7 +443,7 @@ async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
 
 async def test_mounted_as_a_sub_app_and_503_until_started() -> None:
     async with notifying_stack() as st:
-        s = await st.client.submit_credit_transfer(transfer())
+        s = await st.client.submit_credit_transfer(credit_transfer())
         body = msgspec.json.encode(
             {
                 "paymentsServiceId": s.payments_service_id,
@@ -489,7 +489,7 @@ async def test_a_failing_callback_is_logged_and_the_receiver_goes_on(
         c = st.client
         xs = []
         for _ in range(2):
-            p = transfer()
+            p = credit_transfer()
             await c.submit_credit_transfer(p)
             xs.append(await c.request_cancellation(cancellation_for(p)))
         outcomes = await asyncio.wait_for(
@@ -542,7 +542,7 @@ async def test_sandbox_stats_time_scheduling_and_delivery_separately() -> None:
     async with notifying_stack(faults=faults) as st:
         before = st.sent()
         assert before["fire_lag_ms"] == {"n": 0, "p50": None, "p99": None, "max": None}
-        p = transfer()
+        p = credit_transfer()
         await st.client.submit_credit_transfer(p)
         x = await st.client.request_cancellation(cancellation_for(p))
         outcome = await asyncio.wait_for(
@@ -564,7 +564,7 @@ async def _cancel_a_pending_payment(st: Stack) -> tuple[str, str]:
         The payment's and the cancellation's ids.
     """
     c = st.client
-    p = transfer()
+    p = credit_transfer()
     s = await c.submit_credit_transfer(p)
     pending = await c.get_credit_transfer_status(s.payments_service_id)
     assert summarize_status_report(pending).status == "PEND"

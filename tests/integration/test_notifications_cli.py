@@ -8,13 +8,13 @@ import os
 import sys
 
 import pytest
-from message_support import cancellation_for, transfer
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.sandbox._main import build_parser, config_from_args
 from payments_async.sandbox._notify import NotificationTarget
+from tests.factories import cancellation_for, credit_transfer
 
 
 async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
@@ -55,7 +55,7 @@ async def test_listen_prints_each_notification_and_its_confirmed_status() -> Non
                 NotificationTarget(url=url, username="svc", password="pw-0123456789"),
             )
             async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
-                pay = transfer()
+                pay = credit_transfer()
                 sub = await client.submit_credit_transfer(pay)
                 cxl = await client.request_cancellation(cancellation_for(pay))
             out, err = await asyncio.wait_for(proc.communicate(), 20)

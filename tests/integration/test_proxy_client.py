@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import threaded_sandbox
 from click.testing import CliRunner, Result
-from proxy_support import (
+
+from payments_async import PaymentsClient, RetryPolicy, TransportError
+from payments_async._instrument import Exchange
+from payments_async._proxy import Proxy
+from payments_async._transport import Transport
+from payments_async.cli import cli
+from payments_async.testing import sandbox_server
+from tests.factories import credit_transfer
+from tests.support.cli import threaded_sandbox
+from tests.support.proxy import (
     PROXY_PASSWORD,
     PROXY_USER,
     ForwardProxy,
@@ -26,18 +34,11 @@ from proxy_support import (
     start_proxy,
     stop_proxy,
 )
-from sandbox_support import payment
 
-from payments_async import PaymentsClient, RetryPolicy, TransportError
-from payments_async._proxy import Proxy
-from payments_async._transport import Transport
-from payments_async.cli import cli
-from payments_async.testing import sandbox_server
-
-pytest_plugins = ["proxy_fixtures"]
+pytest_plugins = ["tests.support.proxy_fixtures"]
 
 WRONG_PASSWORD = "Wr0ng-Pr0xy-Pa55"
-FAST = RetryPolicy(attempts=2, timeout=10.0, wait_initial=0.01, wait_max=0.05)
+FAST = RetryPolicy(attempts=2, wait_initial=0.01, wait_max=0.05)
 
 
 def _secret_forms(password: str) -> list[str]:
@@ -89,7 +90,7 @@ async def test_http_service_through_the_proxy_with_credentials(
             async with PaymentsClient(
                 sb.credentials, base_url=sb.url, proxy=proxy.url_with_credentials, retry=FAST
             ) as client:
-                sub = await client.submit_credit_transfer(payment())
+                sub = await client.submit_credit_transfer(credit_transfer())
                 await client.get_credit_transfer_status(sub.payments_service_id)
                 # Every exchange rode the connection through the proxy: with the proxy
                 # gone, the client is cut off from the service.
@@ -113,7 +114,7 @@ async def test_https_service_through_a_connect_tunnel(
         ssl_context=tls_sandbox.client_ssl,
         proxy=forward_proxy.url_with_credentials,
     ) as client:
-        sub = await client.submit_credit_transfer(payment())
+        sub = await client.submit_credit_transfer(credit_transfer())
         status = await client.get_credit_transfer_status(sub.payments_service_id)
     assert sub.created
     assert status is not None
@@ -188,7 +189,7 @@ async def test_unreachable_proxy_is_named_without_its_credentials() -> None:
     transport = Transport("https://localhost:1", proxy=proxy)
     try:
         with pytest.raises(TransportError) as info:
-            await transport.request("GET", "/x", headers={}, timeout=5)
+            await transport.request(Exchange("GET", "/x", "r", 1), {}, timeout=5)
     finally:
         await transport.aclose()
     err = info.value

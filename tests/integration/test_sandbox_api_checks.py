@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from sandbox_support import RawClient, payment, predefined_client
 
 from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH, SANDBOX_SCA_TOKEN
 from payments_async._jwt import JwtSigner
 from payments_async.iso20022 import encode
 from payments_async.testing import ManualClock, SandboxHandle
+from tests.factories import credit_transfer
+from tests.support.sandbox import RawClient, predefined_client
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 
 async def test_each_missing_post_header_is_named(client: RawClient) -> None:
-    body = encode(payment())
+    body = encode(credit_transfer())
     for header in ("X-Service-Client-Id", "Content-Type", "sca-token"):
         reply = await client.post(PACS008_PATH, body, omit=(header,))
         assert (reply.status, reply.codes) == (400, ["HEADER_MISSING"]), header
@@ -23,7 +24,7 @@ async def test_each_missing_post_header_is_named(client: RawClient) -> None:
 
 
 async def test_missing_or_non_bearer_authorization_is_401(client: RawClient) -> None:
-    body = encode(payment())
+    body = encode(credit_transfer())
     missing = await client.post(PACS008_PATH, body, omit=("Authorization",))
     assert (missing.status, missing.codes) == (401, ["TOKEN_MISSING"])
     basic = await client.post(PACS008_PATH, body, headers={"Authorization": "Basic eDp5"})
@@ -32,14 +33,14 @@ async def test_missing_or_non_bearer_authorization_is_401(client: RawClient) -> 
 
 async def test_unknown_token_is_401(client: RawClient) -> None:
     reply = await client.post(
-        PACS008_PATH, encode(payment()), headers={"Authorization": "Bearer not-a-token"}
+        PACS008_PATH, encode(credit_transfer()), headers={"Authorization": "Bearer not-a-token"}
     )
     assert (reply.status, reply.codes) == (401, ["TOKEN_INVALID"])
 
 
 async def test_wrong_client_id_header_is_401(client: RawClient) -> None:
     reply = await client.post(
-        PACS008_PATH, encode(payment()), headers={"X-Service-Client-Id": "someone-else"}
+        PACS008_PATH, encode(credit_transfer()), headers={"X-Service-Client-Id": "someone-else"}
     )
     assert (reply.status, reply.codes) == (401, ["CLIENT_ID_MISMATCH"])
 
@@ -48,10 +49,10 @@ async def test_expired_access_token_is_401(
     client: RawClient, clock: ManualClock, sandbox: SandboxHandle
 ) -> None:
     await client.ensure_token()
-    ok = await client.submit_payment(payment())
+    ok = await client.submit_payment(credit_transfer())
     assert ok.status == 201
     clock.advance(sandbox.server.config.token_lifetime + 1)
-    reply = await client.submit_payment(payment())
+    reply = await client.submit_payment(credit_transfer())
     assert (reply.status, reply.codes) == (401, ["TOKEN_EXPIRED"])
 
 
@@ -59,12 +60,12 @@ async def test_revoked_tokens_are_401(client: RawClient, sandbox: SandboxHandle)
     await client.ensure_token()
     revoked = await client.request("POST", "/_sandbox/revoke-tokens")
     assert revoked.json == {"revoked": 1}
-    reply = await client.submit_payment(payment())
+    reply = await client.submit_payment(credit_transfer())
     assert (reply.status, reply.codes) == (401, ["TOKEN_INVALID"])
 
 
 async def test_content_type_and_accept_values(client: RawClient) -> None:
-    body = encode(payment())
+    body = encode(credit_transfer())
     text = await client.post(PACS008_PATH, body, headers={"Content-Type": "text/plain"})
     assert (text.status, text.codes) == (415, ["UNSUPPORTED_MEDIA_TYPE"])
     xml = await client.post(PACS008_PATH, body, headers={"Accept": "application/xml"})
@@ -92,7 +93,7 @@ async def test_camt_routes_require_accept(client: RawClient) -> None:
 async def test_sca_signed_by_another_key_is_401(
     client: RawClient, rsa_private_key: RSAPrivateKey
 ) -> None:
-    body = encode(payment())
+    body = encode(credit_transfer())
     assert client.signer is not None
     forged = JwtSigner(rsa_private_key, key_id=client.signer.key_id, issuer=client.signer.issuer)
     reply = await client.post(PACS008_PATH, body, headers={"sca-token": forged.sca_token(body)})
@@ -103,7 +104,7 @@ async def test_sca_signed_by_another_key_is_401(
 async def test_sca_with_wrong_kid_or_iss_is_401(client: RawClient, sandbox: SandboxHandle) -> None:
     assert sandbox.private_key is not None
     assert client.signer is not None
-    body = encode(payment())
+    body = encode(credit_transfer())
     for signer in (
         JwtSigner(sandbox.private_key, key_id="other-kid", issuer=client.signer.issuer),
         JwtSigner(sandbox.private_key, key_id=client.signer.key_id, issuer="other-iss"),
@@ -113,7 +114,7 @@ async def test_sca_with_wrong_kid_or_iss_is_401(client: RawClient, sandbox: Sand
 
 
 async def test_expired_sca_token_is_401(client: RawClient, clock: ManualClock) -> None:
-    body = encode(payment())
+    body = encode(credit_transfer())
     assert client.signer is not None
     old = client.signer.sca_token(body, now=clock() - 600, lifetime=180)
     reply = await client.post(PACS008_PATH, body, headers={"sca-token": old})
@@ -121,7 +122,7 @@ async def test_expired_sca_token_is_401(client: RawClient, clock: ManualClock) -
 
 
 async def test_one_changed_byte_breaks_hd(client: RawClient, sandbox: SandboxHandle) -> None:
-    body = encode(payment(amount="12.34"))
+    body = encode(credit_transfer(amount="12.34"))
     token = client.sca(body)
     changed = body.replace(b"12.34", b"12.35")
     assert len(changed) == len(body)
@@ -133,7 +134,7 @@ async def test_one_changed_byte_breaks_hd(client: RawClient, sandbox: SandboxHan
 
 async def test_reserialised_body_breaks_hd(client: RawClient) -> None:
     # Same content, other whitespace: the hash is of the raw bytes, so it fails.
-    body = encode(payment())
+    body = encode(credit_transfer())
     token = client.sca(body)
     pretty = body.replace(b'","', b'", "')
     assert pretty != body
@@ -142,7 +143,7 @@ async def test_reserialised_body_breaks_hd(client: RawClient) -> None:
 
 
 async def test_replayed_nonce_in_a_new_token_is_401(client: RawClient) -> None:
-    first = encode(payment())
+    first = encode(credit_transfer())
     token = client.sca(first)
     assert (await client.post(PACS008_PATH, first, headers={"sca-token": token})).status == 201
     # Another message carrying the same nonce (and jti): a replay, refused.
@@ -151,7 +152,7 @@ async def test_replayed_nonce_in_a_new_token_is_401(client: RawClient) -> None:
 
     _, claims_b64, _ = token.split(".")
     claims = json.loads(base64.urlsafe_b64decode(claims_b64 + "=="))
-    second = encode(payment())
+    second = encode(credit_transfer())
     assert client.signer is not None
     fresh = client.signer.sca_token(second)
     _, fresh_claims_b64, _ = fresh.split(".")
@@ -184,7 +185,7 @@ async def test_identical_retransmission_is_refused_as_a_replay(
 ) -> None:
     # SCA tokens are single use (spec: jti "unique id", nonce "unique message id"): the
     # very same token again is a replay, even with the very same bytes.
-    body = encode(payment())
+    body = encode(credit_transfer())
     headers = await client.api_headers(body=body)
     first = await client.request("POST", PACS008_PATH, headers=headers, data=body)
     again = await client.request("POST", PACS008_PATH, headers=headers, data=body)
@@ -201,13 +202,13 @@ async def test_predefined_sca_token_only_for_the_predefined_client(
     client: RawClient, http: aiohttp.ClientSession, sandbox: SandboxHandle
 ) -> None:
     predefined = predefined_client(http, sandbox)
-    ok = await predefined.submit_payment(payment())
+    ok = await predefined.submit_payment(credit_transfer())
     assert ok.status == 201
     # The predefined SCA token skips the hd check: same token for another body works.
-    ok2 = await predefined.submit_payment(payment())
+    ok2 = await predefined.submit_payment(credit_transfer())
     assert ok2.status == 201
     refused = await client.post(
-        PACS008_PATH, encode(payment()), headers={"sca-token": SANDBOX_SCA_TOKEN}
+        PACS008_PATH, encode(credit_transfer()), headers={"sca-token": SANDBOX_SCA_TOKEN}
     )
     assert (refused.status, refused.codes) == (401, ["SCA_TOKEN_INVALID"])
 
@@ -215,7 +216,7 @@ async def test_predefined_sca_token_only_for_the_predefined_client(
 async def test_invalid_body_lists_every_problem_with_its_path(client: RawClient) -> None:
     import json
 
-    doc = json.loads(encode(payment()))
+    doc = json.loads(encode(credit_transfer()))
     tx = doc["fitoFICstmrCdtTrf"]["cdtTrfTxInf"][0]
     tx["cdtrAcct"]["id"]["othr"]["id"] = "DE00370400440532013000"  # bad mod-97
     tx["pmtId"]["endToEndId"] = "E" * 36  # Max35Text

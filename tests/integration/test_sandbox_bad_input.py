@@ -16,15 +16,16 @@ from decimal import Decimal
 import msgspec
 import pytest
 import pytest_asyncio
-from sandbox_support import RawClient, basic, cancellation, payment
 
 from payments_async._constants import CAMT056_PATH, PACS002_PATH, PACS008_PATH, TOKEN_PATH
 from payments_async.iso20022 import encode
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.sandbox._notify import NotificationFaults, NotificationSettings
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
+from tests.factories import cancellation, credit_transfer
+from tests.support.sandbox import RawClient, basic
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 READ_TIMEOUT = 0.5  # the sandbox's body_read_timeout in these tests
 BODY_LIMIT = 4096
@@ -155,7 +156,7 @@ async def test_non_utf8_and_malformed_json_bodies_are_400(
         assert set(reply.codes) == {"BODY_INVALID"}
     # Invalid UTF-8 inside a string of an otherwise valid message (a 500 once).
     for path, valid, text in (
-        (PACS008_PATH, encode(payment()), b"Alice"),
+        (PACS008_PATH, encode(credit_transfer()), b"Alice"),
         (CAMT056_PATH, encode(cancellation("E2E-1")), b"XXX"),
     ):
         body = valid.replace(text, b"\xff" + text, 1)
@@ -229,7 +230,7 @@ async def test_a_header_too_long_is_431_json(
 async def test_a_body_slower_than_the_read_timeout_is_408_and_closed(
     client: RawClient, sandbox: SandboxHandle, logs: pytest.LogCaptureFixture
 ) -> None:
-    body = encode(payment())
+    body = encode(credit_transfer())
     headers = await _api_headers(client, body)
     parts = [body[:10], body[10:20]]  # the rest never comes
     reply = await _exchange(
@@ -249,7 +250,7 @@ async def test_a_body_slower_than_the_read_timeout_is_408_and_closed(
 async def test_a_client_gone_mid_body_is_one_log_line(
     client: RawClient, sandbox: SandboxHandle, logs: pytest.LogCaptureFixture
 ) -> None:
-    body = encode(payment())
+    body = encode(credit_transfer())
     headers = await _api_headers(client, body)
     host, port = sandbox.url.removeprefix("http://").rsplit(":", 1)
     _, writer = await asyncio.open_connection(host, int(port))

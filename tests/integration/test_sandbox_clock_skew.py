@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 import pytest_asyncio
-from sandbox_support import RawClient, client_for
 
 from payments_async._clock import parse_http_date
 from payments_async._jwt import JwtSigner
 from payments_async.sandbox import SandboxConfig
 from payments_async.sandbox._main import build_parser, config_from_args, main
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
+from tests.support.sandbox import RawClient, client_for
 
 FIVE_MINUTES = 300.0
 

@@ -6,20 +6,21 @@ import asyncio
 
 import aiohttp
 import pytest
-from sandbox_support import RawClient, payment, predefined_client
 
 from payments_async._constants import PACS008_PATH
 from payments_async.iso20022 import encode
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.sandbox._faults import FaultInjector
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import credit_transfer
+from tests.support.sandbox import RawClient, predefined_client
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 
 async def test_faults_are_off_by_default(client: RawClient, sandbox: SandboxHandle) -> None:
     for _ in range(20):
-        assert (await client.submit_payment(payment())).status == 201
+        assert (await client.submit_payment(credit_transfer())).status == 201
     assert sandbox.server.stats()["faults_total"] == 0
     assert not sandbox.server.config.faults.enabled
 
@@ -37,7 +38,7 @@ async def test_error_faults_answer_without_storing(
 ) -> None:
     async with sandbox_server(SandboxConfig(faults=faults)) as sb:
         c = predefined_client(http, sb)
-        reply = await c.submit_payment(payment())
+        reply = await c.submit_payment(credit_transfer())
         stats = sb.server.stats()
     assert reply.status == status
     assert reply.codes  # the JSON error envelope
@@ -50,7 +51,7 @@ async def test_error_faults_answer_without_storing(
 
 async def test_502_is_a_gateway_html_page(http: aiohttp.ClientSession) -> None:
     async with sandbox_server(SandboxConfig(faults=FaultConfig(error_502=1.0))) as sb:
-        reply = await predefined_client(http, sb).submit_payment(payment())
+        reply = await predefined_client(http, sb).submit_payment(credit_transfer())
     assert reply.status == 502
     assert reply.headers["Content-Type"].startswith("text/html")
     assert reply.json is None
@@ -64,7 +65,7 @@ async def test_drop_before_closes_the_connection_and_stores_nothing(
         c = predefined_client(http, sb)
         await c.ensure_token()
         with pytest.raises(aiohttp.ServerDisconnectedError):
-            await c.submit_payment(payment())
+            await c.submit_payment(credit_transfer())
         stats = sb.server.stats()
     assert stats["faults"]["drop_before"] == 1
     assert stats["payments_stored"] == 0
@@ -75,7 +76,7 @@ async def test_commit_then_drop_stores_and_a_resubmission_gets_200(
 ) -> None:
     async with sandbox_server(SandboxConfig(faults=FaultConfig(commit_then_drop=1.0))) as sb:
         c = predefined_client(http, sb)
-        msg = payment()
+        msg = credit_transfer()
         with pytest.raises(aiohttp.ServerDisconnectedError):
             await c.submit_payment(msg)
         assert sb.server.stats()["payments_stored"] == 1
@@ -95,7 +96,7 @@ async def test_latency_beyond_the_client_timeout_still_stores(
     async with sandbox_server(SandboxConfig(faults=faults)) as sb:
         c = predefined_client(http, sb)
         await c.ensure_token()
-        body = encode(payment())
+        body = encode(credit_transfer())
         headers = await c.api_headers(body=body)
         with pytest.raises(asyncio.TimeoutError):
             async with http.post(
@@ -177,7 +178,7 @@ async def test_fault_counters_add_up_and_nothing_is_lost_or_duplicated(
         seen: dict[int, int] = {}
         ids = set()
         for _ in range(n):
-            msg = payment()
+            msg = credit_transfer()
             while True:  # resubmit the same message until the sandbox answers 2xx
                 attempts += 1
                 try:

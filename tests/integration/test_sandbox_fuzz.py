@@ -17,7 +17,6 @@ from urllib.parse import quote
 import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sandbox_support import RawClient, basic, cancellation, payment
 
 from payments_async._constants import (
     CAMT029_PATH,
@@ -27,8 +26,10 @@ from payments_async._constants import (
     TOKEN_PATH,
 )
 from payments_async.iso20022 import encode
+from tests.factories import cancellation, credit_transfer
+from tests.support.sandbox import RawClient, basic
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
@@ -36,7 +37,7 @@ _json = st.recursive(
     max_leaves=8,
 )
 _DOCS = {
-    PACS008_PATH: msgspec.json.decode(encode(payment())),
+    PACS008_PATH: msgspec.json.decode(encode(credit_transfer())),
     CAMT056_PATH: msgspec.json.decode(encode(cancellation("E2E-FUZZ-1"))),
 }
 

@@ -7,29 +7,28 @@ from dataclasses import replace
 
 import aiohttp
 import pytest
-from sandbox_support import (
-    PROCESSING_DELAY,
-    SETTLEMENT_DELAY,
-    RawClient,
-    cancellation,
-    cancellation_status,
-    client_for,
-    payment,
-    predefined_client,
-    tx_status,
-)
 
 from payments_async.iso20022 import encode
 from payments_async.sandbox import REJECT_IBAN_AC04, SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
+from tests.factories import cancellation, credit_transfer
+from tests.support.sandbox import (
+    PROCESSING_DELAY,
+    SETTLEMENT_DELAY,
+    RawClient,
+    cancellation_status,
+    client_for,
+    predefined_client,
+    tx_status,
+)
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 NO_ZONE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}$")
 
 
 async def test_pacs008_is_idempotent_on_msg_id(client: RawClient, sandbox: SandboxHandle) -> None:
-    msg = payment()
+    msg = credit_transfer()
     first = await client.submit_payment(msg)
     second = await client.submit_payment(msg)  # new SCA token, same bytes
     assert (first.status, second.status) == (201, 200)
@@ -46,9 +45,9 @@ async def test_same_msg_id_with_another_body_gets_the_stored_payment(
 ) -> None:
     # Service notes 2: a POST with an id already submitted answers 200 with the stored
     # paymentsServiceId; nothing new is created and the earlier message is unchanged.
-    msg = payment(amount="10.00")
+    msg = credit_transfer(amount="10.00")
     first = await client.submit_payment(msg)
-    other = payment(amount="1000000.01", message_id=msg.message_id)  # would end AM02
+    other = credit_transfer(amount="1000000.01", message_id=msg.message_id)  # would end AM02
     reply = await client.submit_payment(other)
     assert reply.status == 200
     assert reply.data["paymentsServiceId"] == first.data["paymentsServiceId"]
@@ -65,7 +64,7 @@ async def test_same_msg_id_with_another_body_gets_the_stored_payment(
 async def test_camt056_is_idempotent_on_assignment_id(
     client: RawClient, sandbox: SandboxHandle
 ) -> None:
-    pay = payment()
+    pay = credit_transfer()
     await client.submit_payment(pay)
     cxl = cancellation(pay.end_to_end_id)
     first = await client.submit_cancellation(cxl)
@@ -84,7 +83,7 @@ async def test_camt056_is_idempotent_on_assignment_id(
 
 
 async def test_payment_moves_from_pend_to_accc(client: RawClient, clock: ManualClock) -> None:
-    psid = (await client.submit_payment(payment())).data["paymentsServiceId"]
+    psid = (await client.submit_payment(credit_transfer())).data["paymentsServiceId"]
     assert tx_status(await client.payment_status(psid)) == "PEND"
     clock.advance(PROCESSING_DELAY - 0.5)
     assert tx_status(await client.payment_status(psid)) == "PEND"
@@ -103,7 +102,7 @@ async def test_payment_moves_from_pend_to_accc(client: RawClient, clock: ManualC
 async def test_reject_rules_end_rjct_with_reason(
     client: RawClient, clock: ManualClock, kwargs: dict[str, str], reason: str
 ) -> None:
-    psid = (await client.submit_payment(payment(**kwargs))).data["paymentsServiceId"]
+    psid = (await client.submit_payment(credit_transfer(**kwargs))).data["paymentsServiceId"]
     assert tx_status(await client.payment_status(psid)) == "PEND"
     clock.advance(PROCESSING_DELAY)
     tx = (await client.payment_status(psid)).json["fitoFIPmtStsRpt"]["txInfAndSts"][0]
@@ -114,7 +113,7 @@ async def test_reject_rules_end_rjct_with_reason(
 async def test_cancellation_before_processing_is_accepted_and_stops_the_payment(
     client: RawClient, clock: ManualClock
 ) -> None:
-    pay = payment()
+    pay = credit_transfer()
     pay_id = (await client.submit_payment(pay)).data["paymentsServiceId"]
     clock.advance(PROCESSING_DELAY / 2)  # still unprocessed when the camt.056 arrives
     cxl_id = (await client.submit_cancellation(cancellation(pay.end_to_end_id))).data[
@@ -139,7 +138,7 @@ async def test_cancellation_before_processing_is_accepted_and_stops_the_payment(
 async def test_payment_stays_pend_until_the_cancellation_settles(
     client: RawClient, clock: ManualClock
 ) -> None:
-    pay = payment()
+    pay = credit_transfer()
     pay_id = (await client.submit_payment(pay)).data["paymentsServiceId"]
     clock.advance(PROCESSING_DELAY - 1)
     await client.submit_cancellation(cancellation(pay.end_to_end_id))
@@ -150,7 +149,7 @@ async def test_payment_stays_pend_until_the_cancellation_settles(
 async def test_cancellation_after_processing_is_rejected_cust(
     client: RawClient, clock: ManualClock
 ) -> None:
-    pay = payment()
+    pay = credit_transfer()
     pay_id = (await client.submit_payment(pay)).data["paymentsServiceId"]
     clock.advance(PROCESSING_DELAY + 1)
     cxl_id = (await client.submit_cancellation(cancellation(pay.end_to_end_id))).data[
@@ -185,7 +184,7 @@ async def test_cancellation_of_unknown_payment_is_rejected_noor(
 async def test_second_cancellation_of_a_cancelled_payment_is_rejected(
     client: RawClient, clock: ManualClock
 ) -> None:
-    pay = payment()
+    pay = credit_transfer()
     await client.submit_payment(pay)
     first = await client.submit_cancellation(cancellation(pay.end_to_end_id))
     second = await client.submit_cancellation(cancellation(pay.end_to_end_id))
@@ -201,7 +200,7 @@ async def test_second_cancellation_of_a_cancelled_payment_is_rejected(
 async def test_cancellation_of_a_rejected_payment_is_rejected_ardt(
     client: RawClient, clock: ManualClock
 ) -> None:
-    pay = payment(creditor_iban=REJECT_IBAN_AC04)
+    pay = credit_transfer(creditor_iban=REJECT_IBAN_AC04)
     await client.submit_payment(pay)
     clock.advance(PROCESSING_DELAY)  # processed: RJCT AC04, no money moved
     cxl = await client.submit_cancellation(cancellation(pay.end_to_end_id))
@@ -216,7 +215,7 @@ async def test_cancellation_of_a_rejected_payment_is_rejected_ardt(
 async def test_another_clients_cancellation_cannot_match_my_payment(
     client: RawClient, http: aiohttp.ClientSession, sandbox: SandboxHandle, clock: ManualClock
 ) -> None:
-    pay = payment()
+    pay = credit_transfer()
     await client.submit_payment(pay)
     other = predefined_client(http, sandbox)
     cxl_id = (await other.submit_cancellation(cancellation(pay.end_to_end_id))).data[
@@ -235,7 +234,7 @@ async def test_unknown_ids_are_404(client: RawClient) -> None:
 
 
 async def test_ids_of_the_other_kind_are_404(client: RawClient) -> None:
-    pay = payment()
+    pay = credit_transfer()
     pay_id = (await client.submit_payment(pay)).data["paymentsServiceId"]
     cxl_id = (await client.submit_cancellation(cancellation(pay.end_to_end_id))).data[
         "paymentsServiceId"
@@ -248,7 +247,7 @@ async def test_another_clients_ids_are_404_by_default(
     client: RawClient, http: aiohttp.ClientSession, sandbox: SandboxHandle
 ) -> None:
     other = predefined_client(http, sandbox)
-    pay_id = (await client.submit_payment(payment())).data["paymentsServiceId"]
+    pay_id = (await client.submit_payment(credit_transfer())).data["paymentsServiceId"]
     reply = await other.payment_status(pay_id)
     assert (reply.status, reply.codes) == (404, ["NOT_FOUND"])
     assert (await client.payment_status(pay_id)).status == 200
@@ -259,7 +258,7 @@ async def test_another_clients_ids_can_be_403(
 ) -> None:
     async with sandbox_server(replace(sandbox_config, other_client_status=403)) as sb:
         mine = client_for(http, sb)
-        pay = payment()
+        pay = credit_transfer()
         pay_id = (await mine.submit_payment(pay)).data["paymentsServiceId"]
         cxl_id = (await mine.submit_cancellation(cancellation(pay.end_to_end_id))).data[
             "paymentsServiceId"
@@ -273,14 +272,14 @@ async def test_bare_payment_result_option(
     http: aiohttp.ClientSession, sandbox_config: SandboxConfig
 ) -> None:
     async with sandbox_server(replace(sandbox_config, wrap_payment_result=False)) as sb:
-        reply = await client_for(http, sb).submit_payment(payment())
+        reply = await client_for(http, sb).submit_payment(credit_transfer())
     assert reply.status == 201
     assert "data" not in reply.json
     assert reply.json["paymentsServiceId"].startswith("pmt-")
 
 
 async def test_messages_endpoint_lists_states(client: RawClient, clock: ManualClock) -> None:
-    pay = payment()
+    pay = credit_transfer()
     pay_id = (await client.submit_payment(pay)).data["paymentsServiceId"]
     cxl_id = (await client.submit_cancellation(cancellation(pay.end_to_end_id))).data[
         "paymentsServiceId"

@@ -5,21 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
-from sandbox_support import (
-    PROCESSING_DELAY,
-    SETTLEMENT_DELAY,
-    RawClient,
-    cancellation,
-    cancellation_status,
-    client_for,
-    payment,
-    tx_status,
-)
 
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import ManualClock, sandbox_server
+from tests.factories import cancellation, credit_transfer
+from tests.support.sandbox import (
+    PROCESSING_DELAY,
+    SETTLEMENT_DELAY,
+    RawClient,
+    cancellation_status,
+    client_for,
+    tx_status,
+)
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 
 async def test_restart_keeps_state(
@@ -31,7 +30,7 @@ async def test_restart_keeps_state(
         settlement_delay=SETTLEMENT_DELAY,
         persist_path=tmp_path / "sandbox.db",
     )
-    pay = payment()
+    pay = credit_transfer()
     async with sandbox_server(config) as first:
         c = client_for(http, first)
         pay_id = (await c.submit_payment(pay)).data["paymentsServiceId"]
@@ -63,7 +62,7 @@ async def test_restart_keeps_state(
 async def test_in_memory_by_default(http: aiohttp.ClientSession, clock: ManualClock) -> None:
     async with sandbox_server(SandboxConfig(clock=clock)) as first:
         c = client_for(http, first)
-        pay_id = (await c.submit_payment(payment())).data["paymentsServiceId"]
+        pay_id = (await c.submit_payment(credit_transfer())).data["paymentsServiceId"]
     async with sandbox_server(SandboxConfig(clock=clock)) as second:
         c2 = client_for(http, second)
         assert (await c2.payment_status(pay_id)).status == 404
@@ -76,7 +75,7 @@ async def test_a_used_sca_token_stays_used_after_a_restart(
     from payments_async.iso20022 import encode
 
     config = SandboxConfig(clock=clock, persist_path=tmp_path / "sandbox.db")
-    body = encode(payment())
+    body = encode(credit_transfer())
     async with sandbox_server(config) as first:
         c = client_for(http, first)
         token = c.sca(body)

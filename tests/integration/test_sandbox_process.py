@@ -14,13 +14,14 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from sandbox_support import payment, predefined_client
 
 from payments_async._constants import SANDBOX_ASSERTION, SANDBOX_CLIENT_ID, SANDBOX_SCA_TOKEN
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.testing import sandbox_server
+from tests.factories import credit_transfer
+from tests.support.sandbox import predefined_client
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,7 +108,7 @@ def test_sandbox_server_refuses_public_address() -> None:
 async def test_predefined_mode_end_to_end(http: aiohttp.ClientSession) -> None:
     async with sandbox_server(register_key=False) as sb:
         assert sb.credentials is None
-        reply = await predefined_client(http, sb).submit_payment(payment())
+        reply = await predefined_client(http, sb).submit_payment(credit_transfer())
     assert reply.status == 201
 
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 import aiohttp
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from sandbox_support import RawClient, payment
 
 from payments_async import ConfigurationError
 from payments_async._jwt import JwtSigner
 from payments_async._keys import public_key_pem
 from payments_async.testing import SandboxHandle
+from tests.factories import credit_transfer
+from tests.support.sandbox import RawClient
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ async def test_register_over_http(
     assert created.status == 201
     signer = JwtSigner(sandbox.private_key, key_id="k", issuer="i")
     newcomer = RawClient(http, sandbox.url, "small", "s", signer)
-    assert (await newcomer.submit_payment(payment())).status == 201
+    assert (await newcomer.submit_payment(credit_transfer())).status == 201
 
     wrong_secret = {**ok, "client_secret": "other"}
     refused = await client.request("POST", "/_sandbox/clients", data=_json(wrong_secret))
@@ -81,4 +82,4 @@ async def test_a_second_key_of_the_same_client(
     )
     client.signer = JwtSigner(rsa_private_key, key_id="second-kid", issuer="second-iss")
     assert (await client.fetch_token()).status == 200
-    assert (await client.submit_payment(payment())).status == 201
+    assert (await client.submit_payment(credit_transfer())).status == 201

@@ -7,7 +7,6 @@ import json
 
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from sandbox_support import RawClient, client_for, payment, predefined_client
 
 from payments_async import PaymentsClient
 from payments_async._constants import PACS008_PATH, SANDBOX_SCA_TOKEN
@@ -16,8 +15,10 @@ from payments_async._keys import public_key_pem
 from payments_async.iso20022 import encode
 from payments_async.sandbox import ClientKey, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import credit_transfer
+from tests.support.sandbox import RawClient, client_for, predefined_client
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 
 def _claims(token: str) -> dict[str, object]:
@@ -43,10 +44,10 @@ def _resign(signer: JwtSigner, claims: dict[str, object]) -> str:
 
 async def test_a_seen_jti_alone_is_a_replay(client: RawClient, sandbox: SandboxHandle) -> None:
     assert client.signer is not None
-    first = encode(payment())
+    first = encode(credit_transfer())
     token = client.sca(first)
     assert (await client.post(PACS008_PATH, first, headers={"sca-token": token})).status == 201
-    second = encode(payment())
+    second = encode(credit_transfer())
     fresh = _claims(client.signer.sca_token(second))
     reused_jti = _resign(client.signer, {**fresh, "jti": _claims(token)["jti"]})
     reply = await client.post(PACS008_PATH, second, headers={"sca-token": reused_jti})
@@ -57,10 +58,10 @@ async def test_a_seen_jti_alone_is_a_replay(client: RawClient, sandbox: SandboxH
 
 async def test_a_seen_nonce_alone_is_a_replay(client: RawClient) -> None:
     assert client.signer is not None
-    first = encode(payment())
+    first = encode(credit_transfer())
     token = client.sca(first)
     assert (await client.post(PACS008_PATH, first, headers={"sca-token": token})).status == 201
-    second = encode(payment())
+    second = encode(credit_transfer())
     fresh = _claims(client.signer.sca_token(second))
     reused_nonce = _resign(client.signer, {**fresh, "nonce": _claims(token)["nonce"]})
     reply = await client.post(PACS008_PATH, second, headers={"sca-token": reused_nonce})
@@ -82,7 +83,7 @@ async def test_the_predefined_sca_token_is_the_documented_exception(
     http: aiohttp.ClientSession, sandbox: SandboxHandle
 ) -> None:
     predefined = predefined_client(http, sandbox)
-    replies = [await predefined.submit_payment(payment()) for _ in range(3)]
+    replies = [await predefined.submit_payment(credit_transfer()) for _ in range(3)]
     assert [r.status for r in replies] == [201, 201, 201]
     assert all(r.json is not None for r in replies)
     assert predefined.sca(b"x") == SANDBOX_SCA_TOKEN
@@ -94,7 +95,7 @@ async def test_the_library_client_works_against_the_strict_sandbox(
     # The client signs a fresh SCA token per attempt: a resubmission is a 200, not a 401.
     assert sandbox.credentials is not None
     async with PaymentsClient(sandbox.credentials, base_url=sandbox.url) as pc:
-        msg = payment()
+        msg = credit_transfer()
         first = await pc.submit_credit_transfer(msg)
         again = await pc.submit_credit_transfer(msg)
     assert (first.created, again.replayed) == (True, True)
@@ -111,12 +112,12 @@ async def test_sca_signed_with_the_clients_other_key_is_401(
     assert client.signer is not None
     await client.ensure_token()  # issued for an assertion signed with the first key
     other = JwtSigner(rsa_private_key, key_id=second.key_id, issuer=second.issuer)
-    body = encode(payment())
+    body = encode(credit_transfer())
     reply = await client.post(PACS008_PATH, body, headers={"sca-token": other.sca_token(body)})
     assert (reply.status, reply.codes) == (401, ["SCA_TOKEN_INVALID"])
     assert "kid and iss" in reply.json["errors"][0]["message"]
     # The same key as the assertion passes.
-    assert (await client.submit_payment(payment())).status == 201
+    assert (await client.submit_payment(credit_transfer())).status == 201
 
 
 async def test_both_keys_work_during_a_rotation(
@@ -131,10 +132,10 @@ async def test_both_keys_work_during_a_rotation(
         second.client_secret,
         JwtSigner(rsa_private_key, key_id="kid-new", issuer="iss-new"),
     )
-    assert (await old.submit_payment(payment())).status == 201
-    assert (await new.submit_payment(payment())).status == 201
+    assert (await old.submit_payment(credit_transfer())).status == 201
+    assert (await new.submit_payment(credit_transfer())).status == 201
     async with PaymentsClient(second, base_url=sandbox.url) as pc:
-        assert (await pc.submit_credit_transfer(payment())).created
+        assert (await pc.submit_credit_transfer(credit_transfer())).created
 
 
 async def test_a_second_key_from_config_and_from_the_control_route(
@@ -158,7 +159,7 @@ async def test_a_second_key_from_config_and_from_the_control_route(
             raw = RawClient(
                 http, sb.url, "rotating", "s3cret", JwtSigner(key, key_id=kid, issuer=iss)
             )
-            assert (await raw.submit_payment(payment())).status == 201, kid
+            assert (await raw.submit_payment(credit_transfer())).status == 201, kid
         key_c, pem_c = generate_test_keypair()
         body = {
             "client_id": "rotating",
@@ -173,4 +174,4 @@ async def test_a_second_key_from_config_and_from_the_control_route(
         third = RawClient(
             http, sb.url, "rotating", "s3cret", JwtSigner(key_c, key_id="c", issuer="ic")
         )
-        assert (await third.submit_payment(payment())).status == 201
+        assert (await third.submit_payment(credit_transfer())).status == 201

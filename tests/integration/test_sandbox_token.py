@@ -6,7 +6,6 @@ from urllib.parse import urlencode
 
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from sandbox_support import RawClient, basic, form, predefined_client
 
 from payments_async._constants import (
     SANDBOX_ASSERTION,
@@ -17,8 +16,9 @@ from payments_async._constants import (
 from payments_async._jwt import JwtSigner
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
+from tests.support.sandbox import RawClient, basic, form, predefined_client
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 JSON = {"Accept": "application/json"}
 

@@ -5,14 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from message_support import transfer
-from signing_support import (
-    FLOW_CONFIG,
-    GatedSigner,
-    RecordingSigner,
-    client_options,
-    whole_flow,
-)
 
 from payments_async import (
     AuthenticationError,
@@ -24,6 +16,14 @@ from payments_async import (
 )
 from payments_async._keys import generate_private_key, public_key_pem
 from payments_async.testing import TEST_ISSUER, SandboxHandle, sandbox_server
+from tests.factories import credit_transfer
+from tests.support.signing import (
+    FLOW_CONFIG,
+    GatedSigner,
+    RecordingSigner,
+    client_options,
+    whole_flow,
+)
 
 
 @pytest.fixture
@@ -62,14 +62,14 @@ async def test_rotation_pairs_each_access_token_with_its_own_kid(sandbox: Sandbo
     hooks = Hooks(on_request=lambda event: statuses.append(event.status))
     async with PaymentsClient(old, base_url=sandbox.url, hooks=hooks, **client_options()) as client:
         old_signer.gate.clear()
-        in_flight = asyncio.create_task(client.submit_credit_transfer(transfer()))
+        in_flight = asyncio.create_task(client.submit_credit_transfer(credit_transfer()))
         await asyncio.wait_for(old_signer.waiting.wait(), 5)  # its token request is signing
         await client.rotate_credentials(new)
-        after = await client.submit_credit_transfer(transfer())
+        after = await client.submit_credit_transfer(credit_transfer())
         old_signer.gate.set()
         before = await asyncio.wait_for(in_flight, 10)
         # The old key's token, granted after the rotation, served only its own caller.
-        later = await client.submit_credit_transfer(transfer())
+        later = await client.submit_credit_transfer(credit_transfer())
 
     assert before.created
     assert after.created
@@ -115,10 +115,10 @@ async def test_rotation_to_an_unregistered_key_fails_and_keeps_the_old_one(
         private_key=generate_private_key(2048),
     )
     async with PaymentsClient(base, base_url=sandbox.url, **client_options()) as client:
-        await client.submit_credit_transfer(transfer())
+        await client.submit_credit_transfer(credit_transfer())
         with pytest.raises(AuthenticationError):
             await client.rotate_credentials(unregistered)
-        sub = await client.submit_credit_transfer(transfer())
+        sub = await client.submit_credit_transfer(credit_transfer())
         assert sub.created
 
 
@@ -148,7 +148,7 @@ async def test_thread_pool_signer_runs_the_whole_flow(sandbox: SandboxHandle) ->
         async with PaymentsClient(creds, base_url=sandbox.url, **client_options()) as client:
             await whole_flow(client)
             subs = await asyncio.gather(
-                *(client.submit_credit_transfer(transfer()) for _ in range(10))
+                *(client.submit_credit_transfer(credit_transfer()) for _ in range(10))
             )
     assert all(s.created for s in subs)
     assert sandbox.server.stats()["payments_stored"] == 11

@@ -15,8 +15,6 @@ import pytest
 import pytest_asyncio
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind
-from otel_support import Otel
-from sandbox_support import CREDITOR_IBAN, payment
 
 from payments_async import (
     Hooks,
@@ -28,6 +26,8 @@ from payments_async import (
 )
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import CREDITOR_IBAN, credit_transfer
+from tests.support.otel import Otel
 
 FAST = RetryPolicy(wait_initial=0.01, wait_max=0.05)
 
@@ -65,7 +65,7 @@ async def test_operations_attempts_and_token_fetch_form_one_trace_each(
     otel: Otel, sb: SandboxHandle
 ) -> None:
     assert sb.credentials is not None
-    transfer = payment()
+    transfer = credit_transfer()
     async with PaymentsClient(
         sb.credentials, base_url=sb.url, telemetry=otel.telemetry()
     ) as client:
@@ -149,7 +149,7 @@ async def test_no_secret_token_or_body_is_ever_recorded(otel: Otel, sb: SandboxH
     async with PaymentsClient(
         sb.credentials, base_url=sb.url, telemetry=otel.telemetry(), retry=FAST
     ) as client:
-        sub = await client.submit_credit_transfer(payment())
+        sub = await client.submit_credit_transfer(credit_transfer())
         await client.get_credit_transfer_status(sub.payments_service_id)
         sb.server.state.revoke_tokens()  # a 401 and a token refresh are recorded too
         await client.get_credit_transfer_status(sub.payments_service_id)
@@ -178,7 +178,7 @@ async def test_retries_are_counted_and_each_attempt_is_a_span(
         retry=FAST,
         hooks=Hooks(on_retry=heal),
     ) as client:
-        sub = await client.submit_credit_transfer(payment())
+        sub = await client.submit_credit_transfer(credit_transfer())
     assert sub.attempts == 2
     posts = sorted(
         (s for s in otel.spans() if s.name == "POST /payments/pacs008/v10"),
@@ -224,7 +224,7 @@ async def _sent_headers(sb: SandboxHandle, telemetry: Telemetry) -> list[dict[st
             sb.credentials, base_url=sb.url, session=session, telemetry=telemetry
         ) as client,
     ):
-        await client.submit_credit_transfer(payment())
+        await client.submit_credit_transfer(credit_transfer())
     return sent
 
 
@@ -253,15 +253,14 @@ def test_without_telemetry_opentelemetry_is_never_imported() -> None:
     script = textwrap.dedent(
         """
         import asyncio, sys
-        sys.path.insert(0, sys.argv[1])
-        from sandbox_support import payment
+        from tests.factories import credit_transfer
         from payments_async import PaymentsClient
         from payments_async.testing import sandbox_server
 
         async def main():
             async with sandbox_server() as sb:
                 async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
-                    sub = await client.submit_credit_transfer(payment())
+                    sub = await client.submit_credit_transfer(credit_transfer())
                     await client.get_credit_transfer_status(sub.payments_service_id)
 
         asyncio.run(main())
@@ -270,8 +269,9 @@ def test_without_telemetry_opentelemetry_is_never_imported() -> None:
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, str(Path(__file__).parent)],
+        [sys.executable, "-c", script],
         capture_output=True,
+        cwd=Path(__file__).resolve().parents[2],  # `python -c` imports `tests` from here
         text=True,
         timeout=120,
         check=False,

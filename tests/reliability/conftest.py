@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reliability_support import FIGURES
+from tests.support.reliability import FIGURES
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -17,11 +17,12 @@ import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import CREDITOR_IBAN, cancellation, fast_retry, payment, record
 
 from payments_async import Camt056, Pacs008, PaymentsClient, ValidationError
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import CREDITOR_IBAN, cancellation, credit_transfer
+from tests.support.reliability import fast_retry, record
 
 DEFAULT_EXAMPLES = 300
 SOAK_EXAMPLES = 5000
@@ -192,7 +193,7 @@ CAMT056_ARGS: dict[str, tuple[st.SearchStrategy[Any], str]] = {
     "created_at": (naive_datetime, "$.fitoFIPmtCxlReq.assgnmt.creDtTm"),
 }
 BUILDERS: dict[str, tuple[Callable[..., object], dict[str, tuple[Any, str]]]] = {
-    "build_credit_transfer": (payment, PACS008_ARGS),
+    "build_credit_transfer": (credit_transfer, PACS008_ARGS),
     "build_cancellation": (lambda **kw: cancellation(kw.pop("oe2e", "E2E1"), **kw), CAMT056_ARGS),
 }
 
@@ -377,7 +378,7 @@ def spoil(msg: Pacs008 | Camt056, path: tuple[str | int, ...], value: object) ->
 async def idle_sandbox() -> AsyncIterator[tuple[SandboxHandle, PaymentsClient]]:
     async with sandbox_server(SandboxConfig()) as sb:
         assert sb.credentials is not None
-        async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
+        async with PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry()) as c:
             yield sb, c
         stats = sb.server.stats()
         # Nothing reached the service: no token request, no API request at all.
@@ -392,7 +393,7 @@ async def _check_message(
     fields = PACS008_FIELDS if kind == "pacs008" else CAMT056_FIELDS
     path, wire, strategy = data.draw(st.sampled_from(fields), label="field")
     value = data.draw(strategy | wrong_type, label="value")
-    msg = payment() if kind == "pacs008" else cancellation(str(uuid.uuid4().hex[:20]))
+    msg = credit_transfer() if kind == "pacs008" else cancellation(str(uuid.uuid4().hex[:20]))
     bad = spoil(msg, path, value)
     submit = client.submit_credit_transfer if kind == "pacs008" else client.request_cancellation
     with pytest.raises(ValidationError) as info:

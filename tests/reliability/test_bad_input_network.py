@@ -18,22 +18,25 @@ import pytest_asyncio
 from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import cancellation, payment, record
 
 from payments_async import (
     ApiError,
     AuthenticationError,
     Credentials,
     InvalidResponseError,
+    Limits,
     NotFoundError,
     OutcomeUnknownError,
     PaymentsClient,
     PaymentsError,
     RetryPolicy,
     ServerError,
+    Timeout,
     TransportError,
 )
-from payments_async._constants import MAX_RESPONSE_BYTES, TOKEN_PATH
+from payments_async._constants import LIMIT_RESPONSE_BYTES, TOKEN_PATH
+from tests.factories import cancellation, credit_transfer
+from tests.support.reliability import record
 
 Responder = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SMALL_LIMIT = 64 * 1024
@@ -153,15 +156,15 @@ async def client(scripted: Scripted) -> AsyncIterator[PaymentsClient]:
     async with PaymentsClient(
         creds,
         base_url=scripted.url,
-        retry=RetryPolicy.for_testing(attempts=2, timeout=2.0),
-        read_timeout=0.5,
-        max_response_bytes=SMALL_LIMIT,
+        retry=RetryPolicy.for_testing(attempts=2),
+        timeout=Timeout(total=2.0, read=0.5),
+        limits=Limits(response_bytes=SMALL_LIMIT),
     ) as c:
         yield c
 
 
 OPS: dict[str, Callable[[PaymentsClient], Awaitable[Any]]] = {
-    "submit_credit_transfer": lambda c: c.submit_credit_transfer(payment()),
+    "submit_credit_transfer": lambda c: c.submit_credit_transfer(credit_transfer()),
     "request_cancellation": lambda c: c.request_cancellation(cancellation("E2E1")),
     "get_credit_transfer_status": lambda c: c.get_credit_transfer_status("pmt-1"),
     "get_cancellation_outcome": lambda c: c.get_cancellation_outcome("cxl-1"),
@@ -243,14 +246,14 @@ async def test_truncated_body_error_keeps_the_status(
 
 
 async def test_body_above_the_named_default_limit_is_refused(scripted: Scripted) -> None:
-    """MAX_RESPONSE_BYTES (1 MiB) + 1 byte, chunked so only counting can catch it."""
-    scripted.api = streamed(MAX_RESPONSE_BYTES + 1)
+    """LIMIT_RESPONSE_BYTES (1 MiB) + 1 byte, chunked so only counting can catch it."""
+    scripted.api = streamed(LIMIT_RESPONSE_BYTES + 1)
     async with PaymentsClient(
         Credentials.sandbox(), base_url=scripted.url, retry=RetryPolicy.for_testing(attempts=1)
     ) as c:
         exc = await _failure(c, "get_credit_transfer_status")
     assert isinstance(exc, InvalidResponseError)
-    assert f"{MAX_RESPONSE_BYTES}-byte limit" in str(exc)
+    assert f"{LIMIT_RESPONSE_BYTES}-byte limit" in str(exc)
 
 
 @pytest.mark.parametrize(

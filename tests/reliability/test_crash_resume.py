@@ -13,21 +13,20 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from reliability_support import (
-    AMOUNT,
-    ASSIGNEE_BIC,
-    ASSIGNER_BIC,
-    CREDITOR_AGENT_BIC,
-    CREDITOR_IBAN,
-    fast_retry,
-    payment,
-    record,
-)
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import (
+    AMOUNT,
+    ASSIGNEE_BIC,
+    ASSIGNER_BIC,
+    CREDITOR_AGENT_BIC,
+    CREDITOR_IBAN,
+    credit_transfer,
+)
+from tests.support.reliability import fast_retry, record
 
 COLUMNS = (
     "original_end_to_end_id",
@@ -44,11 +43,11 @@ COLUMNS = (
 async def _make_payments(sb: SandboxHandle, n: int) -> list[str]:
     """n payments of the predefined client (the one ``--sandbox`` uses); their e2e ids."""
     e2e: list[str] = []
-    async with PaymentsClient(Credentials.sandbox(), base_url=sb.url, retry=fast_retry()) as c:
+    async with PaymentsClient(Credentials.sandbox(), base_url=sb.url, **fast_retry()) as c:
         sem = asyncio.Semaphore(32)
 
         async def one() -> None:
-            msg = payment()
+            msg = credit_transfer()
             async with sem:
                 await c.submit_credit_transfer(msg)
             e2e.append(msg.fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0].pmt_id.end_to_end_id)

@@ -14,7 +14,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
-from reliability_support import FAST_POLL, cancellation, fast_retry, payment, record
 
 from payments_async import (
     Camt056,
@@ -25,9 +24,12 @@ from payments_async import (
     PaymentsError,
     RequestEvent,
     Submission,
+    Timeout,
 )
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import cancellation, credit_transfer
+from tests.support.reliability import FAST_POLL, fast_retry, record
 
 READ_TIMEOUT = 0.25  # seconds: the client's read timeout...
 LATENCY = 0.6  # ...and the injected latency, well beyond it
@@ -95,7 +97,7 @@ async def _operation(client: PaymentsClient, ledger: Ledger, kind: str, rng: ran
         kind = "pay"
     ledger.ops[kind] += 1
     if kind == "pay":
-        await _submit(client, ledger, payment())
+        await _submit(client, ledger, credit_transfer())
         return
     if kind == "cancel":
         e2e, _ = rng.choice(ledger.paid_e2e)
@@ -132,9 +134,9 @@ async def _run(sb: SandboxHandle, operations: int, seed: int) -> Ledger:
     async with PaymentsClient(
         sb.credentials,
         base_url=sb.url,
-        retry=fast_retry(attempts=4, timeout=8.0),
+        retry=fast_retry(attempts=4)["retry"],
+        timeout=Timeout(total=8.0, read=READ_TIMEOUT),
         poll=FAST_POLL,
-        read_timeout=READ_TIMEOUT,
         hooks=Hooks(on_request=on_request),
     ) as client:
 
@@ -149,7 +151,7 @@ async def _run(sb: SandboxHandle, operations: int, seed: int) -> Ledger:
         sb.server.set_faults(FaultConfig(commit_then_drop=0.5, drop_before=0.5, seed=seed))
         for _ in range(FORCED_UNKNOWN):
             ledger.ops["forced"] += 1
-            await _submit(client, ledger, payment())
+            await _submit(client, ledger, credit_transfer())
         e2e = ledger.paid_e2e[0][0]
         for _ in range(FORCED_UNKNOWN):
             ledger.ops["forced"] += 1
@@ -292,12 +294,12 @@ async def test_rate_limited_after_a_stored_attempt_is_outcome_unknown() -> None:
         async with PaymentsClient(
             sb.credentials,
             base_url=sb.url,
-            retry=fast_retry(attempts=3),
+            **fast_retry(attempts=3),
             hooks=Hooks(on_request=after_attempt),
         ) as client:
             await client.access_token_lifetime()
             sb.server.set_faults(FaultConfig(commit_then_drop=1.0))
-            msg = payment()
+            msg = credit_transfer()
             with pytest.raises(PaymentsError) as info:
                 await client.submit_credit_transfer(msg)
             assert sb.server.stats()["payments_stored"] == 1  # the first attempt landed

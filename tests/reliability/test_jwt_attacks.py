@@ -21,7 +21,6 @@ import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.hazmat.primitives.hashes import SHA256
-from reliability_support import payment, record
 
 from payments_async._constants import (
     CLIENT_ID_HEADER,
@@ -35,6 +34,8 @@ from payments_async._jwt import body_hash
 from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import SandboxHandle, generate_test_keypair, sandbox_server
+from tests.factories import credit_transfer
+from tests.support.reliability import record
 
 Signer = Callable[[bytes], bytes]
 
@@ -280,7 +281,7 @@ SCA_ATTACKS: dict[str, Callable[[World, bytes], str]] = {
         rs256(w.alice.key),
     ),
     "hd of another body": lambda w, b: forge(
-        w.alice.header(), w.alice.sca_claims(encode(payment())), rs256(w.alice.key)
+        w.alice.header(), w.alice.sca_claims(encode(credit_transfer())), rs256(w.alice.key)
     ),
     "hd in base64url": lambda w, b: forge(
         w.alice.header(),
@@ -307,7 +308,7 @@ SCA_ATTACKS: dict[str, Callable[[World, bytes], str]] = {
 
 async def test_a_well_formed_sca_token_is_accepted(world: World) -> None:
     bearer = await world.access_token(world.alice)
-    body = encode(payment())
+    body = encode(credit_transfer())
     sca = forge(world.alice.header(), world.alice.sca_claims(body), rs256(world.alice.key))
     status, reply = await world.post_payment(world.alice, bearer, body, sca)
     assert status == 201, reply
@@ -316,7 +317,7 @@ async def test_a_well_formed_sca_token_is_accepted(world: World) -> None:
 @pytest.mark.parametrize("attack", sorted(SCA_ATTACKS))
 async def test_forged_sca_token_is_refused_with_401(world: World, attack: str) -> None:
     bearer = await world.access_token(world.alice)
-    body = encode(payment())
+    body = encode(credit_transfer())
     status, reply = await world.post_payment(
         world.alice, bearer, body, SCA_ATTACKS[attack](world, body)
     )
@@ -328,11 +329,11 @@ async def test_forged_sca_token_is_refused_with_401(world: World, attack: str) -
 @pytest.mark.parametrize("claim", ["nonce", "jti"])
 async def test_replayed_sca_claim_with_another_body_is_refused(world: World, claim: str) -> None:
     bearer = await world.access_token(world.alice)
-    first = encode(payment())
+    first = encode(credit_transfer())
     claims = world.alice.sca_claims(first)
     sca = forge(world.alice.header(), claims, rs256(world.alice.key))
     assert (await world.post_payment(world.alice, bearer, first, sca))[0] == 201
-    second = encode(payment())
+    second = encode(credit_transfer())
     replay = world.alice.sca_claims(second, **{claim: claims[claim]})  # same nonce or jti
     status, reply = await world.post_payment(
         world.alice, bearer, second, forge(world.alice.header(), replay, rs256(world.alice.key))
@@ -344,7 +345,7 @@ async def test_replayed_sca_claim_with_another_body_is_refused(world: World, cla
 
 async def test_access_token_of_another_client_is_refused(world: World) -> None:
     bobs = await world.access_token(world.bob)
-    body = encode(payment())
+    body = encode(credit_transfer())
     sca = forge(world.alice.header(), world.alice.sca_claims(body), rs256(world.alice.key))
     status, reply = await world.post_payment(world.alice, bobs, body, sca)
     assert status == 401, reply

@@ -11,11 +11,12 @@ from typing import Any
 import aiohttp
 import psutil  # type: ignore[import-untyped]
 import pytest
-from reliability_support import fast_retry, payment, record
 
 from payments_async import PaymentsClient
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import credit_transfer
+from tests.support.reliability import fast_retry, record
 
 
 def _client_sockets(port: int) -> int:
@@ -56,9 +57,9 @@ async def _cycles(sb: SandboxHandle, n: int) -> dict[str, Any]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for i in range(n):
-            async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
+            async with PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry()) as c:
                 if i % 2:
-                    await c.submit_credit_transfer(payment())
+                    await c.submit_credit_transfer(credit_transfer())
                 else:
                     await c.access_token_lifetime()
                 peak = max(peak, _client_sockets(port))
@@ -105,7 +106,7 @@ async def test_a_borrowed_session_is_left_open_and_clean() -> None:
         assert sb.credentials is not None
         for _ in range(20):
             async with PaymentsClient(
-                sb.credentials, base_url=sb.url, session=session, retry=fast_retry()
+                sb.credentials, base_url=sb.url, session=session, **fast_retry()
             ) as c:
                 await c.access_token_lifetime()
         assert not session.closed  # the client never closes what it borrowed
@@ -134,10 +135,10 @@ async def test_cancelled_operation_leaves_no_task() -> None:
         assert sb.credentials is not None
         sb.server.state.fail_token_endpoint(60, 503)  # the token fetch keeps retrying
         tasks_before = asyncio.all_tasks()
-        async with PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry()) as c:
+        async with PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry()) as c:
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0.3):
-                    await c.submit_credit_transfer(payment())
+                    await c.submit_credit_transfer(credit_transfer())
         await asyncio.sleep(0)
         assert {t for t in asyncio.all_tasks() - tasks_before if not t.done()} == set()
         assert sb.server.stats()["payments_stored"] == 0

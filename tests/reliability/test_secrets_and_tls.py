@@ -24,7 +24,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.x509.oid import NameOID
-from reliability_support import FAST_POLL, cancellation, fast_retry, payment, record
 
 from payments_async import (
     ConfigurationError,
@@ -35,9 +34,12 @@ from payments_async import (
     build_credit_transfer,
 )
 from payments_async._constants import SCA_HEADER
+from payments_async._instrument import Exchange
 from payments_async._transport import Transport
 from payments_async.sandbox import FaultConfig, SandboxConfig, create_app
 from payments_async.testing import sandbox_server
+from tests.factories import cancellation, credit_transfer
+from tests.support.reliability import FAST_POLL, fast_retry, record
 
 # --- secrets -------------------------------------------------------------------------------
 
@@ -126,13 +128,13 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
             assert creds is not None
             assert sb.private_key is not None
             client = PaymentsClient(
-                creds, base_url=sb.url, session=http, retry=fast_retry(attempts=2), poll=FAST_POLL
+                creds, base_url=sb.url, session=http, **fast_retry(attempts=2), poll=FAST_POLL
             )
             async with client:
                 texts.append(f"{await client.access_token_lifetime()}")
                 # The demo's path: pay, read, cancel (accepted), cancel late (rejected),
                 # resubmit (replayed).
-                first = payment()
+                first = credit_transfer()
                 sub = await client.submit_credit_transfer(first)
                 texts += [
                     repr(sub),
@@ -144,7 +146,7 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
                     cxl.payments_service_id, timeout=10
                 )
                 texts += [repr(cxl), repr(outcome)]
-                late = payment()
+                late = credit_transfer()
                 late_sub = await client.submit_credit_transfer(late)
                 texts.append(
                     repr(
@@ -174,7 +176,7 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
                 ):
                     sb.server.set_faults(faults)
                     try:
-                        await client.submit_credit_transfer(payment())
+                        await client.submit_credit_transfer(credit_transfer())
                     except PaymentsError as exc:
                         errors.append(exc)
                 sb.server.set_faults(FaultConfig())
@@ -307,7 +309,7 @@ async def test_untrusted_certificate_is_refused_at_the_transport(
     transport = Transport(url)
     try:
         with pytest.raises(TransportError) as info:
-            await transport.request("GET", "/payments/pacs002/v12/x", headers={}, request_id="r1")
+            await transport.request(Exchange("GET", "/payments/pacs002/v12/x", "r1", 1), {})
     finally:
         await transport.aclose()
     assert info.value.request_sent is False
@@ -321,10 +323,10 @@ async def test_untrusted_certificate_fails_the_client_fast(
     session's whole 30 s fetch deadline)."""
     url, _, creds = tls_sandbox
     start = time.monotonic()
-    async with PaymentsClient(creds, base_url=url, retry=fast_retry()) as client:
+    async with PaymentsClient(creds, base_url=url, **fast_retry()) as client:
         with pytest.raises(TransportError) as info:
             async with asyncio.timeout(3):
-                await client.submit_credit_transfer(payment())
+                await client.submit_credit_transfer(credit_transfer())
     elapsed = time.monotonic() - start
     record("TLS untrusted certificate (client)", error="TransportError", seconds=round(elapsed, 3))
     assert info.value.request_sent is False
@@ -336,7 +338,7 @@ async def test_a_context_that_trusts_the_certificate_works(
     url, cert_pem, creds = tls_sandbox
     trusting = ssl.create_default_context(cadata=cert_pem.decode())
     async with PaymentsClient(creds, base_url=url, ssl_context=trusting) as client:
-        sub = await client.submit_credit_transfer(payment())
+        sub = await client.submit_credit_transfer(credit_transfer())
     assert sub.created
 
 
@@ -349,7 +351,7 @@ async def test_a_certificate_for_another_name_is_refused(
     transport = Transport(url, ssl_context=ssl.create_default_context(cadata=other.decode()))
     try:
         with pytest.raises(TransportError):
-            await transport.request("GET", "/x", headers={}, request_id="r2")
+            await transport.request(Exchange("GET", "/x", "r2", 1), {})
     finally:
         await transport.aclose()
 
@@ -391,8 +393,8 @@ async def test_ssl_context_is_honoured_with_a_borrowed_session(
     trusting = ssl.create_default_context(cadata=cert_pem.decode())
     async with aiohttp.ClientSession() as session:
         async with PaymentsClient(
-            creds, base_url=url, session=session, ssl_context=trusting, retry=fast_retry()
+            creds, base_url=url, session=session, ssl_context=trusting, **fast_retry()
         ) as client:
-            sub = await client.submit_credit_transfer(payment())
+            sub = await client.submit_credit_transfer(credit_transfer())
         assert not session.closed
     assert sub.created

@@ -8,7 +8,6 @@ import asyncio
 import time
 
 import pytest
-from reliability_support import cancellation, fast_retry, payment, record
 
 from payments_async import (
     AuthenticationError,
@@ -17,21 +16,23 @@ from payments_async import (
     ServerError,
     TransportError,
 )
-from payments_async._constants import TOKEN_FETCH_DEADLINE
+from payments_async._constants import TIMEOUT_TOKEN as TOKEN_FETCH_DEADLINE
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
+from tests.factories import cancellation, credit_transfer
+from tests.support.reliability import fast_retry, record
 
 STORM = 1000
 
 
 def _client(sb: SandboxHandle, **kw: object) -> PaymentsClient:
     assert sb.credentials is not None
-    return PaymentsClient(sb.credentials, base_url=sb.url, retry=fast_retry(), **kw)  # type: ignore[arg-type]
+    return PaymentsClient(sb.credentials, base_url=sb.url, **fast_retry(), **kw)  # type: ignore[arg-type]
 
 
 async def _seed_payment(sb: SandboxHandle) -> str:
     async with _client(sb) as client:
-        return (await client.submit_credit_transfer(payment())).payments_service_id
+        return (await client.submit_credit_transfer(credit_transfer())).payments_service_id
 
 
 async def test_cold_start_storm_makes_one_token_request() -> None:
@@ -57,7 +58,7 @@ async def test_expired_token_storm_makes_one_token_request() -> None:
     config = SandboxConfig(clock=clock, token_lifetime=60, processing_delay=600)
     async with sandbox_server(config) as sb:
         async with _client(sb) as client:
-            psid = (await client.submit_credit_transfer(payment())).payments_service_id
+            psid = (await client.submit_credit_transfer(credit_transfer())).payments_service_id
             clock.advance(61)  # the sandbox now sees our token as expired
             before = sb.server.stats()
             async with asyncio.timeout(60):
@@ -83,8 +84,8 @@ async def test_revoked_mid_run_costs_one_refresh_and_no_failure() -> None:
     request, every operation succeeds (401 -> one refresh -> same request resent)."""
     async with sandbox_server(SandboxConfig(processing_delay=600)) as sb:
         async with _client(sb) as client:
-            first = await client.submit_credit_transfer(payment())
-            e2e = payment().fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0].pmt_id.end_to_end_id
+            first = await client.submit_credit_transfer(credit_transfer())
+            e2e = credit_transfer().fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0].pmt_id.end_to_end_id
             before = sb.server.stats()
             done = 0
             revoked_at = -1
@@ -93,7 +94,7 @@ async def test_revoked_mid_run_costs_one_refresh_and_no_failure() -> None:
             async def op(i: int) -> None:
                 nonlocal done, revoked_at
                 if i % 4 == 0:
-                    await client.submit_credit_transfer(payment())
+                    await client.submit_credit_transfer(credit_transfer())
                 elif i % 4 == 1:
                     await client.request_cancellation(cancellation(e2e))
                 else:
@@ -141,7 +142,7 @@ async def test_token_endpoint_refusing_fails_fast_with_authentication_error() ->
             start = time.monotonic()
             async with asyncio.timeout(10):
                 results = await asyncio.gather(
-                    *(client.submit_credit_transfer(payment()) for _ in range(50)),
+                    *(client.submit_credit_transfer(credit_transfer()) for _ in range(50)),
                     return_exceptions=True,
                 )
             elapsed = time.monotonic() - start
@@ -161,7 +162,7 @@ async def test_token_endpoint_outage_then_recovery() -> None:
             start = time.monotonic()
             async with asyncio.timeout(20):
                 subs = await asyncio.gather(
-                    *(client.submit_credit_transfer(payment()) for _ in range(50))
+                    *(client.submit_credit_transfer(credit_transfer()) for _ in range(50))
                 )
             elapsed = time.monotonic() - start
         stats = sb.server.stats()
@@ -190,12 +191,12 @@ async def test_token_endpoint_down_fails_at_the_operation_deadline(kind: str) ->
             sb.server.state.fail_token_endpoint(3600, 503)
         assert sb.credentials is not None
         async with PaymentsClient(
-            sb.credentials, base_url=sb.url, retry=fast_retry(attempts=3, timeout=1.5)
+            sb.credentials, base_url=sb.url, **fast_retry(attempts=3, timeout=1.5)
         ) as client:
             start = time.monotonic()
             async with asyncio.timeout(10):
                 results = await asyncio.gather(
-                    *(client.submit_credit_transfer(payment()) for _ in range(50)),
+                    *(client.submit_credit_transfer(credit_transfer()) for _ in range(50)),
                     return_exceptions=True,
                 )
             elapsed = time.monotonic() - start
@@ -223,7 +224,7 @@ async def test_token_endpoint_down_past_the_token_fetch_deadline(kind: str) -> N
             sb.server.state.fail_token_endpoint(3600, 503)
         assert sb.credentials is not None
         async with PaymentsClient(
-            sb.credentials, base_url=sb.url, retry=fast_retry(attempts=5, timeout=45.0)
+            sb.credentials, base_url=sb.url, **fast_retry(attempts=5, timeout=45.0)
         ) as client:
             start = time.monotonic()
             async with asyncio.timeout(TOKEN_FETCH_DEADLINE * 3):
@@ -249,7 +250,7 @@ async def test_operation_deadline_bounds_the_token_wait() -> None:
         sb.server.state.fail_token_endpoint(3600, 503)
         assert sb.credentials is not None
         async with PaymentsClient(
-            sb.credentials, base_url=sb.url, retry=fast_retry(attempts=3, timeout=1.0)
+            sb.credentials, base_url=sb.url, **fast_retry(attempts=3, timeout=1.0)
         ) as client:
             with pytest.raises((ServerError, TransportError)):
                 async with asyncio.timeout(4.0):  # 1 s deadline + generous slack

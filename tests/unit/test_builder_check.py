@@ -19,14 +19,14 @@ from unittest.mock import ANY
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
-from validate_reference import reference_problems
 
 from payments_async import ValidationError
 from payments_async.iso20022 import build_cancellation, build_credit_transfer, builders
 from payments_async.iso20022._validate import RULES
 from payments_async.iso20022.builders import _new_uetr, format_utc, new_id
 from payments_async.iso20022.pacs008 import PostalAddress
+from tests.support.strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
+from tests.support.validate_reference import reference_problems
 
 SEPA = string.ascii_letters + string.digits + "/-?:().,'+ "
 # Text near the rules' edges: SEPA characters, slashes, spaces, other characters, lengths.
@@ -198,14 +198,14 @@ def _plain_moment(kw: dict[str, Any]) -> bool:
     return kw["created_at"] is None or type(kw["created_at"]) is datetime
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(deadline=None)  # examples: the profile's (tests/conftest.py)
 @given(kw=cancellation_inputs)
 def test_cancellation_check_gives_the_walkers_verdict(kw: dict[str, Any]) -> None:
     covered = kw["creditor_agent_address"] is None and _plain_moment(kw)
     _agrees(build_cancellation, kw, covered=covered)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(deadline=None)  # examples: the profile's (tests/conftest.py)
 @given(kw=transfer_inputs)
 def test_credit_transfer_check_gives_the_walkers_verdict(kw: dict[str, Any]) -> None:
     _agrees(build_credit_transfer, kw, covered=_plain_moment(kw))

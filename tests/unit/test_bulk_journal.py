@@ -53,11 +53,14 @@ def test_plan_is_committed_in_one_transaction_and_read_back(tmp_path: Path) -> N
     assert [r.assignment_id for r in rows[:3]] == ["BC-X-2", "BC-X-3", "BC-X-4"]
     assert rows[3].error == "amount: bad"
     assert rows[3].is_done
-    assert (tmp_path / "j.sqlite-wal").exists() or True  # WAL file may be checkpointed away
+    # WAL mode: while the journal is open its log sits beside the file ...
+    assert (tmp_path / "j.sqlite-wal").exists()
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     db.close()
     again.close()
+    # ... and closing the last connection checkpoints the log into the file and removes it.
+    assert not (tmp_path / "j.sqlite-wal").exists()
 
 
 def test_a_journal_of_another_input_is_refused(tmp_path: Path) -> None:

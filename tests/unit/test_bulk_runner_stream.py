@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from payments_async import Outcome, TransportError
-from payments_async._client import Submission
+from payments_async import Outcome, Submission, TransportError
 from payments_async.bulk import BulkRunner, JournalError, MemoryJournal, PlannedRow, SqliteJournal
 from payments_async.bulk._journal import READ_BATCH, RowState
 from payments_async.bulk._runner import QUEUED_PER_SUBMITTER

@@ -115,6 +115,7 @@ def _peak(fn: object) -> int:
         tracemalloc.stop()
 
 
+@pytest.mark.slow  # traces every allocation of two whole runs
 def test_memory_does_not_grow_with_the_number_of_rows(tmp_path: Path) -> None:
     """Ten times the rows, about the same peak: nothing per row is kept (the old reader
     held the whole text, every row and a dict of ids: ten times the rows, ten times the

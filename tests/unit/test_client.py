@@ -7,7 +7,7 @@ import base64
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +23,7 @@ from payments_async import (
     ConfigurationError,
     Credentials,
     InvalidResponseError,
+    Limits,
     NotFoundError,
     Outcome,
     OutcomeUnknownError,
@@ -35,6 +36,7 @@ from payments_async import (
     RateLimitedError,
     RetryPolicy,
     ServerError,
+    Timeout,
     TransportError,
     ValidationError,
     build_cancellation,
@@ -340,7 +342,7 @@ async def test_oversized_body_is_refused(mocked: aioresponses) -> None:
     async with PaymentsClient(
         Credentials.sandbox(),
         base_url=BASE,
-        max_response_bytes=1024,
+        limits=Limits(response_bytes=1024),
         retry=RetryPolicy.for_testing(attempts=1),
     ) as c:
         with pytest.raises(InvalidResponseError, match="limit"):
@@ -535,9 +537,15 @@ async def test_every_attempt_carries_a_fresh_sca_token_over_the_same_bytes(
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"connection_limit": 0}, {"connect_timeout": 0}, {"read_timeout": -1}],
+    "make",
+    [
+        lambda: Limits(connections=0),
+        lambda: Timeout(connect=0),
+        lambda: Timeout(read=-1),
+        lambda: PaymentsClient(Credentials.sandbox(), base_url=BASE, timeout=5.0),  # type: ignore[arg-type]
+        lambda: PaymentsClient(Credentials.sandbox(), base_url=BASE, limits=100),  # type: ignore[arg-type]
+    ],
 )
-def test_nonsense_limits_are_refused(kwargs: dict[str, Any]) -> None:
+def test_nonsense_limits_are_refused(make: Callable[[], object]) -> None:
     with pytest.raises(ConfigurationError):
-        PaymentsClient(Credentials.sandbox(), base_url=BASE, **kwargs)
+        make()

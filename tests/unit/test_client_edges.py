@@ -18,8 +18,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aioresponses import CallbackResult, aioresponses
-from http_support import Handler, Serve
-from otel_support import Otel
 
 from payments_async import (
     ApiError,
@@ -29,6 +27,7 @@ from payments_async import (
     Credentials,
     Hooks,
     InvalidResponseError,
+    Limits,
     NotFoundError,
     Outcome,
     OutcomeUnknownError,
@@ -45,6 +44,7 @@ from payments_async import (
     ServerError,
     ServiceErrorDetail,
     SigningError,
+    Timeout,
     TransportError,
     ValidationError,
     build_cancellation,
@@ -52,6 +52,8 @@ from payments_async import (
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
 from payments_async.notifications import NotificationRejected
 from payments_async.signing import KeySigner
+from tests.support.http_servers import Handler, Serve
+from tests.support.otel import Otel
 
 BASE = "http://127.0.0.1:9"
 TOKEN_URL = f"{BASE}/oauth/token"
@@ -144,7 +146,7 @@ def fake(serve: Serve) -> Serve:
 async def test_token_endpoint_5xx_raises_the_token_error(mocked: aioresponses) -> None:
     mocked.post(TOKEN_URL, status=503, repeat=True)
     mocked.post(CAMT056_URL, callback=_answer(201), repeat=True)
-    async with _client(retry=RetryPolicy.for_testing(attempts=3, timeout=1.0)) as c:
+    async with _client(retry=RetryPolicy.for_testing(attempts=3), timeout=Timeout(total=1.0)) as c:
         with pytest.raises(PaymentsError) as info:
             await c.request_cancellation(_cancellation())
     err = info.value
@@ -168,7 +170,7 @@ async def test_garbled_token_answer_raises_the_token_error(mocked: aioresponses)
 
 async def test_token_timeout_is_not_outcome_unknown(mocked: aioresponses) -> None:
     mocked.post(TOKEN_URL, exception=TimeoutError(), repeat=True)
-    async with _client(retry=RetryPolicy.for_testing(attempts=2, timeout=1.0)) as c:
+    async with _client(retry=RetryPolicy.for_testing(attempts=2), timeout=Timeout(total=1.0)) as c:
         with pytest.raises(TransportError) as info:
             await c.request_cancellation(_cancellation())
     assert not isinstance(info.value, OutcomeUnknownError)
@@ -176,7 +178,7 @@ async def test_token_timeout_is_not_outcome_unknown(mocked: aioresponses) -> Non
 
 
 async def test_refused_token_connection_names_the_token_endpoint() -> None:
-    async with _client(retry=RetryPolicy.for_testing(attempts=2, timeout=1.0)) as c:
+    async with _client(retry=RetryPolicy.for_testing(attempts=2), timeout=Timeout(total=1.0)) as c:
         with pytest.raises(TransportError) as info:
             await c.request_cancellation(_cancellation())
     assert info.value.path == "/oauth/token"
@@ -262,8 +264,10 @@ async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
         return web.json_response(_resolution("PDCR", "PDCR"))
 
     url = await fake({("GET", "/payments/camt029/v09/{id}"): slow})
-    policy = RetryPolicy.for_testing(attempts=3, timeout=30)
-    async with _client(base_url=url, connection_limit=1, retry=policy) as c:
+    policy = RetryPolicy.for_testing(attempts=3)
+    async with _client(
+        base_url=url, limits=Limits(connections=1), retry=policy, timeout=Timeout(total=30)
+    ) as c:
         await c.access_token_lifetime()  # the token first: only the polls compete
         blocker = asyncio.create_task(c.wait_for_cancellation_outcome("PS-A", timeout=20))
         await asyncio.sleep(0.2)  # the blocker's poll now holds the only connection
@@ -293,9 +297,11 @@ async def test_a_submissions_own_timeout_ends_it_as_unknown_long_before_the_poli
         return web.json_response({})
 
     url = await fake({("POST", "/payments/camt056/v08"): silent})
-    policy = RetryPolicy.for_testing(attempts=3, timeout=30)
+    policy = RetryPolicy.for_testing(attempts=3)
     telemetry = Otel().telemetry() if traced else None  # the traced path passes it on too
-    async with _client(base_url=url, retry=policy, telemetry=telemetry) as c:
+    async with _client(
+        base_url=url, retry=policy, timeout=Timeout(total=30), telemetry=telemetry
+    ) as c:
         await c.access_token_lifetime()
         msg = _cancellation()
         start = time.monotonic()
@@ -325,8 +331,8 @@ async def test_a_calls_timeout_may_be_longer_than_the_policys(
             ("GET", "/payments/camt029/v09/{id}"): slow_read,
         }
     )
-    policy = RetryPolicy.for_testing(attempts=1, timeout=0.2)
-    async with _client(base_url=url, retry=policy) as c:
+    policy = RetryPolicy.for_testing(attempts=1)
+    async with _client(base_url=url, retry=policy, timeout=Timeout(total=0.2)) as c:
         await c.access_token_lifetime()
         with pytest.raises(OutcomeUnknownError):  # the policy's 0.2 s: too short
             await c.request_cancellation(_cancellation())
@@ -338,6 +344,39 @@ async def test_a_calls_timeout_may_be_longer_than_the_policys(
     assert resolution.rsltn_of_invstgtn.sts is not None
 
 
+async def test_a_calls_own_timeout_object_sets_its_read_timeout(fake: Serve) -> None:
+    async def silent(request: web.Request) -> web.Response:
+        await asyncio.sleep(10)
+        return web.json_response({})
+
+    url = await fake({("GET", "/payments/pacs002/v12/{id}"): silent})
+    async with _client(base_url=url, retry=RetryPolicy.for_testing(attempts=1)) as c:
+        await c.access_token_lifetime()
+        start = time.monotonic()
+        with pytest.raises(TransportError, match="timed out waiting for the response"):
+            await c.get_credit_transfer_status("PS-1", timeout=Timeout(total=30, read=0.3))
+        assert time.monotonic() - start < 3  # the client's read timeout is 30 s
+
+
+async def test_timeout_token_bounds_a_token_fetch_the_call_waits_for(fake: Serve) -> None:
+    requests: list[float] = []
+
+    async def silent_token(request: web.Request) -> web.Response:
+        requests.append(time.monotonic())
+        await asyncio.sleep(10)
+        return web.json_response({})
+
+    url = await fake({("POST", "/oauth/token"): silent_token})  # replaces the granting one
+    async with _client(base_url=url, timeout=Timeout(total=30, token=0.6)) as c:
+        start = time.monotonic()
+        with pytest.raises(TransportError) as info:
+            await c.get_credit_transfer_status("PS-1")
+        took = time.monotonic() - start
+    assert took < 3  # the call's own total is 30 s
+    assert info.value.path == "/oauth/token"
+    assert len(requests) >= 2  # each token request got a third of it: the fetch retried
+
+
 async def test_a_reads_own_timeout_holds(
     fake: Serve,
 ) -> None:
@@ -346,7 +385,9 @@ async def test_a_reads_own_timeout_holds(
         return web.json_response({})
 
     url = await fake({("GET", "/payments/pacs002/v12/{id}"): silent})
-    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=30)) as c:
+    async with _client(
+        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=30)
+    ) as c:
         await c.access_token_lifetime()
         start = time.monotonic()
         with pytest.raises(TransportError, match="timed out"):
@@ -363,7 +404,9 @@ async def test_each_read_of_a_waiter_stays_within_the_policys_timeout(fake: Serv
         return web.json_response({})
 
     url = await fake({("GET", "/payments/camt029/v09/{id}"): silent})
-    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=0.3)) as c:
+    async with _client(
+        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=0.3)
+    ) as c:
         await c.access_token_lifetime()
         with pytest.raises(PollTimeoutError):
             await c.wait_for_cancellation_outcome("PS-1", timeout=2)
@@ -386,7 +429,9 @@ async def test_a_calls_timeout_counts_the_token_fetch(serve: Serve) -> None:
     url = await serve(
         {("POST", "/oauth/token"): slow_token, ("POST", "/payments/camt056/v08"): silent}
     )
-    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=30)) as c:
+    async with _client(
+        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=30)
+    ) as c:
         start = time.monotonic()
         with pytest.raises(OutcomeUnknownError):
             await c.request_cancellation(_cancellation(), timeout=1.5)
@@ -416,7 +461,9 @@ async def test_a_calls_timeout_counts_a_401_its_token_refresh_and_the_resend(
             ("POST", "/payments/camt056/v08"): refused_then_silent,
         }
     )
-    async with _client(base_url=url, retry=RetryPolicy.for_testing(timeout=30)) as c:
+    async with _client(
+        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=30)
+    ) as c:
         start = time.monotonic()
         with pytest.raises(OutcomeUnknownError):  # the resend left, then no answer
             await c.request_cancellation(_cancellation(), timeout=1.5)
@@ -449,8 +496,10 @@ async def test_a_calls_timeout_bounds_an_async_signature(fake: Serve, rsa_privat
     url = await fake({("POST", "/payments/camt056/v08"): created})
     signer = _SlowSigner(rsa_private_key)
     credentials = Credentials("cid", "secret", key_id="kid-slow", issuer="iss", signer=signer)
-    policy = RetryPolicy.for_testing(timeout=30)
-    async with PaymentsClient(credentials, base_url=url, retry=policy) as c:
+    policy = RetryPolicy.for_testing()
+    async with PaymentsClient(
+        credentials, base_url=url, retry=policy, timeout=Timeout(total=30)
+    ) as c:
         await c.access_token_lifetime()  # the assertion signed at once
         signer.slow = True
         start = time.monotonic()
@@ -600,8 +649,8 @@ async def test_retry_events_separate_the_attempt_time_from_the_planned_sleep(
     mocked.post(CAMT056_URL, status=503, headers={"Retry-After": "0.2"})
     mocked.post(CAMT056_URL, callback=_answer(201))
     hooks = Hooks(on_request=requests.append, on_retry=retries.append)
-    policy = RetryPolicy(attempts=3, timeout=5, budget=None)
-    async with _client(hooks=hooks, retry=policy) as c:
+    policy = RetryPolicy(attempts=3, budget=None)
+    async with _client(hooks=hooks, retry=policy, timeout=Timeout(total=5)) as c:
         await c.request_cancellation(_cancellation())
     (retry,) = retries
     assert retry.sleep == pytest.approx(0.2)
@@ -744,15 +793,15 @@ async def test_a_retry_after_header_nobody_can_read_never_breaks_a_call(
     [
         lambda: RetryPolicy(attempts=0),
         lambda: RetryPolicy(attempts=2.5),  # type: ignore[arg-type]
-        lambda: RetryPolicy(timeout=0),
+        lambda: Timeout(total=0),
         lambda: RetryPolicy(wait_initial=-1),
         lambda: RetryPolicy(wait_max="5"),  # type: ignore[arg-type]
         lambda: PollPolicy(initial=0),
         lambda: PollPolicy(maximum=-1),
-        lambda: _client(connect_timeout="5"),
-        lambda: _client(read_timeout=None),
-        lambda: _client(read_timeout=float("inf")),
-        lambda: _client(connection_limit=2.0),
+        lambda: Timeout(connect="5"),  # type: ignore[arg-type]
+        lambda: Timeout(read=None),  # type: ignore[arg-type]
+        lambda: Timeout(read=float("inf")),
+        lambda: Limits(connections=2.0),  # type: ignore[arg-type]
         lambda: _client(retry={"attempts": 3}),
         lambda: _client(ssl_context=True),
         lambda: Credentials(1, 2, key_id="k", issuer="i", sandbox_tokens=True),  # type: ignore[arg-type]

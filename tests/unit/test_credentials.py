@@ -7,9 +7,7 @@ import math
 import pickle
 from pathlib import Path
 
-import conftest_auth
 import pytest
-from conftest_auth import CLIENT_ID, CLIENT_SECRET, ISSUER, KEY_ID
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
@@ -25,9 +23,7 @@ from payments_async._credentials import ENV_VARS, Credentials
 from payments_async._errors import ConfigurationError
 from payments_async._jwt import RegisteredKey, verify_assertion, verify_sca_token
 from payments_async._keys import private_key_pem
-
-# Shared fixtures from conftest_auth (pytest finds fixtures among module attributes).
-rsa_key = conftest_auth.rsa_key
+from tests.support.auth import CLIENT_ID, CLIENT_SECRET, ISSUER, KEY_ID
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from strategies_iso import eur_amount, iban, sepa_text
 
 from payments_async import ValidationError
 from payments_async.iso20022 import (
@@ -22,6 +21,7 @@ from payments_async.iso20022 import (
     find_problems,
 )
 from payments_async.iso20022.builders import _new_uetr, format_utc, new_id
+from tests.support.strategies_iso import eur_amount, iban, sepa_text
 
 UETR_V4 = re.compile(r"[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f0-9]{12}")
 SAFE_ID = re.compile(r"[A-Za-z0-9]{1,35}")

@@ -8,7 +8,6 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies_iso import any_camt029, any_camt056, any_pacs002, any_pacs008
 
 from payments_async.iso20022 import (
     Camt029,
@@ -22,6 +21,7 @@ from payments_async.iso20022 import (
     encode,
 )
 from payments_async.iso20022 import pacs008 as p08
+from tests.support.strategies_iso import any_camt029, any_camt056, any_pacs002, any_pacs008
 
 ROUND_TRIPS = settings(max_examples=60, deadline=None)
 

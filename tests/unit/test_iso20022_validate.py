@@ -11,7 +11,6 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
 
 from payments_async import ValidationError
 from payments_async.iso20022 import (
@@ -25,6 +24,7 @@ from payments_async.iso20022 import (
     validate,
 )
 from payments_async.iso20022._validate import check_iban
+from tests.support.strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 P = "$.fitoFICstmrCdtTrf"

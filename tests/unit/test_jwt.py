@@ -9,7 +9,6 @@ import json
 import re
 from typing import Any
 
-import conftest_auth
 import jwt as pyjwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
@@ -26,10 +25,6 @@ from payments_async._jwt import (
     verify_sca_token,
 )
 from payments_async._keys import public_key_pem
-
-# Shared fixtures from conftest_auth (pytest finds fixtures among module attributes).
-rsa_key = conftest_auth.rsa_key
-other_rsa_key = conftest_auth.other_rsa_key
 
 KID = "kid-1"
 ISS = "issuer-1"

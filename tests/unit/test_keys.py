@@ -5,7 +5,6 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-import conftest_auth
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -21,9 +20,6 @@ from payments_async._keys import (
     private_key_pem,
     public_key_pem,
 )
-
-# Shared fixtures from conftest_auth (pytest finds fixtures among module attributes).
-rsa_key = conftest_auth.rsa_key
 
 Enc = serialization.Encoding
 Fmt = serialization.PrivateFormat

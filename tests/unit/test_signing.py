@@ -10,7 +10,6 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-import conftest_auth
 import pytest
 from cryptography.hazmat.primitives.asymmetric.padding import PKCS1v15
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -28,9 +27,6 @@ from payments_async import (
 )
 from payments_async._jwt import JwtSigner, RegisteredKey, SignedToken, verify_sca_token
 from payments_async._keys import private_key_pem, public_key_pem
-
-rsa_key = conftest_auth.rsa_key
-other_rsa_key = conftest_auth.other_rsa_key
 
 KID = "kid-1"
 ISS = "iss-1"

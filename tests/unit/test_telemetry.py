@@ -7,12 +7,24 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aiohttp import web
 from opentelemetry.trace import SpanKind, StatusCode
-from otel_support import Otel
 from yarl import URL
 
-from payments_async import ConfigurationError, OutcomeUnknownError, Telemetry, TransportError
-from payments_async._telemetry import ClientTelemetry, url_template
+from payments_async import (
+    ConfigurationError,
+    Credentials,
+    OutcomeUnknownError,
+    PaymentsClient,
+    RetryPolicy,
+    ServerError,
+    Telemetry,
+    TransportError,
+)
+from payments_async._instrument import Call, Exchange, Instruments, RequestEvent
+from payments_async._telemetry import url_template
+from tests.support.http_servers import Serve
+from tests.support.otel import Otel
 
 BASE = URL("https://api.bank.example:8443")
 
@@ -24,8 +36,48 @@ def otel() -> Iterator[Otel]:
     o.close()
 
 
-def _client(otel: Otel, **kw: Any) -> ClientTelemetry:
-    return otel.telemetry(**kw).bind(BASE)
+class _Http:
+    """One exchange through the instrument pipeline, as the transport reports it."""
+
+    def __init__(self, instruments: Instruments, exchange: Exchange, headers: Any) -> None:
+        self._instruments = instruments
+        self._exchange = exchange
+        self._headers = headers
+
+    def __enter__(self) -> _Http:
+        self._instruments.request_started(self._exchange, self._headers)
+        return self
+
+    def response(self, status: int) -> None:
+        self._exchange.status = status
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self._exchange.error = exc
+        self._instruments.request_ended(self._exchange)
+
+
+class _Pipeline:
+    """The events a client sends, fed to a pipeline holding only the tracing instrument."""
+
+    def __init__(self, instruments: Instruments) -> None:
+        self._instruments = instruments
+
+    def operation(self, name: str, kind: str, **attributes: Any) -> Any:
+        return self._instruments.operation(Call(name, kind, **attributes))
+
+    def token_fetch(self) -> Any:
+        return self._instruments.token_fetch()
+
+    def http(self, method: str, path: str, *, attempt: int, request_id: str, headers: Any) -> _Http:
+        exchange = Exchange(method, path, request_id, attempt, resend_count=attempt - 1)
+        return _Http(self._instruments, exchange, headers)
+
+    def retry(self, method: str, path: str, error: Any) -> None:
+        self._instruments.retry(RequestEvent(method, path, "r", 1, None, 0.0, error, sleep=0.0))
+
+
+def _client(otel: Otel, **kw: Any) -> _Pipeline:
+    return _Pipeline(Instruments(otel.telemetry(**kw).bind(BASE)))
 
 
 def test_url_template_removes_ids() -> None:
@@ -188,3 +240,37 @@ def test_missing_extra_is_a_clear_configuration_error(monkeypatch: pytest.Monkey
         ConfigurationError, match=r"'otel' extra: pip install 'payments-async\[otel\]'"
     ):
         Telemetry()
+
+
+async def test_the_get_resent_after_a_401_and_a_token_refresh_counts_as_a_resend(
+    otel: Otel, serve: Serve
+) -> None:
+    tokens = iter(["tok-1", "tok-2"])
+
+    async def token(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response(
+            {"access_token": next(tokens), "token_type": "bearer", "expires_in": 3600}
+        )
+
+    async def read(request: web.Request) -> web.Response:
+        if request.headers["Authorization"] == "Bearer tok-1":  # revoked early
+            return web.json_response({}, status=401)
+        return web.json_response({"data": {"rsltnOfInvstgtn": {}}}, status=500)
+
+    url = await serve(
+        {("POST", "/oauth/token"): token, ("GET", "/payments/camt029/v09/{id}"): read}
+    )
+    async with PaymentsClient(
+        Credentials.sandbox(),
+        base_url=url,
+        telemetry=otel.telemetry(),
+        retry=RetryPolicy.for_testing(attempts=1),
+    ) as client:
+        with pytest.raises(ServerError):
+            await client.get_cancellation_outcome("PS-1")
+    gets = [s for s in otel.spans() if s.name.startswith("GET ")]
+    assert [s.attributes["http.response.status_code"] for s in gets] == [401, 500]
+    assert "http.request.resend_count" not in gets[0].attributes
+    assert gets[1].attributes["http.request.resend_count"] == 1
+    assert gets[1].attributes["payments.attempt"] == 1  # the same attempt, sent again

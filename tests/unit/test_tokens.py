@@ -11,17 +11,8 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import aiohttp
-import conftest_auth
 import pytest
 from aioresponses import aioresponses
-from conftest_auth import (
-    BASE_URL,
-    CLIENT_ID,
-    CLIENT_SECRET,
-    ISSUER,
-    KEY_ID,
-    TokenServer,
-)
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 from payments_async._credentials import Credentials
@@ -37,11 +28,14 @@ from payments_async._jwt import RegisteredKey, verify_assertion
 from payments_async._keys import private_key_pem
 from payments_async._tokens import AccessToken, TokenSession
 from payments_async._transport import Transport
-
-# Shared fixtures from conftest_auth (pytest finds fixtures among module attributes).
-mock_http = conftest_auth.mock_http
-rsa_key = conftest_auth.rsa_key
-token_server = conftest_auth.token_server
+from tests.support.auth import (
+    BASE_URL,
+    CLIENT_ID,
+    CLIENT_SECRET,
+    ISSUER,
+    KEY_ID,
+    TokenServer,
+)
 
 FAST = {"retry_initial": 0.01, "retry_max": 0.02}
 

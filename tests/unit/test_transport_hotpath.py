@@ -6,21 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import aiohttp
 import pytest
 from aiohttp import web
-from http_support import Handler, Serve
 
 from payments_async import (
     Credentials,
+    Limits,
     OutcomeUnknownError,
     PaymentsClient,
     RetryPolicy,
+    Timeout,
     TransportError,
 )
-from payments_async._transport import Transport, _Slots
+from payments_async._instrument import Exchange
+from payments_async._transport import Transport
 from payments_async.iso20022 import build_cancellation
+from tests.support.http_servers import Handler, Serve
 
 TOKEN_BODY = {"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600}
 SUBMITTED = {"data": {"paymentsServiceId": "PS-1", "status": "PENDING"}}
@@ -64,9 +68,9 @@ async def test_a_body_stalled_past_the_deadline_ends_at_the_deadline_when_it_is_
     url = await serve(
         {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _stall_mid_body}
     )
-    policy = RetryPolicy.for_testing(attempts=1, timeout=0.6)
+    policy = RetryPolicy.for_testing(attempts=1)
     async with PaymentsClient(
-        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=20
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=0.6, read=20)
     ) as client:
         await client.access_token_lifetime()
         start = time.monotonic()
@@ -86,9 +90,9 @@ async def test_a_body_stalled_past_the_read_timeout_ends_at_the_read_timeout_whe
     url = await serve(
         {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _stall_mid_body}
     )
-    policy = RetryPolicy.for_testing(attempts=1, timeout=30)
+    policy = RetryPolicy.for_testing(attempts=1)
     async with PaymentsClient(
-        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=0.4
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=30, read=0.4)
     ) as client:
         await client.access_token_lifetime()
         start = time.monotonic()
@@ -127,9 +131,9 @@ async def test_a_body_whose_every_read_is_shorter_than_the_read_timeout_is_read_
     url = await serve(
         {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _trickle(5, 0.25)}
     )
-    policy = RetryPolicy.for_testing(attempts=1, timeout=10)
+    policy = RetryPolicy.for_testing(attempts=1)
     async with PaymentsClient(
-        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=0.4
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=10, read=0.4)
     ) as client:
         sub = await client.request_cancellation(_cancellation())  # type: ignore[arg-type]
     assert (sub.payments_service_id, sub.created, sub.attempts) == ("PS-1", True, 1)
@@ -141,9 +145,9 @@ async def test_a_trickling_body_still_ends_at_the_deadline(serve: Serve) -> None
     url = await serve(
         {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _trickle(20, 0.2)}
     )
-    policy = RetryPolicy.for_testing(attempts=1, timeout=0.8)
+    policy = RetryPolicy.for_testing(attempts=1)
     async with PaymentsClient(
-        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=1.0
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=0.8, read=1.0)
     ) as client:
         await client.access_token_lifetime()
         start = time.monotonic()
@@ -165,9 +169,9 @@ async def test_an_answer_that_does_not_begin_within_the_read_timeout_fails_the_a
             ("POST", "/payments/camt056/v08"): _trickle(1, 0, before_headers=2.0),
         }
     )
-    policy = RetryPolicy.for_testing(attempts=1, timeout=30)
+    policy = RetryPolicy.for_testing(attempts=1)
     async with PaymentsClient(
-        Credentials.sandbox(), base_url=url, retry=policy, read_timeout=0.3
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=30, read=0.3)
     ) as client:
         await client.access_token_lifetime()
         start = time.monotonic()
@@ -180,81 +184,76 @@ async def test_an_answer_that_does_not_begin_within_the_read_timeout_fails_the_a
     assert cause.request_sent
 
 
-def test_aiohttp_keeps_no_timer_of_its_own_but_the_connect_timeout() -> None:
-    # The deadline and the read timeout are ours (one timer per request, see the tests
-    # above); aiohttp's total and per-read timers would be two or three more per request.
-    transport = Transport("http://127.0.0.1:9", connect_timeout=2.0, read_timeout=10.0)
-    t = transport._aiohttp_timeouts
-    assert (t.total, t.sock_read, t.sock_connect) == (None, None, 2.0)
+def test_aiohttp_keeps_the_connect_and_per_read_timeouts_and_no_total() -> None:
+    # The attempt's deadline is asyncio.timeout's; aiohttp keeps connecting and each read.
+    transport = Transport("http://127.0.0.1:9", timeout=Timeout(connect=2.0, read=10.0))
+    t = transport._aiohttp_timeout
+    assert (t.total, t.sock_read, t.sock_connect) == (None, 10.0, 2.0)
 
 
-# --- the connection limiter ----------------------------------------------------------------
+async def test_a_calls_deadline_holds_while_it_queues_for_the_only_connection(
+    serve: Serve,
+) -> None:
+    release = asyncio.Event()
+    arrived: list[str] = []
+
+    async def slow(request: web.Request) -> web.Response:
+        arrived.append(request.match_info["id"])
+        await asyncio.wait_for(release.wait(), 10)
+        return web.json_response({})
+
+    url = await serve(
+        {("POST", "/oauth/token"): _token, ("GET", "/payments/camt029/v09/{id}"): slow}
+    )
+    async with PaymentsClient(
+        Credentials.sandbox(),
+        base_url=url,
+        limits=Limits(connections=1),
+        retry=RetryPolicy.for_testing(attempts=1),
+    ) as client:
+        await client.access_token_lifetime()  # the token first: only the reads compete
+        blocker = asyncio.create_task(client.get_cancellation_outcome("PS-A", timeout=20))
+        await _until_true(lambda: arrived == ["PS-A"])  # it holds the only connection
+        start = time.monotonic()
+        with pytest.raises(TransportError) as info:
+            await client.get_cancellation_outcome("PS-B", timeout=0.3)
+        waited = time.monotonic() - start
+        release.set()
+        await asyncio.gather(blocker, return_exceptions=True)  # its answer is not the point
+    assert waited < 1.5  # the blocker would have held the connection for 10 s
+    assert "free connection" in info.value.message
+    assert info.value.request_sent is False
+    assert arrived == ["PS-A"]  # the second call was never sent
 
 
-async def test_slots_admit_at_most_the_limit_in_arrival_order() -> None:
-    slots = _Slots(2)
-    assert [slots.try_take() for _ in range(2)] == [True, True]
-    assert not slots.try_take()
+async def _until_true(predicate: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never happened")
+
+
+async def test_requests_queued_for_the_limit_are_sent_in_arrival_order(serve: Serve) -> None:
     order: list[str] = []
 
-    async def wait(name: str) -> None:
-        await slots.take()
-        order.append(name)
+    async def record(request: web.Request) -> web.Response:
+        order.append(request.match_info["n"])
+        await asyncio.sleep(0.01)
+        return web.json_response({})
 
-    first = asyncio.create_task(wait("first"))
-    await asyncio.sleep(0)
-    second = asyncio.create_task(wait("second"))
-    await asyncio.sleep(0)
-    assert order == []
-    slots.give()
-    await asyncio.sleep(0)
-    assert order == ["first"]
-    assert not slots.try_take()  # a waiter is still queued: no jumping the queue
-    slots.give()
-    await asyncio.gather(first, second)
-    assert order == ["first", "second"]
-    slots.give()
-    slots.give()
-    assert [slots.try_take() for _ in range(3)] == [True, True, False]
-
-
-async def test_a_waiter_that_times_out_leaves_the_queue_and_takes_no_slot() -> None:
-    slots = _Slots(1)
-    assert slots.try_take()
-    with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.05):
-            await slots.take()
-    slots.give()
-    assert slots.try_take()  # the slot came back to the pool, not to the gone waiter
-
-
-async def test_a_slot_handed_to_a_waiter_cancelled_before_it_ran_is_passed_on() -> None:
-    slots = _Slots(1)
-    assert slots.try_take()
-    late = asyncio.create_task(slots.take())
-    nxt = asyncio.create_task(slots.take())
-    await asyncio.sleep(0)
-    slots.give()  # handed to `late`...
-    late.cancel()  # ...which is cancelled before it resumes
-    with pytest.raises(asyncio.CancelledError):
-        await late
-    async with asyncio.timeout(1):
-        await nxt  # the slot went on to the next waiter
-    assert not slots.try_take()
-    slots.give()
-    assert slots.try_take()
-
-
-async def test_a_waiter_cancelled_and_dropped_by_give_still_ends_cancelled() -> None:
-    slots = _Slots(1)
-    assert slots.try_take()
-    waiting = asyncio.create_task(slots.take())
-    await asyncio.sleep(0)
-    waiting.cancel()  # its future is cancelled now; the task has not run yet
-    slots.give()  # drops the cancelled waiter and frees the slot
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert [slots.try_take() for _ in range(2)] == [True, False]
+    url = await serve({("GET", "/x/{n}"): record})
+    transport = Transport(url, limits=Limits(connections=1))
+    try:
+        await asyncio.gather(
+            *(
+                transport.request(Exchange("GET", f"/x/{i}", "r", 1), {}, timeout=5)
+                for i in range(8)
+            )
+        )
+    finally:
+        await transport.aclose()
+    assert order == [str(i) for i in range(8)]
 
 
 async def test_connection_limit_bounds_the_requests_in_flight(serve: Serve) -> None:
@@ -269,10 +268,13 @@ async def test_connection_limit_bounds_the_requests_in_flight(serve: Serve) -> N
         return web.json_response({})
 
     url = await serve({("GET", "/x/{n}"): slow})
-    transport = Transport(url, connection_limit=2)
+    transport = Transport(url, limits=Limits(connections=2))
     try:
         answers = await asyncio.gather(
-            *(transport.request("GET", f"/x/{i}", headers={}, timeout=5) for i in range(7))
+            *(
+                transport.request(Exchange("GET", f"/x/{i}", "r", 1), {}, timeout=5)
+                for i in range(7)
+            )
         )
     finally:
         await transport.aclose()
@@ -293,9 +295,9 @@ async def test_paths_below_a_base_path_and_paths_that_need_encoding(serve: Serve
     url = await serve({("GET", "/api/{tail:.*}"): echo, ("POST", "/api/{tail:.*}"): echo})
     transport = Transport(url + "/api/")
     try:
-        await transport.request("POST", "/payments/camt056/v08", headers={}, body=b"{}")
-        await transport.request("GET", "/payments/camt029/v09/PS-1_a", headers={})
-        await transport.request("GET", "/x y", headers={})
+        await transport.request(Exchange("POST", "/payments/camt056/v08", "r", 1), {}, body=b"{}")
+        await transport.request(Exchange("GET", "/payments/camt029/v09/PS-1_a", "r", 1), {})
+        await transport.request(Exchange("GET", "/x y", "r", 1), {})
     finally:
         await transport.aclose()
     assert seen == ["/api/payments/camt056/v08", "/api/payments/camt029/v09/PS-1_a", "/api/x%20y"]
@@ -338,7 +340,7 @@ async def test_an_owned_session_neither_stores_nor_sends_cookies(serve: Serve) -
     transport = Transport(url.replace("127.0.0.1", "localhost"))
     try:
         for _ in range(2):
-            await transport.request("GET", "/c", headers={})
+            await transport.request(Exchange("GET", "/c", "r", 1), {})
     finally:
         await transport.aclose()
     assert seen == [None, None]
@@ -350,7 +352,7 @@ async def test_a_borrowed_session_keeps_the_cookie_policy_its_owner_chose(serve:
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
         transport = Transport(url, session=session)
         for _ in range(2):
-            await transport.request("GET", "/c", headers={})
+            await transport.request(Exchange("GET", "/c", "r", 1), {})
         await transport.aclose()
     assert seen == [None, "session=abc123"]
 
@@ -374,8 +376,10 @@ async def test_a_2xx_post_answer_that_is_not_json_is_an_unknown_outcome(
         return resp
 
     url = await serve({("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): html})
-    policy = RetryPolicy.for_testing(attempts=1, timeout=5)
-    async with PaymentsClient(Credentials.sandbox(), base_url=url, retry=policy) as client:
+    policy = RetryPolicy.for_testing(attempts=1)
+    async with PaymentsClient(
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=5)
+    ) as client:
         with pytest.raises(OutcomeUnknownError) as info:
             await client.request_cancellation(_cancellation())  # type: ignore[arg-type]
     assert info.value.status == 200
@@ -385,26 +389,18 @@ async def test_a_2xx_post_answer_that_is_not_json_is_an_unknown_outcome(
 # --- request ids and the SCA token's hd -------------------------------------------------------
 
 
-def test_request_ids_are_unique_32_hex_digits_and_a_forked_child_draws_a_new_random_half() -> None:
-    import multiprocessing
+def test_request_ids_are_unique_32_hex_digits() -> None:
     import re
 
     ids = [_next_request_id() for _ in range(1000)]
     assert len(set(ids)) == 1000
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids)
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:
-        child = pool.apply(_next_request_id)
-    # Same counter position possible, never the same random half: ids stay unique.
-    assert child[:16] != ids[0][:16]
-    assert child not in ids
 
 
 def _next_request_id() -> str:
     from payments_async._client import _Operation
 
-    # The id every call gets; in a child, from the child's own generator (not a copy).
-    return _Operation("GET", "/payments/pacs002/v10/x").request_id
+    return _Operation("GET", "/payments/pacs002/v10/x", Timeout()).request_id
 
 
 def test_an_sca_token_signed_with_the_known_digest_carries_the_same_hd() -> None:
@@ -431,169 +427,3 @@ def _b64(segment: str) -> bytes:
 
 
 # --- the request timer (asyncio.timeout's semantics, one timer handle) -------------------
-
-
-async def test_the_request_timer_turns_its_own_expiry_into_timeout_error() -> None:
-    from payments_async._transport import _Deadline, _Timers
-
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    start = loop.time()
-    with pytest.raises(TimeoutError), _Deadline(_Timers(loop), task, 0.05, None):
-        await asyncio.sleep(5)
-    assert 0.04 <= loop.time() - start < 1.0
-    assert task.cancelling() == 0  # its cancel() was taken back
-
-
-async def test_the_request_timer_lets_an_outside_cancellation_through() -> None:
-    from payments_async._transport import _Deadline, _Timers
-
-    loop = asyncio.get_running_loop()
-    timers = _Timers(loop)
-
-    async def request(timeout: float) -> None:
-        with _Deadline(
-            timers, asyncio.current_task(), 60.0, timeout
-        ):  # fires at the deadline: it comes first
-            await asyncio.sleep(5)
-
-    far = asyncio.create_task(request(60))
-    await asyncio.sleep(0.01)
-    far.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await far
-
-    # Expiry and an outside cancel in the same turn: the outside one wins, as with
-    # asyncio.timeout (a caller's cancellation is never turned into a timeout).
-    both = asyncio.create_task(request(0.05))
-    await asyncio.sleep(0)  # the request has set its timer
-    ((when, _, _),) = timers._heap
-    loop.call_at(when, both.cancel)  # due with the expiry: run in the same loop turn
-    await asyncio.sleep(0.1)
-    assert both.cancelled()
-
-
-async def test_the_request_timers_share_one_loop_timer_and_leave_none_behind() -> None:
-    from payments_async._transport import _Deadline, _Timers
-
-    loop = asyncio.get_running_loop()
-    timers = _Timers(loop)
-    ours = lambda: [h for h in loop._scheduled if h._callback == timers._fire]  # type: ignore[attr-defined]  # noqa: E731
-    fired: list[float] = []
-
-    async def request(read: float, hold: float) -> None:
-        start = loop.time()
-        try:
-            with _Deadline(timers, asyncio.current_task(), read, None):
-                await asyncio.sleep(hold)
-        except TimeoutError:
-            fired.append(loop.time() - start)
-
-    # 200 requests at once: one loop timer, armed for the earliest expiry (0.1 s).
-    tasks = [
-        asyncio.create_task(request(0.1 + i / 1000, 5.0 if i % 2 else 0.0)) for i in range(200)
-    ]
-    await asyncio.sleep(0.01)  # the quick half has finished, the slow half waits
-    assert len(ours()) == 1
-    assert ours()[0].when() == pytest.approx(min(e[0] for e in timers._heap), abs=1e-9)
-    await asyncio.gather(*tasks)
-    # Every slow request timed out at its own time, in order, none early.
-    assert len(fired) == 100
-    assert all(f >= 0.1 for f in fired)
-    assert max(fired) < 1.5
-    assert ours() == []  # no timer of ours left on the loop
-    assert timers._heap == []
-
-
-async def test_the_request_timer_is_gone_after_an_exchange_and_each_read_gets_its_time() -> None:
-    from payments_async._transport import _Deadline, _Timers
-
-    loop = asyncio.get_running_loop()
-    timers = _Timers(loop)
-    with _Deadline(timers, asyncio.current_task(), 60.0, None):
-        await asyncio.sleep(0)
-    assert timers._handle is None  # nothing left by a finished request
-    assert not timers._heap
-
-    async def two_reads(timeout: float | None) -> None:
-        with _Deadline(timers, asyncio.current_task(), 0.2, timeout) as timer:
-            await asyncio.sleep(0.15)  # the first read, within its 0.2 s
-            timer.next_read()  # the next read gets 0.2 s from now...
-            await asyncio.sleep(5)
-
-    start = loop.time()
-    with pytest.raises(TimeoutError):
-        await two_reads(None)
-    assert loop.time() - start >= 0.33  # ...so it fired at ~0.35 s, not at 0.2 s
-    start = loop.time()
-    with pytest.raises(TimeoutError):
-        await two_reads(0.25)  # ...but never past the deadline
-    assert 0.24 <= loop.time() - start < 0.33
-
-
-async def test_stopping_a_request_timer_twice_leaves_the_other_requests_timed() -> None:
-    from payments_async._transport import _Deadline, _Timers
-
-    loop = asyncio.get_running_loop()
-    timers = _Timers(loop)
-    with _Deadline(timers, asyncio.current_task(), 60.0, None) as done:
-        pass
-    done.stop()  # again: must not count a live request off a second time
-    assert timers.live == 0
-    start = loop.time()
-    with pytest.raises(TimeoutError), _Deadline(timers, asyncio.current_task(), 0.05, None):
-        await asyncio.sleep(5)  # this request's timer still fires
-    assert loop.time() - start < 1.0
-
-
-async def _ok(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
-
-
-async def test_the_request_timers_are_made_again_in_another_thread_or_a_forked_child(
-    serve: Serve,
-) -> None:
-    import contextlib
-    import threading
-
-    from payments_async import _transport
-
-    url = await serve({("GET", "/x"): _ok})
-    transport = Transport(url)
-    try:
-        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
-        first = transport._timers
-        assert first is not None
-        assert first.loop is asyncio.get_running_loop()
-
-        # Another thread's loop: current_task(our loop) there would be *this* test's task
-        # (our loop is running one), so the thread must be checked, not only the task.
-        seen: list[object] = []
-
-        def other_thread() -> None:
-            async def use() -> None:
-                # The session belongs to the first loop: the request fails; the timers
-                # it made on the way are the point.
-                with contextlib.suppress(Exception):
-                    await transport.request("GET", "/x", headers={}, timeout=1)
-                seen.append(transport._timers)
-
-            asyncio.run(use())
-
-        thread = threading.Thread(target=other_thread)
-        thread.start()
-        await asyncio.to_thread(thread.join)
-        (theirs,) = seen
-        assert theirs is not first
-        assert theirs.thread == thread.ident  # type: ignore[attr-defined]
-
-        # Back here: ours again, then a fork (the hook a child runs) makes new ones too.
-        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
-        mine = transport._timers
-        assert mine is not theirs
-        _transport._forked()
-        assert (await transport.request("GET", "/x", headers={}, timeout=5)).status == 200
-        assert transport._timers is not mine
-    finally:
-        await transport.aclose()

@@ -15,11 +15,11 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies_iso import any_camt056, any_pacs008
-from validate_reference import reference_problems
 
 from payments_async.iso20022 import build_cancellation, build_credit_transfer, find_problems
 from payments_async.iso20022._validate import _FAST, ISO_4217, RULES
+from tests.support.strategies_iso import any_camt056, any_pacs008
+from tests.support.validate_reference import reference_problems
 
 SEPA = string.ascii_letters + string.digits + "/-?:().,'+ "
 # Text near every rule's edges: SEPA characters, slashes, other characters, 0..150 long.

@@ -1,4 +1,4 @@
-"""Fixtures of the sandbox integration tests (``pytest_plugins = ["sandbox_fixtures"]``)."""
+"""Fixtures of the sandbox integration tests, loaded by a module's ``pytest_plugins``."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 import pytest_asyncio
-from sandbox_support import PROCESSING_DELAY, SETTLEMENT_DELAY, RawClient, client_for
 
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import ManualClock, SandboxHandle, sandbox_server
+from tests.support.sandbox import PROCESSING_DELAY, SETTLEMENT_DELAY, RawClient, client_for
 
 
 @pytest.fixture

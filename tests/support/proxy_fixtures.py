@@ -1,4 +1,4 @@
-"""Fixtures of the proxy tests (``pytest_plugins = ["proxy_fixtures"]``)."""
+"""Fixtures of the proxy tests (``pytest_plugins = ["tests.support.proxy_fixtures"]``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from proxy_support import ForwardProxy, TlsSandbox, make_tls, start_proxy, stop_proxy
 
 from payments_async import Credentials
 from payments_async.sandbox import SandboxConfig
 from payments_async.sandbox._app import STATE_KEY, create_app
 from payments_async.testing import generate_test_keypair
+from tests.support.proxy import ForwardProxy, TlsSandbox, make_tls, start_proxy, stop_proxy
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import base64
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import aiohttp
@@ -33,45 +32,12 @@ from payments_async._jwt import JwtSigner
 from payments_async.iso20022 import (
     Camt056,
     Pacs008,
-    build_cancellation,
-    build_credit_transfer,
     encode,
 )
 from payments_async.testing import SandboxHandle
 
-CREDITOR_IBAN = "DE89370400440532013000"
-DEBTOR_IBAN = "FR1420041010050500013M02606"
-ASSIGNER_BIC = "BANKDEFFXXX"
-ASSIGNEE_BIC = "BANKFRPPXXX"
 PROCESSING_DELAY = 10.0
 SETTLEMENT_DELAY = 5.0
-
-
-def payment(*, creditor_iban: str = CREDITOR_IBAN, amount: str = "12.34", **kw: Any) -> Pacs008:
-    """A valid one-transaction pacs.008 with fresh ids."""
-    return build_credit_transfer(
-        debtor_name="Alice Debtor",
-        debtor_iban=DEBTOR_IBAN,
-        debtor_agent_id="10010010",
-        creditor_name="Bob Creditor",
-        creditor_iban=creditor_iban,
-        creditor_agent_id="37040044",
-        amount=Decimal(amount),
-        **kw,
-    )
-
-
-def cancellation(end_to_end_id: str, **kw: Any) -> Camt056:
-    """A valid camt.056 cancelling the payment with this end-to-end id."""
-    return build_cancellation(
-        original_end_to_end_id=end_to_end_id,
-        amount=Decimal("12.34"),
-        creditor_agent_bic="COBADEFFXXX",
-        creditor_iban=CREDITOR_IBAN,
-        assigner_bic=ASSIGNER_BIC,
-        assignee_bic=ASSIGNEE_BIC,
-        **kw,
-    )
 
 
 def basic(client_id: str, secret: str) -> str:

@@ -1,42 +1,17 @@
-"""Shared fixtures of the authentication tests: one RSA key per session, mocked HTTP."""
+"""Shared pieces of the authentication tests: the service's names and a scripted token endpoint.
+
+Their fixtures (``rsa_key``, ``other_rsa_key``, ``mock_http``, ``token_server``) are in
+``tests/unit/conftest.py``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import pytest
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-
-from payments_async._keys import generate_private_key
-
 if TYPE_CHECKING:  # imported where used: test_keys and test_jwt run without aioresponses
-    from aioresponses import CallbackResult, aioresponses
+    from aioresponses import CallbackResult
 
 BASE_URL = "https://payments.example.test"
-
-
-@pytest.fixture(scope="session")
-def rsa_key(rsa_private_key: RSAPrivateKey) -> RSAPrivateKey:
-    """The suite's one 2048-bit key (tests/conftest.py): generating RSA keys is slow."""
-    return rsa_private_key
-
-
-@pytest.fixture(scope="session")
-def other_rsa_key() -> RSAPrivateKey:
-    """A second key, for "signed with the wrong key" cases."""
-    return generate_private_key(2048)
-
-
-@pytest.fixture
-def mock_http() -> Iterator[aioresponses]:
-    """aioresponses (the test extra pins aiohttp < 3.14, which it supports)."""
-    from aioresponses import aioresponses
-
-    with aioresponses() as mocked:
-        yield mocked
-
-
 TOKEN_URL = BASE_URL + "/oauth/token"
 CLIENT_ID = "client-1"
 CLIENT_SECRET = "s3cret-Client-Secret-Value"
@@ -83,11 +58,3 @@ class TokenServer:
         if isinstance(payload, bytes | str):
             return CallbackResult(status=status, body=payload, content_type="text/html")
         return CallbackResult(status=status, payload=payload)
-
-
-@pytest.fixture
-def token_server(mock_http: aioresponses) -> TokenServer:
-    """A token endpoint answering 200 with a new token per call, unless scripted."""
-    server = TokenServer()
-    mock_http.post(TOKEN_URL, callback=server.respond, repeat=True)
-    return server

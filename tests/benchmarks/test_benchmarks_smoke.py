@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each runs benchmark scripts in subprocesses
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 TIMEOUT = 90  # seconds per script; each takes a few seconds with --quick

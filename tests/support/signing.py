@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
-from message_support import cancellation_for, transfer
 
 from payments_async import (
     KeySigner,
@@ -23,8 +22,10 @@ from payments_async import (
     PaymentsClient,
     PollPolicy,
     RetryPolicy,
+    Timeout,
 )
 from payments_async.sandbox import SandboxConfig
+from tests.factories import cancellation_for, credit_transfer
 
 SOFTHSM_INSTALL = "apt-get update && apt-get install -y softhsm2"
 PKCS11_INSTALL = "pip install 'payments-async[pkcs11]'"
@@ -42,13 +43,17 @@ FLOW_CONFIG = SandboxConfig(processing_delay=0.4, settlement_delay=0.1)
 
 
 def client_options() -> dict[str, Any]:
-    return {"retry": RetryPolicy.for_testing(attempts=3, timeout=10), "poll": FAST_POLL}
+    return {
+        "retry": RetryPolicy.for_testing(attempts=3),
+        "timeout": Timeout(total=10),
+        "poll": FAST_POLL,
+    }
 
 
 async def whole_flow(client: PaymentsClient) -> None:
     """Token, pacs.008, its status, camt.056 and its camt.029 outcome: every signed call."""
     assert await client.access_token_lifetime() > 0
-    payment = transfer()
+    payment = credit_transfer()
     sub = await client.submit_credit_transfer(payment)
     assert sub.created
     assert await client.get_credit_transfer_status(sub.payments_service_id) is not None

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.iso20022 import build_credit_transfer
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.testing import SandboxHandle, sandbox_server
+from tests.factories import CREDITOR_IBAN, credit_transfer
 
 COLUMNS = (
     "original_end_to_end_id",
@@ -35,8 +35,6 @@ COLUMNS = (
     "assignee_bic",
     "originator_name",
 )
-CREDITOR_IBAN = "DE89370400440532013000"
-DEBTOR_IBAN = "FR1420041010050500013M02606"
 
 
 @dataclass
@@ -142,19 +140,7 @@ def precreate_payments(
     With a long ``processing_delay`` they stay unprocessed, so their cancellations are
     accepted; rows without a payment are rejected (NOOR).
     """
-    msgs = [
-        build_credit_transfer(
-            debtor_name="Alice Martin",
-            debtor_iban=DEBTOR_IBAN,
-            debtor_agent_id="30004",
-            creditor_name="Bob Schmidt",
-            creditor_iban=CREDITOR_IBAN,
-            creditor_agent_id="37040044",
-            amount=Decimal("10.00"),
-            end_to_end_id=e2e,
-        )
-        for e2e in end_to_end_ids
-    ]
+    msgs = [credit_transfer(amount=Decimal("10.00"), end_to_end_id=e2e) for e2e in end_to_end_ids]
 
     def store() -> None:
         for i, msg in enumerate(msgs):

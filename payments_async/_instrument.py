@@ -1,0 +1,361 @@
+"""One instrument pipeline: logging, the user's ``Hooks`` and OpenTelemetry hear the same events.
+
+The client and the token session tell an :class:`Instruments` tuple what happens (an HTTP
+exchange, a retry, a token fetch, an operation); each instrument turns that into its own
+output. An instrument never changes what a call does, and a hook that raises is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from ._errors import PaymentsError
+
+__all__ = [
+    "Call",
+    "Exchange",
+    "HookInstrument",
+    "Hooks",
+    "Instrument",
+    "Instruments",
+    "LogInstrument",
+    "RequestEvent",
+    "TokenFetch",
+]
+
+logger = logging.getLogger("payments_async")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEvent:
+    """What a hook is told about one HTTP attempt (never a body or a secret).
+
+    Attributes:
+        method: HTTP method.
+        path: URL path (``/oauth/token`` for a token request).
+        request_id: the exchange's ``X-Request-ID``.
+        attempt: 1-based attempt number (of the operation, or of the token fetch).
+        status: HTTP status, or None when no answer came.
+        elapsed: seconds the attempt took, from sending to the whole answer (or failure).
+        error: the error of a failed attempt, if any.
+        kind: ``"request"`` for a call of the API, ``"token"`` for a token request.
+        sleep: in an ``on_retry`` event, the seconds the client will sleep before the
+            next attempt; None in ``on_request`` events.
+    """
+
+    method: str
+    path: str
+    request_id: str
+    attempt: int
+    status: int | None
+    elapsed: float
+    error: PaymentsError | None = None
+    kind: Literal["request", "token"] = "request"
+    sleep: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """Optional callables for metrics. Exceptions raised by a hook are logged, not raised.
+
+    Args:
+        on_request: called after every HTTP attempt, token requests included
+            (``event.kind == "token"``).
+        on_retry: called before sleeping for a retry, with the failed attempt's event
+            (``elapsed`` its duration, ``sleep`` the planned wait).
+        on_token_refresh: called with the new token's lifetime in seconds.
+    """
+
+    on_request: Callable[[RequestEvent], None] | None = None
+    on_retry: Callable[[RequestEvent], None] | None = None
+    on_token_refresh: Callable[[float], None] | None = None
+
+
+class Exchange:
+    """One HTTP exchange as the instruments see it; the transport fills in the answer.
+
+    ``resend_count`` counts the sends of the same call before this one, whatever their
+    cause (a retry, or the resend after a 401). ``span`` belongs to the tracing instrument.
+    """
+
+    __slots__ = (
+        "attempt",
+        "elapsed",
+        "error",
+        "kind",
+        "method",
+        "path",
+        "request_id",
+        "resend_count",
+        "span",
+        "status",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        request_id: str,
+        attempt: int,
+        *,
+        resend_count: int = 0,
+        kind: Literal["request", "token"] = "request",
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.request_id = request_id
+        self.attempt = attempt
+        self.resend_count = resend_count
+        self.kind: Literal["request", "token"] = kind
+        self.status: int | None = None
+        self.elapsed = 0.0
+        self.error: BaseException | None = None  # a cancellation included
+        self.span: Any = None
+
+    def event(self) -> RequestEvent | None:
+        """The hook event of a finished exchange; None when a cancellation ended it."""
+        error = self.error
+        if error is not None and not isinstance(error, PaymentsError):
+            return None
+        return RequestEvent(
+            self.method,
+            self.path,
+            self.request_id,
+            self.attempt,
+            self.status,
+            self.elapsed,
+            error,
+            kind=self.kind,
+        )
+
+
+class Call:
+    """One public operation: its name, kind (submit, read, wait) and what it found."""
+
+    __slots__ = ("attributes", "error", "kind", "name", "outcome", "span")
+
+    def __init__(self, name: str, kind: str, **attributes: Any) -> None:
+        self.name = name
+        self.kind = kind
+        self.attributes = attributes
+        self.outcome = "ok"
+        self.error: BaseException | None = None
+        self.span: Any = None
+
+    def succeeded(self, outcome: str, **attributes: Any) -> None:
+        """Record the result (``created``, ``replayed``, a final status...)."""
+        self.outcome = outcome
+        self.attributes.update(attributes)
+
+
+class TokenFetch:
+    """One access-token fetch (its token requests are exchanges of their own)."""
+
+    __slots__ = ("error", "span")
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self.span: Any = None
+
+
+class Instrument(Protocol):
+    """What one instrument hears. Every method returns at once and raises nothing."""
+
+    def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
+        """An exchange is about to be sent (``headers`` may gain trace context)."""
+
+    def request_ended(self, exchange: Exchange) -> None:
+        """An exchange ended: ``status`` and ``elapsed`` set, or ``error``."""
+
+    def retry(self, event: RequestEvent) -> None:
+        """A failed attempt will be retried after ``event.sleep`` seconds."""
+
+    def token_fetch_started(self, fetch: TokenFetch) -> None:
+        """An access-token fetch begins."""
+
+    def token_fetch_ended(self, fetch: TokenFetch) -> None:
+        """An access-token fetch ended (``error`` set when it failed)."""
+
+    def token_obtained(self, lifetime: float) -> None:
+        """A new access token was stored; it lives ``lifetime`` seconds."""
+
+    def operation_started(self, call: Call) -> None:
+        """A public operation begins."""
+
+    def operation_ended(self, call: Call) -> None:
+        """A public operation ended (``error`` set when it raised)."""
+
+
+class _Silent:
+    """An instrument that hears everything and does nothing: override what you need."""
+
+    __slots__ = ()
+
+    def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
+        return None
+
+    def request_ended(self, exchange: Exchange) -> None:
+        return None
+
+    def retry(self, event: RequestEvent) -> None:
+        return None
+
+    def token_fetch_started(self, fetch: TokenFetch) -> None:
+        return None
+
+    def token_fetch_ended(self, fetch: TokenFetch) -> None:
+        return None
+
+    def token_obtained(self, lifetime: float) -> None:
+        return None
+
+    def operation_started(self, call: Call) -> None:
+        return None
+
+    def operation_ended(self, call: Call) -> None:
+        return None
+
+
+class LogInstrument(_Silent):
+    """DEBUG records on the ``payments_async`` logger: ids and timings, never secrets."""
+
+    __slots__ = ()
+
+    def request_ended(self, exchange: Exchange) -> None:
+        if not logger.isEnabledFor(logging.DEBUG):
+            return
+        error = exchange.error
+        logger.debug(
+            "%s %s -> %s in %.1f ms (request_id=%s, attempt=%d)%s",
+            exchange.method,
+            exchange.path,
+            exchange.status if error is None else "error",
+            exchange.elapsed * 1000,
+            exchange.request_id,
+            exchange.attempt,
+            f": {error}" if error is not None else "",
+            extra={"event": f"{exchange.kind}.exchange", "request_id": exchange.request_id},
+        )
+
+    def retry(self, event: RequestEvent) -> None:
+        logger.debug(
+            "retry %s %s after attempt %d: %s; sleeping %.3fs (request_id=%s)",
+            event.method,
+            event.path,
+            event.attempt,
+            event.error,
+            event.sleep,
+            event.request_id,
+        )
+
+
+class HookInstrument(_Silent):
+    """The user's :class:`Hooks`; whatever a hook raises is logged, never raised."""
+
+    __slots__ = ("_hooks",)
+
+    def __init__(self, hooks: Hooks) -> None:
+        self._hooks = hooks
+
+    def request_ended(self, exchange: Exchange) -> None:
+        if self._hooks.on_request is not None:
+            event = exchange.event()
+            if event is not None:
+                _call(self._hooks.on_request, event)
+
+    def retry(self, event: RequestEvent) -> None:
+        _call(self._hooks.on_retry, event)
+
+    def token_obtained(self, lifetime: float) -> None:
+        _call(self._hooks.on_token_refresh, lifetime)
+
+
+def _call(hook: Callable[[Any], None] | None, arg: object) -> None:
+    if hook is None:
+        return
+    try:
+        hook(arg)
+    except Exception:
+        logger.exception("payments_async hook %r failed", hook)
+
+
+class Instruments:
+    """The instruments of one client, in one tuple; each event goes to all of them."""
+
+    __slots__ = ("all",)
+
+    def __init__(self, *instruments: Instrument) -> None:
+        self.all: tuple[Instrument, ...] = instruments
+
+    @classmethod
+    def of(cls, hooks: Hooks | None, tracing: Instrument | None) -> Instruments:
+        """Logging, then the user's hooks and the tracing instrument when given."""
+        instruments: list[Instrument] = [LogInstrument()]
+        if hooks is not None:
+            instruments.append(HookInstrument(hooks))
+        if tracing is not None:
+            instruments.append(tracing)
+        return cls(*instruments)
+
+    def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
+        for instrument in self.all:
+            instrument.request_started(exchange, headers)
+
+    def request_ended(self, exchange: Exchange) -> None:
+        for instrument in self.all:
+            instrument.request_ended(exchange)
+
+    def retry(self, event: RequestEvent) -> None:
+        for instrument in self.all:
+            instrument.retry(event)
+
+    def token_obtained(self, lifetime: float) -> None:
+        for instrument in self.all:
+            instrument.token_obtained(lifetime)
+
+    def token_fetch(self) -> _Scope[TokenFetch]:
+        """``with instruments.token_fetch():`` around one access-token fetch."""
+        return _Scope(self, "token_fetch", TokenFetch())
+
+    def operation(self, call: Call) -> _Scope[Call]:
+        """``with instruments.operation(call):`` around one public operation."""
+        return _Scope(self, "operation", call)
+
+
+class _Event(Protocol):
+    error: BaseException | None
+
+
+E = TypeVar("E", bound=_Event)
+
+
+class _Scope(Generic[E]):
+    """Tell every instrument ``{kind}_started(event)`` on entry and, in reverse order,
+    ``{kind}_ended(event)`` on exit (with ``event.error`` set to what was raised)."""
+
+    __slots__ = ("_ended", "_event", "_instruments", "_started")
+
+    def __init__(self, instruments: Instruments, kind: str, event: E) -> None:
+        self._instruments = instruments
+        self._event = event
+        self._started = f"{kind}_started"
+        self._ended = f"{kind}_ended"
+
+    def __enter__(self) -> E:
+        for instrument in self._instruments.all:
+            getattr(instrument, self._started)(self._event)
+        return self._event
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._event.error = exc
+        for instrument in reversed(self._instruments.all):
+            getattr(instrument, self._ended)(self._event)

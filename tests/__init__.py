@@ -1,0 +1,1 @@
+"""The test suite: unit, integration, reliability and benchmark smoke tests."""

@@ -1,0 +1,1 @@
+"""Smoke tests of benchmarks/: slow, and skipped without the bench extra."""

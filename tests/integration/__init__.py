@@ -1,0 +1,1 @@
+"""Tests against real servers: the sandbox, PostgreSQL, proxies, subprocesses."""

@@ -1,0 +1,1 @@
+"""Fault, attack and soak tests of the library as a whole."""
