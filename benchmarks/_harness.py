@@ -73,6 +73,7 @@ class SandboxProcess:
     url: str
     proc: subprocess.Popen[str]
     ps: psutil.Process = field(repr=False)
+    gc_url: str | None = None
 
     def cpu_seconds(self) -> float:
         """User + system CPU the sandbox process has used so far."""
@@ -99,6 +100,13 @@ class SandboxProcess:
         """``GET /_sandbox/stats``."""
         return self.get("/_sandbox/stats")  # type: ignore[no-any-return]
 
+    def gc(self) -> dict[str, Any] | None:
+        """The sandbox process's collector pauses so far (``gc_stats=True``), else None."""
+        if self.gc_url is None:
+            return None
+        with urllib.request.urlopen(self.gc_url, timeout=30) as resp:
+            return json.loads(resp.read())  # type: ignore[no-any-return]
+
     def register(self, public_key_pem: bytes) -> None:
         """Register the benchmark client with this public key (``POST /_sandbox/clients``)."""
         self.post(
@@ -114,13 +122,20 @@ class SandboxProcess:
 
 
 @contextlib.contextmanager
-def sandbox_process(*extra_args: str, startup_timeout: float = 30.0) -> Iterator[SandboxProcess]:
-    """Run the sandbox as a child process on a free port; always stop it on exit."""
+def sandbox_process(
+    *extra_args: str, startup_timeout: float = 30.0, gc_stats: bool = False
+) -> Iterator[SandboxProcess]:
+    """Run the sandbox as a child process on a free port; always stop it on exit.
+
+    With ``gc_stats`` it runs under ``_sandbox_gc.py``: ``SandboxProcess.gc()`` then
+    answers its collector's pauses.
+    """
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in the finally
+    program = [str(Path(__file__).with_name("_sandbox_gc.py"))] if gc_stats else ["-m"]
     cmd = [
         sys.executable,
-        "-m",
-        "payments_async.sandbox",
+        *program,
+        *([] if gc_stats else ["payments_async.sandbox"]),
         "--host",
         LOOPBACK,
         "--port",
@@ -131,11 +146,12 @@ def sandbox_process(*extra_args: str, startup_timeout: float = 30.0) -> Iterator
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
     try:
-        url = _wait_for_banner(proc, startup_timeout)
-        if url is None:
+        found = _wait_for_banner(proc, startup_timeout)
+        if found is None:
             log.seek(0)
             raise RuntimeError(f"the sandbox did not start: {log.read()[-2000:]}")
-        yield SandboxProcess(url=url, proc=proc, ps=psutil.Process(proc.pid))
+        url, gc_url = found
+        yield SandboxProcess(url=url, proc=proc, ps=psutil.Process(proc.pid), gc_url=gc_url)
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -205,10 +221,11 @@ def raw_server_process(
         cmd, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT, preexec_fn=unpin
     )
     try:
-        url = _wait_for_banner(proc, startup_timeout)
-        if url is None:
+        found = _wait_for_banner(proc, startup_timeout)
+        if found is None:
             log.seek(0)
             raise RuntimeError(f"the raw server did not start: {log.read()[-2000:]}")
+        url = found[0]
         yield RawServerProcess(
             url=url, proc=proc, ps=psutil.Process(proc.pid), cpu=SERVER_CPU if TWO_CORES else None
         )
@@ -225,12 +242,17 @@ def raw_server_process(
         log.close()
 
 
-def _wait_for_banner(proc: subprocess.Popen[str], timeout: float) -> str | None:
+def _wait_for_banner(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str | None] | None:
+    """The sandbox's URL and its gc stats URL (``_sandbox_gc.py`` only), or None."""
     found: list[str] = []
+    gc_url: list[str] = []
 
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            m = re.search(r"gc stats on (http://\S+)", line)
+            if m:
+                gc_url.append(m.group(1))
             m = re.search(r"listening on (http://\S+)", line)
             if m:
                 found.append(m.group(1))
@@ -239,7 +261,7 @@ def _wait_for_banner(proc: subprocess.Popen[str], timeout: float) -> str | None:
     t = threading.Thread(target=read, daemon=True)
     t.start()
     t.join(timeout)
-    return found[0] if found else None
+    return (found[0], gc_url[0] if gc_url else None) if found else None
 
 
 # --- measuring ------------------------------------------------------------------------------

@@ -121,6 +121,7 @@ async def run_row(
                 },
             )
         stats0 = sb.stats()
+        gc0 = sb.gc()
         sem = asyncio.Semaphore(64)
         lags: list[float] = []
         errors: dict[str, int] = {}
@@ -197,6 +198,7 @@ async def run_row(
         if receiver is not None:
             await receiver.join()
         stats1 = sb.stats()
+        gc1 = sb.gc()
     finally:
         if server is not None:
             await server.stop()
@@ -257,7 +259,6 @@ async def run_row(
         row["sandbox_delivery_lag_ms"] = sent1.get("delivery_lag_ms")
         # the sandbox process's own collector over the row, and its long pauses from the
         # first settlement on (s after it, generation, ms): a pause there delays firing
-        gc0, gc1 = sent0.get("gc"), sent1.get("gc")
         if gc0 is not None and gc1 is not None:
             row["sandbox_gc"] = {
                 g: {
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     info = machine_info()
     modes = ("polling", "notifications") if not args.only else (args.only,)
-    with sandbox_process("--settlement-delay", str(delay)) as sb:
+    with sandbox_process("--settlement-delay", str(delay), gc_stats=True) as sb:
         pinned = _pin(sb) if not args.no_pin else None
         info["pinned"] = pinned
         print(

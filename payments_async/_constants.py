@@ -98,14 +98,8 @@ CLI_RETRY_TIMEOUT: Final = 5.0  # one CLI operation, all retries and the token f
 CLI_PROBE_TIMEOUT: Final = 1.5  # the TCP probe that names why the service cannot be reached
 CLI_MAX_JSON_DEPTH: Final = 64  # JSON input nested deeper than this is refused, not recursed
 
-# --- Notifications: the receiver and the waiters it wakes ----------------------
-NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
-NOTIFY_BODY_READ_TIMEOUT: Final = 10.0  # seconds for a whole body to arrive; then 408 + close
-NOTIFY_QUEUE_SIZE: Final = 10_000  # notifications accepted but not yet confirmed; full: 503
-NOTIFY_WORKERS: Final = 32  # confirming reads in flight at once
-NOTIFY_SEEN_CAPACITY: Final = 100_000  # final statuses remembered for deduplication
+# --- Notifications: the receiver's route (the CLI's too) and the waiters it wakes -----------
 NOTIFY_PATH: Final = "/notifications"  # where the receiver's aiohttp app listens
-NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these algorithms
 # With a receiver attached, polling is the safety net: it starts later and grows slower,
 # so a lost notification costs latency, not correctness.
 NOTIFIED_POLL_INITIAL: Final = 60.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import re
 import ssl
 import time
@@ -31,6 +30,7 @@ from ._errors import (
 from ._instrument import Exchange, Instruments, LogInstrument
 from ._proxy import Proxy
 from ._retry import parse_retry_after
+from ._urls import is_loopback
 from .iso20022._common import decode_error_envelope
 
 __all__ = ["Response", "Transport", "check_base_url", "error_from_response"]
@@ -63,15 +63,6 @@ class Response(msgspec.Struct):
     elapsed: float
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_base_url(base_url: str | URL) -> URL:
     """Return ``base_url`` as a URL, refusing anything but https (http only on loopback).
 
@@ -84,7 +75,7 @@ def check_base_url(base_url: str | URL) -> URL:
     if url.scheme == "https":
         pass
     elif url.scheme == "http":
-        if not _is_loopback(url.host):
+        if not is_loopback(url.host):
             raise ConfigurationError(
                 f"base_url must be https; plain http is only allowed on loopback "
                 f"(the local sandbox), got host {url.host!r}"

@@ -7,14 +7,14 @@ import logging
 import sys
 from typing import Final, Self
 
+import msgspec
 from aiohttp import http_exceptions, web
-from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 
-from .._constants import JSON_CONTENT_TYPE, NOTIFY_BODY_READ_TIMEOUT, NOTIFY_PATH
+from .._constants import JSON_CONTENT_TYPE, NOTIFY_PATH
 from .._errors import ConfigurationError
+from .._serving import AppServer
 from ._core import NotificationRejected
+from ._defaults import NOTIFY_BODY_READ_TIMEOUT
 from ._dispatch import NotificationReceiver
 
 __all__ = ["RECEIVER_KEY", "ReceiverServer", "create_app"]
@@ -93,46 +93,9 @@ async def _receive(request: web.Request) -> web.Response:
     return _answer(status, out)
 
 
-class _QuietErrorHandler(RequestHandler):
-    """aiohttp's connection handler, minus the quoting of what its parser refused.
-
-    aiohttp answers a request its parser refuses (a header line without a colon or over
-    the size limit) with the offending bytes in a ``text/plain`` body and logs them with a
-    traceback; that line may be the ``Authorization`` header, i.e. the credentials. Here
-    such a request gets a JSON error naming the kind of problem only, and one log line.
-    """
-
-    def handle_error(
-        self,
-        request: BaseRequest,
-        status: int = 500,
-        exc: BaseException | None = None,
-        message: str | None = None,
-    ) -> web.StreamResponse:
-        if not isinstance(exc, BadHttpMessage):  # a bug, not bad input: aiohttp's answer
-            return super().handle_error(request, status, exc, message)
-        if isinstance(exc, LineTooLong) or exc.message == "Too many headers received":
-            status = 431
-        kind = type(exc).__name__
-        logger.info("refused malformed request: %s (%s)", status, kind)
-        if request.writer.output_size > 0:
-            raise ConnectionError("Response already started: cannot send the error")
-        response = _answer(status, b'{"error":"malformed HTTP request (' + kind.encode() + b')"}')
-        response.force_close()
-        return response
-
-
-class _QuietErrorServer(web.Server):
-    def __call__(self) -> RequestHandler:
-        return _QuietErrorHandler(self, loop=self._loop, **self._kwargs)
-
-
-class _Runner(web.AppRunner):
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        # Server keeps its handler factory in __call__; this subclass changes only that.
-        server.__class__ = _QuietErrorServer
-        return server
+def _protocol_answer(status: int, message: str) -> web.Response:
+    """The JSON answer to a request aiohttp's parser refused (see ``_serving``)."""
+    return _answer(status, msgspec.json.encode({"error": message}))
 
 
 def create_app(
@@ -196,8 +159,10 @@ class ReceiverServer:
         self.host = host
         self.path = path
         self._port = port
-        self._runner: web.AppRunner | None = None
         self.app = create_app(receiver, path=path, body_read_timeout=body_read_timeout)
+        self._server = AppServer(
+            self.app, host=host, port=port, answer=_protocol_answer, log=logger
+        )
 
     @property
     def url(self) -> str:
@@ -207,32 +172,12 @@ class ReceiverServer:
 
     async def start(self) -> None:
         """Bind and serve."""
-        runner = _Runner(
-            self.app,
-            access_log=None,
-            handle_signals=False,
-            # A refused body (408, 413, 400) is not drained for aiohttp's 10 s: the
-            # connection closes at once, as the sandbox's does. Only a request answered
-            # before its body was read is affected (a caller refused or too slow); and
-            # a body that cannot be decoded no longer logs aiohttp's "Unhandled exception"
-            # when aiohttp tries to drain it.
-            lingering_time=0,
-        )
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self.host, self._port)
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self._port = int(runner.addresses[0][1])
+        await self._server.start()
+        self._port = self._server.port
 
     async def stop(self) -> None:
         """Stop serving."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        await self._server.stop()
 
     async def __aenter__(self) -> Self:
         await self.start()

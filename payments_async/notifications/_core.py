@@ -11,7 +11,6 @@ import base64
 import binascii
 import enum
 import hmac
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
@@ -19,12 +18,11 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from .._checks import check_payments_service_id
 from .._constants import (
     CAMT029_PATH,
     CAMT056_PATH,
     JWT_LEEWAY,
-    NOTIFY_JWT_ALGORITHMS,
-    NOTIFY_MAX_BODY_BYTES,
     PACS002_PATH,
     PACS008_PATH,
 )
@@ -37,6 +35,7 @@ from ..iso20022 import (
     summarize_resolution,
     summarize_status_report,
 )
+from ._defaults import NOTIFY_JWT_ALGORITHMS, NOTIFY_MAX_BODY_BYTES
 
 __all__ = [
     "Authenticator",
@@ -286,7 +285,6 @@ class _ShortNotice(msgspec.Struct, rename="camel"):
 _TOP: Final = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _SHORT: Final = msgspec.json.Decoder(_ShortNotice)
 _ID_FIELD: Final = msgspec.json.Decoder(str)
-_SERVICE_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _PACS002_ROOT: Final = "fitofipmtstsrpt"  # casefolded: fitoFIPmtStsRpt and fIToFIPmtStsRpt
 _CAMT029_ROOT: Final = "rsltnofinvstgtn"
 _STATUS_PATHS: Final = {
@@ -351,6 +349,14 @@ def parse(
     if ctype != "application/json" and not ctype.endswith("+json"):
         raise _reject(415, "Content-Type must be application/json")
     try:
+        return _parse_json(body, base_url)
+    except RecursionError:
+        # msgspec's bound on nesting (a few hundred levels): no notification nests so deep.
+        raise _reject(400, "body is nested too deeply") from None
+
+
+def _parse_json(body: bytes, base_url: str) -> Notification:
+    try:
         top = _TOP.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         raise _reject(400, "body is not a JSON object") from None
@@ -363,9 +369,10 @@ def parse(
 
 
 def _check_id(value: str) -> str:
-    if not _SERVICE_ID.fullmatch(value):
-        raise _reject(422, "paymentsServiceId must be 1-128 of [A-Za-z0-9_-]")
-    return value
+    try:
+        return check_payments_service_id(value)
+    except ValidationError:
+        raise _reject(422, "paymentsServiceId must be 1-128 of [A-Za-z0-9_-]") from None
 
 
 def _parse_short(body: bytes, base_url: str) -> Notification:

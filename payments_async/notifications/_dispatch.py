@@ -17,12 +17,6 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
 import msgspec
 
-from .._constants import (
-    NOTIFY_MAX_BODY_BYTES,
-    NOTIFY_QUEUE_SIZE,
-    NOTIFY_SEEN_CAPACITY,
-    NOTIFY_WORKERS,
-)
 from .._errors import ConfigurationError, PaymentsError
 from ..iso20022 import (
     Camt029,
@@ -42,6 +36,12 @@ from ._core import (
     NotificationRejected,
     authenticate,
     parse,
+)
+from ._defaults import (
+    NOTIFY_MAX_BODY_BYTES,
+    NOTIFY_QUEUE_SIZE,
+    NOTIFY_SEEN_CAPACITY,
+    NOTIFY_WORKERS,
 )
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@
 ``python -m payments_async.sandbox`` runs it as a process. See ``docs/sandbox.md``.
 """
 
-from ._app import STATE_KEY, SandboxServer, create_app
+from ._app import create_app
 from ._config import (
     DEFAULT_AMOUNT_LIMIT,
     DEFAULT_PROCESSING_DELAY,
@@ -14,11 +14,15 @@ from ._config import (
     REJECT_IBAN_AC06,
     ClientKey,
     FaultConfig,
+    NotificationFaults,
+    NotificationSettings,
+    NotificationTarget,
     SandboxConfig,
 )
 from ._main import main, run
 from ._responses import ErrorCode
-from ._state import SandboxState
+from ._server import SandboxServer
+from ._state import STATE_KEY, SandboxState
 
 __all__ = [
     "DEFAULT_AMOUNT_LIMIT",
@@ -31,6 +35,9 @@ __all__ = [
     "ClientKey",
     "ErrorCode",
     "FaultConfig",
+    "NotificationFaults",
+    "NotificationSettings",
+    "NotificationTarget",
     "SandboxConfig",
     "SandboxServer",
     "SandboxState",

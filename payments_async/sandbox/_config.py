@@ -1,7 +1,8 @@
-"""The sandbox's configuration: one frozen object, every default named on this screen."""
+"""Every configuration type of the sandbox (server, faults, notifications) and its defaults."""
 
 from __future__ import annotations
 
+import base64
 import math
 import sys
 import time
@@ -10,9 +11,9 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
-from ._notify import NotificationSettings
+from .._urls import redact_url
 
 __all__ = [
     "DEFAULT_AMOUNT_LIMIT",
@@ -22,6 +23,13 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_SIZE",
     "DEFAULT_MAX_HEADER_SIZE",
+    "DEFAULT_NOTIFY_ATTEMPTS",
+    "DEFAULT_NOTIFY_BACKOFF_INITIAL",
+    "DEFAULT_NOTIFY_BACKOFF_MAX",
+    "DEFAULT_NOTIFY_CONCURRENCY",
+    "DEFAULT_NOTIFY_DELAY",
+    "DEFAULT_NOTIFY_REORDER_DELAY",
+    "DEFAULT_NOTIFY_TIMEOUT",
     "DEFAULT_OTHER_CLIENT_STATUS",
     "DEFAULT_PORT",
     "DEFAULT_PROCESSING_DELAY",
@@ -29,11 +37,15 @@ __all__ = [
     "DEFAULT_RETRY_AFTER",
     "DEFAULT_SETTLEMENT_DELAY",
     "DEFAULT_TOKEN_LIFETIME",
+    "NOTIFICATION_FAULT_KINDS",
     "REJECT_IBAN_AC04",
     "REJECT_IBAN_AC06",
     "SHUTDOWN_TIMEOUT",
     "ClientKey",
     "FaultConfig",
+    "NotificationFaults",
+    "NotificationSettings",
+    "NotificationTarget",
     "SandboxConfig",
 ]
 
@@ -72,6 +84,16 @@ DEFAULT_OTHER_CLIENT_STATUS: Final = 404  # don't reveal that another client's i
 # --- Faults --------------------------------------------------------------------------------
 DEFAULT_FAULT_LATENCY: Final = 5.0  # seconds added when the latency fault fires
 DEFAULT_RETRY_AFTER: Final = 1  # seconds sent in Retry-After with an injected 429
+
+# --- Notifications (our extension: the real sandbox sends none) ---------------------------
+DEFAULT_NOTIFY_ATTEMPTS: Final = 8  # deliveries of one notification before giving up
+DEFAULT_NOTIFY_BACKOFF_INITIAL: Final = 0.05  # seconds before the first redelivery...
+DEFAULT_NOTIFY_BACKOFF_MAX: Final = 2.0  # ...doubling up to this (jittered 50-100%)
+DEFAULT_NOTIFY_TIMEOUT: Final = 5.0  # seconds one delivery may take
+DEFAULT_NOTIFY_CONCURRENCY: Final = 64  # deliveries in flight at once
+DEFAULT_NOTIFY_DELAY: Final = 1.0  # seconds the delay fault holds a notification
+DEFAULT_NOTIFY_REORDER_DELAY: Final = 0.2  # seconds the reorder fault holds one back
+NOTIFICATION_FAULT_KINDS: Final = ("loss", "duplicate", "reorder", "delay", "wrong_credentials")
 
 
 def _finite(value: float) -> bool:
@@ -196,6 +218,172 @@ class ClientKey:
     public_key_pem: str | bytes = field(repr=False)
     kid: str
     iss: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationTarget:
+    """Where and how the sandbox notifies one client.
+
+    Attributes:
+        url: the client's receiver (http or https).
+        payload: ``"short"`` (id + URIs) or ``"full"`` (the pacs.002/camt.029 report with a
+            top-level ``paymentsServiceId``).
+        username: HTTP Basic user name to present (with ``password``)...
+        password: ...and its password.
+        bearer: or a bearer token to present (OAuth 2.0).
+    """
+
+    url: str
+    payload: Literal["short", "full"] = "short"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    bearer: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError("url must be an http:// or https:// URL")
+        if self.payload not in ("short", "full"):
+            raise ValueError("payload must be 'short' or 'full'")
+        basic = self.username is not None or self.password is not None
+        if basic and not (self.username and self.password):
+            raise ValueError("HTTP Basic needs both username and password")
+        if basic == (self.bearer is not None):
+            # The service notes: the client's endpoint is protected (OAuth 2.0 or Basic).
+            raise ValueError("give exactly one of username+password or bearer")
+        if self.bearer is not None and not self.bearer:
+            raise ValueError("bearer must not be empty")
+
+    def authorization(self, *, wrong: bool = False) -> str:
+        """The ``Authorization`` header; ``wrong`` spoils it (the wrong-credentials fault)."""
+        spoil = "-wrong" if wrong else ""
+        if self.bearer is not None:
+            return f"Bearer {self.bearer}{spoil}"
+        raw = f"{self.username}:{self.password}{spoil}".encode()
+        return "Basic " + base64.b64encode(raw).decode("ascii")
+
+    def describe(self) -> dict[str, Any]:
+        """The target without its secrets (what ``GET /_sandbox/notifications`` shows).
+
+        A user name and password inside ``url`` are hidden too.
+        """
+        return {
+            "url": redact_url(self.url),
+            "payload": self.payload,
+            "auth": "bearer" if self.bearer is not None else "basic",
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NotificationTarget:
+        """Build from a JSON object (``url``, ``payload``, ``username``/``password`` or ``bearer``).
+
+        Raises:
+            ValueError: an unknown key or a bad value.
+        """
+        known = {"url", "payload", "username", "password", "bearer"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown notification settings: {', '.join(unknown)}")
+        for key in known & set(data):
+            if not isinstance(data[key], str):
+                raise ValueError(f"{key} must be a string")
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationFaults:
+    """Faults of notification delivery, each drawn independently per notification.
+
+    Attributes:
+        loss: share never sent at all (the waiter's poll fallback must find them).
+        duplicate: share sent twice.
+        reorder: share held back ``reorder_seconds`` so later ones overtake them.
+        delay: share held back ``delay_seconds``.
+        wrong_credentials: share whose first delivery presents spoiled credentials (the
+            receiver must answer 401; the redelivery presents the right ones).
+        delay_seconds: hold of the delay fault.
+        reorder_seconds: hold of the reorder fault.
+        seed: seed of the ``random.Random`` drawing them; same seed, same sequence.
+    """
+
+    loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    delay: float = 0.0
+    wrong_credentials: float = 0.0
+    delay_seconds: float = DEFAULT_NOTIFY_DELAY
+    reorder_seconds: float = DEFAULT_NOTIFY_REORDER_DELAY
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for kind in NOTIFICATION_FAULT_KINDS:
+            value = getattr(self, kind)
+            if isinstance(value, bool) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"notification fault share {kind} must be within [0, 1]")
+        for name in ("delay_seconds", "reorder_seconds"):
+            hold = getattr(self, name)
+            # Compared, not math.isfinite: an int beyond a float's range (JSON has no bound)
+            # would fail every delivery that adds it; NaN and inf are no hold either.
+            if not 0 <= hold <= sys.float_info.max:
+                raise ValueError(f"{name} must be a finite number of seconds, not negative")
+
+    @property
+    def enabled(self) -> bool:
+        """True when any fault can fire."""
+        return any(getattr(self, kind) > 0 for kind in NOTIFICATION_FAULT_KINDS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NotificationFaults:
+        """Build from a JSON object; unknown keys and non-numbers are refused.
+
+        Raises:
+            ValueError: an unknown key or a bad value.
+        """
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown notification fault settings: {', '.join(unknown)}")
+        for key, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{key} must be a number")
+            if key == "seed" and not isinstance(value, int):
+                raise ValueError("seed must be an integer")
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationSettings:
+    """Notification delivery of the sandbox (off until a client has a target).
+
+    Attributes:
+        targets: client id -> where and how to notify it.
+        faults: delivery faults (off by default).
+        max_attempts: deliveries of one notification before giving up.
+        backoff_initial: seconds before the first redelivery, doubling...
+        backoff_max: ...up to this.
+        timeout: seconds one delivery may take.
+        concurrency: deliveries in flight at once.
+    """
+
+    targets: Mapping[str, NotificationTarget] = field(default_factory=dict)
+    faults: NotificationFaults = field(default_factory=NotificationFaults)
+    max_attempts: int = DEFAULT_NOTIFY_ATTEMPTS
+    backoff_initial: float = DEFAULT_NOTIFY_BACKOFF_INITIAL
+    backoff_max: float = DEFAULT_NOTIFY_BACKOFF_MAX
+    timeout: float = DEFAULT_NOTIFY_TIMEOUT
+    concurrency: int = DEFAULT_NOTIFY_CONCURRENCY
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.concurrency < 1:
+            raise ValueError("max_attempts and concurrency must be >= 1")
+        for name in ("backoff_initial", "backoff_max", "timeout"):
+            if not 0 <= getattr(self, name) <= sys.float_info.max:  # also NaN and inf
+                raise ValueError(f"{name} must be a finite number of seconds, not negative")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be positive")
 
 
 @dataclass(frozen=True, slots=True)

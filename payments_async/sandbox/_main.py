@@ -25,9 +25,17 @@ from .._constants import (
 from .._errors import ConfigurationError
 from .._loop import LOOP_CHOICES, LoopKind
 from .._loop import run as run_loop
-from ._app import CONTROL_PREFIX, SandboxServer
-from ._config import DEFAULT_HOST, DEFAULT_PORT, FaultConfig, SandboxConfig
-from ._notify import NotificationFaults, NotificationSettings, NotificationTarget
+from ._config import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    FaultConfig,
+    NotificationFaults,
+    NotificationSettings,
+    NotificationTarget,
+    SandboxConfig,
+)
+from ._control import CONTROL_PREFIX
+from ._server import SandboxServer
 
 __all__ = ["DESCRIPTION", "banner", "build_parser", "main", "run", "run_from_args"]
 

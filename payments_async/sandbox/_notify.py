@@ -11,16 +11,10 @@ faults. Bodies are built from the message structs (``_messages``), never the cli
 from __future__ import annotations
 
 import asyncio
-import base64
-import gc
 import heapq
 import logging
 import random
-import sys
-import time
 from collections import Counter, deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import aiohttp
@@ -34,6 +28,13 @@ from .._constants import (
     PACS002_PATH,
     PACS008_PATH,
 )
+from .._urls import redact_url
+from ._config import (
+    NOTIFICATION_FAULT_KINDS,
+    NotificationFaults,
+    NotificationSettings,
+    NotificationTarget,
+)
 from ._lifecycle import CancellationRecord, PaymentRecord
 from ._messages import cancellation_outcome_body, payment_status_body
 
@@ -41,255 +42,20 @@ if TYPE_CHECKING:
     from ._state import SandboxState
 
 __all__ = [
-    "DEFAULT_NOTIFY_ATTEMPTS",
-    "DEFAULT_NOTIFY_BACKOFF_INITIAL",
-    "DEFAULT_NOTIFY_BACKOFF_MAX",
-    "DEFAULT_NOTIFY_CONCURRENCY",
-    "DEFAULT_NOTIFY_DELAY",
-    "DEFAULT_NOTIFY_REORDER_DELAY",
-    "DEFAULT_NOTIFY_TIMEOUT",
-    "NOTIFICATION_FAULT_KINDS",
+    "NOTIFIER_KEY",
     "NotificationFaults",
     "NotificationSettings",
     "NotificationTarget",
     "Notifier",
+    "install",
 ]
 
 logger = logging.getLogger("payments_async.sandbox.notify")
 
-DEFAULT_NOTIFY_ATTEMPTS: Final = 8  # deliveries of one notification before giving up
-DEFAULT_NOTIFY_BACKOFF_INITIAL: Final = 0.05  # seconds before the first redelivery...
-DEFAULT_NOTIFY_BACKOFF_MAX: Final = 2.0  # ...doubling up to this (jittered 50-100%)
-DEFAULT_NOTIFY_TIMEOUT: Final = 5.0  # seconds one delivery may take
-DEFAULT_NOTIFY_CONCURRENCY: Final = 64  # deliveries in flight at once
-DEFAULT_NOTIFY_DELAY: Final = 1.0  # seconds the delay fault holds a notification
-DEFAULT_NOTIFY_REORDER_DELAY: Final = 0.2  # seconds the reorder fault holds one back
 _TICK: Final = 0.5  # the scheduler looks at the clock at least this often (manual clocks)
 _TIMINGS_KEPT: Final = 10_000  # recent notifications whose timings the stats summarize
-_GC_PAUSE_REPORTED: Final = 0.02  # collector pauses at least this long are listed one by one
-_GC_PAUSES_KEPT: Final = 100  # ...the last this many of them
-
-NOTIFICATION_FAULT_KINDS: Final = ("loss", "duplicate", "reorder", "delay", "wrong_credentials")
-
-
-@dataclass(frozen=True, slots=True)
-class NotificationTarget:
-    """Where and how the sandbox notifies one client.
-
-    Attributes:
-        url: the client's receiver (http or https).
-        payload: ``"short"`` (id + URIs) or ``"full"`` (the pacs.002/camt.029 report with a
-            top-level ``paymentsServiceId``).
-        username: HTTP Basic user name to present (with ``password``)...
-        password: ...and its password.
-        bearer: or a bearer token to present (OAuth 2.0).
-    """
-
-    url: str
-    payload: Literal["short", "full"] = "short"
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    bearer: str | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError("url must be an http:// or https:// URL")
-        if self.payload not in ("short", "full"):
-            raise ValueError("payload must be 'short' or 'full'")
-        basic = self.username is not None or self.password is not None
-        if basic and not (self.username and self.password):
-            raise ValueError("HTTP Basic needs both username and password")
-        if basic == (self.bearer is not None):
-            # The service notes: the client's endpoint is protected (OAuth 2.0 or Basic).
-            raise ValueError("give exactly one of username+password or bearer")
-        if self.bearer is not None and not self.bearer:
-            raise ValueError("bearer must not be empty")
-
-    def authorization(self, *, wrong: bool = False) -> str:
-        """The ``Authorization`` header; ``wrong`` spoils it (the wrong-credentials fault)."""
-        spoil = "-wrong" if wrong else ""
-        if self.bearer is not None:
-            return f"Bearer {self.bearer}{spoil}"
-        raw = f"{self.username}:{self.password}{spoil}".encode()
-        return "Basic " + base64.b64encode(raw).decode("ascii")
-
-    def describe(self) -> dict[str, Any]:
-        """The target without its secrets (what ``GET /_sandbox/notifications`` shows)."""
-        return {
-            "url": self.url,
-            "payload": self.payload,
-            "auth": "bearer" if self.bearer is not None else "basic",
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NotificationTarget:
-        """Build from a JSON object (``url``, ``payload``, ``username``/``password`` or ``bearer``).
-
-        Raises:
-            ValueError: an unknown key or a bad value.
-        """
-        known = {"url", "payload", "username", "password", "bearer"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown notification settings: {', '.join(unknown)}")
-        for key in known & set(data):
-            if not isinstance(data[key], str):
-                raise ValueError(f"{key} must be a string")
-        return cls(**data)
-
-
-@dataclass(frozen=True, slots=True)
-class NotificationFaults:
-    """Faults of notification delivery, each drawn independently per notification.
-
-    Attributes:
-        loss: share never sent at all (the waiter's poll fallback must find them).
-        duplicate: share sent twice.
-        reorder: share held back ``reorder_seconds`` so later ones overtake them.
-        delay: share held back ``delay_seconds``.
-        wrong_credentials: share whose first delivery presents spoiled credentials (the
-            receiver must answer 401; the redelivery presents the right ones).
-        delay_seconds: hold of the delay fault.
-        reorder_seconds: hold of the reorder fault.
-        seed: seed of the ``random.Random`` drawing them; same seed, same sequence.
-    """
-
-    loss: float = 0.0
-    duplicate: float = 0.0
-    reorder: float = 0.0
-    delay: float = 0.0
-    wrong_credentials: float = 0.0
-    delay_seconds: float = DEFAULT_NOTIFY_DELAY
-    reorder_seconds: float = DEFAULT_NOTIFY_REORDER_DELAY
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for kind in NOTIFICATION_FAULT_KINDS:
-            value = getattr(self, kind)
-            if isinstance(value, bool) or not 0.0 <= value <= 1.0:
-                raise ValueError(f"notification fault share {kind} must be within [0, 1]")
-        for name in ("delay_seconds", "reorder_seconds"):
-            hold = getattr(self, name)
-            # Compared, not math.isfinite: an int beyond a float's range (JSON has no bound)
-            # would fail every delivery that adds it; NaN and inf are no hold either.
-            if not 0 <= hold <= sys.float_info.max:
-                raise ValueError(f"{name} must be a finite number of seconds, not negative")
-
-    @property
-    def enabled(self) -> bool:
-        """True when any fault can fire."""
-        return any(getattr(self, kind) > 0 for kind in NOTIFICATION_FAULT_KINDS)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as a JSON-ready dict."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> NotificationFaults:
-        """Build from a JSON object; unknown keys and non-numbers are refused.
-
-        Raises:
-            ValueError: an unknown key or a bad value.
-        """
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown notification fault settings: {', '.join(unknown)}")
-        for key, value in data.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{key} must be a number")
-            if key == "seed" and not isinstance(value, int):
-                raise ValueError("seed must be an integer")
-        return cls(**data)
-
-
-@dataclass(frozen=True, slots=True)
-class NotificationSettings:
-    """Notification delivery of the sandbox (off until a client has a target).
-
-    Attributes:
-        targets: client id -> where and how to notify it.
-        faults: delivery faults (off by default).
-        max_attempts: deliveries of one notification before giving up.
-        backoff_initial: seconds before the first redelivery, doubling...
-        backoff_max: ...up to this.
-        timeout: seconds one delivery may take.
-        concurrency: deliveries in flight at once.
-    """
-
-    targets: Mapping[str, NotificationTarget] = field(default_factory=dict)
-    faults: NotificationFaults = field(default_factory=NotificationFaults)
-    max_attempts: int = DEFAULT_NOTIFY_ATTEMPTS
-    backoff_initial: float = DEFAULT_NOTIFY_BACKOFF_INITIAL
-    backoff_max: float = DEFAULT_NOTIFY_BACKOFF_MAX
-    timeout: float = DEFAULT_NOTIFY_TIMEOUT
-    concurrency: int = DEFAULT_NOTIFY_CONCURRENCY
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1 or self.concurrency < 1:
-            raise ValueError("max_attempts and concurrency must be >= 1")
-        for name in ("backoff_initial", "backoff_max", "timeout"):
-            if not 0 <= getattr(self, name) <= sys.float_info.max:  # also NaN and inf
-                raise ValueError(f"{name} must be a finite number of seconds, not negative")
-        if self.timeout <= 0:
-            raise ValueError("timeout must be positive")
-
 
 _Kind = Literal["payment", "cancellation"]
-
-
-class _GcPauses:
-    """The garbage collector's pauses in this process, while installed (a ``gc.callbacks`` entry).
-
-    A pause of the sandbox's process delays every notification due meanwhile (the fire lag
-    of the stats), so the notifier records them beside its timings. It only observes: the
-    collector runs as it would without it.
-    """
-
-    def __init__(self) -> None:
-        self._start = 0.0
-        self.count = [0, 0, 0]
-        self.total = [0.0, 0.0, 0.0]
-        self.longest = [0.0, 0.0, 0.0]
-        # (epoch seconds at the start, generation, seconds) of the long ones
-        self.long: deque[tuple[float, int, float]] = deque(maxlen=_GC_PAUSES_KEPT)
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._start = time.perf_counter()
-            return
-        took = time.perf_counter() - self._start
-        gen = info["generation"]
-        self.count[gen] += 1
-        self.total[gen] += took
-        self.longest[gen] = max(self.longest[gen], took)
-        if took >= _GC_PAUSE_REPORTED:
-            self.long.append((time.time() - took, gen, took))
-
-    def install(self) -> None:
-        """Start recording (idempotent)."""
-        if self not in gc.callbacks:
-            gc.callbacks.append(self)
-
-    def remove(self) -> None:
-        """Stop recording."""
-        if self in gc.callbacks:
-            gc.callbacks.remove(self)
-
-    def snapshot(self) -> dict[str, Any]:
-        """Per generation: pauses, their total and longest (ms); the long ones listed."""
-        out: dict[str, Any] = {
-            f"gen{g}": {
-                "count": self.count[g],
-                "total_ms": round(self.total[g] * 1000, 1),
-                "max_ms": round(self.longest[g] * 1000, 1),
-            }
-            for g in range(3)
-        }
-        out["long"] = [[round(t, 3), g, round(d * 1000, 1)] for t, g, d in self.long]
-        out["tracked_objects"] = len(gc.get_objects())  # what a full collection traverses
-        out["frozen_objects"] = gc.get_freeze_count()  # what it skips (gc.freeze())
-        return out
 
 
 class Notifier:
@@ -326,7 +92,6 @@ class Notifier:
         # and to the first 2xx answer (the last _TIMINGS_KEPT of each)
         self._fire_lags: deque[float] = deque(maxlen=_TIMINGS_KEPT)
         self._delivery_lags: deque[float] = deque(maxlen=_TIMINGS_KEPT)
-        self.gc_pauses = _GcPauses()
 
     # --- configuration -------------------------------------------------------------------
 
@@ -371,7 +136,6 @@ class Notifier:
             "faults": {kind: self.fault_counts.get(kind, 0) for kind in NOTIFICATION_FAULT_KINDS},
             "fire_lag_ms": _quantiles_ms(self._fire_lags),
             "delivery_lag_ms": _quantiles_ms(self._delivery_lags),
-            "gc": self.gc_pauses.snapshot(),
         }
 
     # --- scheduling ----------------------------------------------------------------------
@@ -406,7 +170,6 @@ class Notifier:
     async def start(self) -> None:
         """Start the scheduler task."""
         if self._task is None:
-            self.gc_pauses.install()
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._settings.concurrency),
                 timeout=aiohttp.ClientTimeout(total=self._settings.timeout),
@@ -416,7 +179,6 @@ class Notifier:
     async def stop(self) -> None:
         """Stop scheduling and delivering; close the HTTP session."""
         task, self._task = self._task, None
-        self.gc_pauses.remove()
         pending = [t for t in (task, *self._deliveries) if t is not None]
         for t in pending:
             t.cancel()
@@ -543,7 +305,12 @@ class Notifier:
                     status = resp.status
                     await resp.read()
             except (aiohttp.ClientError, TimeoutError) as exc:
-                logger.debug("notification for %s: attempt %d failed: %s", psid, attempt, exc)
+                logger.debug(
+                    "notification for %s: attempt %d failed: %s",
+                    psid,
+                    attempt,
+                    redact_url(str(exc)),
+                )
             if status is not None and 200 <= status < 300:
                 self.counts["delivered"] += 1
                 return True
@@ -577,83 +344,11 @@ def _with_id(report: bytes, psid: str) -> bytes:
     return b'{"paymentsServiceId":' + msgspec.json.encode(psid) + b"," + report[1:]
 
 
-# --- control routes -----------------------------------------------------------------------
-
-
 NOTIFIER_KEY: Final = web.AppKey("payments_async.sandbox.notifier", Notifier)
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        status=status, body=msgspec.json.encode(data), content_type=JSON_CONTENT_TYPE
-    )
-
-
-def _bad(message: str) -> web.Response:
-    return _json({"errors": [{"code": "INVALID_REQUEST", "message": message}]}, status=400)
-
-
-async def _object(request: web.Request) -> dict[str, Any] | web.Response:
-    try:
-        data = msgspec.json.decode(await request.read())
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return _bad("Body must be a JSON object")
-    if not isinstance(data, dict):
-        return _bad("Body must be a JSON object")
-    return data
-
-
-async def _subscribe(request: web.Request) -> web.Response:
-    data = await _object(request)
-    if isinstance(data, web.Response):
-        return data
-    client_id = data.pop("client_id", None)
-    if not isinstance(client_id, str) or not client_id:
-        return _bad("client_id (a non-empty string) is required")
-    try:
-        target = NotificationTarget.from_dict(data)
-    except (TypeError, ValueError) as exc:
-        return _bad(str(exc))
-    notifier = request.app[NOTIFIER_KEY]
-    notifier.base_url = str(request.url.origin())
-    notifier.subscribe(client_id, target)
-    return _json({"client_id": client_id, **target.describe()}, status=201)
-
-
-async def _unsubscribe(request: web.Request) -> web.Response:
-    data = await _object(request)
-    if isinstance(data, web.Response):
-        return data
-    client_id = data.get("client_id")
-    if not isinstance(client_id, str):
-        return _bad("client_id (a string) is required")
-    return _json({"removed": request.app[NOTIFIER_KEY].unsubscribe(client_id)})
-
-
-async def _get(request: web.Request) -> web.Response:
-    return _json(request.app[NOTIFIER_KEY].snapshot())
-
-
-async def _set_faults(request: web.Request) -> web.Response:
-    data = await _object(request)
-    if isinstance(data, web.Response):
-        return data
-    try:
-        faults = NotificationFaults.from_dict(data)
-    except (TypeError, ValueError) as exc:
-        return _bad(str(exc))
-    request.app[NOTIFIER_KEY].set_faults(faults)
-    return _json(faults.to_dict())
-
-
 def install(app: web.Application, state: SandboxState, settings: NotificationSettings) -> Notifier:
-    """Create the notifier, run it with the app, and add its control routes.
-
-    Routes (under ``/_sandbox``, no auth like the other control routes):
-    ``POST /notifications`` (subscribe: ``client_id``, ``url``, ``payload``, credentials),
-    ``POST /notifications/remove``, ``GET /notifications`` (counters, targets without
-    secrets) and ``POST /notification-faults``.
-    """
+    """Create the notifier and run it with the app (its control routes: ``_control``)."""
     notifier = Notifier(state, settings)
     app[NOTIFIER_KEY] = notifier
 
@@ -667,9 +362,4 @@ def install(app: web.Application, state: SandboxState, settings: NotificationSet
 
     app.on_startup.append(_start)
     app.on_shutdown.append(_stop)
-    r = app.router
-    r.add_post("/_sandbox/notifications", _subscribe, name="control-notify")
-    r.add_post("/_sandbox/notifications/remove", _unsubscribe, name="control-notify-remove")
-    r.add_get("/_sandbox/notifications", _get, name="control-notify-get")
-    r.add_post("/_sandbox/notification-faults", _set_faults, name="control-notify-faults")
     return notifier

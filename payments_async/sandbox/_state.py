@@ -11,7 +11,9 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from aiohttp import web
 
 from ._config import FaultConfig, SandboxConfig
 from ._faults import FAULT_KINDS, FaultInjector
@@ -196,7 +198,7 @@ class SandboxState:
             "sca_nonce": self.sca_nonces,
             "sca_jti": self.sca_jtis,
         }
-        for cache, key, expires_at in store.load_seen(self.clock()):
+        for cache, key, expires_at in store.load_seen(self.now()):
             if cache in caches:
                 caches[cache].restore(key, expires_at)
         for client_id, secret, kid, iss, pem in store.load_clients():
@@ -238,7 +240,7 @@ class SandboxState:
             kid: the ``kid`` of the assertion it is issued for.
             iss: the ``iss`` of that assertion.
         """
-        now = self.clock()
+        now = self.now()
         token = secrets.token_urlsafe(32)
         self._tokens[token] = AccessToken(client_id, now + self.config.token_lifetime, kid, iss)
         self.stats.tokens_issued += 1
@@ -256,7 +258,7 @@ class SandboxState:
         entry = self._tokens.get(token)
         if entry is None:
             return None, False
-        return entry.client_id, self.clock() >= entry.expires_at
+        return entry.client_id, self.now() >= entry.expires_at
 
     def revoke_tokens(self) -> int:
         """Forget every access token; clients get 401 and must fetch new ones."""
@@ -267,17 +269,17 @@ class SandboxState:
     @property
     def active_tokens(self) -> int:
         """Access tokens issued and not yet expired or revoked."""
-        now = self.clock()
+        now = self.now()
         return sum(1 for t in self._tokens.values() if t.expires_at > now)
 
     def fail_token_endpoint(self, seconds: float, status: int = 503) -> None:
         """Make ``POST /oauth/token`` answer ``status`` for the next ``seconds``."""
-        self._token_outage_until = self.clock() + seconds
+        self._token_outage_until = self.now() + seconds
         self._token_outage_status = status
 
     def token_outage_status(self) -> int | None:
         """The status the token endpoint must answer now, or None when it works."""
-        if self._token_outage_until and self.clock() < self._token_outage_until:
+        if self._token_outage_until and self.now() < self._token_outage_until:
             return self._token_outage_status
         return None
 
@@ -342,7 +344,7 @@ class SandboxState:
         stored = self._stored(self._payment_ids, self.payments, client_id, msg, body_hash)
         if stored is not None:
             return stored, False
-        now = self.clock()
+        now = self.now()
         tx = msg.fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0]
         code, reason = self._decide_payment(msg)
         record = PaymentRecord(
@@ -385,7 +387,7 @@ class SandboxState:
         if replay is not None:
             return replay, False
 
-        now = self.clock()
+        now = self.now()
         body = msg.fito_fi_pmt_cxl_req
         tx = body.undrlyg[0].tx_inf[0]
         psid = f"cxl-{uuid.uuid4().hex}"
@@ -480,7 +482,7 @@ class SandboxState:
         Args:
             client_id: only this client's messages, when given.
         """
-        now = self.clock()
+        now = self.now()
         payments = []
         for p in self.payments.values():
             if client_id is not None and p.client_id != client_id:
@@ -517,3 +519,11 @@ class SandboxState:
                 }
             )
         return {"payments": payments, "cancellations": cancellations}
+
+
+STATE_KEY: Final = web.AppKey("payments_async.sandbox.state", SandboxState)
+
+
+def state_of(request: web.Request) -> SandboxState:
+    """The sandbox state of the application serving ``request``."""
+    return request.app[STATE_KEY]

@@ -205,6 +205,10 @@ def test_notifications(tmp_path: Path) -> None:
         assert {"lag_p50_ms", "lag_p99_ms", "gets_per_waiter"} <= set(row)
     # the receiver confirmed every notification with exactly one GET each
     assert rows["notifications"]["receiver_confirm_reads"] == rows["notifications"]["waiters"]
+    # the sandbox process's collector pauses, recorded by benchmarks/_sandbox_gc.py
+    gc_stats = rows["notifications"]["sandbox_gc"]
+    assert set(gc_stats) == {"gen0", "gen1", "gen2"}
+    assert rows["notifications"]["sandbox_tracked_objects"] > 0
 
 
 def test_bulk(tmp_path: Path) -> None:

@@ -221,6 +221,32 @@ async def test_wrong_or_missing_credentials_get_401_and_nothing_is_processed(
         assert st.sandbox_gets() == gets_before + 1
 
 
+@pytest.mark.parametrize(
+    "nested",
+    [
+        b'{"paymentsServiceId": "p-1", "x": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+        b'{"fitoFIPmtStsRpt": ' + b"[" * 1000 + b"]" * 1000 + b', "paymentsServiceId": "p"}',
+        b'{"paymentsServiceId": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+    ],
+    ids=["short-notice", "full-report", "id"],
+)
+async def test_an_authenticated_notification_nested_1000_deep_gets_400_not_500(
+    nested: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 2 KB body is no cost to send; the receiver answers it like malformed JSON."""
+    assert 2000 <= len(nested) <= 2100
+    async with notifying_stack() as st, aiohttp.ClientSession() as http:
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+        }
+        async with http.post(st.server.url, data=nested, headers=headers) as resp:
+            assert resp.status == 400
+            assert "nested too deeply" in (await resp.json())["error"]
+        assert st.receiver.stats.rejected[400] == 1
+    assert not [r for r in caplog.records if r.exc_info], "no traceback"
+
+
 async def test_a_malformed_request_never_echoes_or_logs_the_credentials(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -598,10 +624,10 @@ async def test_confirmed_finals_are_kept_encoded_out_of_the_collectors_way() -> 
 def test_the_sandbox_rebuilds_a_read_body_when_its_time_moves_without_its_status() -> None:
     # The body carries the status and the time it took effect; a cached body is served
     # only while both are unchanged (a time can move with the status staying the same).
-    from payments_async.sandbox._app import _BodyCache
+    from payments_async.sandbox._bodies import BodyCache
     from payments_async.sandbox._lifecycle import PaymentStatus
 
-    cache = _BodyCache()
+    cache = BodyCache()
     status = PaymentStatus("ACCC", None, "Accepted", True)
     cache.put("PS-1", status, 100.0, b"body at 100")
     assert cache.get("PS-1", PaymentStatus("ACCC", None, "Accepted", True), 100.0) == (
@@ -616,13 +642,13 @@ async def test_the_sandbox_keeps_read_bodies_out_of_the_collectors_way() -> None
     # id read, which made the sandbox's full collections long enough (0.1-0.15 s) to delay
     # its notifications. Its entries are now plain data the collector does not track, and
     # a status change still gives a new body (the payment's, read while pending, is RJCT).
-    from payments_async.sandbox._app import _BODIES_KEY
+    from payments_async.sandbox._bodies import BODIES_KEY
 
     async with notifying_stack() as st:
         payment, cancellation = await _cancel_a_pending_payment(st)
         again = await st.client.get_credit_transfer_status(payment)
         assert summarize_status_report(again).status == "RJCT"
-        cache = st.sandbox.server.app[_BODIES_KEY]  # white box: what the cache holds
+        cache = st.sandbox.server.app[BODIES_KEY]  # white box: what the cache holds
         assert {payment, cancellation} <= set(cache._statuses) == set(cache._bodies)
         gc.collect()
         entries = [*cache._statuses.values(), *cache._bodies.values()]

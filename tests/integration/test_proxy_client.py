@@ -254,8 +254,7 @@ def _cli_via_proxy(
 
 
 def _open_connections(server: Any) -> int:
-    runner = server._runner
-    return len(runner.server.connections) if runner is not None and runner.server else 0
+    return int(server._server.open_connections)
 
 
 def test_cli_proxy_option(forward_proxy: ForwardProxy, caplog: pytest.LogCaptureFixture) -> None:

@@ -308,6 +308,10 @@ async def test_no_bad_input_gets_a_500(client: RawClient, sandbox: SandboxHandle
         ("GET", "/_sandbox/messages?client_id=%ff", b""),
         ("POST", TOKEN_PATH, b"\xff" * 100),
         ("POST", "/_sandbox/notifications", b'{"url": "http://127.0.0.1/\xff"}'),
+        # JSON nested 1,000 deep (2 KB): refused like malformed JSON, not a RecursionError.
+        ("POST", PACS008_PATH, b'{"grpHdr": ' + b"[" * 1000 + b"]" * 1000 + b"}"),
+        ("POST", "/_sandbox/faults", b'{"seed": ' + b"[" * 1000 + b"]" * 1000 + b"}"),
+        ("POST", "/_sandbox/notifications", b"[" * 1000 + b"]" * 1000),
     ]
     for method, path, body in cases:
         headers = await client.api_headers(body=body) if path == PACS008_PATH else {}

@@ -1,0 +1,21 @@
+"""The receiver's defaults, each a keyword argument's default of the public API."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "NOTIFY_BODY_READ_TIMEOUT",
+    "NOTIFY_JWT_ALGORITHMS",
+    "NOTIFY_MAX_BODY_BYTES",
+    "NOTIFY_QUEUE_SIZE",
+    "NOTIFY_SEEN_CAPACITY",
+    "NOTIFY_WORKERS",
+]
+
+NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
+NOTIFY_BODY_READ_TIMEOUT: Final = 10.0  # seconds for a whole body to arrive; then 408 + close
+NOTIFY_QUEUE_SIZE: Final = 10_000  # notifications accepted but not yet confirmed; full: 503
+NOTIFY_WORKERS: Final = 32  # confirming reads in flight at once
+NOTIFY_SEEN_CAPACITY: Final = 100_000  # final statuses remembered for deduplication
+NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these algorithms
