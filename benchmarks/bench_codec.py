@@ -1,10 +1,10 @@
 """Codec speed: msgspec structs vs json+dataclasses vs pydantic v2, on pacs.008 and camt.029.
 
-Then the builder in the loop (issue 14): per message, what ``build_cancellation`` /
-``build_credit_transfer`` with typical arguments cost (built, validated, encoded, the
-digest remembered) plus the client's ``encode_validated`` of the result (a second
-encode + SHA-256 that finds the digest), as a user's submit loop pays them; beside it
-``find_problems`` alone and the ``encode_validated`` hit alone.
+Then the builder in the loop: per message, what ``build_cancellation`` /
+``build_credit_transfer`` with typical arguments cost (built, its inputs checked, encoded
+and marked valid with the digest of its encoding) plus the client's ``encode_validated``
+of the result (a second encode + SHA-256 that matches the mark), as a user's submit loop
+pays them; beside it ``find_problems`` alone and the ``encode_validated`` hit alone.
 
 All three implementations have the same shape: the dataclasses and the pydantic models are
 generated from our Structs (via ``msgspec.inspect``), with the same wire names and the
@@ -266,7 +266,7 @@ def in_flight_rows(n: int = 20_000, alive: int = 64, repeat: int = 5) -> dict[st
     """µs CPU per message of build + ``encode_validated`` with ``alive`` messages in flight.
 
     A ring keeps the last ``alive`` messages referenced, as a client with that many
-    requests under way does, so a message's memory (and ``id``) is not reused at once.
+    requests under way does, so a message's memory is not reused at once.
     Best of ``repeat`` runs of ``n`` messages each.
     """
     out: dict[str, float] = {}

@@ -56,9 +56,6 @@ OTEL_DURATION_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0
 )  # fmt: skip
 
-# --- Messages -----------------------------------------------------------------------------
-VALIDATED_DIGESTS_MAX: Final = 8192  # digests of validated encodings remembered (~1.3 MB)
-
 # --- Retries (stamina-style names) -------------------------------------------------------
 RETRY_ATTEMPTS: Final = 5
 RETRY_WAIT_INITIAL: Final = 0.1

@@ -67,19 +67,14 @@ class RequestSigner(Protocol):
 
 
 class _KeySigner:
-    """Signs with the client's signer: a :class:`JwtSigner` bound to one client id.
+    """Signs with the client's signer: a :class:`JwtSigner` bound to one client id."""
 
-    ``sign_sca_token`` is the JwtSigner's own method (it needs no client id): every POST
-    calls it, and a forwarding method would be one more frame each time.
-    """
-
-    __slots__ = ("_client_id", "_jwt", "key_id", "sign_sca_token")
+    __slots__ = ("_client_id", "_jwt", "key_id")
 
     def __init__(self, jwt: JwtSigner, client_id: str) -> None:
         self._jwt = jwt
         self._client_id = client_id
         self.key_id = jwt.key_id
-        self.sign_sca_token = jwt.sign_sca_token
 
     def __repr__(self) -> str:
         return f"<signer {self._jwt!r} client_id={self._client_id!r}>"
@@ -88,6 +83,19 @@ class _KeySigner:
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
     ) -> MaybeAwaitable[SignedToken]:
         return self._jwt.sign_assertion(self._client_id, now=now, lifetime=lifetime)
+
+    def sign_sca_token(
+        self,
+        body: bytes,
+        *,
+        payment_id: str | None = None,
+        now: float | None = None,
+        lifetime: float = SCA_TOKEN_LIFETIME,
+        digest: bytes | None = None,
+    ) -> MaybeAwaitable[SignedToken]:
+        return self._jwt.sign_sca_token(
+            body, payment_id=payment_id, now=now, lifetime=lifetime, digest=digest
+        )
 
 
 class _SandboxSigner:
@@ -124,8 +132,8 @@ class _SandboxSigner:
 class Credentials:
     """The client's identity: client id and secret, registered kid and iss, signing key.
 
-    Immutable. A private key is loaded and checked once, here (PEM parsing costs tens of
-    milliseconds); ``repr`` never shows the client secret, key material or a PIN.
+    Immutable. A private key is loaded and checked once, here (parsing a PEM is slow);
+    ``repr`` never shows the client secret, key material or a PIN.
 
     Three modes:
 
@@ -197,24 +205,16 @@ class Credentials:
     ) -> None:
         if signer is not None and key_id is None and isinstance(signer, Signer):
             key_id = signer.key_id
-        for name, value in (
+        named = (
             ("client_id", client_id),
             ("client_secret", client_secret),
             ("key_id", key_id),
             ("issuer", issuer),
-        ):
+        )
+        for name, value in named:
             if not isinstance(value, str) and not (name == "key_id" and value is None):
                 raise ConfigurationError(f"{name} must be a str, got {type(value).__name__}")
-        missing = [
-            name
-            for name, value in (
-                ("client_id", client_id),
-                ("client_secret", client_secret),
-                ("key_id", key_id),
-                ("issuer", issuer),
-            )
-            if not value
-        ]
+        missing = [name for name, value in named if not value]
         if missing:
             raise ConfigurationError(f"credentials incomplete: missing {', '.join(missing)}")
         kid: str = key_id or ""  # not empty: checked just above

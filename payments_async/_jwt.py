@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import hashlib
 import hmac
 import inspect
 import os
 import time
-from base64 import b64encode, urlsafe_b64encode
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from hashlib import sha256
 from typing import Any, Final, TypeAlias, TypeVar
 
 import msgspec
@@ -26,7 +23,7 @@ from ._constants import ASSERTION_LIFETIME, JWT_LEEWAY, SCA_TOKEN_LIFETIME
 from ._errors import ConfigurationError, PaymentsError, SigningError
 from ._keys import load_public_key
 from .signing import KeySigner, Signer
-from .signing._key import PKCS1, SHA_256, check_key_id
+from .signing._key import check_key_id
 
 __all__ = [
     "JwtSigner",
@@ -190,7 +187,7 @@ class JwtSigner:
             a signer that does not implement the protocol.
     """
 
-    __slots__ = ("_header_segment", "_issuer", "_key_id", "_sign_fn", "_signer")
+    __slots__ = ("_header_segment", "_issuer", "_key_id", "_signer")
 
     def __init__(
         self, signer: Signer | RSAPrivateKey, *, key_id: str | None = None, issuer: str
@@ -212,13 +209,6 @@ class JwtSigner:
                 f"key_id {key_id!r} does not match the signer's key_id {kid!r}"
             )
         self._signer = signer
-        # Bound once: the hot path makes one call. An in-process key is called directly
-        # (a partial of its C method: what KeySigner.sign does, without a Python frame).
-        self._sign_fn: Any = (
-            functools.partial(signer.private_key.sign, padding=PKCS1, algorithm=SHA_256)
-            if type(signer) is KeySigner
-            else signer.sign
-        )
         self._key_id = kid
         self._issuer = issuer
         header = {"typ": JWT_TYP, "alg": JWT_ALG, "kid": kid}
@@ -251,7 +241,7 @@ class JwtSigner:
     ) -> MaybeAwaitable[SignedToken]:
         signing_input = self._header_segment + _b64url(_ENCODER.encode(claims))
         try:
-            signature = self._sign_fn(signing_input)
+            signature = self._signer.sign(signing_input)
         except PaymentsError:
             raise
         except Exception as exc:
@@ -367,36 +357,7 @@ class JwtSigner:
         Returns:
             The token and its expiry (an awaitable of them when the signer is async).
         """
-        # The whole sync path in this one frame (one SCA token per POST): claims, signing
-        # input, signature, compact form. _sca_claims and _sign say the same for the rest.
-        iat = int(time.time() if now is None else now)
-        exp = iat + int(lifetime)
-        claims = _ScaClaims(
-            iss=self._issuer,
-            iat=iat,
-            nbf=iat,
-            exp=exp,
-            jti=os.urandom(16).hex(),
-            alg=SCA_HASH_ALG,
-            hd=b64encode(sha256(body).digest() if digest is None else digest).decode("ascii"),
-            nonce=os.urandom(16).hex(),
-            payment_id=payment_id,
-        )
-        signing_input = self._header_segment + urlsafe_b64encode(_ENCODER.encode(claims)).rstrip(
-            b"="
-        )
-        try:
-            signature = self._sign_fn(signing_input)
-        except PaymentsError:
-            raise
-        except Exception as exc:
-            raise self._failure(exc) from exc
-        if type(signature) is bytes:
-            return SignedToken(
-                (signing_input + b"." + urlsafe_b64encode(signature).rstrip(b"=")).decode("ascii"),
-                float(exp),
-            )
-        return self._pending(signing_input, signature, exp, False)
+        return self._sign(*self._sca_claims(body, payment_id, now, lifetime, digest))
 
     def _sca_claims(
         self,

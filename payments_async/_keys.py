@@ -83,7 +83,7 @@ def _read_pem(src: bytes | str | os.PathLike[str], what: str) -> bytes:
 def load_private_key(src: PrivateKeySource) -> RSAPrivateKey:
     """Load the client's RSA private key once, refusing anything the service would reject.
 
-    Loading a PEM costs tens of milliseconds: do it once per client, never per request.
+    Loading a PEM is slow: do it once per client, never per request.
 
     Args:
         src: an ``RSAPrivateKey``, PEM bytes, PEM text, or a path to a PEM file

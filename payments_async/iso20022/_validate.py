@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
 import string
 from collections.abc import Callable
@@ -15,9 +14,8 @@ from typing import Any, TypeAlias
 import msgspec
 import msgspec.inspect as mi
 
-from .._constants import VALIDATED_DIGESTS_MAX
 from .._errors import Problem, ValidationError
-from ._common import _ENCODER, encode
+from ._common import encode
 from .camt056 import (
     Camt056,
     CancellationRequest,
@@ -46,30 +44,21 @@ __all__ = [
 ]
 
 # How it works: each field's type is an alias from ``_types`` whose ``Meta.extra`` names
-# its ISO type ("Max35Text", "Iban", ...). For each message class we read the type tree
-# once with ``msgspec.inspect`` and generate one walker function for it (see "compiling"
-# below): required fields, lists (``min_items``/``max_items`` from ``Meta.extra``), a
-# scalar check looked up in ``RULES`` by ISO type name, then ``STRUCT_CHECKS`` for rules
-# that span fields of one struct. ``find_problems`` runs it; paths use the wire names
-# (``encode_name``) so they match the JSON the service sees.
+# its ISO type ("Max35Text", "Iban", ...). A message class is read once with
+# ``msgspec.inspect`` into a tree of nodes (``_Scalar``, ``_List``, ``_Struct``), and
+# ``find_problems`` walks a message along that tree: required fields, list lengths
+# (``min_items``/``max_items`` from ``Meta.extra``), one scalar rule per ISO type from
+# ``RULES``, then ``STRUCT_CHECKS`` for rules that span fields of one struct. Paths use the
+# wire names (``encode_name``) so they match the JSON the service sees.
+#
+# The rules are not msgspec constraints checked while decoding: msgspec stops at the first
+# broken constraint, and a ``ValidationError`` lists every problem.
 
 Check = Callable[[Any], "str | None"]
 """A scalar rule: returns a message when the value breaks it, else None."""
 
-_Path: TypeAlias = "str | tuple[_Path, str]"
-"""A JSON path, built as (parent, segment) pairs and joined only when a problem names it."""
-
-StructCheck = Callable[[Any, _Path, list[Problem]], None]
-
-
-def _render(path: _Path) -> str:
-    """The path as text, e.g. ``$.fitoFIPmtCxlReq.assgnmt.id``."""
-    parts: list[str] = []
-    while isinstance(path, tuple):
-        path, segment = path
-        parts.append(segment)
-    parts.append(path)
-    return "".join(reversed(parts))
+StructCheck = Callable[[Any, str, list[Problem]], None]
+"""A rule over several fields of one struct: appends its problems under the struct's path."""
 
 
 _SEPA_TEXT = re.compile(r"[A-Za-z0-9/\-?:().,'+ ]+")
@@ -79,8 +68,8 @@ _UETR = re.compile(r"[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _COUNTRY = re.compile(r"[A-Z]{2}")
 _NB_OF_TXS = re.compile(r"[0-9]{1,15}")
-# IBAN letters as numbers (A=10 ... Z=35, either case) for the mod-97 check; a tuple indexed
-# by code point, because str.translate reads a sequence at half the cost of a dict.
+# IBAN letters as numbers (A=10 ... Z=35, either case) for the mod-97 check, indexed by
+# code point for str.translate.
 _IBAN_DIGITS = tuple(
     str(string.ascii_uppercase.index(chr(i).upper()) + 10) if chr(i).isalpha() else chr(i)
     for i in range(128)
@@ -244,76 +233,62 @@ RULES: dict[str, Check] = {
 # --- rules that span several fields of one struct ---------------------------------------
 
 
-def _amount_range(v: ActiveCurrencyAndAmount, path: _Path, out: list[Problem]) -> None:
+def _amount_range(v: ActiveCurrencyAndAmount, path: str, out: list[Problem]) -> None:
     value = v.value
     if not isinstance(value, Decimal) or not value.is_finite():
         return  # the scalar rule already said so
     if v.ccy == "EUR":
         if not _EUR_MIN <= value <= _EUR_MAX:
-            out.append(
-                Problem(f"{_render(path)}.value", f"EUR amount must be 0.01..999999999.99: {value}")
-            )
+            out.append(Problem(f"{path}.value", f"EUR amount must be 0.01..999999999.99: {value}"))
         exponent = value.as_tuple().exponent
         if isinstance(exponent, int) and exponent < -2:
-            out.append(
-                Problem(f"{_render(path)}.value", f"EUR amount has more than 2 decimals: {value}")
-            )
+            out.append(Problem(f"{path}.value", f"EUR amount has more than 2 decimals: {value}"))
     elif value <= 0:
-        out.append(Problem(f"{_render(path)}.value", f"amount must be positive: {value}"))
+        out.append(Problem(f"{path}.value", f"amount must be positive: {value}"))
 
 
-def _account_id(v: AccountIdentification, path: _Path, out: list[Problem]) -> None:
+def _account_id(v: AccountIdentification, path: str, out: list[Problem]) -> None:
     if (v.othr is None) == (v.iban is None):
-        out.append(Problem(_render(path), "give exactly one of 'othr' and 'iban'"))
+        out.append(Problem(path, "give exactly one of 'othr' and 'iban'"))
 
 
-def _institution(v: FinancialInstitutionIdentification, path: _Path, out: list[Problem]) -> None:
+def _institution(v: FinancialInstitutionIdentification, path: str, out: list[Problem]) -> None:
     if v.bicfi is None and v.clr_sys_mmb_id is None:
-        out.append(Problem(_render(path), "give 'bicfi' or 'clrSysMmbId'"))
+        out.append(Problem(path, "give 'bicfi' or 'clrSysMmbId'"))
 
 
-def _count(value: Any, actual: int, path: _Path, out: list[Problem]) -> None:
+def _count(value: Any, actual: int, path: str, out: list[Problem]) -> None:
     if _nb_of_txs(value) is None and int(value) != actual:
-        out.append(
-            Problem(_render(path), f"says {value} but the message has {actual} transaction(s)")
-        )
+        out.append(Problem(path, f"says {value} but the message has {actual} transaction(s)"))
 
 
-def _credit_transfer(v: CreditTransfer, path: _Path, out: list[Problem]) -> None:
+def _credit_transfer(v: CreditTransfer, path: str, out: list[Problem]) -> None:
     if isinstance(v.cdt_trf_tx_inf, list):
-        _count(
-            getattr(v.grp_hdr, "nb_of_txs", None),
-            len(v.cdt_trf_tx_inf),
-            (path, ".grpHdr.nbOfTxs"),
-            out,
-        )
+        count = getattr(v.grp_hdr, "nb_of_txs", None)
+        _count(count, len(v.cdt_trf_tx_inf), f"{path}.grpHdr.nbOfTxs", out)
 
 
-def _cancellation_request(v: CancellationRequest, path: _Path, out: list[Problem]) -> None:
+def _cancellation_request(v: CancellationRequest, path: str, out: list[Problem]) -> None:
     if v.ctrl_data is None or not isinstance(v.undrlyg, list):
         return
     lists = (getattr(u, "tx_inf", None) for u in v.undrlyg)
     total = sum(len(t) for t in lists if isinstance(t, list))  # a non-list is named above
-    _count(getattr(v.ctrl_data, "nb_of_txs", None), total, (path, ".ctrlData.nbOfTxs"), out)
+    _count(getattr(v.ctrl_data, "nb_of_txs", None), total, f"{path}.ctrlData.nbOfTxs", out)
 
 
-def _original_tx_ref(v: OriginalTransactionReference, path: _Path, out: list[Problem]) -> None:
+def _original_tx_ref(v: OriginalTransactionReference, path: str, out: list[Problem]) -> None:
     amt = v.intr_bk_sttlm_amt
     if not isinstance(amt, ActiveCurrencyAndAmount):
         return
     if amt.ccy != "EUR":
-        out.append(Problem(f"{_render(path)}.intrBkSttlmAmt.ccy", f"must be EUR, got {amt.ccy!r}"))
+        out.append(Problem(f"{path}.intrBkSttlmAmt.ccy", f"must be EUR, got {amt.ccy!r}"))
     if isinstance(amt.value, Decimal) and amt.value.is_finite() and amt.value <= 0:
-        out.append(
-            Problem(f"{_render(path)}.intrBkSttlmAmt.value", f"must be positive: {amt.value}")
-        )
+        out.append(Problem(f"{path}.intrBkSttlmAmt.value", f"must be positive: {amt.value}"))
 
 
-def _originator(v: Originator, path: _Path, out: list[Problem]) -> None:
+def _originator(v: Originator, path: str, out: list[Problem]) -> None:
     if v.nm is None and v.id is None:
-        out.append(
-            Problem(_render(path), "give the originator's name 'nm' or BIC 'id.orgId.anyBIC'")
-        )
+        out.append(Problem(path, "give the originator's name 'nm' or BIC 'id.orgId.anyBIC'"))
 
 
 STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
@@ -327,21 +302,14 @@ STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
 }
 
 
-# --- compiling a message class into one flat function ------------------------------------
+# --- sufficient fast tests ---------------------------------------------------------------
 #
-# A message class is read once (``msgspec.inspect``) and turned into the source of ONE
-# Python function that walks the whole tree: attribute reads, ``None`` tests and rule
-# checks inline, no call per struct and no path object per field. Paths are constant
-# strings (plus ``[i]`` inside lists) written only when a problem is reported. Each scalar
-# rule first tries a *sufficient* fast test (``_FAST``: a C-level regex match or set
-# lookup that only valid values pass); a value that fails it goes to the rule itself
-# (``RULES``), which accepts it or says what is wrong, so messages are unchanged.
-# ``tests/unit/test_validate_fast.py`` checks the generated walker against the plain
-# recursive walker (kept there as an oracle) on arbitrary messages.
+# Most values are valid. For a ``str``, each of these is one C call (a regex match or a
+# set lookup) that only values its rule accepts pass; a value that fails it goes to the
+# rule itself, which accepts it or says what is wrong. The walk and the builders use them.
 
-_FAST_MAX35 = re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,35}").fullmatch
 _FAST: dict[str, Callable[[str], object]] = {
-    "Max35Text": _FAST_MAX35,
+    "Max35Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,35}").fullmatch,
     # no '/' at all, so the identifier slash rules hold; one with a '/' gets the full rule
     "Max35Id": re.compile(r"[A-Za-z0-9\-?:().,'+ ]{1,35}").fullmatch,
     "Max70Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,70}").fullmatch,
@@ -389,173 +357,124 @@ def fast_fields(*iso_types: str) -> Callable[[str], object]:
     return re.compile("\n".join(f"(?:{part})" for part in parts)).fullmatch
 
 
-_Node: TypeAlias = "tuple[str, Any] | tuple[str, Any, int | None, int | None] | None"
-"""What a field holds: ("scalar", iso_type), ("struct", cls), ("list", item, min, max)."""
+# --- the walk ------------------------------------------------------------------------------
 
 
-def _classify(t: mi.Type, extra: dict[str, Any] | None = None) -> _Node:
-    extra = dict(extra or {})
+_Node: TypeAlias = "_Scalar | _List | _Struct"
+
+
+class _Scalar:
+    """A value with an ISO type: its rule from ``RULES``, preceded by the fast test."""
+
+    __slots__ = ("fast", "rule")
+
+    def __init__(self, iso_type: str) -> None:
+        self.rule = RULES[iso_type]
+        self.fast = _FAST.get(iso_type)
+
+    def walk(self, value: Any, path: str, out: list[Problem]) -> None:
+        if self.fast is not None and type(value) is str and self.fast(value):
+            return
+        message = self.rule(value)
+        if message is not None:
+            out.append(Problem(path, message))
+
+
+class _List:
+    """An array: its length bounds, then each item (``None`` when items are unchecked)."""
+
+    __slots__ = ("item", "max_items", "min_items")
+
+    def __init__(self, item: _Node | None, min_items: int | None, max_items: int | None) -> None:
+        self.item = item
+        self.min_items = min_items
+        self.max_items = max_items
+
+    def walk(self, value: Any, path: str, out: list[Problem]) -> None:
+        if not isinstance(value, list):
+            out.append(Problem(path, f"expected an array, got {type(value).__name__}"))
+            return
+        n = len(value)
+        if self.min_items is not None and n < self.min_items:
+            out.append(Problem(path, f"needs at least {self.min_items} item(s), got {n}"))
+        if self.max_items is not None and n > self.max_items:
+            out.append(Problem(path, f"allows at most {self.max_items} item(s), got {n}"))
+        if self.item is None:
+            return
+        for i, item in enumerate(value):
+            at = f"{path}[{i}]"
+            if item is None:
+                out.append(Problem(at, "must not be null"))
+            else:
+                self.item.walk(item, at, out)
+
+
+class _Struct:
+    """A struct: each field (missing required ones named), then its cross-field rules."""
+
+    __slots__ = ("checks", "cls", "fields")
+
+    def __init__(self, cls: type[msgspec.Struct]) -> None:
+        info = mi.type_info(cls)
+        assert isinstance(info, mi.StructType)
+        self.cls = cls
+        fields = []
+        for f in info.fields:
+            node = _node(f.type)
+            fast = node.fast if isinstance(node, _Scalar) else None
+            fields.append((f.name, "." + f.encode_name, f.required, node, fast))
+        self.fields = tuple(fields)
+        self.checks = STRUCT_CHECKS.get(cls, ())
+
+    def walk(self, value: Any, path: str, out: list[Problem]) -> None:
+        if not isinstance(value, self.cls):
+            message = f"expected {self.cls.__name__}, got {type(value).__name__}"
+            out.append(Problem(path, message))
+            return
+        for attr, wire_name, required, node, fast in self.fields:
+            field = getattr(value, attr)
+            if field is None:
+                if required:
+                    out.append(Problem(path + wire_name, "required field is missing"))
+            elif fast is not None and type(field) is str and fast(field):
+                pass  # the common case, inline: a valid value costs no call and no path
+            elif node is not None:
+                node.walk(field, path + wire_name, out)
+        for check in self.checks:  # they tolerate parts that failed above
+            check(value, path, out)
+
+
+def _node(t: mi.Type) -> _Node | None:
+    """What checks a value of type ``t``; None for a type without rules."""
+    extra: dict[str, Any] = {}
     while True:
         if isinstance(t, mi.Metadata):
             extra.update(t.extra or {})
             t = t.type
-        elif isinstance(t, mi.UnionType):
+        elif isinstance(t, mi.UnionType) and "iso_type" not in extra:
             members = [m for m in t.types if not isinstance(m, mi.NoneType)]
-            if len(members) != 1 or "iso_type" in extra:
+            if len(members) != 1:
                 break
             t = members[0]
         else:
             break
-    iso_type = extra.get("iso_type")
-    if iso_type is not None:
-        if iso_type not in RULES:
-            raise KeyError(f"no rule for ISO type {iso_type!r}")
-        return ("scalar", iso_type)
+    if "iso_type" in extra:
+        return _Scalar(extra["iso_type"])
     if isinstance(t, mi.StructType):
-        return ("struct", t.cls)
+        return _struct(t.cls)
     if isinstance(t, mi.ListType):
-        return ("list", _classify(t.item_type), extra.get("min_items"), extra.get("max_items"))
+        return _List(_node(t.item_type), extra.get("min_items"), extra.get("max_items"))
     return None
 
 
-_PathParts: TypeAlias = "tuple[str, ...]"
-"""A path at generation time: constant text and, as ``{name}``, loop index variables."""
-
-
-def _path_expr(parts: _PathParts) -> str:
-    """Python source that evaluates to the path's text (``$.a.b[3].c``)."""
-    pieces: list[str] = []
-    text = ""
-    for part in parts:
-        if part.startswith("{"):
-            if text:
-                pieces.append(repr(text))
-                text = ""
-            pieces.append(f"str({part[1:-1]})")
-        else:
-            text += part
-    if text:
-        pieces.append(repr(text))
-    return " + ".join(pieces)
-
-
-class _Generator:
-    """Writes the source of one message class's walker (see the comment above)."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.env: dict[str, Any] = {"Problem": Problem, "Decimal": Decimal}
-        self._names: dict[int, str] = {}
-        self._count = 0
-
-    def fresh(self, stem: str) -> str:
-        self._count += 1
-        return f"{stem}{self._count}"
-
-    def ref(self, obj: Any, stem: str) -> str:
-        """A name in the generated function's globals bound to ``obj``."""
-        key = id(obj)
-        if key not in self._names:
-            self._names[key] = name = self.fresh(stem)
-            self.env[name] = obj
-        return self._names[key]
-
-    def emit(self, depth: int, line: str) -> None:
-        self.lines.append("    " * depth + line)
-
-    def problem(self, depth: int, path: _PathParts, message: str) -> None:
-        self.emit(depth, f"out.append(Problem({_path_expr(path)}, {message}))")
-
-    def node(self, node: _Node, v: str, path: _PathParts, depth: int) -> None:
-        """Code checking the non-None value in variable ``v`` against ``node``."""
-        assert node is not None
-        if node[0] == "scalar":
-            self.scalar(node[1], v, path, depth)
-        elif node[0] == "struct":
-            cls = node[1]
-            c = self.ref(cls, "cls")
-            self.emit(depth, f"if not isinstance({v}, {c}):")
-            self.problem(depth + 1, path, f"f'expected {cls.__name__}, got {{type({v}).__name__}}'")
-            self.emit(depth, "else:")
-            self.struct(cls, v, path, depth + 1)
-        else:
-            self.list(node, v, path, depth)
-
-    def scalar(self, iso_type: str, v: str, path: _PathParts, depth: int) -> None:
-        check = self.ref(RULES[iso_type], "rule")
-        fast = _FAST.get(iso_type)
-        if iso_type == "Amount":
-            self.emit(depth, f"if type({v}) is not Decimal or not {v}.is_finite():")
-            depth += 1
-        elif fast is not None:
-            self.emit(depth, f"if type({v}) is not str or not {self.ref(fast, 'fast')}({v}):")
-            depth += 1
-        self.emit(depth, f"m = {check}({v})")
-        self.emit(depth, "if m is not None:")
-        self.problem(depth + 1, path, "m")
-
-    def list(self, node: Any, v: str, path: _PathParts, depth: int) -> None:
-        _, item, min_items, max_items = node
-        self.emit(depth, f"if not isinstance({v}, list):")
-        self.problem(depth + 1, path, f"f'expected an array, got {{type({v}).__name__}}'")
-        self.emit(depth, "else:")
-        depth += 1
-        self.emit(depth, "pass")
-        if min_items is not None:
-            self.emit(depth, f"if len({v}) < {min_items}:")
-            msg = f"f'needs at least {min_items} item(s), got {{len({v})}}'"
-            self.problem(depth + 1, path, msg)
-        if max_items is not None:
-            self.emit(depth, f"if len({v}) > {max_items}:")
-            msg = f"f'allows at most {max_items} item(s), got {{len({v})}}'"
-            self.problem(depth + 1, path, msg)
-        if item is None:
-            return
-        i, x = self.fresh("i"), self.fresh("x")
-        at = (*path, "[", "{" + i + "}", "]")
-        self.emit(depth, f"for {i}, {x} in enumerate({v}):")
-        self.emit(depth + 1, f"if {x} is None:")
-        self.problem(depth + 2, at, "'must not be null'")
-        self.emit(depth + 1, "else:")
-        self.node(item, x, at, depth + 2)
-
-    def struct(self, cls: type[msgspec.Struct], v: str, path: _PathParts, depth: int) -> None:
-        """Code for the fields of the ``cls`` instance in ``v``, then its cross-field rules."""
-        info = mi.type_info(cls)
-        assert isinstance(info, mi.StructType)
-        self.emit(depth, "pass")
-        for f in info.fields:
-            node = _classify(f.type)
-            if node is None and not f.required:
-                continue
-            x = self.fresh("x")
-            at = (*path, "." + f.encode_name)
-            self.emit(depth, f"{x} = {v}.{f.name}")
-            if f.required:
-                self.emit(depth, f"if {x} is None:")
-                self.problem(depth + 1, at, "'required field is missing'")
-                if node is not None:
-                    self.emit(depth, "else:")
-                    self.node(node, x, at, depth + 1)
-            else:
-                self.emit(depth, f"if {x} is not None:")
-                self.node(node, x, at, depth + 1)
-        for check in STRUCT_CHECKS.get(cls, ()):  # they tolerate parts that failed above
-            self.emit(depth, f"{self.ref(check, 'check')}({v}, {_path_expr(path)}, out)")
+_MESSAGES = (Pacs008, Camt056)
+"""The message classes with validation rules."""
 
 
 @cache
-def _walker(cls: type[msgspec.Struct]) -> Callable[[Any, list[Problem]], None]:
-    """The generated walker for a message class: ``walk(msg, out)`` appends problems."""
-    gen = _Generator()
-    gen.emit(0, "def walk(v0, out):")
-    gen.struct(cls, "v0", ("$",), 1)
-    source = "\n".join(gen.lines) + "\n"
-    namespace = dict(gen.env)
-    exec(compile(source, f"<validate {cls.__name__}>", "exec"), namespace)  # noqa: S102
-    walk: Callable[[Any, list[Problem]], None] = namespace["walk"]
-    walk.__doc__ = source  # readable when debugging: print(_walker(Camt056).__doc__)
-    return walk
+def _struct(cls: type[msgspec.Struct]) -> _Struct:
+    """The node of a struct type, read once per type."""
+    return _Struct(cls)
 
 
 def find_problems(msg: Pacs008 | Camt056) -> list[Problem]:
@@ -570,11 +489,34 @@ def find_problems(msg: Pacs008 | Camt056) -> list[Problem]:
     Raises:
         TypeError: ``msg`` is not a message with validation rules.
     """
-    if not isinstance(msg, Pacs008 | Camt056):
+    if not isinstance(msg, _MESSAGES):
         raise TypeError(f"no validation rules for {type(msg).__name__}")
     out: list[Problem] = []
-    _walker(type(msg))(msg, out)
+    _struct(type(msg)).walk(msg, "$", out)
     return out
+
+
+# --- validated once ------------------------------------------------------------------------
+#
+# Validity is a pure function of a message's content, and its encoding states that content
+# in full. A message that passed carries the encoding it passed with (in its ``__dict__``:
+# pacs.008 and camt.056 are declared with ``dict=True`` for this; it is not encoded,
+# copied or pickled). ``encode_validated`` encodes the message anyway to send it: when
+# those bytes equal the ones the message carries, it was not changed since and is not
+# checked again; a message changed since, deep inside a list included, is. Bytes rather
+# than their digest, so that a builder's message is not hashed twice (bench_codec.py).
+
+_VALID_AS = "_payments_async_valid_as"
+"""The key under which a message keeps the encoding that passed."""
+
+
+def mark_valid(msg: Pacs008 | Camt056) -> None:
+    """Record a message as validated without checking it: for the builders only.
+
+    A builder calls it for a message whose inputs it checked with the same rules (the
+    parts it made itself are valid by construction); see ``builders._accept``.
+    """
+    vars(msg)[_VALID_AS] = encode(msg)
 
 
 def validate(msg: Pacs008 | Camt056) -> None:
@@ -587,6 +529,9 @@ def validate(msg: Pacs008 | Camt056) -> None:
     ``nbOfTxs`` digits and equal to the number of transactions, required fields present;
     for camt.056 also currency EUR, positive amount and a SEPA recall reason code.
 
+    A message that passes is not checked again by :func:`encode_validated` (and so by the
+    client) until it is changed.
+
     Args:
         msg: a pacs.008 or camt.056 message.
 
@@ -598,70 +543,15 @@ def validate(msg: Pacs008 | Camt056) -> None:
     problems = find_problems(msg)
     if problems:
         raise ValidationError(problems)
-    _remember(type(msg), hashlib.sha256(encode(msg)).digest())
-
-
-# --- validate once ---------------------------------------------------------------------------
-#
-# Validity is a pure function of a message's content, and its encoding states that content
-# in full: bytes equal to the encoding of a valid message of the same type are valid. So the
-# SHA-256 digests of encodings that passed ``validate()`` are kept (a bounded, oldest-first
-# table) and ``encode_validated`` checks the rules again only for bytes it has not seen. A
-# message changed after it was validated encodes to other bytes and is checked again.
-
-# Two generations, each at most half of VALIDATED_DIGESTS_MAX: a digest goes into the young
-# one; when it is full it becomes the old one and the previous old one is forgotten at
-# once. Remembering is a dict store and a length test (no scan, no copy, no lock: a race
-# can only forget a digest, and a forgotten message is validated again, which is safe).
-_VALID: dict[tuple[type, bytes], None] = {}
-_VALID_OLD: dict[tuple[type, bytes], None] = {}
-
-
-def _remember(kind: type, digest: bytes) -> None:
-    global _VALID, _VALID_OLD
-    young = _VALID
-    young[(kind, digest)] = None
-    if len(young) >= max(1, VALIDATED_DIGESTS_MAX // 2):
-        _VALID_OLD, _VALID = young, {}
-
-
-# What a builder made, by the message's identity: its type and encoding. The client's
-# encoding of the same object, unchanged, is equal to it: found without hashing the bytes,
-# and the builder did not hash them either. The bytes are the proof, not the identity: an
-# object changed since (nested lists included) encodes otherwise, and an id reused by
-# another object counts only if that object encodes to these very bytes, i.e. has the same
-# content. At most VALIDATED_DIGESTS_MAX // 8 entries; the oldest eighth of them moves to
-# the digest table (hashed then) when it is full, so a copy of a builder's message, made
-# by decoding its bytes as the bulk runner does, is still found by its digest. An entry
-# stays when the client finds it (a resubmission finds it again): the id of a message
-# that is freed is soon reused by a new one, whose entry replaces it. Dropping entries on
-# a hit and remembering their digests instead was measured: 0.9 us more per message.
-_BUILT: dict[int, tuple[type, bytes]] = {}
-
-
-def mark_valid(msg: Pacs008 | Camt056) -> None:
-    """Remember a message as validated without checking it: for the builders only.
-
-    A builder calls it for a message whose inputs it checked with the same rules (the
-    parts it made itself are valid by construction); see ``builders._accept``.
-    """
-    built = _BUILT
-    built[id(msg)] = (type(msg), _ENCODER.encode(msg))
-    limit = max(1, VALIDATED_DIGESTS_MAX // 8)
-    if len(built) > limit:
-        # list() of the slice runs in one call: no other thread changes the dict meanwhile
-        for key in list(itertools.islice(built, max(1, limit // 8))):
-            entry = built.pop(key, None)
-            if entry is not None:
-                _remember(entry[0], hashlib.sha256(entry[1]).digest())
+    mark_valid(msg)
 
 
 def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
-    """Encode a message for sending, validating it unless these exact bytes passed before.
+    """Encode a message for sending, validating it unless it passed unchanged before.
 
-    The client calls this for every POST: a message that ``validate()`` (or a builder)
+    The client calls this for every POST: a message that :func:`validate` (or a builder)
     accepted and that was not changed since is not checked a second time; any other
-    message is checked before its bytes are returned.
+    message is checked before its bytes are returned, and then counts as accepted.
 
     Args:
         msg: a pacs.008 or camt.056 message.
@@ -670,25 +560,20 @@ def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
         The JSON bytes to send and their SHA-256 digest.
 
     Raises:
-        ValidationError: the message breaks a rule (see ``validate``).
+        ValidationError: the message breaks a rule (see :func:`validate`).
         TypeError: ``msg`` is not a message with validation rules.
     """
-    kind = type(msg)
-    if kind is not Camt056 and kind is not Pacs008 and not isinstance(msg, Pacs008 | Camt056):
-        raise TypeError(f"no validation rules for {kind.__name__}")
+    if not isinstance(msg, _MESSAGES):
+        raise TypeError(f"no validation rules for {type(msg).__name__}")
     try:
-        body = _ENCODER.encode(msg)  # encode(), without its frame
+        body = encode(msg)
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         validate(msg)  # names the field that cannot be encoded, with its path
         raise ValidationError.single("$", f"cannot be encoded: {exc}") from exc
-    digest = hashlib.sha256(body).digest()
-    built = _BUILT.get(id(msg))
-    if built is not None and built[1] == body and built[0] is kind:
-        return body, digest  # a builder's message, unchanged (see _BUILT)
-    key = (kind, digest)
-    if key not in _VALID and key not in _VALID_OLD:
+    marks = vars(msg)
+    if marks.get(_VALID_AS) != body:
         problems = find_problems(msg)
         if problems:
             raise ValidationError(problems)
-        _remember(kind, digest)
-    return body, digest
+        marks[_VALID_AS] = body
+    return body, hashlib.sha256(body).digest()

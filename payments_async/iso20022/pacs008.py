@@ -208,7 +208,8 @@ class CreditTransfer(OutboundStruct, kw_only=True):
     ]
 
 
-class Pacs008(OutboundStruct, kw_only=True):
+# dict=True: validation keeps the encoding that passed on the instance.
+class Pacs008(OutboundStruct, kw_only=True, dict=True):
     """A pacs.008 credit transfer request, root ``fitoFICstmrCdtTrf``.
 
     Build one with :func:`~payments_async.iso20022.build_credit_transfer`; check one with

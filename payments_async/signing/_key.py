@@ -59,8 +59,8 @@ class InProcessKey:
 class KeySigner(InProcessKey):
     """Signs with an RSA private key held in this process, on the calling thread.
 
-    One RS256 signature of a 2048-bit key costs a few hundred microseconds of CPU on the
-    event loop; the signature is returned directly (no await, no thread hop).
+    The signature is computed on the calling thread (in the client, the event loop's) and
+    returned directly (no await, no thread hop).
 
     Args:
         private_key: an ``RSAPrivateKey``, PEM bytes or text, or a path to an unencrypted

@@ -3,9 +3,9 @@
 A builder checks only what the caller gave (the parts it makes itself are valid by
 construction) and walks the whole message only when that check fails or an input is
 outside what it covers. For arbitrary inputs, mostly valid with some broken ones, the
-built message must be accepted exactly when the reference walker (``validate_reference``,
-independent of the builders) finds no problem, and a refused one must raise the problems
-the walker names, paths and order included.
+built message must be accepted exactly when the full walk (``find_problems``, independent
+of the builders' input check) finds no problem, and a refused one must raise the problems
+the walk names, paths and order included.
 """
 
 from __future__ import annotations
@@ -21,12 +21,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from payments_async import ValidationError
-from payments_async.iso20022 import build_cancellation, build_credit_transfer, builders
+from payments_async.iso20022 import (
+    build_cancellation,
+    build_credit_transfer,
+    builders,
+    find_problems,
+)
 from payments_async.iso20022._validate import RULES
 from payments_async.iso20022.builders import _new_uetr, format_utc, new_id
 from payments_async.iso20022.pacs008 import PostalAddress
 from tests.support.strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
-from tests.support.validate_reference import reference_problems
 
 SEPA = string.ascii_letters + string.digits + "/-?:().,'+ "
 # Text near the rules' edges: SEPA characters, slashes, spaces, other characters, lengths.
@@ -181,7 +185,7 @@ def _agrees(build: Any, kw: dict[str, Any], *, covered: bool) -> None:
     if made is None:
         return
     msg, inputs_ok = made
-    problems = reference_problems(msg)
+    problems = find_problems(msg)
     if inputs_ok:
         assert problems == []  # the check is sufficient: it never passes an invalid message
     if covered:
@@ -245,7 +249,7 @@ def test_what_a_builder_makes_itself_is_valid(moment: datetime | None) -> None:
     made = _built(build_cancellation, _CANCELLATION | {"created_at": moment})
     assert made is not None
     assert made[1] is True
-    assert reference_problems(made[0]) == []
+    assert find_problems(made[0]) == []
     for prefix in ("MSG", "E2E", "TX", "CXL", "ASG"):
         assert builders._ID(new_id(prefix))
     assert builders._UETR_OK(_new_uetr())

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import pickle
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from aioresponses import aioresponses
 from yarl import URL
@@ -59,9 +61,6 @@ class _Counter:
 
 @pytest.fixture
 def checks(monkeypatch: pytest.MonkeyPatch) -> _Counter:
-    monkeypatch.setattr(_validate, "_VALID", {})  # nothing remembered from other tests
-    monkeypatch.setattr(_validate, "_VALID_OLD", {})
-    monkeypatch.setattr(_validate, "_BUILT", {})
     counter = _Counter()
     monkeypatch.setattr(_validate, "find_problems", counter)
     monkeypatch.setattr(builders, "_accept", counter.accept)
@@ -174,27 +173,17 @@ def test_encode_validated_returns_the_bytes_and_their_digest(checks: _Counter) -
     assert digest == hashlib.sha256(body).digest()
 
 
-def _known() -> int:
-    return len(_validate._VALID) + len(_validate._VALID_OLD)
-
-
-def test_validate_remembers_and_the_table_stays_bounded(
-    checks: _Counter, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_validate, "VALIDATED_DIGESTS_MAX", 4)
-    # copies decoded from the bytes: not the builder's objects, so only digests find them
+def test_validate_then_encode_validated_checks_once(checks: _Counter) -> None:
+    # copies decoded from the bytes: not the builder's objects, so each is checked itself
     messages = [decode_camt056(encode(_cancellation(f"ASG-{i}"))) for i in range(5)]
     for msg in messages:
         validate(msg)
     assert checks.walks == 5
-    assert _known() == 3  # the oldest two were forgotten (with the older half of the table)
-    encode_validated(messages[-1])
-    encode_validated(messages[-3])
+    for msg in messages:
+        encode_validated(msg)
     assert checks.walks == 5
-    encode_validated(messages[0])  # forgotten: checked again
-    assert checks.walks == 6
     validate(messages[0])  # validate() itself always checks
-    assert checks.walks == 7
+    assert checks.walks == 6
 
 
 def test_a_builders_message_changed_before_its_first_submit_is_checked(
@@ -213,49 +202,38 @@ def test_a_builders_message_changed_before_its_first_submit_is_checked(
     assert checks.walks == walks + 1
 
 
-def test_an_id_reused_by_another_message_does_not_pass_it(checks: _Counter) -> None:
-    # CPython reuses the id of a freed object; what counts is the bytes, not the id.
+def test_a_mark_copied_from_another_message_does_not_pass_it(checks: _Counter) -> None:
+    # What counts is the message's own bytes, not where the mark came from.
     made = _cancellation("ASG-1")
     other = decode_camt056(encode(_cancellation("ASG-2")))
     other.body.assgnmt.assgnr.agt.fin_instn_id.bicfi = "not a bic"
-    _validate._BUILT[id(other)] = _validate._BUILT[id(made)]
+    vars(other).update(vars(made))
     with pytest.raises(ValidationError):
         encode_validated(other)
 
 
-def test_the_builders_table_is_bounded_and_hands_over_to_the_digests(
-    checks: _Counter, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_validate, "VALIDATED_DIGESTS_MAX", 64)  # 8 built messages kept
-    messages = [_cancellation(f"ASG-{i}") for i in range(9)]
-    assert len(_validate._BUILT) == 8  # the oldest moved to the digest table
-    assert _known() == 1
-    copy = decode_camt056(encode(messages[0]))  # as the bulk runner resubmits a row
-    encode_validated(copy)
+def test_builders_messages_are_never_walked_and_a_copy_is_walked_once(checks: _Counter) -> None:
+    messages = [_cancellation(f"ASG-{i}") for i in range(100)]
     for msg in messages:
         encode_validated(msg)
     assert checks.walks == 0
+    copy = decode_camt056(encode(messages[0]))  # as the bulk runner resubmits a row
+    encode_validated(copy)
+    encode_validated(copy)
+    assert checks.walks == 1
+
+
+def test_the_mark_is_not_part_of_the_message(checks: _Counter) -> None:
+    msg = _cancellation()
+    copy = decode_camt056(encode(msg))
+    assert copy == msg
+    assert encode(copy) == encode(msg)  # the mark is not encoded
+    for unmarked in (pickle.loads(pickle.dumps(msg)), msgspec.structs.replace(msg)):
+        assert unmarked == msg
+        encode_validated(unmarked)  # a copy is checked on its own
+    assert checks.walks == 2
 
 
 def test_encode_validated_refuses_what_is_not_a_message() -> None:
     with pytest.raises(TypeError, match="no validation rules"):
         encode_validated({"grpHdr": {}})  # type: ignore[arg-type]
-
-
-def test_a_full_table_forgets_its_older_half_at_once(
-    checks: _Counter, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Deleting one entry per insert from the front of a dict scans the holes earlier
-    # deletions left (~2 us per message once the table was full), and copying what is kept
-    # costs ~0.7 us per message; two generations swapped in O(1) cost neither.
-    monkeypatch.setattr(_validate, "VALIDATED_DIGESTS_MAX", 16)
-    digests = [bytes([i]) * 32 for i in range(20)]
-    for d in digests:
-        _validate._remember(Camt056, d)
-    assert list(_validate._VALID_OLD) == [(Camt056, d) for d in digests[8:16]]
-    assert list(_validate._VALID) == [(Camt056, d) for d in digests[16:]]
-    young = _validate._VALID
-    for d in digests[16:]:
-        _validate._remember(Camt056, d)  # already known: nothing grows
-    assert _validate._VALID is young
-    assert _known() == 12
