@@ -6,46 +6,50 @@ refresh, SCA tokens signed over the exact request bytes, and retries that never
 duplicate a payment.
 """
 
-from ._checks import check_payments_service_id
-from ._client import PaymentsClient
-from ._config import Limits, Timeout
-from ._credentials import Credentials
-from ._errors import (
-    ApiError,
-    AuthenticationError,
-    ConfigurationError,
-    InvalidResponseError,
-    NotFoundError,
-    OutcomeUnknownError,
-    PaymentsError,
-    PermissionDeniedError,
-    PollTimeoutError,
-    Problem,
-    RateLimitedError,
-    ServerError,
-    ServiceErrorDetail,
-    SigningError,
-    TransportError,
-    ValidationError,
-)
-from ._instrument import Hooks, RequestEvent
-from ._keys import generate_key_pair
-from ._models import CancellationOutcome, Submission
-from ._polling import PollPolicy
-from ._retry import RetryBudget, RetryPolicy
-from ._telemetry import Telemetry
+import typing as _typing
+
 from ._version import __version__ as __version__
-from .iso20022 import (
-    Camt029,
-    Camt056,
-    Outcome,
-    Pacs002,
-    Pacs008,
-    PaymentStatus,
-    build_cancellation,
-    build_credit_transfer,
-)
-from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
+
+if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
+    from ._checks import check_payments_service_id
+    from ._client import PaymentsClient
+    from ._config import Limits, Timeout
+    from ._credentials import Credentials
+    from ._errors import (
+        ApiError,
+        AuthenticationError,
+        ConfigurationError,
+        InvalidResponseError,
+        NotFoundError,
+        OutcomeUnknownError,
+        PaymentsError,
+        PermissionDeniedError,
+        PollTimeoutError,
+        Problem,
+        RateLimitedError,
+        ServerError,
+        ServiceErrorDetail,
+        SigningError,
+        TransportError,
+        ValidationError,
+    )
+    from ._instrument import Hooks, RequestEvent
+    from ._keys import generate_key_pair
+    from ._models import CancellationOutcome, Submission
+    from ._polling import PollPolicy
+    from ._retry import RetryBudget, RetryPolicy
+    from ._telemetry import Telemetry
+    from .iso20022 import (
+        Camt029,
+        Camt056,
+        Outcome,
+        Pacs002,
+        Pacs008,
+        PaymentStatus,
+        build_cancellation,
+        build_credit_transfer,
+    )
+    from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
 __all__ = [
     "ApiError",
@@ -91,3 +95,65 @@ __all__ = [
     "check_payments_service_id",
     "generate_key_pair",
 ]
+
+# Each public name is imported from its module on first use, so that a program that needs
+# only part of the package (``payments-async --help``) does not load aiohttp or msgspec.
+_LAZY: dict[str, str] = {
+    "ApiError": "._errors",
+    "AuthenticationError": "._errors",
+    "Camt029": ".iso20022",
+    "Camt056": ".iso20022",
+    "CancellationOutcome": "._models",
+    "ConfigurationError": "._errors",
+    "Credentials": "._credentials",
+    "Hooks": "._instrument",
+    "InvalidResponseError": "._errors",
+    "KeySigner": ".signing",
+    "Limits": "._config",
+    "NotFoundError": "._errors",
+    "Outcome": ".iso20022",
+    "OutcomeUnknownError": "._errors",
+    "Pacs002": ".iso20022",
+    "Pacs008": ".iso20022",
+    "PaymentStatus": ".iso20022",
+    "PaymentsClient": "._client",
+    "PaymentsError": "._errors",
+    "PermissionDeniedError": "._errors",
+    "Pkcs11Signer": ".signing",
+    "PollPolicy": "._polling",
+    "PollTimeoutError": "._errors",
+    "Problem": "._errors",
+    "RateLimitedError": "._errors",
+    "RequestEvent": "._instrument",
+    "RetryBudget": "._retry",
+    "RetryPolicy": "._retry",
+    "ServerError": "._errors",
+    "ServiceErrorDetail": "._errors",
+    "Signer": ".signing",
+    "SigningError": "._errors",
+    "Submission": "._models",
+    "Telemetry": "._telemetry",
+    "ThreadPoolSigner": ".signing",
+    "Timeout": "._config",
+    "TransportError": "._errors",
+    "ValidationError": "._errors",
+    "build_cancellation": ".iso20022",
+    "build_credit_transfer": ".iso20022",
+    "check_payments_service_id": "._checks",
+    "generate_key_pair": "._keys",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -93,11 +93,13 @@ class PaymentsClient:
 
     Use it as an async context manager; it owns one ``aiohttp.ClientSession`` with
     keep-alive and no cookie jar (the service authenticates by tokens, never by cookie),
-    or borrows the one you pass (and then leaves it open, its cookie jar as you set it)::
+    or borrows the one you pass (and then leaves it open, its cookie jar as you set it):
 
-        async with PaymentsClient(credentials, base_url=url) as client:
-            sub = await client.request_cancellation(cancellation)
-            outcome = await client.wait_for_cancellation_outcome(sub.payments_service_id)
+    ```python
+    async with PaymentsClient(credentials, base_url=url) as client:
+        sub = await client.request_cancellation(cancellation)
+        outcome = await client.wait_for_cancellation_outcome(sub.payments_service_id)
+    ```
 
     Every POST is validated, encoded once, and those exact bytes are hashed into the SCA
     token and sent. Retries resend the same bytes with the same message id, so the
@@ -115,9 +117,8 @@ class PaymentsClient:
         poll: the polling schedule of the waiters.
         timeout: how long each call may take (``total``) and its connect, read and
             token-fetch limits; a call can pass its own. ``Timeout()`` when None.
-        limits: requests in flight at most (further requests and polls wait their turn,
-            inside their own deadline) and the largest response body. ``Limits()`` when
-            None.
+        limits: requests in flight at most (more wait their turn, inside their own
+            deadline) and the largest response body. ``Limits()`` when None.
         hooks: metrics callbacks, told about every HTTP exchange, retry and new token.
         proxy: a forward proxy for every request, ``http://[user:password@]host:port``
             (percent-encode special characters in the credentials). The credentials go

@@ -90,11 +90,6 @@ SANDBOX_SCA_TOKEN: Final = "sandbox-predefined-sca-token-v1"
 SIGNING_THREADS: Final = 4  # ThreadPoolSigner's workers: at most this, and at most the cores
 PKCS11_SIGN_MECHANISM: Final = "SHA256_RSA_PKCS"  # RS256 = RSASSA-PKCS1-v1_5 with SHA-256
 
-# --- Command line (a person is waiting: fail fast, say why) ---------------------------------
-CLI_RETRY_TIMEOUT: Final = 5.0  # one CLI operation, all retries and the token fetch included
-CLI_PROBE_TIMEOUT: Final = 1.5  # the TCP probe that names why the service cannot be reached
-CLI_MAX_JSON_DEPTH: Final = 64  # JSON input nested deeper than this is refused, not recursed
-
 # --- Notifications: the receiver's route (the CLI's too) and the waiters it wakes -----------
 NOTIFY_PATH: Final = "/notifications"  # where the receiver's aiohttp app listens
 # With a receiver attached, polling is the safety net: it starts later and grows slower,

@@ -1,25 +1,25 @@
 """The error tree: every exception payments-async raises.
 
-::
-
-    PaymentsError                      root: catch this to catch everything we raise
-    ├── ValidationError                bad input, found before anything was sent
-    ├── ConfigurationError             bad key, credentials or client settings
-    ├── SigningError                   a signer (thread pool, HSM) failed to sign
-    ├── TransportError                 connect/read failure or timeout, no HTTP answer
-    ├── OutcomeUnknownError            a POST may or may not have been stored: resubmit
-    │                                  with the same message id (it is idempotent)
-    ├── PollTimeoutError               a waiter's deadline passed; carries every raw code seen
-    ├── NotificationRejected           a notification the receiver refuses; ``status`` is
-    │                                  the HTTP status to answer (401, 413, 422, ...)
-    └── ApiError                       the service answered with an error (any 4xx)
-        ├── AuthenticationError        401 (after one token refresh), or the token
-        │                              endpoint refused our credentials or assertion
-        ├── PermissionDeniedError      403
-        ├── NotFoundError              404
-        ├── RateLimitedError           429, with ``retry_after`` when the service sent it
-        ├── ServerError                5xx
-        └── InvalidResponseError       a 2xx whose body is not what the spec describes
+```text
+PaymentsError                      root: catch this to catch everything we raise
+├── ValidationError                bad input, found before anything was sent
+├── ConfigurationError             bad key, credentials or client settings
+├── SigningError                   a signer (thread pool, HSM) failed to sign
+├── TransportError                 connect/read failure or timeout, no HTTP answer
+├── OutcomeUnknownError            a POST may or may not have been stored: resubmit
+│                                  with the same message id (it is idempotent)
+├── PollTimeoutError               a waiter's deadline passed; carries every raw code seen
+├── NotificationRejected           a notification the receiver refuses; ``status`` is
+│                                  the HTTP status to answer (401, 413, 422, ...)
+└── ApiError                       the service answered with an error (any 4xx)
+    ├── AuthenticationError        401 (after one token refresh), or the token
+    │                              endpoint refused our credentials or assertion
+    ├── PermissionDeniedError      403
+    ├── NotFoundError              404
+    ├── RateLimitedError           429, with ``retry_after`` when the service sent it
+    ├── ServerError                5xx
+    └── InvalidResponseError       a 2xx whose body is not what the spec describes
+```
 
 Every error raised for an HTTP exchange carries the method, path, status, the service's
 error codes and the client's request id and attempt number, and ``str(err)`` starts with

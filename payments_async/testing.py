@@ -1,13 +1,13 @@
 """Helpers for users' tests: a sandbox on a free loopback port, key pairs, a manual clock.
 
-::
+```python
+from payments_async.testing import sandbox_server
 
-    from payments_async.testing import sandbox_server
-
-    async def test_pay() -> None:
-        async with sandbox_server() as sb:
-            async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
-                ...
+async def test_pay() -> None:
+    async with sandbox_server() as sb:
+        async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
+            ...
+```
 
 With pytest, ``pytest_plugins = ["payments_async.testing"]`` in a ``conftest.py`` gives
 the ``payments_sandbox`` fixture (override ``payments_sandbox_config`` to configure it).

@@ -1,11 +1,11 @@
 """Receive the service's status notifications, confirm them, and wake the waiters.
 
-::
-
-    async with NotificationReceiver(
-        client, auth=BasicAuth("service", secret), on_cancellation_outcome=handle
-    ) as receiver, ReceiverServer(receiver, port=8080):
-        outcome = await client.wait_for_cancellation_outcome(psid)  # woken by a notification
+```python
+async with NotificationReceiver(
+    client, auth=BasicAuth("service", secret), on_cancellation_outcome=handle
+) as receiver, ReceiverServer(receiver, port=8080):
+    outcome = await client.wait_for_cancellation_outcome(psid)  # woken by a notification
+```
 
 A notification is only a hint: the receiver confirms every status with the client's own
 signed GET before a callback or a waiter sees it, never follows a URI outside the client's

@@ -155,12 +155,12 @@ class ReceiverStats:
 class NotificationReceiver:
     """Receives the service's notifications and turns them into confirmed outcomes.
 
-    ::
-
-        async with PaymentsClient(creds, base_url=url) as client, NotificationReceiver(
-            client, auth=BasicAuth("service", secret), on_cancellation_outcome=handle
-        ) as receiver:
-            app = create_app(receiver)  # mount it, or use receiver.handle() in any framework
+    ```python
+    async with PaymentsClient(creds, base_url=url) as client, NotificationReceiver(
+        client, auth=BasicAuth("service", secret), on_cancellation_outcome=handle
+    ) as receiver:
+        app = create_app(receiver)  # mount it, or use receiver.handle() in any framework
+    ```
 
     While started it is attached to ``client``: ``wait_for_cancellation_outcome`` and
     ``wait_for_payment_status`` return as soon as a notification for their id is confirmed

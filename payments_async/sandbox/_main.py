@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from decimal import Decimal, InvalidOperation
+from typing import Final
 
 from .._constants import (
     SANDBOX_ASSERTION,
@@ -23,10 +24,9 @@ from .._constants import (
     SANDBOX_SCA_TOKEN,
 )
 from .._errors import ConfigurationError
-from .._loop import LOOP_CHOICES, LoopKind
+from .._loop import LoopKind
 from .._loop import run as run_loop
 from ._config import (
-    DEFAULT_HOST,
     DEFAULT_PORT,
     FaultConfig,
     NotificationFaults,
@@ -35,6 +35,7 @@ from ._config import (
     SandboxConfig,
 )
 from ._control import CONTROL_PREFIX
+from ._options import NOTIFY_PASSWORD_ENV, SANDBOX_OPTIONS
 from ._server import SandboxServer
 
 __all__ = ["DESCRIPTION", "banner", "build_parser", "main", "run", "run_from_args"]
@@ -58,8 +59,6 @@ def banner(url: str) -> str:
     )
 
 
-NOTIFY_PASSWORD_ENV = "PAYMENTS_NOTIFY_PASSWORD"
-
 DESCRIPTION = "Run the local payments sandbox (the service's emulator) until Ctrl-C."
 
 
@@ -75,139 +74,43 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser(prog: str = "python -m payments_async.sandbox") -> argparse.ArgumentParser:
-    """The command-line options, each with its help (the CLI's ``sandbox`` command reuses them).
+    """The command-line options, each with its help (from :data:`SANDBOX_OPTIONS`, which
+    the CLI's ``sandbox`` command reads too).
 
     Args:
         prog: the program name shown in usage and errors.
     """
-    d = SandboxConfig()
     p = argparse.ArgumentParser(
         prog=prog,
         description=DESCRIPTION,
         formatter_class=_HelpFormatter,
     )
-    p.add_argument("--host", default=DEFAULT_HOST, help="Address to bind (loopback).")
-    p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help="Port to listen on (0: any free port)."
-    )
-    p.add_argument(
-        "--allow-non-loopback",
-        action="store_true",
-        help="Permit a non-loopback --host (the control routes have no auth).",
-    )
-    p.add_argument("--persist", metavar="PATH", help="Keep the state in this SQLite file.")
-    p.add_argument(
-        "--token-lifetime",
-        type=int,
-        default=d.token_lifetime,
-        metavar="S",
-        help="expires_in of the access tokens it issues, in seconds.",
-    )
-    p.add_argument(
-        "--expires-in-as-string",
-        action="store_true",
-        help="Send expires_in quoted, like the specification's sample.",
-    )
-    p.add_argument(
-        "--processing-delay",
-        type=float,
-        default=d.processing_delay,
-        metavar="S",
-        help="Seconds a payment stays PEND before its final status.",
-    )
-    p.add_argument(
-        "--settlement-delay",
-        type=float,
-        default=d.settlement_delay,
-        metavar="S",
-        help="Seconds a cancellation stays pending before its outcome.",
-    )
-    p.add_argument(
-        "--amount-limit",
-        default=str(d.amount_limit),
-        metavar="EUR",
-        help="Payments above it end RJCT/AM02 ('none' disables).",
-    )
-    p.add_argument(
-        "--other-client-status",
-        type=int,
-        choices=(403, 404),
-        default=404,
-        help="The answer to reading another client's message.",
-    )
-    p.add_argument(
-        "--clock-skew",
-        type=float,
-        default=d.clock_skew,
-        metavar="S",
-        help="Run the sandbox's clock S seconds ahead (negative: behind) of this machine's.",
-    )
-    p.add_argument(
-        "--max-body-size",
-        type=int,
-        default=d.max_body_size,
-        metavar="BYTES",
-        help="Larger request bodies get 413.",
-    )
-    p.add_argument(
-        "--body-read-timeout",
-        type=float,
-        default=d.body_read_timeout,
-        metavar="S",
-        help="A body slower than this gets 408 and its connection closed.",
-    )
-    p.add_argument("--seed", type=int, default=0, help="Seed of the fault injector.")
-    p.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="KIND=SHARE",
-        help="Inject a fault into a share of the requests, e.g. error_503=0.1, "
-        "drop_before=0.05, latency=0.1 (repeatable).",
-    )
-    p.add_argument(
-        "--latency-seconds",
-        type=float,
-        default=FaultConfig().latency_seconds,
-        metavar="S",
-        help="Delay added by the latency fault.",
-    )
-    n = p.add_argument_group("notifications (our extension; the real sandbox has none)")
-    n.add_argument(
-        "--notify",
-        metavar="[CLIENT=]URL",
-        help=f"POST status notifications of CLIENT (default {SANDBOX_CLIENT_ID}) to URL.",
-    )
-    n.add_argument(
-        "--notify-payload",
-        choices=("short", "full"),
-        default="short",
-        help="A short notice (where to read the status) or the full status report.",
-    )
-    n.add_argument("--notify-user", metavar="USER", help="HTTP Basic user to present.")
-    n.add_argument(
-        "--notify-password",
-        metavar="PASSWORD",
-        # Read from the environment when the options are used, not here: a default would
-        # be printed by --help.
-        help=f"Its password (default: env {NOTIFY_PASSWORD_ENV}).",
-    )
-    n.add_argument("--notify-bearer", metavar="TOKEN", help="Or a bearer token to present.")
-    n.add_argument(
-        "--notify-fault",
-        action="append",
-        default=[],
-        metavar="KIND=SHARE",
-        help="loss, duplicate, reorder, delay, wrong_credentials (repeatable; uses --seed).",
-    )
-    p.add_argument("--log-level", default="INFO", help="Level of the access log (stderr).")
-    p.add_argument(
-        "--loop",
-        choices=LOOP_CHOICES,
-        default="auto",
-        help="Event loop: uvloop when installed (the speed extra), or asyncio's own.",
-    )
+    groups: dict[str, argparse._ActionsContainer] = {}
+    for option in SANDBOX_OPTIONS:
+        target: argparse._ActionsContainer = p
+        if option.group is not None:
+            if option.group not in groups:
+                groups[option.group] = p.add_argument_group(option.group)
+            target = groups[option.group]
+        if option.kind == "flag":
+            target.add_argument(option.flag, action="store_true", help=option.help)
+        elif option.kind == "list":
+            target.add_argument(
+                option.flag, action="append", default=[], metavar=option.metavar, help=option.help
+            )
+        else:
+            target.add_argument(
+                option.flag,
+                type=_TYPES[option.kind],
+                default=option.default,
+                choices=option.choices,
+                metavar=option.metavar,
+                help=option.help,
+            )
     return p
+
+
+_TYPES: Final[dict[str, Callable[[str], object]]] = {"text": str, "int": int, "float": float}
 
 
 def _notification_settings(args: argparse.Namespace) -> NotificationSettings:

@@ -251,7 +251,8 @@ def test_an_interrupted_run_in_a_database_says_how_to_resume_without_the_passwor
     from rich.console import Console
 
     from payments_async.bulk import BulkCounts
-    from payments_async.cli import Settings, _bulk_summary
+    from payments_async.cli._context import Settings
+    from payments_async.cli._render import bulk_summary as _bulk_summary
 
     argv = [
         "--proxy",
@@ -557,7 +558,7 @@ def test_a_database_journal_without_the_scale_extra_is_named_plainly(
     """Without psycopg the address cannot be read: opening the journal says why, later."""
     from payments_async.bulk import JournalError
     from payments_async.bulk._stores import _postgres
-    from payments_async.cli import _journal_shown
+    from payments_async.cli.commands.bulk import journal_shown as _journal_shown
 
     def missing() -> None:
         raise JournalError("a PostgreSQL journal needs psycopg")

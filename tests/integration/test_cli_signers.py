@@ -18,7 +18,8 @@ from click.testing import CliRunner, Result
 
 from payments_async import Pkcs11Signer
 from payments_async._keys import private_key_pem, public_key_pem
-from payments_async.cli import cli, load_credentials_file
+from payments_async.cli import cli
+from payments_async.cli._files import load_credentials_file
 from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
 from payments_async.signing import KeySigner, ThreadPoolSigner

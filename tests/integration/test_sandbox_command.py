@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -167,13 +166,14 @@ def test_python_m_sandbox_works_without_click_or_rich() -> None:
     assert "[default: 5.0]" in proc.stdout
 
 
-@pytest.mark.parametrize("kwargs", [{"action": "store_false"}, {"nargs": "+"}])
-def test_a_sandbox_option_without_a_click_form_is_named(kwargs: dict[str, str]) -> None:
-    from payments_async.cli import _click_option
+@pytest.mark.parametrize("kind", ["store_false", "nargs+"])
+def test_a_sandbox_option_without_a_click_form_is_named(kind: str) -> None:
+    from payments_async.cli.commands.sandbox import click_option
+    from payments_async.sandbox._options import SandboxOption
 
-    action = argparse.ArgumentParser().add_argument("--new-thing", **kwargs)
+    option = SandboxOption("--new-thing", "A new option.", kind)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="--new-thing"):
-        _click_option(action)
+        click_option(option)
 
 
 def test_help_never_shows_the_notification_password(monkeypatch: pytest.MonkeyPatch) -> None:

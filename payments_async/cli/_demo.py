@@ -13,13 +13,8 @@ from decimal import Decimal
 from rich.console import Console
 from rich.text import Text
 
-from ._client import PaymentsClient
-from ._constants import MIN_RSA_BITS, SANDBOX_CLIENT_ID
-from ._instrument import Hooks
-from ._keys import generate_private_key
-from ._models import CancellationOutcome
-from ._polling import PollPolicy
-from .iso20022 import (
+from payments_async import CancellationOutcome, Hooks, PaymentsClient, PollPolicy
+from payments_async.iso20022 import (
     Camt056,
     Outcome,
     Pacs008,
@@ -27,8 +22,11 @@ from .iso20022 import (
     build_credit_transfer,
     summarize_status_report,
 )
-from .sandbox import SandboxConfig
-from .testing import SandboxHandle, sandbox_server
+from payments_async.notifications import BasicAuth, NotificationReceiver, ReceiverServer
+from payments_async.sandbox import SandboxConfig
+from payments_async.testing import SandboxHandle, sandbox_server
+
+from ._private import MIN_RSA_BITS, SANDBOX_CLIENT_ID, NotificationTarget, generate_private_key
 
 __all__ = ["run_demo"]
 
@@ -77,9 +75,6 @@ async def _notification_step(
     expect: Callable[[bool, str], None],
 ) -> None:
     """Two cancellations settle together: one waiter is woken by a notification, one polls."""
-    from .notifications import BasicAuth, NotificationReceiver, ReceiverServer
-    from .sandbox._notify import NotificationTarget
-
     assert sb.credentials is not None
     password = secrets.token_urlsafe(16)
     gets: Counter[str] = Counter()

@@ -1,0 +1,255 @@
+"""What each command prints: for people (rich) and, with ``--json``, one JSON object."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from rich.table import Table
+from rich.text import Text
+
+from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submission
+
+from ._exit import EXIT_SERVICE, local_bulk_exit_code, queued_bulk_exit_code
+from ._run import shown_url
+
+if TYPE_CHECKING:
+    from payments_async.bulk import BulkReport
+
+    from ._context import Settings
+    from ._private import QueueStatus
+
+__all__ = [
+    "bulk_summary",
+    "outcome_dict",
+    "queue_status_dict",
+    "queue_summary",
+    "resume_command",
+    "say_outcome",
+    "say_status",
+    "say_submission",
+    "status_dict",
+    "submission_dict",
+]
+
+
+def submission_dict(sub: Submission) -> dict[str, object]:
+    return {
+        "payments_service_id": sub.payments_service_id,
+        "message_id": sub.message_id,
+        "status": sub.status,
+        "creation_date_time": sub.creation_date_time,
+        "created": sub.created,
+        "replayed": sub.replayed,
+        "http_status": 201 if sub.created else 200,
+        "attempts": sub.attempts,
+    }
+
+
+def say_submission(settings: Settings, what: str, sub: Submission) -> None:
+    how = "201 created" if sub.created else "200 replayed (the service had it already)"
+    settings.say(f"{what} submitted: {how}")
+    settings.say(f"  paymentsServiceId  {sub.payments_service_id}")
+    settings.say(f"  message id         {sub.message_id}")
+    settings.say(f"  status             {sub.status}  at {sub.creation_date_time}")
+
+
+def status_dict(st: PaymentStatus, psid: str) -> dict[str, object]:
+    return {
+        "payments_service_id": psid,
+        "outcome": st.outcome.value,
+        "status": st.status,
+        "final": st.is_final,
+        "reason_codes": list(st.reason_codes),
+        "tx_statuses": list(st.tx_statuses),
+        "reason_texts": list(st.reason_texts),
+        "end_to_end_id": st.end_to_end_id,
+    }
+
+
+_UNKNOWN_ADVICE: Final = (
+    "these codes cannot be classified, so nothing is assumed: check with the bank, or "
+    "read it again later"
+)
+
+
+def _say_unknown(settings: Settings, *codes: str | None) -> None:
+    """The raw codes of an outcome nobody can classify, and what to do about it."""
+    shown = " ".join(c for c in codes if c)
+    settings.say(Text(f"  raw codes  {shown or '(none)'}", style="red"))
+    settings.say(Text(f"  {_UNKNOWN_ADVICE}", style="red"))
+
+
+def say_status(settings: Settings, st: PaymentStatus, psid: str) -> None:
+    """A payment's status, for people."""
+    state = "final" if st.is_final else "not final yet"
+    settings.say(f"payment {psid}: {st.status} ({st.outcome.value}, {state})")
+    if st.reason_codes or st.reason_texts:
+        reasons = f"{' '.join(st.reason_codes)} {'; '.join(st.reason_texts)}"
+        settings.say(f"  reason  {reasons.strip()}")
+    if st.outcome is Outcome.UNKNOWN:
+        _say_unknown(settings, st.status, *st.tx_statuses, *st.reason_codes)
+
+
+def outcome_dict(o: CancellationOutcome) -> dict[str, object]:
+    return {
+        "payments_service_id": o.payments_service_id,
+        "outcome": o.outcome.value,
+        "status": o.status,
+        "tx_statuses": list(o.tx_statuses),
+        "reason_codes": list(o.reason_codes),
+        "reason_texts": list(o.reason_texts),
+        "return_request_needed": o.return_request_needed,
+        "message": o.message,
+    }
+
+
+def say_outcome(settings: Settings, o: CancellationOutcome) -> None:
+    style = {"accepted": "green", "rejected": "yellow"}.get(o.outcome.value, "red")
+    codes = "/".join(c for c in (o.status, *o.tx_statuses) if c)
+    settings.say(Text(f"cancellation {o.outcome.value.upper()} ({codes})", style=style))
+    if o.reason_codes or o.reason_texts:
+        settings.say(f"  reason  {' '.join(o.reason_codes)} {'; '.join(o.reason_texts)}".rstrip())
+    settings.say(f"  {o.message}")
+    if o.outcome is Outcome.UNKNOWN:
+        _say_unknown(settings, o.status, *o.tx_statuses, *o.reason_codes)
+
+
+def resume_command(settings: Settings, input_path: Path) -> str:
+    if settings.argv is not None:
+        # An address given with a password (--journal, --proxy) is shown without it.
+        shown = [shown_url(arg) if "://" in arg else arg for arg in settings.argv]
+        command = shlex.join(["payments-async", *shown])
+        if shown != settings.argv:
+            command += "   (*** : the user and password you gave)"
+        return command
+    return f"payments-async ... bulk-cancel {shlex.quote(str(input_path))} ... (the same command)"
+
+
+_SUMMARY_ROWS: Final = (
+    ("accepted", "accepted"),
+    ("rejected", "rejected (ask for a pacs.004 return)"),
+    ("unknown", "outcome unknown (check with the bank)"),
+    ("refused", "refused by the service (see the reason)"),
+    ("not_sent", "not sent (rerun to send)"),
+    ("in_flight", "sent, no answer (rerun to resend with the same id)"),
+    ("pending", "acknowledged, outcome not known yet (rerun to wait)"),
+    ("invalid", "invalid input, skipped"),
+)
+
+
+def bulk_summary(
+    settings: Settings,
+    report: BulkReport,
+    input_path: Path,
+    halted: str | None = None,
+    database: str | None = None,
+) -> int:
+    """Print a finished (or interrupted) run; ``database``: a PostgreSQL journal, as shown."""
+    journal = str(report.journal_path) if report.journal_path is not None else database
+    t = report.totals
+    run = report.counts
+    rate = run.done / report.elapsed if report.elapsed > 0 else 0.0
+    code = local_bulk_exit_code(report)
+    unfinished = t.get("not_sent", 0) + t.get("in_flight", 0) + t.get("pending", 0)
+    if settings.json:
+        settings.emit(
+            {
+                "rows": report.row_count,
+                **{name: t.get(name, 0) for name, _ in _SUMMARY_ROWS},
+                "this_run": {
+                    "sent": run.sent,
+                    "submitted": run.submitted,
+                    "replayed": run.replayed,
+                    "finished": run.done,
+                },
+                "already_final": report.already_final,
+                "resumed": report.resumed,
+                "interrupted": report.interrupted,
+                "halted": halted,
+                "elapsed_s": round(report.elapsed, 3),
+                "rows_per_s": round(rate, 1),
+                "results": str(report.results_path),
+                "journal": journal,
+                "exit_code": code,
+            }
+        )
+        return code
+    table = Table(title="bulk cancellation", show_edge=False)
+    table.add_column("outcome")
+    table.add_column("rows", justify="right")
+    for name, label in _SUMMARY_ROWS:
+        if t.get(name, 0) or name in ("accepted", "rejected"):
+            table.add_row(label, str(t.get(name, 0)))
+    settings.out.print(table)
+    unanswered = run.sent - run.submitted - run.refused
+    settings.say(
+        f"this run: {run.sent} request(s) sent: {run.submitted} acknowledged "
+        f"({run.replayed} already known to the service), {run.refused} refused, "
+        f"{max(unanswered, 0)} without an answer; {run.done} rows finished in "
+        f"{report.elapsed:.1f} s ({rate:,.0f} rows/s); {report.already_final} were final "
+        "before it"
+    )
+    settings.say(f"results: {report.results_path}")
+    if journal is not None:
+        settings.say(f"journal: {journal}")
+    say = settings.err.print
+    if halted is not None:
+        say(f"stopped sending: {halted}")
+    if t.get("refused", 0):
+        say(
+            f"{t['refused']} row(s) refused by the service: the results give each reason; "
+            "running the command again will not change that"
+        )
+    if t.get("unknown", 0):
+        say(
+            f"{t['unknown']} row(s) ended with an outcome nobody can tell (the results give "
+            "each reason): check them with the bank, or read one that has an ID again later "
+            "with: payments-async outcome ID"
+        )
+    if unfinished or report.interrupted:
+        verb = "interrupted" if report.interrupted else f"{unfinished} row(s) not completed"
+        if journal is not None:
+            say(f"{verb}; to resume, run the same command again:")
+            say(Text(f"  {resume_command(settings, input_path)}"))
+        else:
+            say(f"{verb}; without a journal a rerun starts over (see the results)")
+    return code
+
+
+def queue_status_dict(st: QueueStatus) -> dict[str, object]:
+    return {
+        "run_id": st.run_id,
+        "input": st.input_name,
+        "rows": st.rows,
+        "states": dict(sorted(st.states.items())),
+        "outcomes": dict(sorted(st.outcomes.items())),
+        "queued": st.queued,
+        "errors": st.errors,
+        "done": st.done,
+    }
+
+
+def queue_summary(settings: Settings, st: QueueStatus) -> int:
+    code = queued_bulk_exit_code(st)
+    if settings.json:
+        settings.emit({**queue_status_dict(st), "exit_code": code})
+        return code
+    table = Table(title=f"bulk run {st.run_id} ({st.input_name})", show_edge=False)
+    table.add_column("rows")
+    table.add_column("count", justify="right")
+    for name, n in sorted(st.outcomes.items()):
+        table.add_row(name, str(n))
+    for name in ("planned", "sent", "acknowledged", "invalid"):
+        if st.states.get(name, 0):
+            label = name if name == "invalid" else f"{name} (not final)"
+            table.add_row(label, str(st.states[name]))
+    table.add_row("queued or running", str(st.queued))
+    settings.out.print(table)
+    if code == EXIT_SERVICE and st.settled:
+        settings.err.print(
+            "some rows are not final and no job is left for them: run the same bulk-cancel "
+            "command again to queue them"
+        )
+    return code

@@ -1,0 +1,248 @@
+"""Running a command: its client, its event loop and signals, and errors as one line.
+
+Every command's coroutine runs through :func:`run_command`, which maps what it raises to
+one line (a JSON object with ``--json``) and an exit code (see :mod:`._exit`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import signal
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from typing import NoReturn
+
+import click
+from rich.text import Text
+from yarl import URL
+
+from payments_async import Limits, PaymentsClient, PaymentsError, Timeout, TransportError
+
+from ._context import Settings
+from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
+from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
+from ._files import close_signer, credentials
+from ._private import TOKEN_PATH, run_loop
+
+__all__ = [
+    "connected",
+    "describe_unreachable",
+    "fail",
+    "make_client",
+    "probe_service",
+    "run_command",
+    "set_on_signals",
+    "shown_url",
+    "token_lifetime",
+]
+
+logger = logging.getLogger("payments_async.cli")
+
+
+# --- the service and its client ---------------------------------------------------------------
+
+_SECRET_PARAM = re.compile(r"([?&][^=&#]*password=)[^&#]*", re.IGNORECASE)
+
+
+def shown_url(text: str) -> str:
+    """``text`` (a URL, or ``--option=URL``) as a message may show it, even when it is too
+    malformed to parse: the user and password (all before the last ``@`` ahead of the
+    query) are hidden, and so is the value of any query parameter named like a password
+    (libpq reads ``password`` and ``sslpassword`` there)."""
+    scheme_end = text.find("://")
+    start = scheme_end + 3 if scheme_end >= 0 else 0
+    query = len(text)
+    for stop in "?#":
+        found = text.find(stop, start)
+        if found >= 0:
+            query = min(query, found)
+    at = text.rfind("@", start, query)
+    head = text[:start] + "***" + text[at:query] if at >= 0 else text[:query]
+    return head + _SECRET_PARAM.sub(r"\1***", text[query:])
+
+
+def _base_url(settings: Settings) -> str:
+    url = settings.base_url or (SANDBOX_URL if settings.sandbox else None)
+    if url is None:
+        raise CliError(f"no service address: pass --base-url URL or set {ENV_BASE_URL}")
+    shown = shown_url(url)
+    try:
+        parsed = URL(url)
+        parsed.port  # noqa: B018  (yarl checks some ports only when asked)
+    except ValueError as exc:
+        raise CliError(f"--base-url {shown!r} is not a valid URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise CliError(f"--base-url {shown!r} is not a valid URL: give http(s)://host[:port]")
+    return url
+
+
+def make_client(
+    settings: Settings, *, limits: Limits | None = None, timeout: Timeout | None = None
+) -> PaymentsClient:
+    """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per call,
+    unless ``timeout`` says otherwise)."""
+    signed_in = credentials(settings)
+    base_url = _base_url(settings)
+    try:
+        return PaymentsClient(
+            signed_in,
+            base_url=base_url,
+            proxy=settings.proxy or None,
+            trust_env=settings.trust_env,
+            timeout=timeout or Timeout(total=CLI_RETRY_TIMEOUT),
+            limits=limits,
+        )
+    except ValueError as exc:  # a URL only the transport's parser objects to
+        raise CliError(f"--base-url {shown_url(base_url)!r} is not a valid URL: {exc}") from None
+
+
+@contextlib.asynccontextmanager
+async def connected(settings: Settings) -> AsyncIterator[PaymentsClient]:
+    """An open client that already holds an access token.
+
+    A service that cannot be reached, or credentials it refuses, are found here within
+    ``CLI_RETRY_TIMEOUT`` seconds, before anything is sent or any file is written (a
+    waiter would otherwise poll an unreachable service until its own deadline).
+    """
+    async with make_client(settings) as client:
+        await token_lifetime(client)
+        yield client
+
+
+async def token_lifetime(client: PaymentsClient) -> float:
+    """Obtain the access token within the CLI's deadline (the library's own is longer)."""
+    try:
+        async with asyncio.timeout(CLI_RETRY_TIMEOUT):
+            return await client.access_token_lifetime()
+    except TimeoutError:
+        raise TransportError(
+            f"no access token within {CLI_RETRY_TIMEOUT:g} s",
+            request_sent=False,
+            method="POST",
+            path=TOKEN_PATH,
+        ) from None
+
+
+# --- running a command: one-line errors and exit codes ----------------------------------------
+
+
+def fail(
+    settings: Settings, message: str, code: int, details: Mapping[str, object] | None = None
+) -> NoReturn:
+    """Print one error line (a JSON object with ``--json``) and exit with ``code``."""
+    message = " ".join(message.split())  # one line, whatever the message held
+    if settings.json:
+        click.echo(json.dumps({"error": message, "exit_code": code, **(details or {})}))
+    else:
+        settings.err.print(Text(f"error: {message}", style="red"))
+    raise SystemExit(code)
+
+
+def run_command(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
+    """Run a command's coroutine; map every error to one line and an exit code."""
+    try:
+        _run(settings, coro_fn)
+    finally:
+        signed_in, settings.credentials = settings.credentials, None
+        if signed_in is not None:
+            try:
+                close_signer(signed_in.key_signer)
+            except Exception:  # the command's own outcome is what to report
+                logger.warning("closing the signer failed", exc_info=settings.verbose > 0)
+
+
+def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
+    try:
+        code = run_loop(_call(coro_fn), kind=settings.loop)
+    except KeyboardInterrupt:
+        fail(settings, "interrupted", EXIT_INTERRUPTED)
+    except (CliError, PaymentsError) as exc:
+        if settings.verbose:
+            settings.err.print_exception()
+        message = str(exc)
+        if isinstance(exc, TransportError):
+            message = asyncio.run(describe_unreachable(settings, exc))
+        details = exc.details if isinstance(exc, CliError) else None
+        fail(settings, message, exit_code_for(exc), details)
+    raise SystemExit(code)
+
+
+async def _call(coro_fn: Callable[[], Awaitable[int]]) -> int:
+    return await coro_fn()
+
+
+@contextlib.contextmanager
+def set_on_signals(event: asyncio.Event, *signals: signal.Signals) -> Iterator[None]:
+    """Set ``event`` on each of ``signals`` (default SIGINT and SIGTERM) while in the block.
+
+    Where the loop cannot handle signals (not the main thread, Windows), nothing is
+    installed and a signal acts as it would without the block.
+    """
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in signals or (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, event.set)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+# --- why the service cannot be reached --------------------------------------------------------
+
+
+async def describe_unreachable(settings: Settings, exc: PaymentsError) -> str:
+    """``exc`` as a message, naming why the service could not be reached when a fresh TCP
+    probe can tell."""
+    # No probe when something answered (a proxy's 407 has a status) or when requests go
+    # through a proxy: a direct connection would bypass it, and say nothing about it.
+    if (
+        not isinstance(exc, TransportError)
+        or exc.request_sent
+        or exc.status is not None
+        or settings.proxy
+        or settings.trust_env
+    ):
+        return str(exc)
+    try:
+        url = URL(_base_url(settings))
+    except CliError:
+        return str(exc)
+    why = await probe_service(url)
+    return f"{why} ({exc})" if why else str(exc)
+
+
+async def probe_service(url: URL, timeout: float = CLI_PROBE_TIMEOUT) -> str | None:
+    """Try a TCP connection to the service; say what stops it, or None if it connects.
+
+    Args:
+        url: the service's base address.
+        timeout: seconds to try.
+
+    Returns:
+        "connection refused to URL", "cannot resolve HOST" or "no answer from URL
+        within S s"; None when a connection could be opened (the problem is elsewhere).
+    """
+    origin = str(url.origin())
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(url.host, url.port)
+    except ConnectionRefusedError:
+        return f"connection refused to {origin}"
+    except socket.gaierror:
+        return f"cannot resolve host {url.host!r} of {origin}"
+    except TimeoutError:
+        return f"no answer from {origin} within {timeout:g} s"
+    except OSError as exc:
+        return f"cannot connect to {origin}: {exc.strerror or exc}"
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None

@@ -1,0 +1,395 @@
+"""Bulk cancellation: ``bulk-cancel`` (here, or over workers with ``--queue``), and a
+queued run's ``bulk-status`` and ``bulk-results``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+import click
+from rich.text import Text
+
+from payments_async import Limits, PaymentsClient, Timeout
+from payments_async.bulk import (
+    BulkCounts,
+    BulkInputError,
+    InputCheck,
+    JournalError,
+    ResultsWriteError,
+    check_input,
+    connection_limit_for,
+    default_results_path,
+    new_run_id,
+    plan_input,
+)
+from payments_async.bulk import bulk_cancel as run_bulk_cancel
+
+from .. import _private
+from .._context import Settings, pass_settings
+from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError
+from .._files import check_results_path, not_utf8
+from .._params import queue_option, run_option, seconds
+from .._private import BULK_STATUS_INTERVAL, POLL_TIMEOUT, QueueStatus
+from .._progress import input_bar, run_bar, showing
+from .._render import bulk_summary, queue_summary
+from .._run import (
+    describe_unreachable,
+    make_client,
+    run_command,
+    set_on_signals,
+    token_lifetime,
+)
+
+__all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
+
+
+@click.command("bulk-cancel")
+@click.argument(
+    "input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1, max=1000),
+    default=32,
+    show_default=True,
+    help="HTTP requests (submissions and outcome reads) in flight at once.",
+)
+@click.option(
+    "--results",
+    "results_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Results file, .csv or .jsonl [default: INPUT's stem + .results.csv/.jsonl, in the "
+    "working directory].",
+)
+@click.option(
+    "--journal",
+    "journal_path",
+    metavar="FILE|URL",
+    help="Journal file, or a postgresql:// database (the scale extra) "
+    "[default: beside the results, <results stem>.journal.sqlite].",
+)
+@click.option(
+    "--queue",
+    "queue_url",
+    metavar="URL",
+    help="Distribute the rows over workers: plan them in this postgresql:// database and "
+    "queue one job per row (the scale extra; run `payments-async worker --queue URL`).",
+)
+@click.option("--no-wait", is_flag=True, help="With --queue: return once the rows are queued.")
+@click.option(
+    "--no-journal",
+    is_flag=True,
+    help="Keep no journal: faster, but a crashed run cannot be resumed safely.",
+)
+@click.option("--skip-invalid", is_flag=True, help="Send the valid rows; report invalid ones.")
+@click.option(
+    "--timeout",
+    type=float,
+    callback=seconds,
+    default=POLL_TIMEOUT,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for each row's outcome.",
+)
+@pass_settings
+def bulk_cancel(
+    settings: Settings,
+    input_path: Path,
+    concurrency: int,
+    results_path: Path | None,
+    journal_path: str | None,
+    queue_url: str | None,
+    no_wait: bool,
+    no_journal: bool,
+    skip_invalid: bool,
+    timeout: float,
+) -> None:
+    """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row).
+
+    \b
+    Columns: original_end_to_end_id, amount, creditor_agent_bic, creditor_iban,
+    reason (DUPL TECH FRAD AC03 AM09 CUST), assigner_bic, assignee_bic; optional:
+    currency (EUR), originator_name, assignment_id. See examples/README.md.
+
+    Every row is checked first; any problem is listed with its line number and nothing
+    is sent (exit 2), unless --skip-invalid. Each row's ids are fixed in the journal
+    before anything is sent, so running the same command again after a crash or Ctrl-C
+    resumes: final rows are left alone, rows in flight are resent with their recorded id
+    (the service answers 200) and waited on.
+
+    \b
+    Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
+    return_request_needed in the results) or refused by the service (a rerun cannot
+    change that: see the reason); 2 bad input; 3 some rows not completed (rerun the same
+    command), or outcomes nobody can tell (codes nobody can classify, or a row sent before
+    whose message can no longer be sent: check with the bank); 130 interrupted (rerun to
+    resume).
+    """
+    if queue_url is not None:
+        if journal_path is not None or no_journal or results_path is not None:
+            raise click.UsageError(
+                "--queue keeps the journal in its database and writes no results file: "
+                "drop --journal/--no-journal/--results (export with bulk-results)"
+            )
+        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid)
+    if no_wait:
+        raise click.UsageError("--no-wait goes with --queue")
+    shown_journal = journal_shown(journal_path)
+    results = results_path if results_path is not None else default_results_path(input_path)
+
+    async def go() -> int:
+        stop = asyncio.Event()
+        bar = run_bar(settings)
+        reading = input_bar(settings)
+        try:
+            limit = connection_limit_for(concurrency)
+            # The library's retry window, not the CLI's: a long unattended run rides out
+            # a short outage; the service is checked within seconds once, below.
+            limits = Limits(connections=limit)
+            async with make_client(settings, limits=limits, timeout=Timeout()) as client:
+                if not settings.json:
+                    settings.err.print(f"checking {input_path} ...")
+
+                def planned(bulk: InputCheck, resumed: bool) -> None:
+                    if reading is not None:
+                        reading.close()
+                    if settings.json:
+                        return
+                    if resumed:
+                        settings.err.print(
+                            f"resuming the run recorded in its journal ({bulk.total} rows)"
+                        )
+                    else:
+                        settings.err.print(f"{bulk.valid} rows planned")
+
+                with set_on_signals(stop), showing(bar):
+                    report = await run_bulk_cancel(
+                        client,
+                        input_path,
+                        results_path=results_path,
+                        journal_path=journal_path,
+                        use_journal=not no_journal,
+                        skip_invalid=skip_invalid,
+                        concurrency=concurrency,
+                        timeout=timeout,
+                        progress=bar,
+                        stop=stop,
+                        on_plan=planned,
+                        # The service is checked once the input is: bad input is exit 2
+                        # whatever the service's state, and no journal is made for a run
+                        # that cannot start.
+                        on_checked=lambda _: _checked_then_token(client, results),
+                        input_progress=reading,
+                    )
+        except BulkInputError as exc:
+            raise _input_refused(settings, input_path, exc) from None
+        except UnicodeDecodeError as exc:
+            raise _input_not_utf8(input_path, exc) from None
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        except ResultsWriteError as exc:  # checked before sending: a disk full at the end, say
+            kept = (
+                "the outcomes were not kept (--no-journal)"
+                if no_journal
+                else "the journal keeps every outcome: run the same command again to write "
+                "the file (nothing is sent again)"
+            )
+            raise CliError(
+                f"cannot write {str(results)!r}: {exc.strerror or exc}; {kept}", EXIT_SERVICE
+            ) from None
+        finally:
+            if reading is not None:
+                reading.close()
+        halted = None
+        if report.halted is not None:
+            halted = await describe_unreachable(settings, report.halted)
+        return bulk_summary(settings, report, input_path, halted, shown_journal)
+
+    run_command(settings, go)
+
+
+def journal_shown(journal: str | None) -> str | None:
+    """How messages name a ``--journal`` database (its password left out); None for a file.
+
+    Raises:
+        click.BadParameter: an address of another scheme (it would be taken for a file
+            name, and shown with its password).
+    """
+    if journal is None or "://" not in journal:
+        return None
+    if not _private.is_postgres_url(journal):
+        scheme = journal.partition("://")[0][:20]
+        raise click.BadParameter(
+            f"{scheme}:// is not a journal: give a file, or a postgresql:// database",
+            param_hint="'--journal'",
+        )
+    try:
+        return f"PostgreSQL {_private.redact_dsn(journal)}"
+    except (ImportError, JournalError):  # no scale extra: opening the journal says so
+        return "PostgreSQL"
+
+
+def _input_refused(settings: Settings, input_path: Path, exc: BulkInputError) -> CliError:
+    """The error of a bulk input with problems (a ``BulkInputError``): each one on stderr,
+    and all of them in the ``--json`` error object."""
+    if not settings.json:
+        for err in exc.errors:
+            settings.err.print(Text(f"{input_path}: {err}", style="red"))
+    problems = [{"line": e.line, "column": e.column, "message": e.message} for e in exc.errors]
+    return CliError(str(exc), EXIT_USAGE, details={"problems": problems})
+
+
+def _input_not_utf8(input_path: Path, exc: UnicodeDecodeError) -> CliError:
+    line = bytes(exc.object[: exc.start]).count(b"\n") + 1
+    return CliError(f"{str(input_path)!r}, line {line}, {not_utf8(exc)}")
+
+
+async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
+    """What ``bulk-cancel`` checks once the input is good, before anything is sent."""
+    check_results_path(results)
+    await token_lifetime(client)
+
+
+def _bulk_cancel_queued(
+    settings: Settings, input_path: Path, queue_url: str, no_wait: bool, skip_invalid: bool
+) -> NoReturn:
+    """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
+    reading = input_bar(settings)
+
+    def told(phase: str) -> Callable[[int, int], None] | None:
+        if reading is None:
+            return None
+        return lambda done, size: reading(phase, done, size)
+
+    async def go() -> int:
+        if not settings.json:
+            settings.err.print(f"checking {input_path} ...")
+        try:
+            bulk = await asyncio.to_thread(check_input, input_path, progress=told("check"))
+        except UnicodeDecodeError as exc:
+            raise _input_not_utf8(input_path, exc) from None
+        except OSError as exc:
+            raise CliError(f"cannot read {str(input_path)!r}: {exc}") from None
+        finally:
+            if reading is not None:
+                reading.close()
+        if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
+            raise _input_refused(settings, input_path, BulkInputError(bulk.errors))
+        try:
+            report = await _private.enqueue_run(
+                queue_url,
+                input_sha256=bulk.sha256,
+                input_name=input_path.name,
+                new_run_id=new_run_id(),
+                plan=lambda run_id: plan_input(bulk, run_id, progress=told("plan")),
+            )
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        finally:
+            if reading is not None:
+                reading.close()
+        if not settings.json:
+            what = "planned" if report.planned else "already planned (same input)"
+            settings.err.print(
+                f"run {report.run_id}: {report.rows} rows {what}; {report.enqueued} jobs queued"
+            )
+        if no_wait:
+            if settings.json:
+                settings.emit(
+                    {
+                        "run_id": report.run_id,
+                        "rows": report.rows,
+                        "planned": report.planned,
+                        "enqueued": report.enqueued,
+                    }
+                )
+            return EXIT_OK
+        bar = run_bar(settings)
+        with showing(bar):
+            while True:
+                try:
+                    st = await asyncio.to_thread(_private.queue_status, queue_url, report.run_id)
+                except JournalError as exc:
+                    # The rows are queued: the workers go on without this watcher.
+                    if not settings.json:
+                        settings.err.print(
+                            "the run is queued and the workers go on; watch it again with: "
+                            f"payments-async bulk-status --queue URL --run {report.run_id}"
+                        )
+                    raise CliError(str(exc), EXIT_SERVICE) from None
+                if bar is not None:
+                    bar.update(_queue_counts(st))
+                if st.settled:
+                    break
+                await asyncio.sleep(BULK_STATUS_INTERVAL)
+        return queue_summary(settings, st)
+
+    run_command(settings, go)
+
+
+def _queue_counts(st: QueueStatus) -> BulkCounts:
+    """The progress bar's counters from a :class:`QueueStatus`."""
+    oc = st.outcomes
+    return BulkCounts(
+        total=st.rows - st.states.get("invalid", 0),
+        submitted=st.states.get("acknowledged", 0) + st.states.get("final", 0),
+        accepted=oc.get("accepted", 0),
+        rejected=oc.get("rejected", 0),
+        unknown=oc.get("unknown", 0),
+        failed=oc.get("failed", 0),
+    )
+
+
+@click.command("bulk-status")
+@queue_option
+@run_option
+@pass_settings
+def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
+    """Show the progress of a distributed bulk run across all its workers.
+
+    Exit: 0 all rows accepted; 1 all final, some rejected; 3 rows not final yet.
+    """
+
+    async def go() -> int:
+        try:
+            st = await asyncio.to_thread(_private.queue_status, queue_url, run_id)
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        return queue_summary(settings, st)
+
+    run_command(settings, go)
+
+
+@click.command("bulk-results")
+@queue_option
+@run_option
+@click.option(
+    "--output",
+    "output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Results file, .csv or .jsonl (the columns of bulk-cancel's results).",
+)
+@pass_settings
+def bulk_results(settings: Settings, queue_url: str, run_id: str | None, output: Path) -> None:
+    """Export the results of a distributed bulk run, one line per input row."""
+
+    async def go() -> int:
+        check_results_path(output, "--output")
+        try:
+            run, path = await asyncio.to_thread(
+                _private.write_queue_results, queue_url, output, run_id
+            )
+        except JournalError as exc:
+            raise CliError(str(exc), EXIT_USAGE) from None
+        except OSError as exc:
+            raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
+        if settings.json:
+            settings.emit({"run_id": run, "results": str(path)})
+        else:
+            settings.say(f"results of run {run}: {path}")
+        return EXIT_OK
+
+    run_command(settings, go)

@@ -1,0 +1,139 @@
+"""Cancellations: ``cancel`` (a camt.056) and ``outcome`` (its camt.029)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from payments_async import Camt056, CancellationOutcome, Outcome, check_payments_service_id
+from payments_async.bulk import COLUMNS, check_row
+from payments_async.iso20022 import build_cancellation, decode_camt056, summarize_resolution
+
+from .._context import Settings, pass_settings
+from .._exit import EXIT_OK, CliError, outcome_exit_code
+from .._files import load_json_bytes, read_json_file
+from .._params import read_options, seconds
+from .._private import POLL_TIMEOUT, parse_record
+from .._render import outcome_dict, say_outcome, say_submission, submission_dict
+from .._run import connected, run_command
+
+__all__ = ["cancel", "outcome"]
+
+
+def _cancellation_from_json(raw: bytes, path: Path) -> Camt056:
+    """A camt.056 document, or one bulk-style row object turned into one."""
+    obj = load_json_bytes(raw, repr(str(path)))
+    if isinstance(obj, dict) and "fitoFIPmtCxlReq" in obj:
+        return decode_camt056(raw)
+    if not isinstance(obj, dict):
+        raise CliError(f"{str(path)!r} must hold a JSON object")
+    row, problems = parse_record(1, obj, check_row, known_only=True)
+    if row is None:
+        listed = "; ".join(f"{e.column}: {e.message}" if e.column else e.message for e in problems)
+        raise CliError(
+            f"{str(path)!r}: {listed} (give a camt.056 with root fitoFIPmtCxlReq, "
+            f"or an object with {', '.join(COLUMNS)})",
+            details={"problems": [{"column": e.column, "message": e.message} for e in problems]},
+        )
+    return build_cancellation(
+        original_end_to_end_id=row.original_end_to_end_id,
+        amount=row.amount,
+        currency=row.currency,
+        creditor_agent_bic=row.creditor_agent_bic,
+        creditor_iban=row.creditor_iban,
+        reason=row.reason,
+        assigner_bic=row.assigner_bic,
+        assignee_bic=row.assignee_bic,
+        originator_name=row.originator_name,
+        assignment_id=row.assignment_id,
+    )
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--wait", is_flag=True, help="Then wait for the outcome (camt.029).")
+@click.option(
+    "--timeout", type=float, callback=seconds, default=POLL_TIMEOUT, show_default=True, metavar="S"
+)
+@pass_settings
+def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
+    """Request a cancellation (camt.056). Exit 1 when --wait sees it rejected.
+
+    FILE is a camt.056 JSON (root fitoFIPmtCxlReq), or one object with the bulk columns
+    (original_end_to_end_id, amount, creditor_agent_bic, creditor_iban, reason,
+    assigner_bic, assignee_bic, ...). A camt.056 file can be resent as is: the service
+    answers 200 with the same paymentsServiceId. An object is built into a new message
+    on every run; give it an assignment_id so that a second run is refused by the
+    service (same id, other creation time) instead of creating a second request.
+    """
+
+    async def go() -> int:
+        msg = _cancellation_from_json(read_json_file(file), file)
+        async with connected(settings) as client:
+            sub = await client.request_cancellation(msg)
+            outcome = None
+            if wait:
+                outcome = await client.wait_for_cancellation_outcome(
+                    sub.payments_service_id, timeout=timeout
+                )
+        if settings.json:
+            data = submission_dict(sub)
+            if outcome is not None:
+                data["outcome"] = outcome_dict(outcome)
+            settings.emit(data)
+        else:
+            say_submission(settings, "camt.056", sub)
+            if outcome is not None:
+                say_outcome(settings, outcome)
+        return EXIT_OK if outcome is None else outcome_exit_code(outcome.outcome)
+
+    run_command(settings, go)
+
+
+@click.command()
+@click.argument("payments_service_id", metavar="ID")
+@read_options("outcome")
+@pass_settings
+def outcome(
+    settings: Settings, payments_service_id: str, wait: bool, timeout: float | None
+) -> None:
+    """Read a cancellation's outcome (camt.029).
+
+    Exit 1 when it was rejected; 3 when its codes cannot be classified (every raw code is
+    printed: check with the bank).
+    """
+
+    async def go() -> int:
+        check_payments_service_id(payments_service_id)
+        async with connected(settings) as client:
+            if wait:
+                result = await client.wait_for_cancellation_outcome(
+                    payments_service_id, timeout=POLL_TIMEOUT if timeout is None else timeout
+                )
+            else:
+                res = await client.get_cancellation_outcome(payments_service_id, timeout=timeout)
+                summary = summarize_resolution(res)
+                if summary.outcome is Outcome.PENDING:
+                    if settings.json:
+                        settings.emit(
+                            {
+                                "payments_service_id": payments_service_id,
+                                "outcome": "pending",
+                                "status": summary.status,
+                            }
+                        )
+                    else:
+                        settings.say(
+                            f"cancellation {payments_service_id}: pending ({summary.status}); "
+                            "use --wait to wait for the outcome"
+                        )
+                    return EXIT_OK
+                result = CancellationOutcome.from_resolution(payments_service_id, res, summary)
+        if settings.json:
+            settings.emit(outcome_dict(result))
+        else:
+            say_outcome(settings, result)
+        return outcome_exit_code(result.outcome)
+
+    run_command(settings, go)

@@ -1,0 +1,136 @@
+"""``payments-async worker``: run the rows of bulk runs queued with ``--queue``."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from payments_async import Limits
+from payments_async.bulk import JournalError
+
+from .. import _private
+from .._context import Settings, pass_settings
+from .._exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
+from .._params import queue_option, seconds
+from .._private import (
+    BULK_HEARTBEAT_INTERVAL,
+    BULK_STALLED_AFTER,
+    BULK_STALLED_CHECK_INTERVAL,
+    BULK_WORKER_CONCURRENCY,
+    BULK_WORKER_ROWS,
+    POLL_TIMEOUT,
+)
+from .._run import make_client, run_command, set_on_signals
+
+__all__ = ["worker"]
+
+
+@click.command("worker")
+@queue_option
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1, max=1000),
+    default=BULK_WORKER_CONCURRENCY,
+    show_default=True,
+    help="HTTP requests (submissions and outcome reads) this process has in flight.",
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(min=1, max=100_000),
+    default=BULK_WORKER_ROWS,
+    show_default=True,
+    help="Rows this process works on at once (most of them waiting for their outcome).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    callback=seconds,
+    default=POLL_TIMEOUT,
+    show_default=True,
+    metavar="S",
+    help="Seconds to wait for each row's outcome.",
+)
+@click.option(
+    "--heartbeat",
+    type=click.FloatRange(min=0.1),
+    callback=seconds,
+    default=BULK_HEARTBEAT_INTERVAL,
+    show_default=True,
+    metavar="S",
+    help="Seconds between this worker's heartbeats.",
+)
+@click.option(
+    "--stalled-after",
+    type=click.FloatRange(min=0.5),
+    callback=seconds,
+    default=BULK_STALLED_AFTER,
+    show_default=True,
+    metavar="S",
+    help="A worker silent this long is taken for dead and its rows are run again.",
+)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Stop when no job is waiting (benchmarks, tests) instead of serving the queue.",
+)
+@pass_settings
+def worker(
+    settings: Settings,
+    queue_url: str,
+    concurrency: int,
+    rows: int,
+    timeout: float,
+    heartbeat: float,
+    stalled_after: float,
+    once: bool,
+) -> None:
+    """Run bulk-cancel rows queued with `bulk-cancel INPUT --queue URL` (the scale extra).
+
+    Start any number of workers, on any hosts, against the same database. A worker that
+    dies (even SIGKILL) has its rows put back in the queue by the others once its
+    heartbeat stops; they resend each row with its recorded ids, so nothing is stored
+    twice. Stop a worker with Ctrl-C or SIGTERM: its rows get a few seconds to finish,
+    then go back to the queue.
+    """
+    if heartbeat >= stalled_after:
+        raise click.UsageError("--heartbeat must be shorter than --stalled-after")
+
+    async def go() -> int:
+        stop = asyncio.Event()
+
+        def ready() -> None:
+            if not settings.json:
+                settings.err.print(f"worker ready ({rows} rows, {concurrency} requests at once)")
+
+        work = asyncio.ensure_future(
+            _private.run_worker(
+                queue_url,
+                lambda limit: make_client(settings, limits=Limits(connections=limit)),
+                concurrency=concurrency,
+                rows=rows,
+                timeout=timeout,
+                heartbeat_interval=heartbeat,
+                stalled_after=stalled_after,
+                stalled_check_interval=min(BULK_STALLED_CHECK_INTERVAL, stalled_after / 2),
+                wait=not once,
+                ready=ready,
+            )
+        )
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            with set_on_signals(stop):
+                await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not work.done():
+                work.cancel()
+            try:
+                await work
+            except asyncio.CancelledError:
+                pass
+            except JournalError as exc:
+                raise CliError(str(exc), EXIT_USAGE) from None
+        return EXIT_INTERRUPTED if stop.is_set() else EXIT_OK
+
+    run_command(settings, go)

@@ -1,0 +1,52 @@
+"""The command line as a package: a command's module is loaded only when it is used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+
+from payments_async.cli import _COMMANDS, cli
+from payments_async.sandbox._main import build_parser
+from payments_async.sandbox._options import SANDBOX_OPTIONS
+
+
+def test_the_group_help_loads_no_client_codec_or_rich() -> None:
+    code = (
+        "import sys\n"
+        "from payments_async.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "heavy = ('aiohttp', 'msgspec', 'rich', 'payments_async._client', "
+        "'payments_async.cli.commands.bulk')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "Commands:" in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("name", sorted(_COMMANDS))
+def test_every_listed_command_is_in_its_module_under_its_name(name: str) -> None:
+    command = cli.get_command(click.Context(cli), name)
+    assert isinstance(command, click.Command)
+    assert command.name == name
+    assert command.get_short_help_str() == _COMMANDS[name].short_help
+    assert len(f"  {name:13} {_COMMANDS[name].short_help}") <= 80, "wraps in --help"
+
+
+def test_an_unknown_command_is_none() -> None:
+    assert cli.get_command(click.Context(cli), "no-such-command") is None
+
+
+def test_argparse_and_click_take_the_same_sandbox_options() -> None:
+    command = cli.get_command(click.Context(cli), "sandbox")
+    assert command is not None
+    clicked = {o for p in command.params for o in p.opts if o != "--help"}
+    parsed = {o for a in build_parser()._actions for o in a.option_strings} - {"-h", "--help"}
+    assert clicked == parsed == {o.flag for o in SANDBOX_OPTIONS}
