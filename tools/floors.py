@@ -3,7 +3,12 @@
 Usage: ``python tools/floors.py [EXTRA ...]`` prints one ``name==floor`` line for each
 runtime dependency and for each dependency of the named extras (markers kept). ``make
 test-min`` installs the package with these constraints, so the floors are what is tested.
-A dependency without a ``>=`` floor is an error: every floor must be stated to be tested.
+A dependency without a ``>=`` floor is an error: every floor must be stated to be tested
+(a cap such as ``aiohttp<3.14`` on a dependency whose floor is already listed is skipped).
+
+``python tools/floors.py --check [EXTRA ...]``, run by the interpreter of the environment
+that was installed, exits non-zero unless each of those dependencies is installed at
+exactly its floor (dependencies whose marker excludes this platform are skipped).
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ def floors(extras: list[str]) -> list[str]:
         if name == project["name"]:
             continue  # an extra naming other extras: list those extras instead
         floor = _FLOOR.search(match["spec"])
+        if floor is None and name in lines:
+            continue  # a cap on a dependency whose floor is already listed
         if floor is None:
             raise SystemExit(f"{requirement!r} declares no floor (>=)")
         marker = f"; {match['marker']}" if match["marker"] else ""
@@ -47,5 +54,34 @@ def floors(extras: list[str]) -> list[str]:
     return list(lines.values())
 
 
+def check(extras: list[str]) -> list[str]:
+    """The floors of ``extras`` that this interpreter's environment does not hold exactly."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.markers import Marker
+    from packaging.version import Version
+
+    wrong = []
+    for line in floors(extras):
+        requirement, _, marker = line.partition(";")
+        if marker and not Marker(marker.strip()).evaluate():
+            continue
+        name, _, floor = requirement.partition("==")
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = "nothing"
+        if installed == "nothing" or Version(installed) != Version(floor):
+            wrong.append(f"{name}: floor {floor}, installed {installed}")
+        else:
+            print(f"{name}=={installed}")
+    return wrong
+
+
 if __name__ == "__main__":
-    print("\n".join(floors(sys.argv[1:])))
+    if sys.argv[1:2] == ["--check"]:
+        mismatches = check(sys.argv[2:])
+        if mismatches:
+            raise SystemExit("not at the declared floor:\n  " + "\n  ".join(mismatches))
+    else:
+        print("\n".join(floors(sys.argv[1:])))
