@@ -4,6 +4,8 @@
 #   .venv-latest  .[test-core,bench,pkcs11]: the tests that do not need aioresponses, on the newest
 #                 aiohttp the library allows
 #   .venv-dist    the built wheel, installed like a user would, running the demo
+#   .venv-min     every direct dependency at the lowest version pyproject.toml allows (uv, itself
+#                 installed from PyPI into .venv-uv, does the install)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -14,8 +16,11 @@ DEMO_STAMP  := $(DEMO_VENV)/.installed
 LATEST_VENV  := .venv-latest
 LATEST_STAMP := $(LATEST_VENV)/.installed
 DIST_VENV   := .venv-dist
+MIN_VENV    := .venv-min
+MIN_STAMP   := $(MIN_VENV)/.installed
+UV_VENV     := .venv-uv
 
-.PHONY: demo test lint types unit suite docs dist dist-check test-latest soak bench clean venv
+.PHONY: demo test lint types unit suite docs dist dist-check test-latest test-min soak bench clean venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -93,7 +98,33 @@ test-latest: $(LATEST_STAMP)
 	$(LATEST_VENV)/bin/python -c "import aiohttp; print('aiohttp', aiohttp.__version__)"
 	HYPOTHESIS_PROFILE=ci $(LATEST_VENV)/bin/pytest -q -m "not soak"
 
-test: lint types suite docs dist-check test-latest
+# The declared floors, tested: tools/floors.py turns every `>=` of the runtime dependencies
+# and of the extras below (the test tools' extras included) into an `==` constraint, so the
+# package and its test tools are installed at exactly their lowest allowed versions (their
+# own dependencies resolve to the newest that fit, as they would for a user), and
+# `floors.py --check` fails the target unless the environment holds exactly those. Run here:
+# the demo, then every test but two folders: tests/benchmarks (the bench extra is a tool of
+# this repository, not a dependency users install) and tests/reliability (long fault, crash
+# and attack runs; they run in .venv and .venv-latest, and leaving them out here keeps
+# `make test` short).
+MIN_EXTRAS := cli otel pkcs11 scale speed test-core test
+$(MIN_STAMP): pyproject.toml tools/floors.py
+	rm -rf $(MIN_VENV)
+	test -x $(UV_VENV)/bin/uv || ( $(PYTHON) -m venv $(UV_VENV) \
+		&& $(UV_VENV)/bin/python -m pip install --quiet uv )
+	$(UV_VENV)/bin/uv venv --quiet --python "$$($(PYTHON) -c 'import sys; print(sys.executable)')" \
+		$(MIN_VENV)
+	$(PYTHON) tools/floors.py $(MIN_EXTRAS) > $(MIN_VENV)/floors.txt
+	$(UV_VENV)/bin/uv pip install --quiet --python $(MIN_VENV)/bin/python \
+		--constraint $(MIN_VENV)/floors.txt -e ".[$$(echo $(MIN_EXTRAS) | tr ' ' ',')]"
+	touch $(MIN_STAMP)
+
+test-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python tools/floors.py --check $(MIN_EXTRAS)
+	$(MIN_VENV)/bin/payments-async demo --processing-delay 0.5
+	$(MIN_VENV)/bin/pytest -q -m "not soak" --ignore tests/benchmarks --ignore tests/reliability
+
+test: lint types suite docs dist-check test-latest test-min
 
 soak: $(STAMP)
 	$(BIN)/pytest -q -m soak tests/reliability
@@ -102,5 +133,5 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) $(LATEST_VENV) $(DIST_VENV) .mypy_cache .pytest_cache \
+	rm -rf $(VENV) $(DEMO_VENV) $(LATEST_VENV) $(DIST_VENV) $(MIN_VENV) $(UV_VENV) .mypy_cache .pytest_cache \
 		.ruff_cache build dist site
