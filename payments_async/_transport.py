@@ -110,6 +110,14 @@ def _context(ex: Exchange, status: int | None) -> dict[str, Any]:
     return ctx
 
 
+def _too_large(
+    ex: Exchange, status: int, limit: int, length: int | None = None
+) -> InvalidResponseError:
+    """The error for a body past ``limit`` (``length``: what the answer declared, if it did)."""
+    size = "response body exceeds" if length is None else f"response body of {length} bytes exceeds"
+    return InvalidResponseError(f"{size} the {limit}-byte limit", **_context(ex, status))
+
+
 def _proxy_refused(proxy: Proxy, ctx: dict[str, Any]) -> TransportError:
     ctx = {**ctx, "status": 407}
     return TransportError(
@@ -331,7 +339,19 @@ class Transport:
                     if status == 407 and self.proxy is not None:
                         # The proxy's answer to a plain-http request, not the service's.
                         raise _proxy_refused(self.proxy, _context(exchange, status))
-                    data = await self._read_body(resp, self.limits.response_bytes, exchange)
+                    # The whole body, refused once it passes the limit (declared or counted).
+                    limit = self.limits.response_bytes
+                    length = resp.content_length
+                    if length is not None and length > limit:
+                        raise _too_large(exchange, status, limit, length)
+                    chunks: list[bytes] = []
+                    size = 0
+                    while chunk := await resp.content.read(_READ_CHUNK):
+                        size += len(chunk)
+                        if size > limit:
+                            raise _too_large(exchange, status, limit)
+                        chunks.append(chunk)
+                    data = b"".join(chunks)
         except BaseException as exc:
             error = _failure(exc, exchange, status, sent=sent, proxy=self.proxy)
             exchange.error = error
@@ -349,26 +369,6 @@ class Transport:
         for instrument in hearing:
             instrument.request_ended(exchange)
         return Response(status, resp.headers, data, elapsed)
-
-    @staticmethod
-    async def _read_body(resp: aiohttp.ClientResponse, limit: int, ex: Exchange) -> bytes:
-        """The whole body, refused once it passes ``limit`` bytes (declared or counted)."""
-        length = resp.content_length
-        if length is not None and length > limit:
-            raise InvalidResponseError(
-                f"response body of {length} bytes exceeds the {limit}-byte limit",
-                **_context(ex, resp.status),
-            )
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := await resp.content.read(_READ_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise InvalidResponseError(
-                    f"response body exceeds the {limit}-byte limit", **_context(ex, resp.status)
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     async def aclose(self) -> None:
         """Close the session if we own it; a borrowed one is left open."""
