@@ -479,9 +479,10 @@ class PaymentsClient:
 
     # --- the pipeline --------------------------------------------------------------------
     #
-    # caller -> _submit / _read_once / _wait_for (the operation's instruments) -> _post /
-    # _read -> _attempt (token, one resend after a 401) -> Transport.request; after a
-    # failed attempt 1, _retried (the retry policy) runs the next attempts.
+    # caller -> _submit / _read_once / _wait_for (the operation's instruments; _read_once
+    # and the waiters -> _read_message) -> _attempts -> _attempt (token, one resend after
+    # a 401) -> Transport.request; after a failed attempt 1, the retry policy runs the
+    # next attempts.
 
     async def _submit(
         self,
@@ -492,21 +493,54 @@ class PaymentsClient:
     ) -> Submission:
         """POST ``message`` as the operation ``name``."""
         timeouts = call_timeout(self._timeout, timeout)
+        deadline = time.monotonic() + timeouts.total
         message_id = message.message_id
-        with self._instruments.operation(
-            Call(name, "submit", **{"payments.message_id": message_id})
-        ) as call:
-            sub = await self._post(path, message, message_id, timeouts)
-            call.succeeded(
-                "created" if sub.created else "replayed",
-                **{
-                    "payments.service_id": sub.payments_service_id,
-                    "payments.created": sub.created,
-                    "payments.replayed": sub.replayed,
-                    "payments.attempts": sub.attempts,
-                    "payments.request_id": sub.request_id,
-                },
+        call = None
+        if self._instruments.hears_operations:
+            call = Call(name, "submit", **{"payments.message_id": message_id})
+        with self._instruments.operation(call):
+            # Encoded once: these bytes are signed and sent, every attempt. They are
+            # validated before any I/O unless these exact bytes passed validation before.
+            body, digest = encode_validated(message)
+            op = _Operation("POST", path, timeouts, body, message_id, digest)
+            try:
+                resp = await self._attempts(op, deadline)
+            except PaymentsError as exc:
+                # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
+                # attempt may have been stored, the honest answer is "unknown", not "failed".
+                if not op.maybe_stored:
+                    raise
+                raise OutcomeUnknownError(
+                    f"outcome unknown after {op.attempts} attempt(s): {exc.message}; "
+                    "resubmit the same message to learn it",
+                    message_id=message_id,
+                    status=exc.status,
+                    **op.context(),
+                ) from exc
+            result = submission_result(
+                resp.status, resp.headers.get("Content-Type", ""), resp.body, message_id, op.context
             )
+            sub = Submission(
+                payments_service_id=result.payments_service_id,
+                message_id=message_id,
+                echoed_id=result.payment_id,
+                status=result.status,
+                creation_date_time=result.creation_date_time,
+                created=resp.status == 201,
+                attempts=op.attempts,
+                request_id=op.request_id,
+            )
+            if call is not None:
+                call.succeeded(
+                    "created" if sub.created else "replayed",
+                    **{
+                        "payments.service_id": sub.payments_service_id,
+                        "payments.created": sub.created,
+                        "payments.replayed": sub.replayed,
+                        "payments.attempts": sub.attempts,
+                        "payments.request_id": sub.request_id,
+                    },
+                )
             return sub
 
     async def _read_once(
@@ -521,9 +555,10 @@ class PaymentsClient:
         path = f"{prefix}/{check_payments_service_id(payments_service_id)}"
         timeouts = call_timeout(self._timeout, timeout)
         deadline = time.monotonic() + timeouts.total
-        with self._instruments.operation(
-            Call(name, "read", **{"payments.service_id": payments_service_id})
-        ):
+        call = None
+        if self._instruments.hears_operations:
+            call = Call(name, "read", **{"payments.service_id": payments_service_id})
+        with self._instruments.operation(call):
             return await self._read_message(path, decoder, deadline, timeouts)
 
     def _wait_for(
@@ -554,7 +589,9 @@ class PaymentsClient:
             "cancellation" if message_type is Camt029 else "payment",
             self._timeout,
             self._instruments,
-            Call(name, "wait", **{"payments.service_id": payments_service_id}),
+            Call(name, "wait", **{"payments.service_id": payments_service_id})
+            if self._instruments.hears_operations
+            else None,
             payments_service_id,
             timeout=seconds,
             policy=self._poll if notices is None else self._notified_poll,
@@ -562,42 +599,6 @@ class PaymentsClient:
             rng=self._rng,
             source=notices,
         ).run()
-
-    async def _post(
-        self, path: str, message: Pacs008 | Camt056, message_id: str, timeouts: Timeout
-    ) -> Submission:
-        # Encoded once: these bytes are signed and sent, every attempt. They are validated
-        # before any I/O unless these exact bytes passed validation before (a builder's).
-        body, digest = encode_validated(message)
-        op = _Operation("POST", path, timeouts, body, message_id, digest)
-        deadline = time.monotonic() + timeouts.total
-        try:
-            resp = await self._attempts(op, deadline)
-        except PaymentsError as exc:
-            # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
-            # attempt may have been stored, the honest answer is "unknown", not "failed".
-            if not op.maybe_stored:
-                raise
-            raise OutcomeUnknownError(
-                f"outcome unknown after {op.attempts} attempt(s): {exc.message}; resubmit "
-                f"the same message to learn it",
-                message_id=message_id,
-                status=exc.status,
-                **op.context(),
-            ) from exc
-        result = submission_result(
-            resp.status, resp.headers.get("Content-Type", ""), resp.body, message_id, op.context()
-        )
-        return Submission(
-            payments_service_id=result.payments_service_id,
-            message_id=message_id,
-            echoed_id=result.payment_id,
-            status=result.status,
-            creation_date_time=result.creation_date_time,
-            created=resp.status == 201,
-            attempts=op.attempts,
-            request_id=op.request_id,
-        )
 
     async def _read_message(
         self, path: str, decoder: Callable[[bytes], T], deadline: float, timeouts: Timeout

@@ -7,8 +7,10 @@ output. An instrument never changes what a call does, and a hook that raises is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -284,12 +286,25 @@ def _call(hook: Callable[[Any], None] | None, arg: object) -> None:
 
 
 class Instruments:
-    """The instruments of one client, in one tuple; each event goes to all of them."""
+    """The instruments of one client, in one tuple; each event goes to all of them.
 
-    __slots__ = ("all",)
+    Which instruments hear operations and exchanges is sorted once, here: when none
+    does, the client builds no event for them and tells nobody.
+    """
+
+    __slots__ = ("_exchanges", "_logged_exchanges", "all", "hears_operations")
 
     def __init__(self, *instruments: Instrument) -> None:
         self.all: tuple[Instrument, ...] = instruments
+        self.hears_operations = any(
+            _hears(i, "operation_started") or _hears(i, "operation_ended") for i in instruments
+        )
+        self._logged_exchanges = tuple(
+            i for i in instruments if _hears(i, "request_started") or _hears(i, "request_ended")
+        )
+        self._exchanges = tuple(
+            i for i in self._logged_exchanges if not isinstance(i, LogInstrument)
+        )
 
     @classmethod
     def of(cls, hooks: Hooks | None, tracing: Instrument | None) -> Instruments:
@@ -301,13 +316,14 @@ class Instruments:
             instruments.append(tracing)
         return cls(*instruments)
 
-    def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
-        for instrument in self.all:
-            instrument.request_started(exchange, headers)
+    def hearing_exchanges(self) -> tuple[Instrument, ...]:
+        """The instruments that hear an exchange begun now (logging only at DEBUG).
 
-    def request_ended(self, exchange: Exchange) -> None:
-        for instrument in self.all:
-            instrument.request_ended(exchange)
+        The caller tells each of them ``request_started`` and ``request_ended``.
+        """
+        if logger.isEnabledFor(logging.DEBUG):
+            return self._logged_exchanges
+        return self._exchanges
 
     def retry(self, event: RequestEvent) -> None:
         for instrument in self.all:
@@ -319,11 +335,25 @@ class Instruments:
 
     def token_fetch(self) -> _Scope[TokenFetch]:
         """``with instruments.token_fetch():`` around one access-token fetch."""
-        return _Scope(self, "token_fetch", TokenFetch())
+        return _Scope(self, "token_fetch_started", "token_fetch_ended", TokenFetch())
 
-    def operation(self, call: Call) -> _Scope[Call]:
-        """``with instruments.operation(call):`` around one public operation."""
-        return _Scope(self, "operation", call)
+    def operation(self, call: Call | None) -> AbstractContextManager[Call | None]:
+        """``with instruments.operation(call):`` around one public operation.
+
+        ``call`` is None when no instrument hears operations (`hears_operations`): then
+        nothing happens on entry or exit.
+        """
+        if call is None:
+            return _UNHEARD
+        return _Scope(self, "operation_started", "operation_ended", call)
+
+
+def _hears(instrument: Instrument, event: str) -> bool:
+    """Whether ``instrument`` does anything with ``event`` (does not inherit `_Silent`'s)."""
+    return getattr(type(instrument), event, None) is not getattr(_Silent, event)
+
+
+_UNHEARD: AbstractContextManager[None] = contextlib.nullcontext()
 
 
 class _Event(Protocol):
@@ -334,16 +364,16 @@ E = TypeVar("E", bound=_Event)
 
 
 class _Scope(Generic[E]):
-    """Tell every instrument ``{kind}_started(event)`` on entry and, in reverse order,
-    ``{kind}_ended(event)`` on exit (with ``event.error`` set to what was raised)."""
+    """Tell every instrument ``started(event)`` on entry and, in reverse order,
+    ``ended(event)`` on exit (with ``event.error`` set to what was raised)."""
 
     __slots__ = ("_ended", "_event", "_instruments", "_started")
 
-    def __init__(self, instruments: Instruments, kind: str, event: E) -> None:
+    def __init__(self, instruments: Instruments, started: str, ended: str, event: E) -> None:
         self._instruments = instruments
         self._event = event
-        self._started = f"{kind}_started"
-        self._ended = f"{kind}_ended"
+        self._started = started
+        self._ended = ended
 
     def __enter__(self) -> E:
         for instrument in self._instruments.all:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,13 +133,18 @@ class CancellationOutcome:
 
 
 def submission_result(
-    status: int, content_type: str, body: bytes, message_id: str, context: dict[str, Any]
+    status: int,
+    content_type: str,
+    body: bytes,
+    message_id: str,
+    context: Callable[[], dict[str, Any]],
 ) -> SubmissionResult:
     """The decoded answer to a POST, or OutcomeUnknownError if it is not one the spec allows.
 
     The POST was received (a 2xx came back), so whatever is wrong with the answer, the
     message may be stored: the error is "unknown", chained from the InvalidResponseError
-    that says what was wrong. ``context``: the fields every error of the call carries.
+    that says what was wrong. ``context()``: the fields every error of the call carries
+    (asked for only when there is an error).
     """
     problem: str | None = None
     result: SubmissionResult | None = None
@@ -157,11 +163,12 @@ def submission_result(
                 problem = f"the echoed paymentId {echoed[:40]!r} is not the id sent"
     if problem is None and result is not None:
         return result
-    invalid = InvalidResponseError(problem or "invalid answer", status=status, **context)
+    fields = context()
+    invalid = InvalidResponseError(problem or "invalid answer", status=status, **fields)
     raise OutcomeUnknownError(
         f"the service answered {status} but not as the spec describes ({problem}); "
         "resubmit the same message to learn its outcome",
         message_id=message_id,
         status=status,
-        **context,
+        **fields,
     ) from invalid

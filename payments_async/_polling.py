@@ -336,7 +336,7 @@ class MessagePoll(Poll[tuple[M, S]]):
         kind: str,
         timeouts: Timeout,
         instruments: Instruments,
-        call: Call,
+        call: Call | None,
         payments_service_id: str,
         **options: Any,
     ) -> None:
@@ -367,8 +367,9 @@ class MessagePoll(Poll[tuple[M, S]]):
         return self._instruments.operation(self._call)
 
     def settled(self, result: tuple[M, S]) -> tuple[M, S]:
-        summary = result[1]
-        self._call.succeeded(summary.outcome.value, **{"payments.status": summary.status})
+        if self._call is not None:
+            summary = result[1]
+            self._call.succeeded(summary.outcome.value, **{"payments.status": summary.status})
         return result
 
     def peek(self) -> tuple[M, S] | None:

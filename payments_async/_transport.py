@@ -110,6 +110,14 @@ def _context(ex: Exchange, status: int | None) -> dict[str, Any]:
     return ctx
 
 
+def _too_large(
+    ex: Exchange, status: int, limit: int, length: int | None = None
+) -> InvalidResponseError:
+    """The error for a body past ``limit`` (``length``: what the answer declared, if it did)."""
+    size = "response body exceeds" if length is None else f"response body of {length} bytes exceeds"
+    return InvalidResponseError(f"{size} the {limit}-byte limit", **_context(ex, status))
+
+
 def _proxy_refused(proxy: Proxy, ctx: dict[str, Any]) -> TransportError:
     ctx = {**ctx, "status": 407}
     return TransportError(
@@ -292,8 +300,9 @@ class Transport:
     ) -> Response:
         """Send ``body`` exactly as given and return the whole response.
 
-        Every instrument hears the exchange begin (it may add trace-context headers) and
-        end; ``exchange`` gets the status, the time it took or the error.
+        Every instrument that hears exchanges is told this one begins (it may add
+        trace-context headers) and ends; ``exchange`` gets the status, the time it took
+        or the error.
 
         Args:
             exchange: method, path, request id and attempt of this exchange.
@@ -307,126 +316,59 @@ class Transport:
             TransportError: no HTTP answer (``request_sent`` tells if it may have arrived).
             InvalidResponseError: the body is larger than the size limit.
         """
-        instruments = self.instruments
-        instruments.request_started(exchange, headers)
-        start = time.monotonic()
-        try:
-            resp = await self._exchange(exchange, headers, body, timeout, timeouts, start)
-        except BaseException as exc:
-            exchange.error = exc
-            exchange.status = exc.status if isinstance(exc, PaymentsError) else None
-            exchange.elapsed = time.monotonic() - start
-            instruments.request_ended(exchange)
-            raise
-        exchange.status = resp.status
-        exchange.elapsed = resp.elapsed
-        instruments.request_ended(exchange)
-        return resp
-
-    async def _exchange(
-        self,
-        ex: Exchange,
-        headers: Mapping[str, str],
-        body: bytes | None,
-        timeout: float | None,
-        timeouts: Timeout | None,
-        start: float,
-    ) -> Response:
-        """Take the semaphore, send, read the bounded body, all within ``timeout``."""
+        hearing = self.instruments.hearing_exchanges()
+        for instrument in hearing:
+            instrument.request_started(exchange, headers)
         session = self._session or self._get_session()
-        url = self._url(ex.path)
+        url = self._url(exchange.path)
         options = self._options
         if timeouts is not None and timeouts is not self.timeout:
             options = {**options, "timeout": _aiohttp_timeout(timeouts)}
         if self._proxy_request_headers is not None:
             headers = {**headers, **self._proxy_request_headers}
+        start = time.monotonic()
         status: int | None = None  # errors carry it once the status line has arrived
         sent = False  # True once the semaphore is ours: the request may go out
         try:
             async with asyncio.timeout(timeout), self._semaphore:
                 sent = True
                 async with session.request(
-                    ex.method, url, data=body, headers=headers, **options
+                    exchange.method, url, data=body, headers=headers, **options
                 ) as resp:
                     status = resp.status
                     if status == 407 and self.proxy is not None:
                         # The proxy's answer to a plain-http request, not the service's.
-                        raise _proxy_refused(self.proxy, _context(ex, status))
-                    data = await self._read_body(resp, self.limits.response_bytes, ex)
-            return Response(status, resp.headers, data, time.monotonic() - start)
-        except aiohttp.ClientHttpProxyError as exc:
-            # The proxy refused the CONNECT tunnel. Not chained: aiohttp's exception holds
-            # the CONNECT request's headers, Proxy-Authorization included.
-            ctx = _context(ex, status)
-            if exc.status == 407 and self.proxy is not None:
-                raise _proxy_refused(self.proxy, ctx) from None
-            raise TransportError(
-                f"the proxy refused the tunnel: {exc.status} {exc.message[:60]}",
-                request_sent=False,
-                **ctx,
-            ) from None
-        except aiohttp.ClientProxyConnectionError as exc:
-            raise TransportError(
-                f"cannot connect to the proxy {self.proxy}: {type(exc.os_error).__name__}",
-                request_sent=False,
-                **_context(ex, status),
-            ) from exc
-        except aiohttp.ClientSSLError as exc:
-            # Certificate not trusted, wrong host name, handshake refused: no HTTP request
-            # reached the service, and trying again cannot change the answer.
-            raise TransportError(
-                f"TLS failed: {type(exc).__name__} (pass an ssl_context that trusts the "
-                "service's certificate if it uses a private CA)",
-                request_sent=False,
-                retryable=False,
-                **_context(ex, status),
-            ) from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise TransportError(
-                f"cannot connect: {type(exc).__name__}",
-                request_sent=False,
-                **_context(ex, status),
-            ) from exc
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise TransportError(
-                "connect timeout", request_sent=False, **_context(ex, status)
-            ) from exc
-        except TimeoutError as exc:  # the deadline (asyncio.timeout) or a read (aiohttp)
-            if not sent:
-                raise TransportError(
-                    "timed out waiting for a free connection",
-                    request_sent=False,
-                    **_context(ex, status),
-                ) from exc
-            raise TransportError(
-                "timed out waiting for the response", **_context(ex, status)
-            ) from exc
-        except aiohttp.ClientPayloadError as exc:
-            raise TransportError("response body truncated", **_context(ex, status)) from exc
-        except aiohttp.ClientError as exc:
-            raise TransportError(
-                f"connection failed: {type(exc).__name__}", **_context(ex, status)
-            ) from exc
-
-    @staticmethod
-    async def _read_body(resp: aiohttp.ClientResponse, limit: int, ex: Exchange) -> bytes:
-        """The whole body, refused once it passes ``limit`` bytes (declared or counted)."""
-        length = resp.content_length
-        if length is not None and length > limit:
-            raise InvalidResponseError(
-                f"response body of {length} bytes exceeds the {limit}-byte limit",
-                **_context(ex, resp.status),
-            )
-        chunks: list[bytes] = []
-        size = 0
-        while chunk := await resp.content.read(_READ_CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise InvalidResponseError(
-                    f"response body exceeds the {limit}-byte limit", **_context(ex, resp.status)
-                )
-            chunks.append(chunk)
-        return b"".join(chunks)
+                        raise _proxy_refused(self.proxy, _context(exchange, status))
+                    # The whole body, refused once it passes the limit (declared or counted).
+                    limit = self.limits.response_bytes
+                    length = resp.content_length
+                    if length is not None and length > limit:
+                        raise _too_large(exchange, status, limit, length)
+                    chunks: list[bytes] = []
+                    size = 0
+                    while chunk := await resp.content.read(_READ_CHUNK):
+                        size += len(chunk)
+                        if size > limit:
+                            raise _too_large(exchange, status, limit)
+                        chunks.append(chunk)
+                    data = b"".join(chunks)
+        except BaseException as exc:
+            error = _failure(exc, exchange, status, sent=sent, proxy=self.proxy)
+            exchange.error = error
+            exchange.status = error.status if isinstance(error, PaymentsError) else None
+            exchange.elapsed = time.monotonic() - start
+            for instrument in hearing:
+                instrument.request_ended(exchange)
+            if error is exc:
+                raise
+            # aiohttp's proxy errors are not chained: they hold the CONNECT request's
+            # headers, Proxy-Authorization included.
+            raise error from (None if isinstance(exc, aiohttp.ClientHttpProxyError) else exc)
+        exchange.status = status
+        exchange.elapsed = elapsed = time.monotonic() - start
+        for instrument in hearing:
+            instrument.request_ended(exchange)
+        return Response(status, resp.headers, data, elapsed)
 
     async def aclose(self) -> None:
         """Close the session if we own it; a borrowed one is left open."""
@@ -439,3 +381,56 @@ class Transport:
 def _aiohttp_timeout(timeout: Timeout) -> aiohttp.ClientTimeout:
     """What aiohttp enforces: connecting, and each read (the wait for the answer included)."""
     return aiohttp.ClientTimeout(total=None, sock_connect=timeout.connect, sock_read=timeout.read)
+
+
+def _failure(
+    exc: BaseException, ex: Exchange, status: int | None, *, sent: bool, proxy: Proxy | None
+) -> BaseException:
+    """Our error for what ended an exchange (``exc`` itself when it is not aiohttp's).
+
+    ``sent``: the semaphore was taken, so the request may have gone out.
+    """
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        # The proxy refused the CONNECT tunnel.
+        if exc.status == 407 and proxy is not None:
+            return _proxy_refused(proxy, _context(ex, status))
+        return TransportError(
+            f"the proxy refused the tunnel: {exc.status} {exc.message[:60]}",
+            request_sent=False,
+            **_context(ex, status),
+        )
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return TransportError(
+            f"cannot connect to the proxy {proxy}: {type(exc.os_error).__name__}",
+            request_sent=False,
+            **_context(ex, status),
+        )
+    if isinstance(exc, aiohttp.ClientSSLError):
+        # Certificate not trusted, wrong host name, handshake refused: no HTTP request
+        # reached the service, and trying again cannot change the answer.
+        return TransportError(
+            f"TLS failed: {type(exc).__name__} (pass an ssl_context that trusts the "
+            "service's certificate if it uses a private CA)",
+            request_sent=False,
+            retryable=False,
+            **_context(ex, status),
+        )
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return TransportError(
+            f"cannot connect: {type(exc).__name__}", request_sent=False, **_context(ex, status)
+        )
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return TransportError("connect timeout", request_sent=False, **_context(ex, status))
+    if isinstance(exc, TimeoutError):  # the deadline (asyncio.timeout) or a read (aiohttp)
+        if not sent:
+            return TransportError(
+                "timed out waiting for a free connection",
+                request_sent=False,
+                **_context(ex, status),
+            )
+        return TransportError("timed out waiting for the response", **_context(ex, status))
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return TransportError("response body truncated", **_context(ex, status))
+    if isinstance(exc, aiohttp.ClientError):
+        return TransportError(f"connection failed: {type(exc).__name__}", **_context(ex, status))
+    return exc

@@ -40,12 +40,13 @@ class _Http:
     """One exchange through the instrument pipeline, as the transport reports it."""
 
     def __init__(self, instruments: Instruments, exchange: Exchange, headers: Any) -> None:
-        self._instruments = instruments
+        self._hearing = instruments.hearing_exchanges()
         self._exchange = exchange
         self._headers = headers
 
     def __enter__(self) -> _Http:
-        self._instruments.request_started(self._exchange, self._headers)
+        for instrument in self._hearing:
+            instrument.request_started(self._exchange, self._headers)
         return self
 
     def response(self, status: int) -> None:
@@ -53,7 +54,8 @@ class _Http:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self._exchange.error = exc
-        self._instruments.request_ended(self._exchange)
+        for instrument in self._hearing:
+            instrument.request_ended(self._exchange)
 
 
 class _Pipeline:
