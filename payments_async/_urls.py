@@ -8,12 +8,17 @@ from typing import Final
 
 __all__ = ["is_loopback", "redact_url"]
 
-# A query parameter named like a password (libpq reads ``password`` and ``sslpassword``).
-_SECRET_PARAM: Final = re.compile(r"([?&][^=&#]*password=)[^&#]*", re.IGNORECASE)
+# A URL in a text: a scheme, then everything up to the next white space.
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
+# A query parameter named like a password (libpq reads ``password`` and ``sslpassword``);
+# its value runs to the next ``&``: libpq takes a ``#`` there as part of it.
+_SECRET_PARAM: Final = re.compile(r"([?&][^=&#\s]*password=)[^&\s]*", re.IGNORECASE)
 # The same in libpq's ``key=value`` form (``host=db password='a b'``): quoted, or one word.
 _SECRET_KEYWORD: Final = re.compile(
-    r"((?:^|\s)\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']\S*)", re.IGNORECASE
+    r"((?:^|[\s'\"(,])\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']\S*)", re.IGNORECASE
 )
+# ``host:port/``: the part before a path is a host with its port, not ``user:password``.
+_HOST_PORT: Final = re.compile(r"[^:@/]*:\d*/")
 
 
 def is_loopback(host: str) -> bool:
@@ -31,23 +36,30 @@ def is_loopback(host: str) -> bool:
 
 def redact_url(text: str) -> str:
     """``text`` (a URL, ``--option=URL``, a libpq ``key=value`` string or a message holding
-    one) as a message or a log line may show it.
+    some) as a message or a log line may show it.
 
-    Works on text too malformed to parse: everything before the last ``@`` ahead of the
-    query (the user and the password) becomes ``***``, and so does the value of every
-    parameter whose name ends in ``password``. A password may hold ``/``, ``?`` or ``#``
-    unencoded (libpq reads one up to its ``@``), so the query is taken to start only after
-    a ``/``. Text without a password or a user is returned unchanged.
+    Works on text too malformed to parse. In each URL, the user and the password (what
+    comes before the ``@`` that ends them) become ``***``; so does the value of every query
+    parameter or ``key=value`` pair whose name ends in ``password``. A password holding an
+    unencoded ``/``, ``?``, ``#`` or ``@`` is hidden whole. Text without a password or a user
+    is returned unchanged.
     """
-    scheme_end = text.find("://")
-    start = scheme_end + 3 if scheme_end >= 0 else 0
-    query = len(text)
-    slash = text.find("/", start)
-    if slash >= 0:
-        for stop in "?#":
-            found = text.find(stop, slash)
-            if found >= 0:
-                query = min(query, found)
-    at = text.rfind("@", start, query)
-    shown = text[:start] + "***" + text[at:] if at >= 0 else text
+    shown = _URL.sub(lambda match: _without_userinfo(match.group(0)), text)
     return _SECRET_KEYWORD.sub(r"\1***", _SECRET_PARAM.sub(r"\1***", shown))
+
+
+def _without_userinfo(url: str) -> str:
+    start = url.index("://") + 3
+    path = url.find("/", start)
+    # The userinfo ends at the last "@" before the path ...
+    at = url.rfind("@", start, path) if path >= 0 else -1
+    if at < 0:
+        # ... or, for a password holding "/" (or a URL without a path), at the last "@"
+        # after something shaped like user:password (a ":", no "=" of a query, no port).
+        at = url.rfind("@", start)
+        while at >= 0:
+            userinfo = url[start:at]
+            if ":" in userinfo and "=" not in userinfo and not _HOST_PORT.match(userinfo):
+                break
+            at = url.rfind("@", start, at)
+    return url[:start] + "***" + url[at:] if at >= 0 else url

@@ -50,6 +50,24 @@ def test_is_loopback(host: str, loopback: bool) -> None:
         ("host=h user=u password=s3 dbname=d", "host=h user=u password=*** dbname=d"),
         ("host=h sslpassword = 's 3\\' x' dbname=d", "host=h sslpassword = *** dbname=d"),
         ("password authentication failed for user u", "password authentication failed for user u"),
+        # A "#" inside a query password: libpq reads it as part of the value.
+        ("postgresql://h/db?password=sec#ret", "postgresql://h/db?password=***"),
+        # An "@" inside a key=value password; the host stays shown.
+        ("host=127.0.0.1 port=1 password=se@cret", "host=127.0.0.1 port=1 password=***"),
+        ("(password=s3)", "(password=***"),
+        ("host=h,password=s3", "host=h,password=***"),
+        # A "/" then a "?" inside the password.
+        ("postgresql://u:pa/s?s@h/db", "postgresql://***@h/db"),
+        # An "@" in a query or a fragment is not userinfo.
+        ("http://host?next=x@y", "http://host?next=x@y"),
+        ("postgresql://h?user=a@b", "postgresql://h?user=a@b"),
+        ("http://host:80/x#frag@y", "http://host:80/x#frag@y"),
+        # Several URLs and addresses in one message: each on its own.
+        (
+            "cannot reach http://u:p@h1/x: see admin@example.com",
+            "cannot reach http://***@h1/x: see admin@example.com",
+        ),
+        ("from http://a/x to https://u:p@b/y", "from http://a/x to https://***@b/y"),
     ],
 )
 def test_redact_url_hides_credentials_only(text: str, shown: str) -> None:
