@@ -17,6 +17,8 @@ _SECRET_PARAM: Final = re.compile(r"([?&][^=&#\s]*password=)[^&\s]*", re.IGNOREC
 _SECRET_KEYWORD: Final = re.compile(
     r"((?:^|[\s'\"(,])\w*password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']\S*)", re.IGNORECASE
 )
+# ``user:password@host`` without a scheme, a word of its own (not a ``key=value``).
+_BARE_USERINFO: Final = re.compile(r"(?<![^\s'\"(])[^\s:@=/'\"()]+:(?!//)[^\s=]*@(?=[^\s@])")
 # ``host:port/``: the part before a path is a host with its port, not ``user:password``.
 _HOST_PORT: Final = re.compile(r"[^:@/]*:\d*/")
 
@@ -45,6 +47,7 @@ def redact_url(text: str) -> str:
     is returned unchanged.
     """
     shown = _URL.sub(lambda match: _without_userinfo(match.group(0)), text)
+    shown = _BARE_USERINFO.sub("***@", shown)
     return _SECRET_KEYWORD.sub(r"\1***", _SECRET_PARAM.sub(r"\1***", shown))
 
 

@@ -68,6 +68,10 @@ def test_is_loopback(host: str, loopback: bool) -> None:
             "cannot reach http://***@h1/x: see admin@example.com",
         ),
         ("from http://a/x to https://u:p@b/y", "from http://a/x to https://***@b/y"),
+        # user:password@host without a scheme, alone or quoted in a message.
+        ("user:pw-Secret1@host", "***@host"),
+        ("bad address 'u:p/w@h:5432/db'", "bad address '***@h:5432/db'"),
+        ("mail admin@example.com at 10:30", "mail admin@example.com at 10:30"),
     ],
 )
 def test_redact_url_hides_credentials_only(text: str, shown: str) -> None:
