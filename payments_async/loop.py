@@ -41,8 +41,11 @@ def loop_factory(kind: LoopKind = "auto") -> Callable[[], asyncio.AbstractEventL
         uvloop's ``new_event_loop``, or None for asyncio's default loop.
 
     Raises:
-        ConfigurationError: ``"uvloop"`` was asked for and is not installed.
+        ConfigurationError: ``kind`` is none of those, or ``"uvloop"`` was asked for and
+            is not installed.
     """
+    if kind not in LOOP_CHOICES:
+        raise ConfigurationError(f"unknown event loop {kind!r}: one of {', '.join(LOOP_CHOICES)}")
     if kind == "asyncio":
         return None
     try:

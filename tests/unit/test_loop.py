@@ -30,6 +30,11 @@ def test_asyncio_kind_runs_on_asyncios_own_loop() -> None:
     assert loop_factory("asyncio") is None
 
 
+def test_an_unknown_kind_is_refused_not_taken_for_auto() -> None:
+    with pytest.raises(ConfigurationError, match="unknown event loop 'uvlop'"):
+        loop_factory("uvlop")  # type: ignore[arg-type]
+
+
 def test_without_uvloop_auto_falls_back_and_uvloop_names_the_extra(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
