@@ -261,7 +261,12 @@ def run_from_options(values: Mapping[str, object]) -> int:
 
     What ``python -m payments_async.sandbox`` does with its command line, for a program
     that parses its own (``payments-async sandbox`` builds click options from
-    ``SANDBOX_OPTIONS``). It serves in the foreground until SIGINT or SIGTERM.
+    ``SANDBOX_OPTIONS``). It serves in the foreground until SIGINT or SIGTERM, and acts
+    on the whole process as a program does: it configures logging
+    (``logging.basicConfig``), moves the objects that exist at start out of the garbage
+    collector's way (``gc.freeze()``), and reads ``PAYMENTS_NOTIFY_PASSWORD`` when
+    notifications are asked for. Embed ``SandboxServer`` instead to run it beside other
+    work.
 
     Args:
         values: each option's value by its ``SandboxOption.dest`` (``port``,
@@ -272,7 +277,12 @@ def run_from_options(values: Mapping[str, object]) -> int:
         0 after an interrupt; 2, with one line on stderr, for an option the
             sandbox refuses; 1, with one line, for a port it cannot listen on.
     """
-    return run_from_args(sandbox_namespace(values))
+    try:
+        args = sandbox_namespace(values)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return run_from_args(args)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -203,15 +203,24 @@ def sandbox_namespace(values: Mapping[str, object]) -> argparse.Namespace:
 
     What the sandbox's argparse parser returns, from another parser's values: an option
     left out has its default (a flag False), a list option not given is an empty list, a
-    choice among numbers a number.
+    number given as text a number.
+
+    Raises:
+        ValueError: a name that is no option's, or a number that does not read as one.
     """
     parsed = dict(values)
+    unknown = sorted(set(parsed) - {option.dest for option in SANDBOX_OPTIONS})
+    if unknown:
+        raise ValueError(f"no such sandbox option: {', '.join(unknown)}")
     for option in SANDBOX_OPTIONS:
         if option.dest not in parsed:
             parsed[option.dest] = False if option.kind == "flag" else option.default
         value = parsed[option.dest]
         if option.kind == "list":
             parsed[option.dest] = list(value) if isinstance(value, list | tuple) else []
-        elif option.kind == "int" and isinstance(value, str):
-            parsed[option.dest] = int(value)
+        elif option.kind in ("int", "float") and isinstance(value, str):
+            try:
+                parsed[option.dest] = int(value) if option.kind == "int" else float(value)
+            except ValueError:
+                raise ValueError(f"{option.flag}: not a number: {value!r}") from None
     return argparse.Namespace(**parsed)

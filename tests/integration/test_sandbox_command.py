@@ -187,6 +187,30 @@ def test_run_from_options_refuses_a_bad_option_with_status_2(
     )
 
 
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"processing_delay": "soon"}, "error: --processing-delay: not a number: 'soon'\n"),
+        ({"prot": 9}, "error: no such sandbox option: prot\n"),
+    ],
+)
+def test_run_from_options_refuses_unreadable_values_and_unknown_names(
+    values: dict[str, object], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from payments_async.sandbox import run_from_options
+
+    assert run_from_options(values) == 2
+    assert capsys.readouterr().err == error
+
+
+def test_a_number_given_as_text_reads_as_argparse_reads_it() -> None:
+    from payments_async.sandbox._main import build_parser
+    from payments_async.sandbox._options import sandbox_namespace
+
+    given = sandbox_namespace({"processing_delay": "0.5"})
+    assert given == build_parser().parse_args(["--processing-delay", "0.5"])
+
+
 @pytest.mark.parametrize("kind", ["store_false", "nargs+"])
 def test_a_sandbox_option_without_a_click_form_is_named(kind: str) -> None:
     from payments_async.cli.commands.sandbox import click_option
