@@ -399,7 +399,7 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
         ):
             states[state] = states.get(state, 0) + n
             outcome = outcome_of(state, stored)
-            totals.counts[outcome] += n
+            totals.add(outcome, final=state == Stage.FINAL, rows=n)
             totals.return_requests += returns if outcome is RowOutcome.REJECTED else 0
             if state == Stage.FINAL:
                 outcomes[outcome.value] = outcomes.get(outcome.value, 0) + n

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ._journal import RowState
-from ._rows import UNFINISHED, RowOutcome, RunTotals, outcome_of
+from ._rows import UNFINISHED, RowOutcome, RunTotals, Stage, outcome_of
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -44,7 +44,8 @@ def row_outcome(row: RowState) -> RowOutcome:
     ``accepted``, ``rejected``, ``unknown`` (codes nobody can classify, or a message an
     earlier attempt sent that cannot be sent again: check with the bank), ``refused``
     (the service refused it for good; the reason says why), ``invalid`` (a skipped input
-    row), ``not_sent`` (the service does not have it; a rerun sends it), ``in_flight``
+    row), ``not_sent`` (the service does not have it; a rerun sends it, unless the row
+    is final: its message was refused before sending, the reason says why), ``in_flight``
     (sent, no answer recorded: the service may have it; a rerun resends it with its
     recorded id) or ``pending`` (acknowledged, outcome not yet known: a rerun waits for
     it). See `payments_async.bulk.RowOutcome`.
@@ -132,7 +133,11 @@ def _counted(rows: Iterable[RowState], totals: RunTotals) -> Iterator[RowState]:
     """The rows, passed through, each counted in ``totals`` by `row_outcome`: rows
     by outcome over every run, in the same pass that writes the results file."""
     for r in rows:
-        totals.add(row_outcome(r), return_request_needed=r.return_request_needed)
+        totals.add(
+            row_outcome(r),
+            return_request_needed=r.return_request_needed,
+            final=r.state == Stage.FINAL,
+        )
         yield r
 
 

@@ -10,6 +10,8 @@ planned       -> not_sent    the service does not have it; a rerun sends it
 sent          -> in_flight   sent, no answer recorded; a rerun resends the same id
 acknowledged  -> pending     stored by the service, outcome not known yet
 final         -> accepted | rejected | unknown | refused | not_sent
+                             (final not_sent: the client refuses its message before
+                             sending it; a rerun will not send it)
 invalid       -> invalid     a skipped input row
 ```
 
@@ -99,7 +101,8 @@ class RowOutcome(StrEnum):
 
 
 UNFINISHED: Final = frozenset({RowOutcome.NOT_SENT, RowOutcome.IN_FLIGHT, RowOutcome.PENDING})
-"""Outcomes a rerun of the same command picks up."""
+"""Outcomes a rerun of the same command picks up, but for a final ``not_sent`` row: its
+message is refused before sending, so a rerun leaves it alone (`RunTotals.unsendable`)."""
 
 _STAGE_OUTCOME: Final = {
     Stage.PLANNED: RowOutcome.NOT_SENT,
@@ -279,8 +282,8 @@ class Verdict(StrEnum):
     SAID_NO = "said_no"
     """Every valid row is final and the service said no to some: rejected or refused."""
     UNSETTLED = "unsettled"
-    """Some rows are not final (not sent, in flight, pending: rerun the same command), or
-    ended ``unknown`` (check them with the bank)."""
+    """Some rows are not final (not sent, in flight, pending: rerun the same command),
+    ended ``unknown`` (check them with the bank), or cannot be sent (see the reason)."""
 
 
 @dataclass(slots=True)
@@ -291,24 +294,39 @@ class RunTotals:
         counts: rows per outcome; every outcome is present (zero when none).
         return_requests: rejected rows whose ``return_request_needed`` is true (ask the
             beneficiary for a pacs.004 return); the other rejected rows need nothing more.
+        unsendable: ``not_sent`` rows that are final: the client refused their message
+            before sending it (the results give the reason), so a rerun will not send
+            them. They are counted in ``counts`` as ``not_sent`` too.
     """
 
     counts: dict[RowOutcome, int] = field(default_factory=lambda: dict.fromkeys(RowOutcome, 0))
     return_requests: int = 0
+    unsendable: int = 0
 
     @classmethod
-    def of(cls, counts: Mapping[str, int], return_requests: int = 0) -> RunTotals:
+    def of(
+        cls, counts: Mapping[str, int], return_requests: int = 0, unsendable: int = 0
+    ) -> RunTotals:
         """Totals from ``{outcome: rows}`` (missing outcomes count zero)."""
-        totals = cls(return_requests=return_requests)
+        totals = cls(return_requests=return_requests, unsendable=unsendable)
         for name, n in counts.items():
             totals.counts[RowOutcome(name)] += n
         return totals
 
-    def add(self, outcome: RowOutcome, *, return_request_needed: bool = False) -> None:
-        """Count one more row."""
-        self.counts[outcome] += 1
+    def add(
+        self,
+        outcome: RowOutcome,
+        *,
+        return_request_needed: bool = False,
+        final: bool = False,
+        rows: int = 1,
+    ) -> None:
+        """Count ``rows`` more rows with this outcome (``final``: their stage is final)."""
+        self.counts[outcome] += rows
         if outcome is RowOutcome.REJECTED and return_request_needed:
-            self.return_requests += 1
+            self.return_requests += rows
+        if outcome is RowOutcome.NOT_SENT and final:
+            self.unsendable += rows
 
     def __getitem__(self, outcome: str) -> int:
         return self.counts[RowOutcome(outcome)]
@@ -327,8 +345,8 @@ class RunTotals:
 
     @property
     def unfinished(self) -> int:
-        """Rows a rerun of the same command picks up."""
-        return sum(self.counts[o] for o in UNFINISHED)
+        """Rows a rerun of the same command picks up (not the `unsendable` ones)."""
+        return sum(self.counts[o] for o in UNFINISHED) - self.unsendable
 
     @property
     def complete(self) -> bool:
@@ -343,7 +361,7 @@ class RunTotals:
     def verdict(self) -> Verdict:
         """What the rows add up to (``docs/cli.md``, exit codes)."""
         c = self.counts
-        if self.unfinished or c[RowOutcome.UNKNOWN]:
+        if self.unfinished or self.unsendable or c[RowOutcome.UNKNOWN]:
             return Verdict.UNSETTLED
         if c[RowOutcome.REJECTED] or c[RowOutcome.REFUSED]:
             return Verdict.SAID_NO

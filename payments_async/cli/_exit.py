@@ -89,7 +89,8 @@ def bulk_exit_code(totals: RunTotals, *, interrupted: bool = False) -> int:
     ``bulk-status``), from what its rows add up to (``docs/cli.md``).
 
     0 every valid row accepted; 1 every row final and some rejected or refused by the
-    service; 3 some rows not final (not sent, in flight, pending) or ended ``unknown``;
+    service; 3 some rows not final (not sent, in flight, pending), not sent for good (their
+    message is refused before sending) or ended ``unknown``;
     130 a local run was interrupted.
     """
     return EXIT_INTERRUPTED if interrupted else _VERDICT_EXIT[totals.verdict]

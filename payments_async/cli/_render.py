@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -200,6 +201,7 @@ def bulk_summary(
             "each reason): check them with the bank, or read one that has an ID again later "
             "with: payments-async outcome ID"
         )
+    _say_unsendable(say, t)
     if unfinished or report.interrupted:
         verb = "interrupted" if report.interrupted else f"{unfinished} row(s) not completed"
         if journal is not None:
@@ -210,22 +212,38 @@ def bulk_summary(
     return code
 
 
+def _say_unsendable(say: Callable[[str], None], t: RunTotals) -> None:
+    """The final ``not_sent`` rows, which a rerun will not send, for a local and a queued run."""
+    if t.unsendable:
+        say(
+            f"{t.unsendable} row(s) cannot be sent (the reason is in the results file): a "
+            "rerun will not send them"
+        )
+
+
 def _totals_dict(t: RunTotals) -> dict[str, int]:
-    """The rows by outcome, as ``--json`` gives them for a local and a queued run alike."""
+    """The rows by outcome, as ``--json`` gives them for a local and a queued run alike:
+    ``not_sent`` counts every row the results file calls so, ``unsendable`` those of them
+    a rerun will not send."""
     return {
         **{name: t.get(name) for name, _ in _SUMMARY_ROWS},
         "return_requests": t.return_requests,
+        "unsendable": t.unsendable,
     }
 
 
 def _totals_table(title: str, t: RunTotals) -> Table:
-    """The rows by outcome, as a local and a queued run show them."""
+    """The rows by outcome, as a local and a queued run show them; the ``not_sent`` rows
+    a rerun sends and those it will not send (`RunTotals.unsendable`) on lines of their own."""
     table = Table(title=title, show_edge=False)
     table.add_column("outcome")
     table.add_column("rows", justify="right")
     for name, label in _SUMMARY_ROWS:
-        if t.get(name) or name in ("accepted", "rejected"):
-            table.add_row(label, str(t.get(name)))
+        shown = t.get(name) - (t.unsendable if name == "not_sent" else 0)
+        if shown or name in ("accepted", "rejected"):
+            table.add_row(label, str(shown))
+        if name == "not_sent" and t.unsendable:
+            table.add_row("not sent, cannot be sent (see the reason)", str(t.unsendable))
         if name == "rejected" and t.return_requests:
             table.add_row("  of which: ask for a pacs.004 return", str(t.return_requests))
     return table
@@ -253,6 +271,7 @@ def queue_summary(settings: Settings, st: QueueStatus) -> int:
     table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
     table.add_row("queued or running", str(st.queued))
     settings.out.print(table)
+    _say_unsendable(settings.err.print, st.totals)
     if st.totals.unfinished and st.settled:
         settings.err.print(
             "some rows are not final and no job is left for them: run the same bulk-cancel "

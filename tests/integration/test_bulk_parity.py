@@ -158,6 +158,7 @@ _TOTALS = (
     "pending",
     "invalid",
     "return_requests",
+    "unsendable",
 )
 _ROW_WORDS = ("line", "original_end_to_end_id", "outcome", "return_request_needed", "reason_codes")
 
@@ -175,7 +176,7 @@ MIXED = ["ACC", "ACC", "CUST", "NOOR", "REF", "UNK", "BAD"]
         pytest.param(
             MIXED,
             {"accepted": 2, "rejected": 2, "return_requests": 1, "refused": 1, "unknown": 1}
-            | {"not_sent": 1},
+            | {"not_sent": 1, "unsendable": 1},
             3,  # an outcome nobody can tell, and a row not completed
             id="every-outcome",
         ),
@@ -185,7 +186,9 @@ MIXED = ["ACC", "ACC", "CUST", "NOOR", "REF", "UNK", "BAD"]
             1,  # every row final; the service said no to some
             id="said-no",
         ),
-        pytest.param(["BAD", "BAD"], {"not_sent": 2}, 3, id="nothing-sent-is-not-done"),
+        pytest.param(
+            ["BAD", "BAD"], {"not_sent": 2, "unsendable": 2}, 3, id="nothing-sent-is-not-done"
+        ),
         pytest.param(["ACC", "ACC"], {"accepted": 2}, 0, id="all-accepted"),
     ],
 )
@@ -247,12 +250,21 @@ def test_local_and_queued_runs_agree_on_totals_words_and_exit_code(
         assert exported.returncode == 0, exported.stderr
 
         # People read the same summary either way.
-        shown = [_cli(url, "bulk-status", "--queue", pg_dsn).stdout]
         again = ("--journal", str(journal_path), "--results", str(local_results))
-        shown.append(_cli(url, "bulk-cancel", str(src), *again).stdout)
-    for text in shown:
+        procs = [
+            _cli(url, "bulk-status", "--queue", pg_dsn),
+            _cli(url, "bulk-cancel", str(src), *again),
+        ]
+    for proc in procs:
+        text = proc.stdout
         assert ("ask for a pacs.004 return" in text) is bool(totals.get("return_requests"))
         assert "failed" not in text
+        # Every row is final: a row whose message is refused before sending is said to be
+        # so, and no rerun is advised, since a rerun would send nothing.
+        unsendable = f"{len(bad)} row(s) cannot be sent (the reason is in the results file)"
+        assert (unsendable in proc.stderr) is bool(bad), proc.stderr
+        assert "run the same" not in proc.stderr, proc.stderr
+        assert "rerun to send" not in text
 
     # Row by row, the same words in both results files.
     assert _words(read_results(local_results)) == _words(read_results(queue_results))

@@ -142,6 +142,18 @@ def test_the_verdict_of_a_run_follows_docs_cli(counts: dict[str, int], verdict: 
     assert totals.complete is not any(k in counts for k in ("not_sent", "in_flight", "pending"))
 
 
+def test_a_final_not_sent_row_is_not_left_for_a_rerun_but_is_not_done_either() -> None:
+    totals = RunTotals()
+    totals.add(RowOutcome.NOT_SENT, final=True)  # its message refused before sending
+    totals.add(RowOutcome.ACCEPTED)
+    assert (totals["not_sent"], totals.unsendable, totals.unfinished) == (1, 1, 0)
+    assert totals.complete  # a rerun sends nothing more
+    assert totals.verdict is Verdict.UNSETTLED  # yet it is not a success
+    totals.add(RowOutcome.NOT_SENT)  # planned: a rerun sends it
+    assert (totals["not_sent"], totals.unsendable, totals.unfinished) == (2, 1, 1)
+    assert not totals.complete
+
+
 def test_totals_count_only_the_rejections_that_need_a_return() -> None:
     totals = RunTotals()
     totals.add(RowOutcome.REJECTED, return_request_needed=True)  # e.g. CUST, LEGL

@@ -72,3 +72,12 @@ def test_a_bulk_run_exits_by_the_one_rule_of_docs_cli(
     from payments_async.cli._exit import bulk_exit_code
 
     assert bulk_exit_code(RunTotals.of(counts), interrupted=interrupted) == code
+
+
+def test_a_bulk_run_with_rows_that_cannot_be_sent_is_unsettled() -> None:
+    from payments_async.bulk import RunTotals
+    from payments_async.cli._exit import bulk_exit_code
+
+    totals = RunTotals.of({"accepted": 1, "not_sent": 2}, unsendable=2)
+    assert totals.complete
+    assert bulk_exit_code(totals) == 3

@@ -124,7 +124,8 @@ def bulk_cancel(
     Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
     return_request_needed in the results) or refused by the service (a rerun cannot
     change that: see the reason); 2 bad input; 3 some rows not completed (rerun the same
-    command), or outcomes nobody can tell (codes nobody can classify, or a row sent before
+    command), rows whose message cannot be sent (a rerun will not send them: see the
+    reason), or outcomes nobody can tell (codes nobody can classify, or a row sent before
     whose message can no longer be sent: check with the bank); 130 interrupted (rerun to
     resume).
     """
@@ -383,7 +384,8 @@ def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
     """Show the progress of a distributed bulk run across all its workers.
 
     Exit: 0 all rows accepted; 1 all final, some rejected or refused by the service; 3 rows
-    not final yet, or outcomes nobody can tell (check them with the bank).
+    not final yet, rows whose message cannot be sent (see the reason), or outcomes nobody
+    can tell (check them with the bank).
     """
 
     async def go() -> int:
