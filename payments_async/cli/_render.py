@@ -190,6 +190,20 @@ def bulk_summary(
     say = settings.err.print
     if halted is not None:
         say(f"stopped sending: {halted}")
+    _say_advice(say, t)
+    if unfinished or report.interrupted:
+        verb = "interrupted" if report.interrupted else f"{unfinished} row(s) not completed"
+        if journal is not None:
+            say(f"{verb}; to resume, run the same command again:")
+            say(Text(f"  {resume_command(settings, input_path)}"))
+        else:
+            say(f"{verb}; without a journal a rerun starts over (see the results)")
+    return code
+
+
+def _say_advice(say: Callable[[str], None], t: RunTotals) -> None:
+    """What to do about the refused, unknown and unsendable rows, for a local and a queued
+    run alike."""
     if t.get("refused", 0):
         say(
             f"{t['refused']} row(s) refused by the service: the results give each reason; "
@@ -201,19 +215,6 @@ def bulk_summary(
             "each reason): check them with the bank, or read one that has an ID again later "
             "with: payments-async outcome ID"
         )
-    _say_unsendable(say, t)
-    if unfinished or report.interrupted:
-        verb = "interrupted" if report.interrupted else f"{unfinished} row(s) not completed"
-        if journal is not None:
-            say(f"{verb}; to resume, run the same command again:")
-            say(Text(f"  {resume_command(settings, input_path)}"))
-        else:
-            say(f"{verb}; without a journal a rerun starts over (see the results)")
-    return code
-
-
-def _say_unsendable(say: Callable[[str], None], t: RunTotals) -> None:
-    """The final ``not_sent`` rows, which a rerun will not send, for a local and a queued run."""
     if t.unsendable:
         say(
             f"{t.unsendable} row(s) cannot be sent (the reason is in the results file): a "
@@ -271,7 +272,7 @@ def queue_summary(settings: Settings, st: QueueStatus) -> int:
     table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
     table.add_row("queued or running", str(st.queued))
     settings.out.print(table)
-    _say_unsendable(settings.err.print, st.totals)
+    _say_advice(settings.err.print, st.totals)
     if st.totals.unfinished and st.settled:
         settings.err.print(
             "some rows are not final and no job is left for them: run the same bulk-cancel "

@@ -265,6 +265,11 @@ def test_local_and_queued_runs_agree_on_totals_words_and_exit_code(
         assert (unsendable in proc.stderr) is bool(bad), proc.stderr
         assert "run the same" not in proc.stderr, proc.stderr
         assert "rerun to send" not in text
+        # The advice for refused and unknown rows, in both summaries.
+        refused = "row(s) refused by the service: the results give each reason"
+        assert (refused in proc.stderr) is bool(totals.get("refused")), proc.stderr
+        unknown = "row(s) ended with an outcome nobody can tell"
+        assert (unknown in proc.stderr) is bool(totals.get("unknown")), proc.stderr
 
     # Row by row, the same words in both results files.
     assert _words(read_results(local_results)) == _words(read_results(queue_results))
