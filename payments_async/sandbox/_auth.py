@@ -24,6 +24,7 @@ from .._constants import (
     TOKEN_SCOPE,
 )
 from .._jwt import JwtVerificationError, verify_assertion, verify_sca_token
+from ._request_keys import ACCESS_TOKEN, CLIENT_ID
 from ._responses import ErrorCode, error_response, json_response
 from ._state import SandboxState, state_of
 
@@ -135,7 +136,7 @@ async def token(request: web.Request) -> web.Response:
             400, ErrorCode.INVALID_REQUEST, "Authorization must be Basic base64(client_id:secret)"
         )
     client_id, secret = basic
-    request["client_id"] = client_id
+    request[CLIENT_ID] = client_id
     form = _parse_form(await request.read())
     if isinstance(form, str):
         return _token_error(400, ErrorCode.INVALID_REQUEST, form)
@@ -243,8 +244,8 @@ def authorize(
             ErrorCode.CLIENT_ID_MISMATCH,
             f"{CLIENT_ID_HEADER} does not match the client the access token was issued to",
         )
-    request["client_id"] = owner
-    request["access_token"] = issued
+    request[CLIENT_ID] = owner
+    request[ACCESS_TOKEN] = issued
     return owner
 
 
@@ -284,7 +285,7 @@ def check_sca(
         else:
             code = ErrorCode.SCA_TOKEN_INVALID
         return error_response(401, code, f"sca-token refused: {reason}")
-    issued = request["access_token"]
+    issued = request[ACCESS_TOKEN]
     if header_kid(token) != issued.kid or claims["iss"] != issued.iss:
         return error_response(
             401,

@@ -8,6 +8,7 @@ from typing import Final
 from aiohttp import http_exceptions, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from ._request_keys import STATUS
 from ._responses import ErrorCode, error_response
 from ._state import SandboxState
 
@@ -55,7 +56,7 @@ async def receive_body(request: web.Request, state: SandboxState) -> web.Respons
         return _closing(_too_large(config.max_body_size))
     except ConnectionError:
         # No traceback and no line of its own: the access log line says "disconnected".
-        request["status"] = _DISCONNECTED
+        request[STATUS] = _DISCONNECTED
         return _closing(error_response(400, ErrorCode.INVALID_REQUEST, "Body incomplete"))
     except HttpProcessingError as exc:
         return _closing(_malformed_body(exc))

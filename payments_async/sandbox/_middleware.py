@@ -11,6 +11,7 @@ from typing import Final
 from aiohttp import web
 
 from ._hygiene import BODY_METHODS, printable, receive_body
+from ._request_keys import CLIENT_ID, STATUS
 from ._responses import ErrorCode, error_response
 from ._state import SandboxState, state_of
 
@@ -40,7 +41,7 @@ def _drop(request: web.Request) -> web.Response:
     transport = request.transport
     if transport is not None:
         transport.close()
-    request["status"] = _DROPPED
+    request[STATUS] = _DROPPED
     return web.Response(status=500)
 
 
@@ -74,7 +75,7 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         if request.method in BODY_METHODS and request.body_exists:
             refused = await receive_body(request, state)
         response = refused or await _dispatch(request, handler, state, route)
-        status = request.get("status") or response.status
+        status = request.get(STATUS) or response.status
         return response
     except web.HTTPException as exc:
         # aiohttp's own answers (unknown route, wrong method...): the same envelope.
@@ -86,7 +87,7 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         state.stats.responses[str(status)] += 1
         if logger.isEnabledFor(logging.INFO):
             ms = (time.perf_counter() - start) * 1000
-            client = request.get("client_id")
+            client = request.get(CLIENT_ID)
             # Paths and client ids come from the caller: escaped, so a %0a in an id
             # cannot start a forged log line.
             path = printable(request.path)
