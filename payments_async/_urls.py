@@ -8,8 +8,9 @@ from typing import Final
 
 __all__ = ["is_loopback", "redact_url"]
 
-# A URL in a text: a scheme, then everything up to the next white space.
-_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*")
+# A URL in a text: a scheme, then everything up to the next white space; a password may
+# hold white space, so ``user:`` then anything up to an ``@`` before any ``/`` is taken too.
+_URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?:[^\s/@:]*:[^/@\n]*@)?\S*")
 # A query parameter named like a password (libpq reads ``password`` and ``sslpassword``);
 # its value runs to the next ``&``: libpq takes a ``#`` there as part of it.
 _SECRET_PARAM: Final = re.compile(r"([?&][^=&#\s]*password=)[^&\s]*", re.IGNORECASE)

@@ -68,6 +68,9 @@ def test_is_loopback(host: str, loopback: bool) -> None:
             "cannot reach http://***@h1/x: see admin@example.com",
         ),
         ("from http://a/x to https://u:p@b/y", "from http://a/x to https://***@b/y"),
+        # A password holding a space.
+        ("postgresql://bulk:pw secret@localhost/q", "postgresql://***@localhost/q"),
+        ("(postgresql://u:a b c@h/db): refused", "(postgresql://***@h/db): refused"),
         # user:password@host without a scheme, alone or quoted in a message.
         ("user:pw-Secret1@host", "***@host"),
         ("bad address 'u:p/w@h:5432/db'", "bad address '***@h:5432/db'"),
