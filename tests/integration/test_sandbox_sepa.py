@@ -189,26 +189,28 @@ async def test_the_full_messages_are_accepted(predefined: RawClient) -> None:
     assert reply.status == 201, reply.json
 
 
-async def test_null_for_any_optional_pacs008_field_is_refused_with_its_path(
-    predefined: RawClient, sandbox: SandboxHandle
+@pytest.mark.parametrize(
+    ("full", "paths", "path", "stored"),
+    [
+        (_full_pacs008, PACS008_OPTIONAL, PACS008_PATH, "payments_stored"),
+        (_full_camt056, CAMT056_OPTIONAL, CAMT056_PATH, "cancellations_stored"),
+    ],
+    ids=["pacs.008", "camt.056"],
+)
+async def test_null_for_any_optional_field_is_refused_with_its_path(
+    predefined: RawClient,
+    sandbox: SandboxHandle,
+    full: Any,
+    paths: list[str],
+    path: str,
+    stored: str,
 ) -> None:
-    base = _full_pacs008()
-    for path in PACS008_OPTIONAL:
-        reply = await predefined.submit_payment(msgspec.json.encode(_with_null(base, path)))
+    base = full()
+    for field_path in paths:
+        reply = await predefined.post(path, msgspec.json.encode(_with_null(base, field_path)))
         problems = _problems(reply)
-        assert "must not be null" in problems.get(path, ""), (path, problems)
-    assert sandbox.server.stats()["payments_stored"] == 0
-
-
-async def test_null_for_any_optional_camt056_field_is_refused_with_its_path(
-    predefined: RawClient, sandbox: SandboxHandle
-) -> None:
-    base = _full_camt056()
-    for path in CAMT056_OPTIONAL:
-        reply = await predefined.submit_cancellation(msgspec.json.encode(_with_null(base, path)))
-        problems = _problems(reply)
-        assert "must not be null" in problems.get(path, ""), (path, problems)
-    assert sandbox.server.stats()["cancellations_stored"] == 0
+        assert "must not be null" in problems.get(field_path, ""), (field_path, problems)
+    assert sandbox.server.stats()[stored] == 0
 
 
 async def test_every_problem_of_a_body_is_listed_at_once(predefined: RawClient) -> None:
@@ -266,7 +268,7 @@ def _entries_complete(reply: Any) -> None:
         assert entry["level"] == "ERROR"
 
 
-async def test_every_sandbox_error_code_has_a_description() -> None:
+def test_every_sandbox_error_code_has_a_description() -> None:
     from payments_async.sandbox._responses import DESCRIPTIONS
 
     codes = {v for k, v in vars(ErrorCode).items() if k.isupper()}
