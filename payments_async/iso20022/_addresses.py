@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Any, Final, Literal
 
 import msgspec
@@ -160,12 +160,14 @@ def check_postal_address(v: PostalAddress, path: str, out: list[Problem]) -> Non
 def rules_apply(rules_on: date | None) -> bool:
     """True when the EPC address rule of `EPC_ADDRESS_CUTOVER` applies on ``rules_on``.
 
-    None means the rules in force now, which include it.
+    None means the rules in force now, which include it; a datetime counts by its date.
     """
     if rules_on is None:
         return True
     if not isinstance(rules_on, date):
         raise TypeError(f"rules_on must be a date, got {type(rules_on).__name__}")
+    if isinstance(rules_on, datetime):
+        rules_on = rules_on.date()
     return rules_on >= EPC_ADDRESS_CUTOVER
 
 

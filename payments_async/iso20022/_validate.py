@@ -553,11 +553,12 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     identifiers, BICFI, IBAN (pattern and mod-97; pacs.008 accounts ``…Acct.id.othr.id``
     included), lowercase UUID v4 UETR, ISO 4217 currency, ``grpHdr.creDtTm`` in UTC with
     ``Z``, EUR amounts 0.01..999,999,999.99 with at most 2 decimals (floats refused),
-    ``nbOfTxs`` digits and equal to the number of transactions, required fields present;
-    for camt.056 also currency EUR, positive amount and a SEPA recall reason code. Postal
-    addresses: ISO's field lengths and the EPC address rule (at most two address lines;
-    from ``EPC_ADDRESS_CUTOVER``, 15 November 2026, town name and country in their own
-    fields, so lines alone are refused; EPC 153-22 v2.1, SCT rulebook 2025 v1.1).
+    ``nbOfTxs`` digits and equal to the number of transactions, required fields present,
+    ``intrBkSttlmDt`` an ISO date, one ``rmtInf.ustrd`` line (SEPA); for camt.056 also
+    currency EUR, positive amount and a SEPA recall reason code. Postal addresses: ISO's
+    field lengths and the EPC address rule (at most two address lines; from
+    ``EPC_ADDRESS_CUTOVER``, 15 November 2026, town name and country in their own fields,
+    so lines alone are refused; EPC 153-22 v2.1, SCT rulebook 2025 v1.1).
 
     A message that passes under the rules in force now is not checked again by
     `encode_validated` (and so by the client) until it is changed. One that passes only

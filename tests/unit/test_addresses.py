@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,10 @@ def test_rules_on_must_be_a_date() -> None:
     msg = build_credit_transfer(**TRANSFER)
     with pytest.raises(TypeError, match="rules_on must be a date"):
         validate(msg, rules_on="2026-11-01")  # type: ignore[arg-type]
+    old = build_credit_transfer(**TRANSFER, debtor_address=UNSTRUCTURED, rules_on=BEFORE)
+    evening = datetime.combine(BEFORE, time(23, 59), tzinfo=UTC)
+    assert find_problems(old, rules_on=evening) == []  # a datetime counts by its date
+    assert len(find_problems(old, rules_on=evening + timedelta(minutes=1))) == 1
 
 
 def test_the_rule_covers_the_creditor_agent_of_a_cancellation() -> None:
