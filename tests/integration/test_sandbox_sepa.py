@@ -147,8 +147,29 @@ def _full_pacs008() -> dict[str, Any]:
         local_instrument="INST",
     )
     body: dict[str, Any] = msgspec.json.decode(encode(msg))
+    header = body["fitoFICstmrCdtTrf"]["grpHdr"]
     tx = body["fitoFICstmrCdtTrf"]["cdtTrfTxInf"][0]
-    for party in (tx["dbtr"], tx["cdtr"], tx["dbtrAgt"]["finInstnId"], tx["cdtrAgt"]["finInstnId"]):
+    header["sttlmInf"]["clrSys"] = {"prtry": "ST2"}
+    header["ttlIntrBkSttlmAmt"] = dict(tx["intrBkSttlmAmt"])
+    header["intrBkSttlmDt"] = tx["intrBkSttlmDt"] = "2026-11-24"
+    header["instgAgt"] = {"finInstnId": {"bicfi": "COBADEFFXXX"}}
+    header["instdAgt"] = {"finInstnId": {"bicfi": "BNPAFRPPXXX"}}
+    tx["ultmtDbtr"] = {"nm": "Alice Senior"}
+    tx["ultmtCdtr"] = {"nm": "Bob Senior"}
+    tx["purp"] = {"cd": "GDDS"}
+    reference = tx["rmtInf"]["strd"][0]
+    reference["cdtrRefInf"]["tp"] = {"cdOrPrtry": {"cd": "SCOR"}, "issr": "Bob"}
+    reference["addtlRmtInf"] = ["Thank you"]
+    for party in (
+        tx["dbtr"],
+        tx["cdtr"],
+        tx["ultmtDbtr"],
+        tx["ultmtCdtr"],
+        tx["dbtrAgt"]["finInstnId"],
+        tx["cdtrAgt"]["finInstnId"],
+        header["instgAgt"]["finInstnId"],
+        header["instdAgt"]["finInstnId"],
+    ):
         party["pstlAdr"] = dict(HYBRID)
     return body
 
