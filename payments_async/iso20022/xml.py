@@ -46,7 +46,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     ) from exc
 
 __all__ = [
-    "EXTRA_HINT",
     "NAMESPACES",
     "XmlMessage",
     "check_xml",
@@ -54,9 +53,6 @@ __all__ = [
     "json_key",
     "to_xml",
 ]
-
-EXTRA_HINT: Final = "pip install 'payments-async[xml]'"
-"""What to install for this module (for tools that report its absence)."""
 
 XmlMessage: TypeAlias = Pacs008 | Camt056 | Pacs002 | Camt029
 """The messages `to_xml` writes."""
@@ -468,6 +464,8 @@ def _read(
             items = out.setdefault(key, [])
             where = f"{path}.{key}[{len(items)}]"
             items.append(_value(sub, child_node, where, namespace, problems))
+        elif key in out:
+            problems.append(Problem(f"{path}.{key}", f"{tag} is repeated; ISO allows one"))
         else:
             out[key] = _value(sub, child_node, f"{path}.{key}", namespace, problems)
     return out
