@@ -83,6 +83,8 @@ _ACRONYMS: Final[Mapping[str, str]] = {
 _VALUE_KEY: Final = "value"  # the text of an element with attributes (amounts: Ccy)
 _INDEX: Final = re.compile(r"^(.*?)\[(\d+)\]$")
 _CLARK: Final = re.compile(r"\{[^}]*\}")
+# What XML 1.0 cannot carry, even escaped.
+_NOT_XML: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def json_key(tag: str) -> str:
@@ -347,7 +349,7 @@ def _fill(
     problems: list[Problem],
 ) -> None:
     if not isinstance(value, dict):
-        elem.text = _text(value)
+        elem.text = _text(value, path, problems)
         return
     if not node.has_text:
         _write(elem, node, value, path, namespace, problems)
@@ -355,17 +357,21 @@ def _fill(
     attributes = node.attributes
     for key, item in value.items():
         if key == _VALUE_KEY:
-            elem.text = _text(item)
+            elem.text = _text(item, f"{path}.{key}", problems)
         elif key in attributes:
-            elem.set(attributes[key], _text(item))
+            elem.set(attributes[key], _text(item, f"{path}.{key}", problems))
         else:
             problems.append(Problem(f"{path}.{key}", "no ISO attribute for this field"))
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, path: str, problems: list[Problem]) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)
+    text = str(value)
+    bad = _NOT_XML.search(text)
+    if bad is not None:
+        problems.append(Problem(path, f"U+{ord(bad.group()):04X} cannot be written in XML"))
+    return text
 
 
 # --- reading ----------------------------------------------------------------------------

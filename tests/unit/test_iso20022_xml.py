@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +31,16 @@ from payments_async.iso20022 import (
 from payments_async.iso20022 import xml as iso_xml
 from payments_async.iso20022.pacs008 import PostalAddress
 from payments_async.iso20022.xml import NAMESPACES, check_xml, from_xml, json_key, to_xml
-from tests.support.strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
+from tests.support.strategies_iso import (
+    any_camt029,
+    any_pacs002,
+    bic,
+    eur_amount,
+    iban,
+    sepa_id,
+    sepa_text,
+    uetr,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 XSD = FIXTURES / "xsd"
@@ -285,6 +295,49 @@ def test_a_pacs002_and_a_camt029_answer_convert() -> None:
     # The null in addtlInf has no XML form: the text beside it is kept, alone.
     assert [e.text for e in root.iter(f"{{{NAMESPACES[Camt029]}}}AddtlInf")] == [
         "Cancelled as requested"
+    ]
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _strings(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _strings(v)]
+    return []
+
+
+def _xml_text(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # what XML parsers read back
+
+
+@settings(max_examples=200, deadline=None)
+@given(report=any_pacs002, resolution=any_camt029)
+def test_any_answer_converts_or_names_what_xml_cannot_carry(
+    report: Pacs002, resolution: Camt029
+) -> None:
+    for answer, texts, tag in (
+        (report, [t.tx_sts for t in report.body.tx_inf_and_sts], "TxSts"),
+        (resolution, [resolution.body.sts.conf if resolution.body.sts else None], "Conf"),
+    ):
+        if any(iso_xml._NOT_XML.search(t) for t in _strings(msgspec.to_builtins(answer))):
+            with pytest.raises(ValidationError) as info:
+                to_xml(answer)
+            assert all("cannot be written in XML" in p.message for p in info.value.problems)
+            continue
+        data = to_xml(answer)
+        root = ET.fromstring(data)
+        found = [e.text or "" for e in root.iter(f"{{{NAMESPACES[type(answer)]}}}{tag}")]
+        assert found == [_xml_text(t) for t in texts if t is not None]
+
+
+def test_text_xml_cannot_carry_is_named_by_its_path() -> None:
+    report = decode_pacs002(b'{"fitoFIPmtStsRpt":{"txInfAndSts":[{"txSts":"AC\\u0000CC"}]}}')
+    with pytest.raises(ValidationError) as info:
+        to_xml(report)
+    assert [str(p) for p in info.value.problems] == [
+        "$.fitoFIPmtStsRpt.txInfAndSts[0].txSts: U+0000 cannot be written in XML"
     ]
 
 
