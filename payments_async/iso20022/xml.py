@@ -33,10 +33,11 @@ from typing import Any, Final, Protocol, TypeAlias
 import msgspec
 
 from .._errors import Problem, ValidationError
+from ._common import decode_with
 from .camt029 import Camt029
-from .camt056 import Camt056, decode_camt056
+from .camt056 import Camt056
 from .pacs002 import Pacs002
-from .pacs008 import Pacs008, decode_pacs008
+from .pacs008 import Pacs008
 
 try:
     import xmlschema
@@ -65,9 +66,11 @@ NAMESPACES: Final[Mapping[type[XmlMessage], str]] = {
 }
 """The ISO namespace each message is written in: the versions the service's paths name."""
 
-_READERS: Final[Mapping[str, tuple[type[Pacs008] | type[Camt056], Callable[[bytes], Any]]]] = {
-    NAMESPACES[Pacs008]: (Pacs008, decode_pacs008),
-    NAMESPACES[Camt056]: (Camt056, decode_camt056),
+# XML text is all strings: the decoders read numbers and booleans from text (strict=False),
+# and are otherwise those of decode_pacs008 / decode_camt056 (unknown fields refused).
+_READERS: Final[Mapping[str, tuple[type[Pacs008] | type[Camt056], Any, str]]] = {
+    NAMESPACES[Pacs008]: (Pacs008, msgspec.json.Decoder(Pacs008, strict=False), "pacs.008 message"),
+    NAMESPACES[Camt056]: (Camt056, msgspec.json.Decoder(Camt056, strict=False), "camt.056 message"),
 }
 
 _FIRST_WORD: Final = re.compile(r"[A-Z]+[a-z0-9]*")
@@ -285,8 +288,9 @@ def to_xml(message: XmlMessage, *, xsd: str | Path | None = None) -> bytes:
         The document, ``<Document xmlns="urn:iso:std:iso:20022:tech:xsd:...">``.
 
     Raises:
-        ValidationError: a field has no element in the schema, or (with ``xsd``) the
-            document breaks the schema; every problem is listed with its JSON path. An
+        ValidationError: a field has no element in the schema, a text holds a character
+            XML cannot carry, or (with ``xsd``) the document breaks the schema; every
+            problem is listed with its JSON path. An
             answer that is not a complete ISO document (a pacs.002 without ``grpHdr``)
             is refused this way, naming what is missing.
         TypeError: the message is not one of the four kinds.
@@ -381,8 +385,9 @@ def from_xml(data: bytes, *, xsd: str | Path | None = None) -> Pacs008 | Camt056
     """Read a pacs.008.001.10 or camt.056.001.08 document into its message struct.
 
     The namespace of ``<Document>`` says which message it is. The result is decoded as
-    `decode_pacs008` / `decode_camt056` decode JSON (strictly); call ``validate()`` on it
-    for the ISO/SEPA rules before sending it.
+    `decode_pacs008` / `decode_camt056` decode JSON (a field the struct does not model is
+    refused), numbers read from their text; call ``validate()`` on it for the ISO/SEPA
+    rules before sending it.
 
     Args:
         data: the XML document.
@@ -411,7 +416,7 @@ def from_xml(data: bytes, *, xsd: str | Path | None = None) -> Pacs008 | Camt056
             ],
             message="unsupported XML document",
         )
-    kind, decode = _READERS[namespace]
+    kind, decoder, what = _READERS[namespace]
     if xsd is None:
         node = _message_node(kind)
     else:
@@ -424,7 +429,7 @@ def from_xml(data: bytes, *, xsd: str | Path | None = None) -> Pacs008 | Camt056
     tree = _read(root, node, "$", namespace, problems)
     if problems:
         raise ValidationError(problems, message=f"cannot read the {_version(namespace)} document")
-    message: Pacs008 | Camt056 = decode(msgspec.json.encode(tree))
+    message: Pacs008 | Camt056 = decode_with(decoder, msgspec.json.encode(tree), what)
     return message
 
 
