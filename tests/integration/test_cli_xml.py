@@ -15,7 +15,12 @@ from payments_async import iso20022
 from payments_async.cli import cli
 from payments_async.cli._context import Settings
 from payments_async.cli._xml import is_xml, print_xml
-from payments_async.iso20022 import build_cancellation, build_credit_transfer, decode_pacs002
+from payments_async.iso20022 import (
+    Address,
+    build_cancellation,
+    build_credit_transfer,
+    decode_pacs002,
+)
 from payments_async.iso20022.xml import to_xml
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import ThreadedSandbox, threaded_sandbox
@@ -48,7 +53,9 @@ def _pay_xml(tmp_path: Path) -> tuple[Path, str]:
         creditor_iban=CREDITOR_IBAN,
         creditor_agent_id="37040044",
         amount=Decimal("42.00"),
-        debtor_address=["1 rue de la Paix", "75002 Paris"],
+        debtor_address=Address(
+            street="rue de la Paix", building="1", post_code="75002", town="Paris", country="FR"
+        ),
     )
     path = tmp_path / "pay.xml"
     # Detected by content, after white space (which XML allows only without a declaration).

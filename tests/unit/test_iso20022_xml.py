@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from payments_async import ValidationError
 from payments_async.iso20022 import (
+    Address,
     Camt029,
     Camt056,
     Pacs002,
@@ -40,6 +41,7 @@ from tests.support.strategies_iso import (
     sepa_id,
     sepa_text,
     uetr,
+    valid_address,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -49,7 +51,8 @@ CAMT056_XSD = XSD / "camt.056.001.08.xsd"
 PACS002_REDUCED_XSD = XSD / "pacs.002.001.12-reduced.xsd"
 OFFICIAL: dict[type[Any], Path] = {Pacs008: PACS008_XSD, Camt056: CAMT056_XSD}
 
-address_lines = st.none() | st.lists(sepa_text(70), min_size=1, max_size=2)
+# The shapes users build: no address, structured, hybrid (town and country plus lines).
+addresses = st.none() | valid_address
 
 
 def _assert_round_trips(msg: Pacs008 | Camt056) -> None:
@@ -74,8 +77,10 @@ def _assert_round_trips(msg: Pacs008 | Camt056) -> None:
     remittance=st.none() | sepa_text(140),
     ids=st.tuples(sepa_id, sepa_id, sepa_id),
     the_uetr=uetr,
-    debtor_address=address_lines,
-    creditor_address=address_lines,
+    debtor_address=addresses,
+    creditor_address=addresses,
+    ultimate=st.tuples(st.none() | sepa_text(140), st.none() | sepa_text(140)),
+    purpose=st.none() | st.sampled_from(["SALA", "SUPP", "GDDS", "CHAR"]),
     account_name=st.none() | sepa_text(70),
     reference=st.none() | sepa_text(35),
     agents=st.tuples(bic | st.from_regex(r"[0-9]{5,8}", fullmatch=True), bic),
@@ -89,8 +94,10 @@ def test_every_built_credit_transfer_is_valid_iso_xml_and_round_trips(
     remittance: str | None,
     ids: tuple[str, str, str],
     the_uetr: str,
-    debtor_address: list[str] | None,
-    creditor_address: list[str] | None,
+    debtor_address: Address | None,
+    creditor_address: Address | None,
+    ultimate: tuple[str | None, str | None],
+    purpose: str | None,
     account_name: str | None,
     reference: str | None,
     agents: tuple[str, str],
@@ -111,6 +118,9 @@ def test_every_built_credit_transfer_is_valid_iso_xml_and_round_trips(
         uetr=the_uetr,
         debtor_address=debtor_address,
         creditor_address=creditor_address,
+        ultimate_debtor_name=ultimate[0],
+        ultimate_creditor_name=ultimate[1],
+        purpose=purpose,
         debtor_account_name=account_name,
         creditor_account_name=account_name,
         creditor_reference=reference,
@@ -129,13 +139,7 @@ def test_every_built_credit_transfer_is_valid_iso_xml_and_round_trips(
     originator=st.none() | sepa_text(140),
     originator_bic=st.none() | bic,
     ids=st.tuples(sepa_id, sepa_id),
-    address=st.none()
-    | st.builds(
-        PostalAddress,
-        twn_nm=st.none() | sepa_text(35),
-        ctry=st.none() | st.sampled_from(["DE", "FR", "NL"]),
-        adr_line=address_lines,
-    ),
+    address=addresses,
 )
 def test_every_built_cancellation_is_valid_iso_xml_and_round_trips(
     e2e: str,
@@ -146,7 +150,7 @@ def test_every_built_cancellation_is_valid_iso_xml_and_round_trips(
     originator: str | None,
     originator_bic: str | None,
     ids: tuple[str, str],
-    address: PostalAddress | None,
+    address: Address | None,
 ) -> None:
     msg = build_cancellation(
         original_end_to_end_id=e2e,
@@ -201,8 +205,16 @@ def test_elements_follow_iso_names_order_and_attributes() -> None:
     assert amount is not None
     assert (amount.text, amount.attrib) == ("1234.10", {"Ccy": "EUR"})
     assert tx.findtext("{*}PmtId/{*}UETR") == "2f1c5a3e-7b9d-4c1e-8f2a-6d3b9e0a1c47"
-    lines = [e.text for e in tx.findall("{*}Dbtr/{*}PstlAdr/{*}AdrLine")]
-    assert lines == ["Hauptstrasse 1", "10115 Berlin"]
+    address = tx.find("{*}Dbtr/{*}PstlAdr")
+    assert address is not None
+    assert [(_local(e), e.text) for e in address] == [
+        ("StrtNm", "Hauptstrasse"),
+        ("BldgNb", "1"),
+        ("PstCd", "10115"),
+        ("TwnNm", "Berlin"),
+        ("Ctry", "DE"),
+        ("AdrLine", "Hinterhaus, 2. Etage"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -380,10 +392,10 @@ def test_from_xml_refuses_what_it_cannot_read() -> None:
     with pytest.raises(ValidationError, match=r"pacs\.008\.001\.10 or camt\.056\.001\.08"):
         from_xml(to_xml(report))
     msg = decode_pacs008((FIXTURES / "pacs008_credit_transfer.json").read_bytes())
-    data = to_xml(msg).replace(b"<ChrgBr>", b"<IntrBkSttlmDt>2024-08-01</IntrBkSttlmDt><ChrgBr>")
+    data = to_xml(msg).replace(b"<ChrgBr>", b"<SttlmPrty>HIGH</SttlmPrty><ChrgBr>")
     with pytest.raises(ValidationError) as info:  # valid ISO, not modelled by the struct
         from_xml(data)
-    assert info.value.paths == ("$.fitoFICstmrCdtTrf.cdtTrfTxInf[0].intrBkSttlmDt",)
+    assert info.value.paths == ("$.fitoFICstmrCdtTrf.cdtTrfTxInf[0].sttlmPrty",)
     twice = to_xml(msg).replace(b"<ChrgBr>SLEV</ChrgBr>", b"<ChrgBr>SLEV</ChrgBr>" * 2)
     with pytest.raises(ValidationError) as info:
         from_xml(twice)
