@@ -6,18 +6,24 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.notifications import Notification, NotificationKind, SqliteInbox
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.sandbox._main import build_parser, config_from_args
 from payments_async.sandbox._notify import NotificationTarget
 from tests.factories import cancellation_for, credit_transfer
 
 
-async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+async def _spawn(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> asyncio.subprocess.Process:
+    # listen keeps its inbox in the working directory: a temporary one, never the checkout
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -26,6 +32,7 @@ async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subpr
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
+        cwd=cwd or tempfile.mkdtemp(prefix="pa-listen-"),
     )
 
 
@@ -143,3 +150,29 @@ def test_sandbox_notify_options_build_the_settings() -> None:
     ):
         with pytest.raises(ValueError):  # noqa: PT011
             config_from_args(build_parser().parse_args(bad))
+
+
+async def test_listen_status_shows_depth_failed_callbacks_and_the_oldest_item(
+    tmp_path: Path,
+) -> None:
+    inbox = SqliteInbox(tmp_path / "inbox.db")
+    await inbox.open()
+    for psid in ("pay-1", "pay-2", "pay-3"):
+        await inbox.put(Notification(psid, NotificationKind.PAYMENT, "short"))
+    parked, done, _ = sorted(await inbox.claim(3), key=lambda i: i.key)
+    await inbox.retry(parked, delay=0, park=True, error="RuntimeError('user bug')")
+    await inbox.complete(done, "payment:pay-2:ACSC")
+    await inbox.aclose()
+    proc = await _spawn("--json", "listen", "--status", "--inbox", str(tmp_path / "inbox.db"))
+    out, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 0, err.decode()
+    status = json.loads(out)
+    assert (status["depth"], status["failed"], status["delivered"]) == (1, 1, 1)
+    assert status["last_error"] == "RuntimeError('user bug')"
+    assert 0 <= status["oldest_undone_age_s"] < 20
+
+    proc = await _spawn("listen", "--status", "--inbox", str(tmp_path / "none.db"))
+    _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode != 0
+    assert "no inbox at" in err.decode()
+    assert not (tmp_path / "none.db").exists()  # looking never creates one
