@@ -15,6 +15,8 @@ __all__ = [
     "NOTIFY_MAX_BODY_BYTES",
     "NOTIFY_QUEUE_SIZE",
     "NOTIFY_SEEN_CAPACITY",
+    "NOTIFY_SWEEP_GRACE",
+    "NOTIFY_SWEEP_RATE",
     "NOTIFY_WORKERS",
 ]
 
@@ -29,3 +31,5 @@ NOTIFY_CALLBACK_WAIT: Final = 1.0  # seconds before the first retry of a failed 
 NOTIFY_CALLBACK_WAIT_MAX: Final = 60.0  # retries wait twice as long each time, up to this
 NOTIFY_INBOX_POLL: Final = 0.5  # seconds between looks for due items nobody announced
 NOTIFY_LEASE: Final = 60.0  # seconds a shared inbox's item stays held by one receiver
+NOTIFY_SWEEP_GRACE: Final = 60.0  # seconds a tracked id may go unnotified before it is read
+NOTIFY_SWEEP_RATE: Final = 10.0  # tracked ids read per second at most by the sweep

@@ -49,6 +49,8 @@ from ._defaults import (
     NOTIFY_MAX_BODY_BYTES,
     NOTIFY_QUEUE_SIZE,
     NOTIFY_SEEN_CAPACITY,
+    NOTIFY_SWEEP_GRACE,
+    NOTIFY_SWEEP_RATE,
     NOTIFY_WORKERS,
 )
 from ._inbox import Inbox, InboxError, InboxFull, InboxItem, MemoryInbox, open_inbox
@@ -167,6 +169,9 @@ class NotificationReceiver:
             time) before its item is parked as failed (``stats.parked``, ``inbox status``).
         callback_wait: seconds before the first retry; each retry waits twice as long as
             the one before, up to ``NOTIFY_CALLBACK_WAIT_MAX``.
+        sweep_grace: seconds an id given to ``track`` may go without its final status
+            before the sweep reads it (and again every ``sweep_grace`` until it is final).
+        sweep_rate: reads per second the sweep makes at most.
 
     An exception raised by ``on_event`` is logged and does not stop the receiver.
     """
@@ -186,6 +191,8 @@ class NotificationReceiver:
         max_body_bytes: int = NOTIFY_MAX_BODY_BYTES,
         callback_attempts: int = NOTIFY_CALLBACK_ATTEMPTS,
         callback_wait: float = NOTIFY_CALLBACK_WAIT,
+        sweep_grace: float = NOTIFY_SWEEP_GRACE,
+        sweep_rate: float = NOTIFY_SWEEP_RATE,
     ) -> None:
         if auth is None or not hasattr(auth, "check"):
             raise ConfigurationError(
@@ -197,6 +204,8 @@ class NotificationReceiver:
                 "queue_size, workers, seen_capacity, max_body_bytes and callback_attempts "
                 "must be >= 1"
             )
+        if not (0 < sweep_grace < float("inf") and 0 < sweep_rate < float("inf")):
+            raise ConfigurationError("sweep_grace and sweep_rate must be positive and finite")
         if not 0 <= callback_wait <= NOTIFY_CALLBACK_WAIT_MAX:
             raise ConfigurationError(
                 f"callback_wait must be between 0 and {NOTIFY_CALLBACK_WAIT_MAX} seconds"
@@ -216,6 +225,8 @@ class NotificationReceiver:
         self.max_body_bytes = max_body_bytes
         self._callback_attempts = callback_attempts
         self._callback_wait = float(callback_wait)
+        self._sweep_grace = float(sweep_grace)
+        self._sweep_rate = float(sweep_rate)
         self.stats = ReceiverStats()
         self._started = False
         self._items: asyncio.Queue[InboxItem] = asyncio.Queue()
@@ -255,7 +266,10 @@ class NotificationReceiver:
         self._started = True
         self._items = asyncio.Queue()
         self._busy = 0
-        self._tasks = [asyncio.create_task(self._feed(), name="notifications-inbox")]
+        self._tasks = [
+            asyncio.create_task(self._feed(), name="notifications-inbox"),
+            asyncio.create_task(self._sweep(), name="notifications-sweep"),
+        ]
         self._tasks += [
             asyncio.create_task(self._work(), name=f"notifications-{i}")
             for i in range(self._worker_count)
@@ -298,6 +312,29 @@ class NotificationReceiver:
         while self._started and (self._busy or (await self.inbox.status()).depth):
             self._more.set()
             await asyncio.sleep(0.005)
+
+    async def track(self, payments_service_id: str, kind: str) -> None:
+        """Await this id's final status even if its notification never comes.
+
+        The id is kept in the inbox (durable with a durable inbox); once ``sweep_grace``
+        seconds pass without its final status being delivered, the sweep reads its status
+        (at most ``sweep_rate`` reads per second over all tracked ids) as if a
+        notification had come, and again every ``sweep_grace`` until it is final. Its
+        final status reaches the callbacks once, whether a notification or the sweep
+        finds it.
+
+        Args:
+            payments_service_id: the id.
+            kind: ``"payment"`` or ``"cancellation"``.
+
+        Raises:
+            InboxError: the inbox cannot be written (or the receiver is not started).
+        """
+        if not self._started:
+            raise InboxError("start the receiver before tracking ids")
+        await self.inbox.track(
+            NotificationKind(kind).value, payments_service_id, check_after=self._sweep_grace
+        )
 
     # --- the HTTP side, framework-neutral --------------------------------------------
 
@@ -432,6 +469,28 @@ class NotificationReceiver:
                 async with asyncio.timeout(NOTIFY_INBOX_POLL):
                     await self._more.wait()
 
+    async def _sweep(self) -> None:
+        """Read tracked ids past their grace, at most ``sweep_rate`` per second."""
+        pause = 1.0 / self._sweep_rate
+        idle = min(self._sweep_grace / 2, 1.0)
+        while True:
+            try:
+                due = await self.inbox.due_tracked(
+                    max(1, int(self._sweep_rate)), recheck=self._sweep_grace
+                )
+            except InboxError as exc:
+                logger.error("cannot read the tracked ids: %s", exc)
+                due = []
+            for kind, psid in due:
+                try:
+                    await self.inbox.put(Notification(psid, NotificationKind(kind), "short"))
+                except InboxError as exc:  # read again after sweep_grace
+                    logger.warning("sweep of %s not stored: %s", psid, exc)
+                self._more.set()
+                await asyncio.sleep(pause)
+            if not due:
+                await asyncio.sleep(idle)
+
     async def _work(self) -> None:
         while True:
             item = await self._items.get()
@@ -483,7 +542,7 @@ class NotificationReceiver:
         self._wake(psid)
         mark = f"{notification.kind.value}:{psid}:{summary.status}"
         if await self.inbox.is_delivered(mark):
-            await self.inbox.complete(item, None)
+            await self.inbox.complete(item, mark)  # not first: the mark is there
             await self._emit(notification, message, first=False)
             return
         try:

@@ -85,6 +85,7 @@ class InboxStatus:
         oldest_undone_at: arrival time (epoch s) of the oldest waiting item, or None.
         delivered: final statuses handed to the callbacks.
         last_error: the error of the most recently parked item, if any.
+        tracked: ids tracked for the sweep whose final status is not delivered yet.
     """
 
     depth: int
@@ -92,6 +93,7 @@ class InboxStatus:
     oldest_undone_at: float | None
     delivered: int
     last_error: str | None = None
+    tracked: int = 0
 
 
 class Inbox(Protocol):
@@ -129,7 +131,8 @@ class Inbox(Protocol):
         ...
 
     async def complete(self, item: InboxItem, delivered: str | None) -> bool:
-        """Mark ``item`` processed and, in the same transaction, ``delivered`` delivered.
+        """Mark ``item`` processed and, in the same transaction, ``delivered`` delivered
+        (and the id no longer tracked: its final status is known).
 
         Returns:
             True when ``delivered`` was not marked before (False also when it is None).
@@ -147,6 +150,15 @@ class Inbox(Protocol):
 
     async def status(self) -> InboxStatus:
         """Depth, failed items, the oldest waiting item."""
+        ...
+
+    async def track(self, kind: str, payments_service_id: str, *, check_after: float) -> None:
+        """Remember an id the application awaits; due for a sweep after ``check_after`` s."""
+        ...
+
+    async def due_tracked(self, limit: int, *, recheck: float) -> list[tuple[str, str]]:
+        """Up to ``limit`` tracked ``(kind, id)`` due for a read; each is due again only
+        after ``recheck`` seconds (unless its final status is delivered meanwhile)."""
         ...
 
 
@@ -209,6 +221,7 @@ class MemoryInbox:
         self._claimed: set[tuple[str, str]] = set()
         self._delivered: OrderedDict[str, None] = OrderedDict()
         self._last_error: str | None = None
+        self._tracked: dict[tuple[str, str], float] = {}  # -> when due
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -258,6 +271,8 @@ class MemoryInbox:
             if len(self._delivered) > self._delivered_capacity:
                 self._delivered.popitem(last=False)
             first = True
+        if delivered is not None:
+            self._tracked.pop(item.key, None)
         entry = self._items.get(item.key)
         if entry is not None and entry.seq == item.seq and entry.state == "pending":
             self._waiting -= entry.folded
@@ -292,7 +307,20 @@ class MemoryInbox:
             oldest_undone_at=min((e.received_at for e in pending), default=None),
             delivered=len(self._delivered),
             last_error=self._last_error,
+            tracked=len(self._tracked),
         )
+
+    async def track(self, kind: str, payments_service_id: str, *, check_after: float) -> None:
+        """Remember it (kept until its final status is delivered)."""
+        self._tracked.setdefault((kind, payments_service_id), time.time() + check_after)
+
+    async def due_tracked(self, limit: int, *, recheck: float) -> list[tuple[str, str]]:
+        """The due ones, each due again after ``recheck``."""
+        now = time.time()
+        due = [key for key, at in self._tracked.items() if at <= now][:limit]
+        for key in due:
+            self._tracked[key] = now + recheck
+        return due
 
 
 class GroupCommit:

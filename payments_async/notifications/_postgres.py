@@ -54,6 +54,14 @@ CREATE TABLE IF NOT EXISTS payments_notify_delivered (
     key TEXT PRIMARY KEY,
     delivered_at DOUBLE PRECISION NOT NULL
 );
+CREATE TABLE IF NOT EXISTS payments_notify_tracked (
+    kind TEXT NOT NULL,
+    payments_service_id TEXT NOT NULL,
+    tracked_at DOUBLE PRECISION NOT NULL,
+    next_check DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (kind, payments_service_id)
+);
+CREATE INDEX IF NOT EXISTS payments_notify_tracked_due ON payments_notify_tracked (next_check);
 """
 _SCHEMA_LOCK: Final = 0x70A7_1B0C
 
@@ -103,8 +111,23 @@ SELECT
     (SELECT MIN(received_at) FROM payments_notify_inbox WHERE state = 'pending'),
     (SELECT COUNT(*) FROM payments_notify_delivered),
     (SELECT error FROM payments_notify_inbox WHERE state = 'failed'
-        ORDER BY updated_at DESC LIMIT 1)
+        ORDER BY updated_at DESC LIMIT 1),
+    (SELECT COUNT(*) FROM payments_notify_tracked)
 """
+_TRACK: Final = f"""
+INSERT INTO payments_notify_tracked (kind, payments_service_id, tracked_at, next_check)
+VALUES (%s, %s, {_NOW}, {_NOW} + %s) ON CONFLICT DO NOTHING
+"""  # noqa: S608
+# Receivers sweeping at once take different ids.
+_DUE_TRACKED: Final = f"""
+UPDATE payments_notify_tracked AS t SET next_check = {_NOW} + %s
+FROM (
+    SELECT kind, payments_service_id FROM payments_notify_tracked
+    WHERE next_check <= {_NOW} ORDER BY next_check LIMIT %s FOR UPDATE SKIP LOCKED
+) AS due
+WHERE t.kind = due.kind AND t.payments_service_id = due.payments_service_id
+RETURNING t.kind, t.payments_service_id
+"""  # noqa: S608
 
 
 class PostgresInbox(GroupCommit):
@@ -236,6 +259,11 @@ class PostgresInbox(GroupCommit):
             if delivered is not None:
                 await cur.execute(_DELIVERED, (delivered,))
                 first = cur.rowcount == 1
+                await cur.execute(
+                    "DELETE FROM payments_notify_tracked WHERE kind = %s "
+                    "AND payments_service_id = %s",
+                    (kind, psid),
+                )
             await cur.execute(_DONE, (item.seq, kind, psid, self._owner))
             return first
 
@@ -258,5 +286,21 @@ class PostgresInbox(GroupCommit):
     async def status(self) -> InboxStatus:
         """Counted by the database."""
         rows = await self._read(_STATUS, ())
-        depth, failed, oldest, delivered, last_error = rows[0]
-        return InboxStatus(int(depth), int(failed), oldest, int(delivered), last_error)
+        depth, failed, oldest, delivered, last_error, tracked = rows[0]
+        return InboxStatus(
+            int(depth), int(failed), oldest, int(delivered), last_error, int(tracked)
+        )
+
+    async def track(self, kind: str, payments_service_id: str, *, check_after: float) -> None:
+        """Remember it in the database (until its final status is delivered)."""
+        params = (kind, payments_service_id, check_after)
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(_TRACK, params)
+
+        await self._submit(op)
+
+    async def due_tracked(self, limit: int, *, recheck: float) -> list[tuple[str, str]]:
+        """The due ones nobody else is sweeping, each due again after ``recheck``."""
+        rows = await self._read(_DUE_TRACKED, (recheck, limit))
+        return [(str(k), str(p)) for k, p in rows]

@@ -47,6 +47,14 @@ CREATE TABLE IF NOT EXISTS inbox (
 );
 CREATE INDEX IF NOT EXISTS inbox_due ON inbox (state, received_at);
 CREATE TABLE IF NOT EXISTS delivered (key TEXT PRIMARY KEY, delivered_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tracked (
+    kind TEXT NOT NULL,
+    payments_service_id TEXT NOT NULL,
+    tracked_at REAL NOT NULL,
+    next_check REAL NOT NULL,
+    PRIMARY KEY (kind, payments_service_id)
+);
+CREATE INDEX IF NOT EXISTS tracked_due ON tracked (next_check);
 """
 
 # A new notification for an item folds into it: a done or parked item waits again, its
@@ -223,6 +231,9 @@ class SqliteInbox(GroupCommit):
                     (delivered, now),
                 )
                 first = cur.rowcount == 1
+                db.execute(
+                    "DELETE FROM tracked WHERE kind = ? AND payments_service_id = ?", (kind, psid)
+                )
             db.execute(_DONE, (now, kind, psid, item.seq))
             return first
 
@@ -251,6 +262,37 @@ class SqliteInbox(GroupCommit):
         status: InboxStatus = await self._run(read_status)
         return status
 
+    async def track(self, kind: str, payments_service_id: str, *, check_after: float) -> None:
+        """Remember it in the file (until its final status is delivered)."""
+        now = time.time()
+        params = (kind, payments_service_id, now, now + check_after)
+        await self._submit(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO tracked (kind, payments_service_id, tracked_at, "
+                "next_check) VALUES (?, ?, ?, ?)",
+                params,
+            )
+        )
+
+    async def due_tracked(self, limit: int, *, recheck: float) -> list[tuple[str, str]]:
+        """The due ones, each due again after ``recheck``."""
+
+        def take(db: sqlite3.Connection) -> list[tuple[str, str]]:
+            now = time.time()
+            rows = db.execute(
+                "SELECT kind, payments_service_id FROM tracked WHERE next_check <= ? "
+                "ORDER BY next_check LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            db.executemany(
+                "UPDATE tracked SET next_check = ? WHERE kind = ? AND payments_service_id = ?",
+                [(now + recheck, k, p) for k, p in rows],
+            )
+            return [(str(k), str(p)) for k, p in rows]
+
+        due: list[tuple[str, str]] = await self._submit(take)
+        return due
+
 
 def read_status(db: sqlite3.Connection) -> InboxStatus:
     """What the inbox file holds (also for ``listen --status`` on a file not in use)."""
@@ -263,6 +305,7 @@ def read_status(db: sqlite3.Connection) -> InboxStatus:
             "ORDER BY updated_at DESC LIMIT 1) FROM inbox WHERE state = 'failed'"
         ).fetchone()
         (delivered,) = db.execute("SELECT COUNT(*) FROM delivered").fetchone()
+        (tracked,) = db.execute("SELECT COUNT(*) FROM tracked").fetchone()
     except sqlite3.Error as exc:
         raise InboxError(f"cannot read the inbox: {exc}") from exc
-    return InboxStatus(depth, failed, oldest, delivered, last_error)
+    return InboxStatus(depth, failed, oldest, delivered, last_error, tracked)

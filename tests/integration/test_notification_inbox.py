@@ -171,3 +171,22 @@ async def test_stores_say_what_is_wrong_without_the_password(tmp_path: Path) -> 
         await PostgresInbox(dsn).open()
     assert "s3cret-pw" not in str(info.value)
     assert "s3cret-pw" not in repr(PostgresInbox(dsn))
+
+
+async def test_tracked_ids_come_due_after_their_grace_and_leave_once_delivered(
+    inbox: Inbox,
+) -> None:
+    await inbox.track("payment", "a", check_after=0.3)
+    await inbox.track("payment", "b", check_after=0.3)
+    await inbox.track("payment", "a", check_after=0.0)  # tracked already: unchanged
+    assert await inbox.due_tracked(10, recheck=0.3) == []
+    assert (await inbox.status()).tracked == 2
+    await asyncio.sleep(0.4)
+    assert sorted(await inbox.due_tracked(10, recheck=0.3)) == [("payment", "a"), ("payment", "b")]
+    assert await inbox.due_tracked(10, recheck=0.3) == []  # each due again only after recheck
+    await inbox.put(notice("a"))
+    (item,) = await inbox.claim(1)
+    await inbox.complete(item, "payment:a:ACSC")  # final: no longer awaited
+    await asyncio.sleep(0.4)
+    assert await inbox.due_tracked(10, recheck=0.3) == [("payment", "b")]
+    assert (await inbox.status()).tracked == 1

@@ -168,6 +168,7 @@ async def test_listen_status_shows_depth_failed_callbacks_and_the_oldest_item(
     assert proc.returncode == 0, err.decode()
     status = json.loads(out)
     assert (status["depth"], status["failed"], status["delivered"]) == (1, 1, 1)
+    assert status["tracked"] == 0
     assert status["last_error"] == "RuntimeError('user bug')"
     assert 0 <= status["oldest_undone_age_s"] < 20
 

@@ -60,6 +60,7 @@ def _say_status(settings: Settings, target: str, status: InboxStatus) -> None:
                 "delivered": status.delivered,
                 "oldest_undone_age_s": None if age is None else round(age, 3),
                 "last_error": status.last_error,
+                "tracked": status.tracked,
             }
         )
         return
@@ -70,6 +71,7 @@ def _say_status(settings: Settings, target: str, status: InboxStatus) -> None:
     if status.last_error:
         settings.say(Text(f"  last error: {status.last_error}", style=style))
     settings.say(f"  delivered: {status.delivered}")
+    settings.say(f"  tracked, not final yet: {status.tracked}")
 
 
 def _listen_auth(
