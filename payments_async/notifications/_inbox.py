@@ -353,10 +353,11 @@ class GroupCommit:
             batch, self._pending = self._pending, []
             try:
                 results = await self._write([op for op, _ in batch])
-            except InboxError as exc:
+            except Exception as exc:  # every waiting writer hears of it; none hangs
+                error = exc if isinstance(exc, InboxError) else InboxError(f"{exc!r}")
                 for _, fut in batch:
                     if not fut.done():
-                        fut.set_exception(exc)
+                        fut.set_exception(error)
                 continue
             self.commits += 1
             for (_, fut), result in zip(batch, results, strict=True):

@@ -201,12 +201,26 @@ class PostgresInbox(GroupCommit):
         if conn is not None:
             await conn.close()
 
+    async def _fresh(
+        self, conn: psycopg.AsyncConnection[Any] | None
+    ) -> psycopg.AsyncConnection[Any]:
+        """``conn``, or a new connection in its place once the server dropped it (a
+        restart, a failover): the store works again as soon as the database does."""
+        import psycopg
+
+        if conn is None:
+            raise InboxError("the inbox is not open")
+        if not conn.broken and not conn.closed:
+            return conn
+        try:
+            return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise self._error("reconnect to", exc) from None
+
     async def _write(self, ops: Sequence[Callable[[Any], Any]]) -> list[Any]:
         import psycopg
 
-        if self._conn is None:
-            raise InboxError("the inbox is not open")
-        conn = self._conn
+        conn = self._conn = await self._fresh(self._conn)
         try:
             async with conn.transaction(), conn.cursor() as cur:
                 return [await op(cur) for op in ops]
@@ -229,10 +243,9 @@ class PostgresInbox(GroupCommit):
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         import psycopg
 
-        if self._reader is None:
-            raise InboxError("the inbox is not open")
+        reader = self._reader = await self._fresh(self._reader)
         try:
-            cur = await self._reader.execute(sql, params)
+            cur = await reader.execute(sql, params)
             return await cur.fetchall()
         except psycopg.Error as exc:
             raise self._error("read", exc) from None

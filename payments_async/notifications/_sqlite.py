@@ -166,7 +166,7 @@ class SqliteInbox(GroupCommit):
                 db.execute("BEGIN IMMEDIATE")
                 results = [op(db) for op in ops]
                 db.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise InboxError(f"cannot write the inbox {str(self.path)!r}: {exc}") from exc

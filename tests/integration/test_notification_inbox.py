@@ -1,4 +1,4 @@
-"""The inbox stores keep one contract: fold per id, claim once, complete with the mark."""
+"""Inbox stores: one contract (fold per id, claim once, complete with the mark); 503s."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from payments_async._constants import PACS002_PATH
 from payments_async.notifications import (
     Inbox,
     InboxError,
@@ -19,6 +21,9 @@ from payments_async.notifications import (
     SqliteInbox,
     open_inbox,
 )
+from tests.factories import credit_transfer
+from tests.support.notifications import HOOK_PASSWORD, HOOK_USER, notifying_stack
+from tests.support.sandbox import basic
 
 
 def notice(psid: str, kind: NotificationKind = NotificationKind.PAYMENT) -> Notification:
@@ -190,3 +195,50 @@ async def test_tracked_ids_come_due_after_their_grace_and_leave_once_delivered(
     await asyncio.sleep(0.4)
     assert await inbox.due_tracked(10, recheck=0.3) == [("payment", "b")]
     assert (await inbox.status()).tracked == 1
+
+
+async def test_a_postgres_inbox_works_again_once_the_server_is_back(pg_dsn: str) -> None:
+    import psycopg
+
+    inbox = PostgresInbox(pg_dsn)
+    await inbox.open()
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        with pytest.raises(InboxError):
+            await inbox.put(notice("a"))  # the receiver answers 503: redelivered later
+        await inbox.put(notice("a"))
+        with pytest.raises(InboxError):
+            await inbox.claim(5)
+        assert [i.key for i in await inbox.claim(5)] == [("payment", "a")]
+    finally:
+        await inbox.aclose()
+
+
+class BrokenInbox(MemoryInbox):
+    """An inbox whose disk is full."""
+
+    async def put(self, notification: Notification) -> None:
+        raise InboxError("disk full")
+
+
+async def test_a_store_failure_is_answered_503_so_the_service_redelivers() -> None:
+    async with notifying_stack(inbox=BrokenInbox(10, 10)) as st:
+        s = await st.client.submit_credit_transfer(credit_transfer())
+        body = msgspec.json.encode(
+            {
+                "paymentsServiceId": s.payments_service_id,
+                "statusReportMessage": f"{st.sandbox.url}{PACS002_PATH}/{s.payments_service_id}",
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+        }
+        status, answer = await st.receiver.handle("POST", headers, body)
+        assert status == 503
+        assert b"retry later" in answer
+        assert (st.receiver.stats.store_failures, st.receiver.stats.accepted) == (1, 0)
