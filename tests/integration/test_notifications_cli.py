@@ -13,6 +13,13 @@ import pytest
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.bulk import (
+    JournalError,
+    PlannedRow,
+    SqliteJournal,
+    awaited_cancellations,
+    open_journal,
+)
 from payments_async.notifications import Notification, NotificationKind, SqliteInbox
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.sandbox._main import build_parser, config_from_args
@@ -177,3 +184,80 @@ async def test_listen_status_shows_depth_failed_callbacks_and_the_oldest_item(
     assert proc.returncode != 0
     assert "no inbox at" in err.decode()
     assert not (tmp_path / "none.db").exists()  # looking never creates one
+
+
+async def test_listen_tracks_what_a_bulk_journal_awaits_and_the_sweep_delivers_it(
+    tmp_path: Path,
+) -> None:
+    config = SandboxConfig(processing_delay=0.1, settlement_delay=0.1)
+    async with SandboxServer(config) as sb:
+        async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
+            pay = credit_transfer()
+            await client.submit_credit_transfer(pay)
+            cxl = await client.request_cancellation(cancellation_for(pay))
+        journal_path = tmp_path / "run.journal.sqlite"
+        journal = SqliteJournal.open(journal_path, input_sha256="0" * 64, new_run_id="run-1")
+        journal.plan(
+            [
+                PlannedRow(1, "E2E-1", "ASSGN-1", "CXL-1", b"{}"),
+                PlannedRow(2, "E2E-2", "ASSGN-2", "CXL-2", b"{}"),  # never sent: no id
+            ]
+        )
+        await journal.mark_sent(1)
+        await journal.mark_acknowledged(1, cxl.payments_service_id, True)
+        journal.close()
+        assert awaited_cancellations(journal_path) == [cxl.payments_service_id]
+        proc = await _spawn(
+            "--sandbox",
+            "--base-url",
+            sb.url,
+            "--json",
+            "listen",
+            "--port",
+            "0",
+            "--user",
+            "svc",
+            "--track-pending",
+            str(journal_path),
+            "--sweep-grace",
+            "0.5",
+            "--count",
+            "1",
+            env={"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"},
+            cwd=tmp_path,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 20)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    assert lines[1] == {"tracking": 1, "journal": str(journal_path)}
+    (event,) = lines[2:]
+    assert event["payments_service_id"] == cxl.payments_service_id
+    assert (event["confirmed_status"], event["final"], event["first"]) == ("ACCC", True, True)
+    assert (tmp_path / "payments-notifications.db").exists()  # the default inbox, here
+
+
+async def test_awaited_cancellations_of_a_postgres_journal(pg_dsn: str, tmp_path: Path) -> None:
+    with pytest.raises(JournalError):
+        awaited_cancellations(pg_dsn)  # no bulk tables yet
+    with pytest.raises(JournalError):
+        awaited_cancellations(tmp_path / "none.journal.sqlite")
+    journal = open_journal(pg_dsn, input_sha256="a" * 64, new_run_id="RUN1")
+    journal.plan([PlannedRow(n, f"E2E-{n}", f"A-{n}", f"C-{n}", b"{}") for n in (1, 2, 3)])
+    for n in (1, 2):
+        await journal.mark_sent(n)
+        await journal.mark_acknowledged(n, f"cxl-{n}", True)
+    await journal.mark_final(
+        2,
+        outcome="accepted",
+        status="ACCC",
+        reason_codes=(),
+        reason_text=None,
+        return_request_needed=False,
+    )
+    await journal.aclose()
+    assert awaited_cancellations(pg_dsn) == ["cxl-1"]

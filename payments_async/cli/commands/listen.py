@@ -48,6 +48,21 @@ async def _inbox_status(target: str) -> InboxStatus:
         await inbox.aclose()
 
 
+async def _track_pending(settings: Settings, receiver: NotificationReceiver, journal: str) -> None:
+    from payments_async.bulk import JournalError, awaited_cancellations
+
+    try:
+        awaited = await asyncio.to_thread(awaited_cancellations, journal)
+    except JournalError as exc:
+        raise CliError(str(exc)) from None
+    for psid in awaited:
+        await receiver.track(psid, "cancellation")
+    if settings.json:
+        settings.emit({"tracking": len(awaited), "journal": redact_url(journal)})
+    else:
+        settings.say(f"tracking {len(awaited)} cancellations {redact_url(journal)} awaits")
+
+
 def _say_status(settings: Settings, target: str, status: InboxStatus) -> None:
     oldest = status.oldest_undone_at
     age = None if oldest is None else max(0.0, time.time() - oldest)
@@ -122,6 +137,20 @@ def _listen_auth(
     "(shared by several listeners).",
 )
 @click.option(
+    "--track-pending",
+    "track_pending",
+    metavar="JOURNAL",
+    help="Track every cancellation a bulk journal (file or postgresql://) still awaits: "
+    "the sweep reads those not notified within --sweep-grace.",
+)
+@click.option(
+    "--sweep-grace",
+    type=click.FloatRange(min=0.1, max=86_400),
+    default=60.0,
+    show_default=True,
+    help="Seconds a tracked id may go without a notification before it is read.",
+)
+@click.option(
     "--status",
     "show_status",
     is_flag=True,
@@ -140,6 +169,8 @@ def listen(
     audience: str | None,
     count: int | None,
     inbox: str,
+    track_pending: str | None,
+    sweep_grace: float,
     show_status: bool,
 ) -> None:
     """Receive status notifications; print each one and its confirmed status.
@@ -200,7 +231,9 @@ def listen(
                 done.set()
 
         async with connected(settings) as client:  # credentials checked before listening
-            receiver = NotificationReceiver(client, auth=auth, on_event=on_event, inbox=inbox)
+            receiver = NotificationReceiver(
+                client, auth=auth, on_event=on_event, inbox=inbox, sweep_grace=sweep_grace
+            )
             try:
                 server = ReceiverServer(receiver, host=host, port=port, path=path)
                 await server.start()
@@ -214,6 +247,8 @@ def listen(
                         settings.say(
                             f"listening on {server.url}, inbox {redact_url(inbox)} (Ctrl-C to stop)"
                         )
+                    if track_pending is not None:
+                        await _track_pending(settings, receiver, track_pending)
                     with set_on_signals(done, signal.SIGTERM):
                         await done.wait()
             finally:
