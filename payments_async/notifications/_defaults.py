@@ -22,7 +22,7 @@ __all__ = [
 
 NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
 NOTIFY_BODY_READ_TIMEOUT: Final = 10.0  # seconds for a whole body to arrive; then 408 + close
-NOTIFY_QUEUE_SIZE: Final = 10_000  # notifications accepted but not yet confirmed; full: 503
+NOTIFY_QUEUE_SIZE: Final = 10_000  # the in-memory inbox's unprocessed notifications; full: 503
 NOTIFY_WORKERS: Final = 32  # confirming reads in flight at once
 NOTIFY_SEEN_CAPACITY: Final = 100_000  # final statuses remembered for deduplication
 NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these algorithms

@@ -359,7 +359,7 @@ class NotificationReceiver:
         *,
         authenticated: bool = False,
     ) -> tuple[int, bytes]:
-        """Handle one HTTP request: authenticate, parse, queue; never raises for bad input.
+        """Handle one HTTP request: authenticate, parse, store; never raises for bad input.
 
         Args:
             method: the HTTP method.
