@@ -77,6 +77,7 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
         msg = _cancellation_from_json(read_json_file(file), file)
         async with connected(settings) as client:
             sub = await client.request_cancellation(msg)
+            settings.created["cancellation"] = sub.payments_service_id
             outcome = None
             if wait:
                 outcome = await client.wait_for_cancellation_outcome(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 from pathlib import Path
 
 import click
@@ -23,8 +22,8 @@ from payments_async.notifications import (
 from .._context import Settings, pass_settings
 from .._defaults import ENV_NOTIFY_PASSWORD
 from .._exit import EXIT_OK, CliError
-from .._files import read_json_file
-from .._run import connected, run_command, set_on_signals
+from .._files import read_file
+from .._run import connected, run_command
 
 __all__ = ["listen"]
 
@@ -48,7 +47,9 @@ def _listen_auth(
     if not issuer or not audience:
         raise CliError("--jwt-key needs --issuer and --audience")
     assert jwt_key is not None
-    return BearerAuth(JwtBearerVerifier(read_json_file(jwt_key), issuer=issuer, audience=audience))
+    return BearerAuth(
+        JwtBearerVerifier(read_file(jwt_key, "--jwt-key"), issuer=issuer, audience=audience)
+    )
 
 
 @click.command()
@@ -85,7 +86,8 @@ def listen(
     """Receive status notifications; print each one and its confirmed status.
 
     Every notification is confirmed with a signed GET before it is printed as final;
-    duplicates are marked. --json prints one object per line. Stop with Ctrl-C.
+    duplicates are marked. --json prints one object per line. Stop with Ctrl-C or
+    SIGTERM (exit 130), or with --count (exit 0).
     """
     if not path.startswith("/"):
         raise click.BadParameter("must start with /", param_hint="--path")
@@ -122,8 +124,8 @@ def listen(
                         f"{what}: confirmed {event.status} ({event.outcome.value}, {state}){note}"
                     )
             seen += 1
-            if count is not None and seen >= count:
-                done.set()
+            if (count is not None and seen >= count) or settings.output_lost:
+                done.set()  # a reader gone (`listen | head -1`) ends the command: exit 0
 
         async with connected(settings) as client:  # credentials checked before listening
             receiver = NotificationReceiver(client, auth=auth, on_event=on_event)
@@ -138,8 +140,7 @@ def listen(
                         settings.emit({"listening": server.url})
                     else:
                         settings.say(f"listening on {server.url} (Ctrl-C to stop)")
-                    with set_on_signals(done, signal.SIGTERM):
-                        await done.wait()
+                    await done.wait()  # or SIGINT/SIGTERM: exit 130 (see run_command)
             finally:
                 await server.stop()
         return EXIT_OK
