@@ -44,6 +44,7 @@ from ._input import (
 from ._journal import (
     Journal,
     JournalError,
+    JournalUnavailableError,
     MemoryJournal,
     PlannedRow,
     RowState,
@@ -118,6 +119,7 @@ __all__ = [
     "InputCheck",
     "Journal",
     "JournalError",
+    "JournalUnavailableError",
     "MemoryJournal",
     "PlannedRow",
     "ProgressSink",
