@@ -22,7 +22,7 @@ from payments_async import __version__
 from payments_async.loop import LOOP_CHOICES, LoopKind
 
 from ._context import Settings
-from ._defaults import ENV_BASE_URL, ENV_CREDENTIALS, ENV_PROXY, SANDBOX_URL
+from ._defaults import ENV_BASE_URL, ENV_CA_FILE, ENV_CREDENTIALS, ENV_PROXY, SANDBOX_URL
 from ._exit import EXIT_BUSINESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_SERVICE, EXIT_USAGE
 
 __all__ = [
@@ -173,6 +173,14 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     "password off the command line).",
 )
 @click.option(
+    "--ca-file",
+    envvar=ENV_CA_FILE,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="PEM certificates of the CA(s) to trust for the service's TLS certificate, instead "
+    f"of the system's (a private CA). Env {ENV_CA_FILE}; SSL_CERT_FILE adds to the system's.",
+)
+@click.option(
     "--trust-env",
     is_flag=True,
     help="Without --proxy, use HTTPS_PROXY / HTTP_PROXY and NO_PROXY from the environment.",
@@ -194,6 +202,7 @@ def cli(
     credentials_file: Path | None,
     sandbox: bool,
     proxy: str | None,
+    ca_file: Path | None,
     trust_env: bool,
     as_json: bool,
     verbose: int,
@@ -207,6 +216,7 @@ def cli(
         credentials_file=credentials_file,
         sandbox=sandbox,
         proxy=proxy,
+        ca_file=ca_file,
         trust_env=trust_env,
         json=as_json,
         verbose=verbose,

@@ -89,6 +89,7 @@ class Settings:
     credentials_file: Path | None = None
     sandbox: bool = False
     proxy: str | None = field(default=None, repr=False)  # may carry credentials
+    ca_file: Path | None = None
     trust_env: bool = False
     json: bool = False
     verbose: int = 0

@@ -20,6 +20,7 @@ make every signature slow; the service needs at least 2048)."""
 
 ENV_BASE_URL: Final = "PAYMENTS_BASE_URL"
 ENV_PROXY: Final = "PAYMENTS_PROXY"
+ENV_CA_FILE: Final = "PAYMENTS_CA_FILE"
 ENV_CREDENTIALS: Final = "PAYMENTS_CREDENTIALS_FILE"
 ENV_NOTIFY_PASSWORD: Final = "PAYMENTS_NOTIFY_PASSWORD"
 SANDBOX_URL: Final = "http://127.0.0.1:8765"

@@ -12,7 +12,9 @@ import contextvars
 import logging
 import signal
 import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Final, NoReturn
 
 from rich.text import Text
@@ -32,7 +34,7 @@ from payments_async.loop import run as run_loop
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
 from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
-from ._files import close_signer, credentials
+from ._files import close_signer, credentials, read_file
 
 __all__ = [
     "connected",
@@ -79,11 +81,26 @@ def make_client(
             base_url=base_url,
             proxy=settings.proxy or None,
             trust_env=settings.trust_env,
+            ssl_context=_trusting(settings.ca_file),
             timeout=timeout or Timeout(total=CLI_RETRY_TIMEOUT),
             limits=limits,
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
         raise CliError(f"--base-url {redact_url(base_url)!r} is not a valid URL: {exc}") from None
+
+
+def _trusting(ca_file: Path | None) -> ssl.SSLContext | None:
+    """A TLS context that trusts the CA certificates of ``--ca-file`` (None: the system's)."""
+    if ca_file is None:
+        return None
+    pem = read_file(ca_file, "--ca-file")
+    try:
+        return ssl.create_default_context(cadata=pem.decode("ascii"))
+    except (UnicodeDecodeError, ssl.SSLError, ValueError):
+        raise CliError(
+            f"--ca-file {str(ca_file)!r} holds no usable PEM certificate "
+            "(-----BEGIN CERTIFICATE-----)"
+        ) from None
 
 
 @contextlib.asynccontextmanager
@@ -265,6 +282,13 @@ def set_on_signals(event: asyncio.Event) -> Iterator[None]:
 async def describe_unreachable(settings: Settings, exc: PaymentsError) -> str:
     """``exc`` as a message, naming why the service could not be reached when a fresh TCP
     probe can tell."""
+    if isinstance(exc, TransportError) and isinstance(exc.__cause__, ssl.SSLError):
+        # The library's advice (an ssl_context) is for programs; the command line's is this.
+        said = str(exc).replace(_LIBRARY_TLS_ADVICE, "")
+        return (
+            f"{said}; if the service's certificate comes from a private CA, trust it with "
+            "--ca-file FILE (PEM), or add it to the system's with SSL_CERT_FILE=FILE"
+        )
     # No probe when something answered (a proxy's 407 has a status) or when requests go
     # through a proxy: a direct connection would bypass it, and say nothing about it.
     if (
@@ -281,6 +305,11 @@ async def describe_unreachable(settings: Settings, exc: PaymentsError) -> str:
         return str(exc)
     why = await probe_service(url)
     return f"{why} ({exc})" if why else str(exc)
+
+
+_LIBRARY_TLS_ADVICE: Final = (
+    " (pass an ssl_context that trusts the service's certificate if it uses a private CA)"
+)
 
 
 async def probe_service(url: URL, timeout: float = CLI_PROBE_TIMEOUT) -> str | None:

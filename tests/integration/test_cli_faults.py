@@ -4,22 +4,28 @@ a sandbox on a free port."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from aiohttp import web
 
 from payments_async.iso20022 import build_credit_transfer, encode
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
+from tests.support.proxy import make_tls
 
 ROOT = Path(__file__).resolve().parents[2]
 CREDITOR_IBAN = "DE89370400440532013000"
@@ -270,3 +276,99 @@ def test_a_database_that_answers_no_is_exit_2_and_one_that_is_down_exit_3(
         assert [x for x in proc.stderr.splitlines() if x.startswith("error: ")] == [
             proc.stderr.strip()
         ]
+
+
+# --- TLS with a private CA -------------------------------------------------------------------
+
+
+@contextmanager
+def _tls_server(tmp_path: Path) -> Iterator[str]:
+    """An HTTPS server on 127.0.0.1 with a self-signed certificate, answering 404 to all."""
+    tls = make_tls(tmp_path)
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        runner = web.AppRunner(web.Application(), handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=tls.server)
+        await site.start()
+        box["port"] = runner.addresses[0][1]
+        box["stop"] = stop = asyncio.Event()
+        box["loop"] = asyncio.get_running_loop()
+        ready.set()
+        await stop.wait()
+        await runner.cleanup()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    try:
+        yield f"https://127.0.0.1:{box['port']}"
+    finally:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(30)
+
+
+def test_a_tls_failure_says_how_to_trust_a_private_ca_and_ca_file_does(tmp_path: Path) -> None:
+    with _tls_server(tmp_path) as url:
+        base = [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", url]
+        untrusted = subprocess.run(
+            [*base, "token"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert untrusted.returncode == 3, untrusted.stderr
+        (line,) = untrusted.stderr.splitlines()
+        assert "TLS failed" in line
+        assert "--ca-file FILE (PEM)" in line
+        assert "SSL_CERT_FILE=FILE" in line
+        assert "ssl_context" not in line  # the library's advice, for programs
+        trusted = subprocess.run(
+            [*base, "--ca-file", str(tmp_path / "cert.pem"), "token"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        # The handshake succeeds: what fails now is the token endpoint (this server has none).
+        assert trusted.returncode == 3, trusted.stderr
+        assert "TLS failed" not in trusted.stderr
+        assert "404" in trusted.stderr
+        env = {**os.environ, "SSL_CERT_FILE": str(tmp_path / "cert.pem")}
+        by_env = subprocess.run(
+            [*base, "token"], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env
+        )
+        assert "TLS failed" not in by_env.stderr
+        assert "404" in by_env.stderr, by_env.stderr
+
+
+def test_a_ca_file_without_a_certificate_is_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "payments_async", "--sandbox", "--ca-file", str(bad), "token"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: --ca-file {str(bad)!r} holds no usable PEM"), proc.stderr
+
+
+# --- without the cli extra -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missing", ["click", "rich"])
+def test_python_m_without_the_cli_extra_says_what_to_install(missing: str) -> None:
+    code = (
+        f"import sys; sys.modules[{missing!r}] = None; import runpy; "
+        "runpy.run_module('payments_async', run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: the command line needs the 'cli' extra ({missing} not installed): "
+        "pip install 'payments-async[cli]'\n"
+    )
