@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from payments_async import ConfigurationError, Credentials
+from payments_async import ConfigurationError, Credentials, check_key_id_and_issuer
 from payments_async.bulk import DuplicateKeyError, unique_keys
 from payments_async.signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
@@ -71,6 +71,10 @@ def load_credentials_file(path: Path) -> Credentials:
         raise CliError(f"{what} must hold an object")
     _check_text(what, data, ("client_id", "client_secret", "key_id", "issuer"), required=True)
     _check_text(what, data, ("private_key_file",), required=False)
+    try:  # before a key file is read or an HSM opened
+        check_key_id_and_issuer(data["key_id"], data["issuer"])
+    except ConfigurationError as exc:
+        raise CliError(f"{what}: {exc.message}") from None
     misplaced = sorted(k for k in _PKCS11_KEYS if k in data)
     if misplaced:
         raise CliError(f"{what}: {', '.join(misplaced)} belong(s) in the pkcs11 table")
