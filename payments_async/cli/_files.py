@@ -95,7 +95,7 @@ def load_credentials_file(path: Path) -> Credentials:
         signer = _pkcs11_signer(what, path, hsm, key_id)
     else:
         key_file = _relative_to(path, data["private_key_file"])
-        read_file(key_file, f"{what}: private_key_file")  # bounded, before the key loader reads it
+        read_file(key_file, "private_key_file", within=what)  # bounded, before the key loader
         if threads is None:
             signer = KeySigner(key_file, key_id=key_id)
         else:
@@ -158,7 +158,7 @@ def _pkcs11_signer(what: str, path: Path, hsm: object, key_id: str) -> Signer:
         pin_path = _relative_to(path, hsm["pin_file"])
         try:
             # A BOM is not part of a PIN.
-            pin = read_file(pin_path, f"{what}: pin_file").decode("utf-8-sig").strip()
+            pin = read_file(pin_path, "pin_file", within=what).decode("utf-8-sig").strip()
         except UnicodeDecodeError as exc:
             raise CliError(f"{what}: pin_file {str(pin_path)!r} {not_utf8(exc)}") from None
         if not pin:
@@ -266,7 +266,9 @@ def _read_credentials(settings: Settings) -> Credentials:
         ) from None
 
 
-def read_file(path: Path, what: str = "", limit: int = CLI_MAX_FILE_BYTES) -> bytes:
+def read_file(
+    path: Path, what: str = "", limit: int = CLI_MAX_FILE_BYTES, *, within: str = ""
+) -> bytes:
     """The bytes of a file a person names, read only if it holds at most ``limit`` bytes.
 
     A regular file's size is checked before anything is read; a device or a pipe
@@ -277,13 +279,16 @@ def read_file(path: Path, what: str = "", limit: int = CLI_MAX_FILE_BYTES) -> by
         path: the file.
         what: how the message names it (``"credentials file"``); the path follows.
         limit: the largest size accepted, in bytes (``CLI_MAX_FILE_BYTES``).
+        within: what the file belongs to, to start the message with (the credentials
+            file that names a PIN file).
 
     Raises:
         CliError: the file cannot be read, or holds more than ``limit`` bytes.
     """
     shown = f"{what} {str(path)!r}" if what else repr(str(path))
+    start = f"{within}: " if within else ""
     too_big = CliError(
-        f"{shown} is larger than {limit // 1024:,} KiB (the most the command line reads "
+        f"{start}{shown} is larger than {limit // 1024:,} KiB (the most the command line reads "
         "whole): nothing was sent"
     )
     try:
@@ -293,7 +298,7 @@ def read_file(path: Path, what: str = "", limit: int = CLI_MAX_FILE_BYTES) -> by
                 raise too_big
             raw = file.read(limit + 1)
     except OSError as exc:
-        raise CliError(f"cannot read {shown}: {exc.strerror or exc}") from None
+        raise CliError(f"{start}cannot read {shown}: {exc.strerror or exc}") from None
     if len(raw) > limit:
         raise too_big
     return raw

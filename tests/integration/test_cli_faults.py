@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,13 +21,13 @@ from urllib.parse import urlsplit
 import pytest
 from aiohttp import web
 
-from payments_async.iso20022 import build_credit_transfer, encode
+from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
+from tests.factories import CREDITOR_IBAN, credit_transfer
 from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
 from tests.support.proxy import make_tls
 
 ROOT = Path(__file__).resolve().parents[2]
-CREDITOR_IBAN = "DE89370400440532013000"
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +42,8 @@ def _cli(sb: ThreadedSandbox, *args: str) -> list[str]:
     return [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", sb.url, *args]
 
 
-def _payment(tmp_path: Path, *, prefix: bytes = b"", debtor: str = "Alice Martin") -> Path:
-    msg = build_credit_transfer(
-        debtor_name=debtor,
-        debtor_iban="FR1420041010050500013M02606",
-        debtor_agent_id="30004",
-        creditor_name="Bob Schmidt",
-        creditor_iban=CREDITOR_IBAN,
-        creditor_agent_id="37040044",
-        amount=Decimal("42.00"),
-    )
+def _payment(tmp_path: Path, *, prefix: bytes = b"") -> Path:
+    msg = credit_transfer()
     path = tmp_path / f"{msg.end_to_end_id}.json"
     path.write_bytes(prefix + encode(msg))
     return path
