@@ -133,6 +133,12 @@ class _Group(click.Group):
             _usage_fail("--json" in argv, exc.format_message(), exc.exit_code)
         except click.Abort:
             _usage_fail("--json" in argv, "interrupted", EXIT_INTERRUPTED)
+        except SystemExit as exc:
+            # click ends output into a closed pipe (`--help | head -1`) with exit 1 once it
+            # has wrapped stdout to keep quiet: only the output was lost, as in run_command.
+            if exc.code == 1 and type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):
+                sys.exit(EXIT_OK)
+            raise
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 

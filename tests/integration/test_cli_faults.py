@@ -200,6 +200,29 @@ def test_a_closed_stdout_after_a_stored_payment_is_exit_0_without_a_traceback(
     assert _stored(sb, "payments_stored") == before + 1
 
 
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--version"], ["status", "--help"], ["keygen", "--dir", "KEYS"]]
+)
+def test_a_closed_stdout_is_exit_0_for_help_version_and_keygen(
+    tmp_path: Path, args: list[str]
+) -> None:
+    args = [str(tmp_path / "keys") if a == "KEYS" else a for a in args]
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "payments_async", *args],
+            cwd=ROOT,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
 # --- bounded inputs and messages -------------------------------------------------------------
 
 
