@@ -161,7 +161,8 @@ def run_command(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> No
 def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
     try:
         code = run_loop(_call(coro_fn), kind=settings.loop)
-    except (KeyboardInterrupt, _Interrupted):
+    except (KeyboardInterrupt, _Interrupted, asyncio.CancelledError):
+        # CancelledError: a signal that came as the command returned (nothing awaited after).
         _interrupted(settings)
     except (CliError, PaymentsError) as exc:
         if settings.verbose:
