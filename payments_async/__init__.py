@@ -42,6 +42,8 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._telemetry import Telemetry
     from ._urls import redact_url
     from .iso20022 import (
+        EPC_ADDRESS_CUTOVER,
+        Address,
         Camt029,
         Camt056,
         Outcome,
@@ -55,9 +57,11 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
 
 __all__ = [
     "DEFAULT_KEYGEN_BITS",
+    "EPC_ADDRESS_CUTOVER",
     "MIN_RSA_BITS",
     "POLL_TIMEOUT",
     "TOKEN_PATH",
+    "Address",
     "ApiError",
     "AuthenticationError",
     "Camt029",
@@ -108,9 +112,11 @@ __all__ = [
 # only part of the package (``payments-async --help``) does not load aiohttp or msgspec.
 _LAZY: dict[str, str] = {
     "DEFAULT_KEYGEN_BITS": "._constants",
+    "EPC_ADDRESS_CUTOVER": ".iso20022",
     "MIN_RSA_BITS": "._constants",
     "POLL_TIMEOUT": "._constants",
     "TOKEN_PATH": "._constants",
+    "Address": ".iso20022",
     "ApiError": "._errors",
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",

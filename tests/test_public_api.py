@@ -4,9 +4,11 @@ import payments_async
 
 INTENDED = {
     "DEFAULT_KEYGEN_BITS",
+    "EPC_ADDRESS_CUTOVER",
     "MIN_RSA_BITS",
     "POLL_TIMEOUT",
     "TOKEN_PATH",
+    "Address",
     "ApiError",
     "AuthenticationError",
     "Camt029",
