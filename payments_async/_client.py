@@ -181,7 +181,7 @@ class PaymentsClient:
         self._timeout = timeout or Timeout()
         # Every event goes to each of these: logging, the user's hooks, OpenTelemetry.
         self._instruments = Instruments.of(
-            hooks, telemetry.bind(url) if telemetry is not None else None
+            hooks, telemetry.bind(url, profile) if telemetry is not None else None
         )
         self._transport = Transport(
             url,

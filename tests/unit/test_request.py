@@ -27,11 +27,13 @@ from payments_async import (
     Timeout,
     ValidationError,
 )
+from payments_async._telemetry import id_routes, url_template
 from tests.factories import credit_transfer
 from tests.support.http_servers import Handler, Serve
 
 TOKEN_BODY = {"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600}
 PACS004 = "/payments/pacs004/v09"
+EDITION_READ = "/p/pacs002/v10"
 
 
 async def _token(request: web.Request) -> web.Response:
@@ -336,3 +338,10 @@ def test_a_profile_from_settings() -> None:
 def test_the_client_refuses_a_profile_of_another_type() -> None:
     with pytest.raises(ConfigurationError, match="profile"):
         PaymentsClient(Credentials.sandbox(), base_url="http://127.0.0.1:9", profile={})  # type: ignore[arg-type]
+
+
+def test_span_routes_follow_the_profile() -> None:
+    routes = id_routes(EDITION_READ, "/p/camt029/v08")
+    assert url_template(f"{EDITION_READ}/PS-1", routes) == f"{EDITION_READ}/{{paymentsServiceId}}"
+    assert url_template("/payments/pacs002/v12/PS-1", routes) == "/payments/pacs002/v12/PS-1"
+    assert url_template("/payments/pacs002/v12/PS-1") == "/payments/pacs002/v12/{paymentsServiceId}"
