@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -13,8 +12,9 @@ from click.testing import CliRunner, Result
 from payments_async import ServiceProfile
 from payments_async._keys import private_key_pem
 from payments_async.cli import cli
-from payments_async.iso20022 import build_credit_transfer, encode
+from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
+from tests.factories import credit_transfer
 from tests.support.cli import ThreadedSandbox, threaded_sandbox
 
 EDITION = ServiceProfile(
@@ -43,17 +43,8 @@ def run(sb: ThreadedSandbox, *args: str, creds: tuple[str, ...] = ("--sandbox",)
 
 
 def payment(tmp_path: Path) -> Path:
-    msg = build_credit_transfer(
-        debtor_name="Alice Martin",
-        debtor_iban="FR1420041010050500013M02606",
-        debtor_agent_id="30004",
-        creditor_name="Bob Schmidt",
-        creditor_iban="DE89370400440532013000",
-        creditor_agent_id="37040044",
-        amount=Decimal("42.00"),
-    )
     path = tmp_path / "pay.json"
-    path.write_bytes(encode(msg))
+    path.write_bytes(encode(credit_transfer()))
     return path
 
 
