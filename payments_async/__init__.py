@@ -11,7 +11,7 @@ import typing as _typing
 from ._version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
-    from ._checks import check_payments_service_id
+    from ._checks import check_key_id_and_issuer, check_payments_service_id
     from ._client import PaymentsClient
     from ._config import Limits, Timeout
     from ._constants import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, POLL_TIMEOUT, TOKEN_PATH
@@ -107,6 +107,7 @@ __all__ = [
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
     "redact_url",
@@ -164,6 +165,7 @@ _LAZY: dict[str, str] = {
     "ValidationError": "._errors",
     "build_cancellation": ".iso20022",
     "build_credit_transfer": ".iso20022",
+    "check_key_id_and_issuer": "._checks",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
     "redact_url": "._urls",

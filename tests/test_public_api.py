@@ -52,6 +52,7 @@ INTENDED = {
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
     "redact_url",

@@ -17,6 +17,7 @@ memory). A run is four steps, each public: ``check_run_input``, ``open_run``,
 processes.
 """
 
+from ._awaited import awaited_cancellations
 from ._defaults import (
     HEARTBEAT_INTERVAL,
     STALLED_AFTER,
@@ -44,6 +45,7 @@ from ._input import (
 from ._journal import (
     Journal,
     JournalError,
+    JournalUnavailableError,
     MemoryJournal,
     PlannedRow,
     RowState,
@@ -118,6 +120,7 @@ __all__ = [
     "InputCheck",
     "Journal",
     "JournalError",
+    "JournalUnavailableError",
     "MemoryJournal",
     "PlannedRow",
     "ProgressSink",
@@ -131,6 +134,7 @@ __all__ = [
     "SqliteJournal",
     "Stage",
     "Verdict",
+    "awaited_cancellations",
     "build_row_message",
     "bulk_cancel",
     "check_input",

@@ -176,8 +176,8 @@ class CashAccount(OutboundStruct, kw_only=True):
     """``dbtrAcct`` / ``cdtrAcct``: identification, optional name and currency."""
 
     id: AccountIdentification
-    nm: Max140Text | None = None
     ccy: CurrencyCode | None = None
+    nm: Max140Text | None = None
 
 
 class ClearingSystemMemberIdentification(OutboundStruct, kw_only=True):

@@ -128,6 +128,8 @@ def test_gitignore_covers_what_the_examples_write() -> None:
         "bulk-cancel.results.journal.sqlite",
         "examples/bulk-cancel.results.csv",
         "examples/bulk-cancel.results.journal.sqlite-wal",
+        "payments-notifications.db",
+        "payments-notifications.db-wal",
     ):
         ignored = subprocess.run(
             ["git", "check-ignore", "-q", written], cwd=EXAMPLES.parent, check=False
