@@ -10,18 +10,15 @@ from payments_async import (
     ApiError,
     Hooks,
     NotFoundError,
-    PaymentsClient,
-    PollPolicy,
     RequestEvent,
-    RetryPolicy,
     ServiceProfile,
-    Timeout,
 )
 from payments_async.iso20022 import encode
 from payments_async.sandbox import SandboxConfig
 from payments_async.sandbox._main import build_parser, config_from_args
 from payments_async.testing import SandboxHandle, sandbox_server
 from tests.factories import cancellation_for, credit_transfer
+from tests.integration.test_client_sandbox import client_for
 
 EDITION = ServiceProfile(
     pacs008_path="/payments/pacs008/v08",
@@ -30,7 +27,6 @@ EDITION = ServiceProfile(
     camt029_path="/payments/camt029/v08",
     client_id_header="X-Client-Id",
 )
-FAST_POLL = PollPolicy(initial=0.02, maximum=0.05, not_found_grace=0.5)
 
 
 @pytest.fixture
@@ -44,14 +40,6 @@ async def edition() -> AsyncIterator[SandboxHandle]:
     config = SandboxConfig(processing_delay=0.1, settlement_delay=0.1, profile=EDITION)
     async with sandbox_server(config) as sb:
         yield sb
-
-
-def client_for(sb: SandboxHandle, **kwargs: object) -> PaymentsClient:
-    assert sb.credentials is not None
-    kwargs.setdefault("retry", RetryPolicy.for_testing(attempts=3))
-    kwargs.setdefault("timeout", Timeout(total=10))
-    kwargs.setdefault("poll", FAST_POLL)
-    return PaymentsClient(sb.credentials, base_url=sb.url, **kwargs)  # type: ignore[arg-type]
 
 
 async def test_an_operation_the_sandbox_does_not_model_is_a_typed_404(
