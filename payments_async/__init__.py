@@ -38,6 +38,8 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._keys import generate_key_pair
     from ._models import CancellationOutcome, Submission
     from ._polling import PollPolicy
+    from ._profile import ServiceProfile
+    from ._response import Answered, RawResponse
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
     from ._urls import redact_url
@@ -62,6 +64,7 @@ __all__ = [
     "POLL_TIMEOUT",
     "TOKEN_PATH",
     "Address",
+    "Answered",
     "ApiError",
     "AuthenticationError",
     "Camt029",
@@ -87,11 +90,13 @@ __all__ = [
     "PollTimeoutError",
     "Problem",
     "RateLimitedError",
+    "RawResponse",
     "RequestEvent",
     "RetryBudget",
     "RetryPolicy",
     "ServerError",
     "ServiceErrorDetail",
+    "ServiceProfile",
     "Signer",
     "SigningError",
     "Submission",
@@ -117,6 +122,7 @@ _LAZY: dict[str, str] = {
     "POLL_TIMEOUT": "._constants",
     "TOKEN_PATH": "._constants",
     "Address": ".iso20022",
+    "Answered": "._response",
     "ApiError": "._errors",
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",
@@ -142,11 +148,13 @@ _LAZY: dict[str, str] = {
     "PollTimeoutError": "._errors",
     "Problem": "._errors",
     "RateLimitedError": "._errors",
+    "RawResponse": "._response",
     "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
     "RetryPolicy": "._retry",
     "ServerError": "._errors",
     "ServiceErrorDetail": "._errors",
+    "ServiceProfile": "._profile",
     "Signer": ".signing",
     "SigningError": "._errors",
     "Submission": "._models",

@@ -39,20 +39,29 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
     from yarl import URL
 
+    from ._profile import ServiceProfile
+
 __all__ = ["Telemetry", "TracingInstrument", "url_template"]
 
 _INSTALL_HINT: Final = "pip install 'payments-async[otel]'"
 
-# Paths with an id in them, and their template (OTel: url.template, low cardinality).
-_ID_ROUTES: Final = (
-    (PACS002_PATH + "/", PACS002_PATH + "/{paymentsServiceId}"),
-    (CAMT029_PATH + "/", CAMT029_PATH + "/{paymentsServiceId}"),
-)
+Routes = tuple[tuple[str, str], ...]
 
 
-def url_template(path: str) -> str:
-    """The route of ``path`` with ids replaced by ``{paymentsServiceId}`` (span names, metrics)."""
-    for prefix, template in _ID_ROUTES:
+def id_routes(*read_paths: str) -> Routes:
+    """The prefixes of paths with an id in them, and their template (OTel: url.template)."""
+    return tuple((path + "/", path + "/{paymentsServiceId}") for path in read_paths)
+
+
+_ID_ROUTES: Final = id_routes(PACS002_PATH, CAMT029_PATH)
+
+
+def url_template(path: str, routes: Routes = _ID_ROUTES) -> str:
+    """The route of ``path`` with ids replaced by ``{paymentsServiceId}`` (span names, metrics).
+
+    ``routes``: the read paths' prefixes and templates (the spec's by default).
+    """
+    for prefix, template in routes:
         if path.startswith(prefix):
             return template
     return path
@@ -201,9 +210,13 @@ class Telemetry:
     def __repr__(self) -> str:
         return f"Telemetry(propagate={self.propagate})"
 
-    def bind(self, base_url: URL) -> TracingInstrument:
-        """The instrument of one client talking to ``base_url`` (the client calls this)."""
-        return TracingInstrument(self, base_url)
+    def bind(self, base_url: URL, profile: ServiceProfile | None = None) -> TracingInstrument:
+        """The instrument of one client talking to ``base_url`` (the client calls this);
+        ``profile`` names its read paths (the spec's when None)."""
+        routes = _ID_ROUTES
+        if profile is not None:
+            routes = id_routes(profile.pacs002_path, profile.camt029_path)
+        return TracingInstrument(self, base_url, routes)
 
 
 class _Span:
@@ -220,10 +233,11 @@ class _Span:
 class TracingInstrument:
     """One client's OpenTelemetry instrument: spans and metrics of every event it hears."""
 
-    __slots__ = ("_base", "_otel", "_server", "_tel")
+    __slots__ = ("_base", "_otel", "_routes", "_server", "_tel")
 
-    def __init__(self, telemetry: Telemetry, base_url: URL) -> None:
+    def __init__(self, telemetry: Telemetry, base_url: URL, routes: Routes = _ID_ROUTES) -> None:
         self._tel = telemetry
+        self._routes = routes
         self._otel = _otel()
         self._base = str(base_url)
         self._server: dict[str, Any] = {"server.address": base_url.host or ""}
@@ -260,7 +274,7 @@ class TracingInstrument:
     # --- HTTP exchanges: a CLIENT span each, and the duration metric --------------------
 
     def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
-        template = url_template(exchange.path)
+        template = url_template(exchange.path, self._routes)
         attrs: dict[str, Any] = {
             "http.request.method": exchange.method,
             "url.template": template,
@@ -284,7 +298,7 @@ class TracingInstrument:
             return
         metric: dict[str, Any] = {
             "http.request.method": exchange.method,
-            "url.template": url_template(exchange.path),
+            "url.template": url_template(exchange.path, self._routes),
             **self._server,
         }
         status = exchange.status
@@ -305,7 +319,7 @@ class TracingInstrument:
     def retry(self, event: RequestEvent) -> None:
         attrs: dict[str, Any] = {
             "http.request.method": event.method,
-            "url.template": url_template(event.path),
+            "url.template": url_template(event.path, self._routes),
         }
         if event.error is not None:
             attrs["error.type"] = _error_type(event.error)

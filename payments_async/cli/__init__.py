@@ -200,6 +200,13 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     show_default=True,
     help="Event loop: uvloop when installed (the speed extra), or asyncio's own.",
 )
+@click.option(
+    "--profile",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Another edition of the service: pacs008_path, pacs002_path, camt056_path, "
+    "camt029_path or client_id_header (repeatable; over the credentials file's profile table).",
+)
 @click.version_option(__version__, prog_name="payments-async")
 @click.pass_context
 def cli(
@@ -213,6 +220,7 @@ def cli(
     as_json: bool,
     verbose: int,
     loop: LoopKind,
+    profile: tuple[str, ...],
 ) -> None:
     """The command group (see ``_HELP``): the global options become every command's
     ``Settings``."""
@@ -227,6 +235,7 @@ def cli(
         json=as_json,
         verbose=verbose,
         loop=loop,
+        profile=profile,
         argv=argv,
     )
     if verbose:

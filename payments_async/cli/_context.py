@@ -94,6 +94,7 @@ class Settings:
     json: bool = False
     verbose: int = 0
     loop: LoopKind = "auto"
+    profile: tuple[str, ...] = ()  # --profile FIELD=VALUE, over the credentials file's
     argv: list[str] | None = None
     # Read once per command: a credentials file's signer may hold threads or an HSM
     # session, which every client of the command shares and run_command closes at the end.

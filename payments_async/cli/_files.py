@@ -9,9 +9,9 @@ import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from payments_async import ConfigurationError, Credentials, check_key_id_and_issuer
+from payments_async import ConfigurationError, Credentials, ServiceProfile, check_key_id_and_issuer
 from payments_async.bulk import DuplicateKeyError, unique_keys
 from payments_async.signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
@@ -54,21 +54,8 @@ def load_credentials_file(path: Path) -> Credentials:
         ConfigurationError: the key is unusable (or the HSM refuses the PIN, has no such
             token or key).
     """
-    raw = read_file(path, "credentials file")
-    data: object
-    if path.suffix.lower() == ".toml":
-        try:
-            document = tomllib.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise CliError(f"credentials file {str(path)!r} {not_utf8(exc)}") from None
-        except (ValueError, RecursionError) as exc:
-            raise CliError(f"credentials file {str(path)!r} is not valid TOML: {exc}") from None
-        data = document.get("credentials", document)
-    else:
-        data = load_json_bytes(raw, f"credentials file {str(path)!r}")
+    data = _credentials_document(path)
     what = f"credentials file {str(path)!r}"
-    if not isinstance(data, dict):
-        raise CliError(f"{what} must hold an object")
     _check_text(what, data, ("client_id", "client_secret", "key_id", "issuer"), required=True)
     _check_text(what, data, ("private_key_file",), required=False)
     try:  # before a key file is read or an HSM opened
@@ -111,6 +98,45 @@ def load_credentials_file(path: Path) -> Credentials:
     except BaseException:
         close_signer(signer)
         raise
+
+
+def _credentials_document(path: Path) -> dict[str, Any]:
+    """The object of a JSON or TOML credentials file (a TOML file's ``[credentials]``)."""
+    raw = read_file(path, "credentials file")
+    data: object
+    if path.suffix.lower() == ".toml":
+        try:
+            document = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise CliError(f"credentials file {str(path)!r} {not_utf8(exc)}") from None
+        except (ValueError, RecursionError) as exc:
+            raise CliError(f"credentials file {str(path)!r} is not valid TOML: {exc}") from None
+        data = document.get("credentials", document)
+    else:
+        data = load_json_bytes(raw, f"credentials file {str(path)!r}")
+    if not isinstance(data, dict):
+        raise CliError(f"credentials file {str(path)!r} must hold an object")
+    return data
+
+
+def service_profile(settings: Settings) -> ServiceProfile:
+    """The service's edition: the ``profile`` table of the credentials file, each
+    ``--profile FIELD=VALUE`` over it; the spec's when neither names a field.
+
+    Raises:
+        CliError: the table is not one, or names a field or a value the profile refuses.
+    """
+    items: list[str] = []
+    if settings.credentials_file is not None and not settings.sandbox:
+        path = settings.credentials_file
+        table = _credentials_document(path).get("profile", {})
+        if not isinstance(table, dict):
+            raise CliError(f"credentials file {str(path)!r}: profile must be a table")
+        items = [f"{name}={value}" for name, value in table.items()]
+    try:
+        return ServiceProfile.parse([*items, *settings.profile])
+    except ConfigurationError as exc:
+        raise CliError(f"profile: {exc.message}") from None
 
 
 def _check_text(

@@ -34,7 +34,7 @@ from payments_async.loop import run as run_loop
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
 from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
-from ._files import close_signer, credentials, read_file
+from ._files import close_signer, credentials, read_file, service_profile
 
 __all__ = [
     "connected",
@@ -84,6 +84,7 @@ def make_client(
             ssl_context=_trusting(settings.ca_file),
             timeout=timeout or Timeout(total=CLI_RETRY_TIMEOUT),
             limits=limits,
+            profile=service_profile(settings),
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
         raise CliError(f"--base-url {redact_url(base_url)!r} is not a valid URL: {exc}") from None
