@@ -44,13 +44,14 @@ from ._input import (
 from ._journal import (
     Journal,
     JournalError,
-    MemoryJournal,
     PlannedRow,
     RowState,
     RowWrites,
     SqliteJournal,
     journal_counts,
 )
+from ._lock import JournalBusyError
+from ._memory import MemoryJournal
 from ._plan import (
     BulkEvents,
     BulkInputError,
@@ -117,6 +118,7 @@ __all__ = [
     "EnqueueReport",
     "InputCheck",
     "Journal",
+    "JournalBusyError",
     "JournalError",
     "MemoryJournal",
     "PlannedRow",

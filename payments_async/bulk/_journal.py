@@ -22,20 +22,21 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from ._rows import RowOutcome, Stage, stored_outcome
+
+if TYPE_CHECKING:
+    from ._lock import JournalLock
 
 __all__ = [
     "READ_BATCH",
     "Journal",
     "JournalError",
-    "MemoryJournal",
     "PlannedRow",
     "RowState",
     "RowWrites",
@@ -207,7 +208,7 @@ class RowWrites(Protocol):
 class Journal(RowWrites, Protocol):
     """What the runner needs from a journal: the plan, the reads, and the row changes.
 
-    `MemoryJournal` and `SqliteJournal` below provide it, and so does the
+    `SqliteJournal` below and `MemoryJournal` provide it, and so does the
     PostgreSQL store.
     """
 
@@ -336,135 +337,6 @@ class StoreReads(Generic[_Conn]):
             )
 
 
-class MemoryJournal:
-    """A journal that keeps nothing on disk (``--no-journal``): no resume after a crash.
-
-    It exists so a run can do without the file (and a benchmark can measure its cost);
-    a killed run without a journal cannot be resumed without risking new ids. It holds
-    the whole plan in memory, bodies included.
-
-    Args:
-        run_id: the id generated ``assgnmt.id`` values are built from.
-    """
-
-    def __init__(self, run_id: str) -> None:
-        self._rows: dict[int, RowState] = {}
-        self._run_id = run_id
-        self._planned = False
-
-    @property
-    def path(self) -> Path | None:
-        """Always None: nothing is written."""
-        return None
-
-    @property
-    def run_id(self) -> str:
-        """The random id of this bulk run."""
-        return self._run_id
-
-    def is_planned(self) -> bool:
-        """True once `plan` ran."""
-        return self._planned
-
-    def plan(self, rows: Iterable[PlannedRow]) -> None:
-        """Keep the plan in memory."""
-        for r in rows:
-            self._rows[r.line] = RowState(
-                line=r.line,
-                original_end_to_end_id=r.original_end_to_end_id,
-                assignment_id=r.assignment_id,
-                cancellation_id=r.cancellation_id,
-                body=r.body,
-                state=Stage.INVALID if r.error is not None else Stage.PLANNED,
-                error=r.error,
-            )
-        self._planned = True
-
-    def rows(self) -> list[RowState]:
-        """Every row, in line order."""
-        return list(self.iter_rows())
-
-    def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
-        """Every row (or every unfinished one) in line order, as it is when reached."""
-        for line in sorted(self._rows):
-            row = self._rows[line]
-            if not (unfinished and row.is_done):
-                yield row
-
-    def state_counts(self) -> dict[str, int]:
-        """Rows per state."""
-        return dict(Counter(r.state for r in self._rows.values()))
-
-    def _update(self, line: int, if_attempts: int | None = None, **changes: Any) -> None:
-        row = self._rows[line]
-        if if_attempts is not None and (row.state != Stage.SENT or row.attempts != if_attempts):
-            return
-        self._rows[line] = replace(row, **changes)
-
-    async def mark_sent(self, line: int) -> None:
-        """Count one more attempt."""
-        self._update(line, state=Stage.SENT, attempts=self._rows[line].attempts + 1)
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """Keep the ``paymentsServiceId``."""
-        self._update(
-            line,
-            state=Stage.ACKNOWLEDGED,
-            payments_service_id=payments_service_id,
-            created=created,
-            error=None,
-        )
-
-    async def mark_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-        if_attempts: int | None = None,
-    ) -> None:
-        """Keep the outcome."""
-        self._update(
-            line,
-            if_attempts,
-            state=Stage.FINAL,
-            outcome=RowOutcome(outcome),
-            status=status,
-            reason_codes=tuple(reason_codes),
-            reason_text=reason_text,
-            return_request_needed=return_request_needed,
-            error=None,
-        )
-
-    async def mark_error(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Keep the error (and end the row ``refused`` when retrying cannot help)."""
-        if final:
-            self._update(
-                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.REFUSED, error=error
-            )
-        else:
-            self._update(line, if_attempts, error=error)
-
-    async def mark_not_sent(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Keep the error; the row is ``planned`` again (or final ``not_sent``)."""
-        if final:
-            self._update(
-                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.NOT_SENT, error=error
-            )
-        else:
-            self._update(line, if_attempts, state=Stage.PLANNED, error=error)
-
-    def close(self) -> None:
-        """Nothing to release; the rows stay readable."""
-
-
 class SqliteJournal(StoreReads[sqlite3.Connection]):
     """The journal file: SQLite in WAL mode, every state change committed before it counts.
 
@@ -477,11 +349,19 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         path: the file.
         run_id: this run's id (read back from the file on resume).
         planned: True when the file already holds a plan.
+        lock: the lock of this run on the file, released by `close`.
     """
 
     def __init__(
-        self, connection: sqlite3.Connection, path: Path, run_id: str, *, planned: bool
+        self,
+        connection: sqlite3.Connection,
+        path: Path,
+        run_id: str,
+        *,
+        planned: bool,
+        lock: JournalLock | None = None,
     ) -> None:
+        self._lock = lock
         self._db = connection
         self._path = path
         self._run_id = run_id
@@ -493,7 +373,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
 
     @classmethod
     def open(cls, path: str | Path, *, input_sha256: str, new_run_id: str) -> SqliteJournal:
-        """Open (or create) the journal for an input file.
+        """Lock the journal file for this run, then open (or create) it for an input file.
 
         Args:
             path: the journal file; created with its directory if missing.
@@ -501,10 +381,24 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             new_run_id: the run id to record when the file is new.
 
         Raises:
+            JournalBusyError: another run holds the journal (nothing was opened).
             JournalError: the file is not a journal of this version, or it belongs to a
                 different input file, or it cannot be opened or made.
         """
+        from ._lock import lock_journal_file
+
         path = Path(path)
+        lock = lock_journal_file(path)
+        try:
+            return cls._open(path, input_sha256, new_run_id, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _open(
+        cls, path: Path, input_sha256: str, new_run_id: str, lock: JournalLock
+    ) -> SqliteJournal:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, isolation_level=None)
@@ -529,7 +423,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 ],
             )
             db.execute("COMMIT")
-            return cls(db, path, new_run_id, planned=False)
+            return cls(db, path, new_run_id, planned=False, lock=lock)
         if meta.get("schema") != str(SCHEMA_VERSION):
             db.close()
             raise JournalError(
@@ -543,7 +437,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 "changed since the run started); resume with the original file, or start a "
                 "new run with another --journal path"
             )
-        return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1")
+        return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1", lock=lock)
 
     @property
     def path(self) -> Path:
@@ -763,6 +657,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             self._flush()
         self._db.close()
         self._closed = True
+        if self._lock is not None:
+            self._lock.release()
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

@@ -24,7 +24,8 @@ from ._input import (
     build_row_message,
     check_input,
 )
-from ._journal import Journal, JournalError, MemoryJournal, PlannedRow
+from ._journal import Journal, JournalError, PlannedRow
+from ._memory import MemoryJournal
 from ._stores import is_postgres_url, open_journal
 
 if TYPE_CHECKING:

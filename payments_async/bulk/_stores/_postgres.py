@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,7 @@ from .._journal import (
     StoreReads,
     row_from_record,
 )
+from .._lock import JournalBusyError, holder_text, run_holder
 from .._rows import RowOutcome, Stage
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ __all__ = [
     "connect_error",
     "ensure_schema",
     "find_run",
+    "lock_run",
     "open_run",
     "plan_run",
     "read_row",
@@ -301,6 +304,47 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
     return True
 
 
+# Advisory locks of runs: (this namespace, a 31-bit key of the run id).
+_RUN_LOCK_SPACE: Final = 0x70A7_B01D
+_HOLDER_PREFIX: Final = "payments-async run "
+
+
+def _run_lock_key(run_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") >> 1
+
+
+def lock_run(conn: psycopg.Connection[Any], run_id: str) -> None:
+    """Hold the run's advisory lock on this session (until it closes): one run at a time.
+
+    The session's ``application_name`` names this process, so a second run can say who
+    holds the lock.
+
+    Raises:
+        JournalBusyError: another session holds the run's lock.
+    """
+    key = _run_lock_key(run_id)
+    got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_RUN_LOCK_SPACE, key)).fetchone()
+    if got is not None and got[0]:
+        me = run_holder()
+        # At most 63 characters are kept: the host goes last, so only it can be cut short.
+        name = f"{_HOLDER_PREFIX}{me['pid']}@{int(me['started'])}@{me['host']}"
+        conn.execute("SELECT set_config('application_name', %s, false)", (name[:63],))
+        return
+    rec = conn.execute(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
+        "AND l.objsubid = 2",
+        (_RUN_LOCK_SPACE, key),
+    ).fetchone()
+    holder = ""
+    if rec is not None and str(rec[0]).startswith(_HOLDER_PREFIX):
+        pid, _, rest = str(rec[0]).removeprefix(_HOLDER_PREFIX).partition("@")
+        started, _, host = rest.partition("@")
+        with contextlib.suppress(ValueError):
+            holder = holder_text({"pid": pid, "host": host, "started": float(started)})
+    raise JournalBusyError(f"run {run_id}", holder)
+
+
 class GroupCommitter:
     """Group commit of single-row changes on one asyncio connection.
 
@@ -522,6 +566,7 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             run_id, planned = open_run(
                 conn, input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
             )
+            lock_run(conn, run_id)
         except BaseException:
             conn.close()
             raise
