@@ -350,6 +350,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         run_id: this run's id (read back from the file on resume).
         planned: True when the file already holds a plan.
         lock: the lock of this run on the file, released by `close`.
+        replacing: the input digest of a new run that replaces the file's run once
+            planned (see ``open(new_run=True)``), or None.
     """
 
     def __init__(
@@ -360,8 +362,10 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         *,
         planned: bool,
         lock: JournalLock | None = None,
+        replacing: str | None = None,
     ) -> None:
         self._lock = lock
+        self._replacing = replacing
         self._db = connection
         self._path = path
         self._run_id = run_id
@@ -372,13 +376,18 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         self._closed = False
 
     @classmethod
-    def open(cls, path: str | Path, *, input_sha256: str, new_run_id: str) -> SqliteJournal:
+    def open(
+        cls, path: str | Path, *, input_sha256: str, new_run_id: str, new_run: bool = False
+    ) -> SqliteJournal:
         """Lock the journal file for this run, then open (or create) it for an input file.
 
         Args:
             path: the journal file; created with its directory if missing.
             input_sha256: the input's digest; an existing journal must record the same.
             new_run_id: the run id to record when the file is new.
+            new_run: when the file belongs to another input, start a new run in it rather
+                than refuse: its rows stay recorded (see `recorded_cancellations`) and
+                `plan` replaces them, in the same transaction as the new plan.
 
         Raises:
             JournalBusyError: another run holds the journal (nothing was opened).
@@ -390,14 +399,14 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         path = Path(path)
         lock = lock_journal_file(path)
         try:
-            return cls._open(path, input_sha256, new_run_id, lock)
+            return cls._open(path, input_sha256, new_run_id, lock, new_run)
         except BaseException:
             lock.release()
             raise
 
     @classmethod
     def _open(
-        cls, path: Path, input_sha256: str, new_run_id: str, lock: JournalLock
+        cls, path: Path, input_sha256: str, new_run_id: str, lock: JournalLock, new_run: bool
     ) -> SqliteJournal:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -431,13 +440,22 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 f"(schema {meta.get('schema')!r}); use another --journal path"
             )
         if meta.get("input_sha256") != input_sha256:
+            if new_run:
+                return cls(db, path, new_run_id, planned=False, lock=lock, replacing=input_sha256)
             db.close()
             raise JournalError(
                 f"journal {str(path)!r} belongs to a different input file (its contents "
-                "changed since the run started); resume with the original file, or start a "
-                "new run with another --journal path"
+                "changed since the run started); nothing was sent. Resume with the original "
+                "file (its rows keep their ids), or start a new run in this journal with "
+                "--new-run: rows whose payment already has a cancellation recorded in it "
+                "are refused"
             )
         return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1", lock=lock)
+
+    @property
+    def replaces_run(self) -> bool:
+        """True when `plan` will replace the file's run of another input (``new_run``)."""
+        return self._replacing is not None
 
     @property
     def path(self) -> Path:
@@ -466,6 +484,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         db = self._db
         db.execute("BEGIN")
         try:
+            if self._replacing is not None:
+                _replace_run(db, self._replacing, self._run_id)
             db.executemany(
                 "INSERT INTO rows (line, original_end_to_end_id, assignment_id, "
                 "cancellation_id, body, state, error, updated_at) VALUES (?,?,?,?,?,?,?,?)",
@@ -491,6 +511,28 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             raise
         self.commits += 1
         self._planned = True
+        self._replacing = None
+
+    def recorded_cancellations(self) -> dict[str, str]:
+        """The payments this file records a cancellation for, which the service may hold.
+
+        Rows sent at least once (in flight, acknowledged, or final with an outcome from
+        the service), of the file's run and of the runs it replaced.
+
+        Returns:
+            ``{original_end_to_end_id: "run R, line N, outcome"}``.
+        """
+        with self._reader() as db:
+            try:
+                found = db.execute(_SELECT_RECORDED).fetchall()
+                if _has_earlier(db):
+                    found += db.execute(_SELECT_EARLIER).fetchall()
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+        return {
+            e2e: f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
+            for e2e, r, line, outcome in found
+        }
 
     def state_counts(self) -> dict[str, int]:
         """Rows per state, counted by the file (changes still queued are written first).
@@ -659,6 +701,40 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         self._closed = True
         if self._lock is not None:
             self._lock.release()
+
+
+# Rows that may have reached the service: sent, acknowledged, or final with its outcome.
+_RECORDED: Final = (
+    "(state IN ('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
+    "('accepted', 'rejected', 'unknown')))"
+)
+_SELECT_RECORDED: Final = (
+    "SELECT original_end_to_end_id, (SELECT value FROM meta WHERE key = 'run_id'), line, "  # noqa: S608
+    f"outcome FROM rows WHERE {_RECORDED}"
+)
+_SELECT_EARLIER: Final = "SELECT original_end_to_end_id, run_id, line, outcome FROM earlier"
+
+
+def _has_earlier(db: sqlite3.Connection) -> bool:
+    return bool(db.execute("SELECT 1 FROM sqlite_master WHERE name = 'earlier'").fetchone())
+
+
+def _replace_run(db: sqlite3.Connection, input_sha256: str, run_id: str) -> None:
+    """Inside the plan's transaction: keep the recorded cancellations of the file's run,
+    drop its rows, and make the file the new input's."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS earlier (original_end_to_end_id TEXT, run_id TEXT, "
+        "line INTEGER, outcome TEXT)"
+    )
+    db.execute(
+        "INSERT INTO earlier SELECT original_end_to_end_id, "  # noqa: S608
+        f"(SELECT value FROM meta WHERE key = 'run_id'), line, outcome FROM rows WHERE {_RECORDED}"
+    )
+    db.execute("DELETE FROM rows")
+    db.executemany(
+        "UPDATE meta SET value = ? WHERE key = ?",
+        [(input_sha256, "input_sha256"), (run_id, "run_id"), (str(time.time()), "created_at")],
+    )
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

@@ -415,6 +415,7 @@ async def bulk_cancel(
     timeout: float = POLL_TIMEOUT,
     events: BulkEvents | None = None,
     stop: asyncio.Event | None = None,
+    new_run: bool = False,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
@@ -440,13 +441,18 @@ async def bulk_cancel(
             propagates and nothing is written.
         stop: when set, the run stops promptly (state stays committed) and the report
             says ``interrupted``.
+        new_run: a journal file of another input gets a new run for this input rather
+            than being refused; rows whose payment has a cancellation recorded in it are
+            refused, or with ``skip_invalid`` reported ``invalid`` (see `open_run`).
 
     Returns:
         The report; the results file is written even when the run was interrupted.
 
     Raises:
         BulkInputError: the input has problems (and ``skip_invalid`` is off, or nothing
-            valid is left); nothing was sent and no journal was created.
+            valid is left), or with ``new_run`` rows already cancelled in the journal;
+            nothing was sent (and no journal was created for a bad input).
+        JournalBusyError: another run holds the journal; nothing was sent.
         JournalError: the journal belongs to another input, or cannot be written.
         ResultsWriteError: the results cannot be written (an ``OSError``); the run is
             over and the journal keeps every outcome.
@@ -458,7 +464,9 @@ async def bulk_cancel(
     await events.checked(checked)
     results = Path(results_path) if results_path is not None else default_results_path(input_path)
     journal_target = (journal_path or default_journal_path(results)) if use_journal else None
-    journal, resumed = open_run(checked, journal_target, events=events)
+    journal, resumed = open_run(
+        checked, journal_target, events=events, new_run=new_run, skip_invalid=skip_invalid
+    )
     try:
         states = journal.state_counts()
         already_final = sum(states.values()) - _unfinished(states)

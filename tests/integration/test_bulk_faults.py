@@ -3,17 +3,25 @@ after a kill; each proven from the sandbox's own records."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.sandbox import SandboxConfig
-from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
+from tests.support.cli import (
+    ThreadedSandbox,
+    bulk_rows,
+    read_results,
+    threaded_sandbox,
+    write_csv,
+)
 
 
-def _command(sb: ThreadedSandbox, src: Path, *more: str) -> list[str]:
+def _command(sb: ThreadedSandbox, src: Path, *more: str, json: bool = False) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -21,6 +29,7 @@ def _command(sb: ThreadedSandbox, src: Path, *more: str) -> list[str]:
         "--sandbox",
         "--base-url",
         sb.url,
+        *(["--json"] if json else []),
         "bulk-cancel",
         str(src),
         "--timeout",
@@ -62,3 +71,81 @@ def test_three_runs_on_one_journal_one_runs_two_exit_2_naming_it(tmp_path: Path)
         assert len(per_payment) == rows
         assert max(per_payment.values()) == 1
         assert not (tmp_path / "c3.results.journal.sqlite.lock").exists()
+
+
+def _summary(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    summary: dict[str, object] = json.loads(proc.stdout)
+    return summary
+
+
+def test_kill_edit_rerun_never_cancels_a_payment_twice(tmp_path: Path) -> None:
+    rows = 400
+    with threaded_sandbox(SandboxConfig(processing_delay=3600, settlement_delay=2)) as sb:
+        data = bulk_rows(rows, prefix="E2E-EDIT")
+        src = write_csv(tmp_path / "edit.csv", data)
+        journal = tmp_path / "edit.results.journal.sqlite"
+        first = subprocess.Popen(
+            _command(sb, src),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while len(_stored_per_payment(sb)) < rows // 2 and time.monotonic() < deadline:
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.05)
+        first.kill()
+        first.communicate(timeout=30)
+        sent_before = set(_stored_per_payment(sb))
+        assert 0 < len(sent_before) < rows + 1
+
+        data[7]["amount"] = "99.99"  # the operator edits the file
+        write_csv(src, data)
+        edited = subprocess.run(
+            _command(sb, src), cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+        assert edited.returncode == 2, edited.stderr
+        assert "--new-run" in edited.stderr  # the advice: resume, or an explicit new run
+        assert "another --journal" not in edited.stderr
+        assert journal.exists()
+
+        # The explicit new run refuses every row whose payment has a cancellation recorded
+        # in this journal, naming them; nothing is sent.
+        refused = subprocess.run(
+            _command(sb, src, "--new-run"),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert "already has a cancellation recorded in this journal" in refused.stderr
+        assert _stored_per_payment(sb) == Counter(dict.fromkeys(sent_before, 1))
+
+        # With --skip-invalid the rest is sent, and those rows are reported, not resent.
+        rest = subprocess.run(
+            _command(sb, src, "--new-run", "--skip-invalid", json=True),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "Traceback" not in rest.stderr
+        per_payment = _stored_per_payment(sb)
+        assert max(per_payment.values()) == 1  # 0 second cancellations for any payment
+        results = read_results(tmp_path / "edit.results.csv")
+        kept_out = {
+            r["original_end_to_end_id"]
+            for r in results
+            if r["outcome"] == "invalid" and "cancellation recorded in this journal" in r["reason"]
+        }
+        # Rows the killed run had sent are never sent again (some of them may not have
+        # reached the service: the journal cannot tell, so they are kept out too); every
+        # other row is sent once.
+        assert sent_before <= kept_out
+        assert set(per_payment) == sent_before | (
+            {r["original_end_to_end_id"] for r in data} - kept_out
+        )
+        assert sb.stats()["replays_answered"] == 0
+        assert _summary(rest)["resumed"] is False

@@ -84,6 +84,13 @@ __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
     is_flag=True,
     help="Keep no journal: faster, but a crashed run cannot be resumed safely.",
 )
+@click.option(
+    "--new-run",
+    is_flag=True,
+    help="When the journal belongs to another input (the file was edited after a stop): "
+    "start a new run in it. Rows whose payment already has a cancellation recorded in "
+    "the journal are refused (or, with --skip-invalid, reported invalid): never sent again.",
+)
 @click.option("--skip-invalid", is_flag=True, help="Send the valid rows; report invalid ones.")
 @click.option(
     "--timeout",
@@ -104,6 +111,7 @@ def bulk_cancel(
     queue_url: str | None,
     no_wait: bool,
     no_journal: bool,
+    new_run: bool,
     skip_invalid: bool,
     timeout: float,
 ) -> None:
@@ -118,7 +126,10 @@ def bulk_cancel(
     is sent (exit 2), unless --skip-invalid. Each row's ids are fixed in the journal
     before anything is sent, so running the same command again after a crash or Ctrl-C
     resumes: final rows are left alone, rows in flight are resent with their recorded id
-    (the service answers 200) and waited on.
+    (the service answers 200) and waited on. One run at a time uses a journal: a second
+    one says which process holds it and exits 2. An input edited since its journal was
+    made is refused; --new-run starts a new run in that journal without ever sending a
+    payment's cancellation twice.
 
     \b
     Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
@@ -130,10 +141,10 @@ def bulk_cancel(
     resume).
     """
     if queue_url is not None:
-        if journal_path is not None or no_journal or results_path is not None:
+        if journal_path is not None or no_journal or new_run or results_path is not None:
             raise click.UsageError(
                 "--queue keeps the journal in its database and writes no results file: "
-                "drop --journal/--no-journal/--results (export with bulk-results)"
+                "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
             )
         _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid)
     if no_wait:
@@ -166,6 +177,7 @@ def bulk_cancel(
                         timeout=timeout,
                         events=events,
                         stop=stop,
+                        new_run=new_run,
                     )
         except BulkInputError as exc:
             raise _input_refused(settings, input_path, exc) from None
