@@ -4,6 +4,9 @@ after a kill; each proven from the sandbox's own records."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -149,3 +152,46 @@ def test_kill_edit_rerun_never_cancels_a_payment_twice(tmp_path: Path) -> None:
         )
         assert sb.stats()["replays_answered"] == 0
         assert _summary(rest)["resumed"] is False
+
+
+SLOW_OUTCOMES = ("--settlement-delay", "3600")
+
+
+def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: Path) -> None:
+    sandbox = subprocess.Popen(
+        [sys.executable, "-m", "payments_async.sandbox", *("--port", "0"), *SLOW_OUTCOMES],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert sandbox.stdout is not None
+        first = sandbox.stdout.readline()
+        assert "listening on " in first, first
+        url = first.rsplit(" ", 1)[-1].strip()
+        row = tmp_path / "one.json"
+        row.write_text(json.dumps(bulk_rows(1, prefix="E2E-DEAD")[0]), encoding="utf-8")
+        cancel = ("cancel", str(row), "--wait", "--timeout", "300")
+        waiter = subprocess.Popen(
+            [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", url, *cancel],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3)  # submitted, and polling a cancellation that stays pending
+        assert waiter.poll() is None, waiter.communicate()
+        sandbox.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        _, err = waiter.communicate(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        sandbox.kill()
+        sandbox.communicate(timeout=30)
+    assert waiter.returncode == 3, err
+    assert took < 10, (took, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    origin = url.rstrip("/")
+    assert re.search(rf"connection refused to {re.escape(origin)} since \d\d:\d\d:\d\d", err), err
