@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.bulk import journal_counts
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import (
     ThreadedSandbox,
@@ -157,7 +158,8 @@ def test_kill_edit_rerun_never_cancels_a_payment_twice(tmp_path: Path) -> None:
 SLOW_OUTCOMES = ("--settlement-delay", "3600")
 
 
-def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: Path) -> None:
+def _sandbox_process() -> tuple[subprocess.Popen[str], str]:
+    """A sandbox in its own process (outcomes that stay pending), and its URL."""
     sandbox = subprocess.Popen(
         [sys.executable, "-m", "payments_async.sandbox", *("--port", "0"), *SLOW_OUTCOMES],
         stdout=subprocess.PIPE,
@@ -165,16 +167,24 @@ def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: P
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+    assert sandbox.stdout is not None
+    first = sandbox.stdout.readline()
+    assert "listening on " in first, first
+    return sandbox, first.rsplit(" ", 1)[-1].strip()
+
+
+def _cli(url: str, *options: str) -> list[str]:
+    return [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", url, *options]
+
+
+def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: Path) -> None:
+    sandbox, url = _sandbox_process()
     try:
-        assert sandbox.stdout is not None
-        first = sandbox.stdout.readline()
-        assert "listening on " in first, first
-        url = first.rsplit(" ", 1)[-1].strip()
         row = tmp_path / "one.json"
         row.write_text(json.dumps(bulk_rows(1, prefix="E2E-DEAD")[0]), encoding="utf-8")
         cancel = ("cancel", str(row), "--wait", "--timeout", "300")
         waiter = subprocess.Popen(
-            [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", url, *cancel],
+            [*_cli(url), *cancel],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -195,3 +205,38 @@ def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: P
     assert len(lines) == 1, err
     origin = url.rstrip("/")
     assert re.search(rf"connection refused to {re.escape(origin)} since \d\d:\d\d:\d\d", err), err
+
+
+def test_a_sandbox_killed_while_a_bulk_run_waits_is_named_within_seconds(tmp_path: Path) -> None:
+    rows = 200
+    src = write_csv(tmp_path / "dead.csv", bulk_rows(rows, prefix="E2E-DEADB"))
+    journal = tmp_path / "dead.results.journal.sqlite"
+    sandbox, url = _sandbox_process()
+    try:
+        run = subprocess.Popen(
+            [*_cli(url, "--json"), "bulk-cancel", str(src), "--timeout", "300"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert run.poll() is None, run.communicate()
+            if journal.exists() and journal_counts(journal).get("acknowledged") == rows:
+                break
+            time.sleep(0.05)
+        sandbox.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        out, err = run.communicate(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        sandbox.kill()
+        sandbox.communicate(timeout=30)
+    assert run.returncode == 3, err
+    assert took < 10, (took, err)
+    assert "Traceback" not in err
+    summary = json.loads(out)
+    assert summary["interrupted"] is False
+    assert re.search(r"connection refused to \S+ since \d\d:\d\d:\d\d", summary["halted"]), summary
+    assert summary["pending"] == rows  # acknowledged, outcome not read: a rerun waits on them

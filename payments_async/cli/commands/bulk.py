@@ -41,7 +41,9 @@ from .._run import (
     run_command,
     set_on_signals,
     token_lifetime,
+    why_unreachable,
 )
+from .._watch import ConnectWatch
 
 __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
 
@@ -161,7 +163,15 @@ def bulk_cancel(
             # The library's retry window, not the CLI's: a long unattended run rides out
             # a short outage; the service is checked within seconds once, below.
             limits = Limits(connections=limit)
-            async with make_client(settings, limits=limits, timeout=Timeout()) as client:
+            # ... but once every request has failed to connect for the CLI's window (the
+            # service died), the run stops, says so, and a rerun resumes it.
+            watch = ConnectWatch()
+            async with (
+                make_client(
+                    settings, limits=limits, timeout=Timeout(), hooks=watch.hooks
+                ) as client,
+                watch.stop_when_down(lambda exc: why_unreachable(settings, exc), stop.set) as down,
+            ):
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
                 events = _LocalRunEvents(settings, client, results, bar, reading)
@@ -199,7 +209,10 @@ def bulk_cancel(
             if reading is not None:
                 reading.close()
         halted = None
-        if report.halted is not None:
+        if down:  # stopped by the watch, not by a signal
+            report.interrupted = False
+            halted = down[0]
+        elif report.halted is not None:
             halted = await describe_unreachable(settings, report.halted)
         return bulk_summary(settings, report, input_path, halted, shown_journal)
 
