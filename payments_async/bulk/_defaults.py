@@ -1,4 +1,4 @@
-"""The defaults of distributed bulk runs (the queue and its workers), on one screen."""
+"""The defaults of bulk runs (local, and the queue and its workers), on one screen."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ __all__ = [
     "JOB_ATTEMPTS",
     "JOB_RETRY_WAIT",
     "QUEUE_NAME",
+    "RESEND_INITIAL",
+    "RESEND_MAX",
     "SHUTDOWN_GRACE",
     "STALLED_AFTER",
     "STALLED_CHECK_INTERVAL",
@@ -40,3 +42,7 @@ JOB_RETRY_WAIT: Final = 2
 """Seconds before a row's job is retried, times the attempt number."""
 STATUS_INTERVAL: Final = 1.0
 """Seconds between progress reads while a queued run is watched."""
+RESEND_INITIAL: Final = 0.5
+"""Seconds before a local run resends a row whose outcome is unknown (then doubling)."""
+RESEND_MAX: Final = 8.0
+"""The longest pause between two resends of a row whose outcome is unknown."""

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Protocol
 
 from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
+from ._defaults import RESEND_INITIAL, RESEND_MAX
 from ._journal import Journal, RowState
 from ._plan import (
     BulkEvents,
@@ -51,6 +53,9 @@ DEFAULT_CONCURRENCY: Final = 32
 
 MAX_WAITING: Final = 10_000
 """At most this many rows submitted and waiting for their outcome; more wait to be sent."""
+
+RESEND_JITTER: Final = 0.5
+"""Share of a resend's pause drawn at random, so rows failed together spread out."""
 
 QUEUED_PER_SUBMITTER: Final = 4
 """Rows read ahead of the submitters, per unit of concurrency (the rest stay in the journal)."""
@@ -281,18 +286,33 @@ class BulkRunner:
 
     async def _submit(self, row: RowState) -> str | None:
         journal = self._journal
-        # A row waiting for a slot is not "sent": it is marked so only once its request
-        # is about to leave, which keeps an interrupted run's counts and states true.
-        async with self._requests:
-            # Counted together with the journal's "sent" (set before the commit is awaited),
-            # so an interrupt during the commit leaves the two in agreement.
-            self.counts.sent += 1
-            await journal.mark_sent(row.line)  # committed before the request goes out
-            try:
-                sub = await send_row(self._client, row)
-            except PaymentsError as exc:
-                await self._failed(row, exc)
-                return None
+        deadline = time.monotonic() + self._timeout
+        base = RESEND_INITIAL  # the pause before the next resend, before its jitter
+        while True:
+            # A row waiting for a slot is not "sent": it is marked so only once its request
+            # is about to leave, which keeps an interrupted run's counts and states true.
+            async with self._requests:
+                # Counted together with the journal's "sent" (set before the commit is
+                # awaited), so an interrupt during the commit leaves the two in agreement.
+                self.counts.sent += 1
+                await journal.mark_sent(row.line)  # committed before the request goes out
+                try:
+                    sub = await send_row(self._client, row)
+                except PaymentsError as exc:
+                    change = after_failure(row.state, exc)
+                    pause = base * random.uniform(1 - RESEND_JITTER, 1)
+                    if not self._resends(change, deadline - time.monotonic() - pause):
+                        await self._failed(row, exc, change)
+                        return None
+                    await record(journal, row.line, change, attempts=row.attempts + 1)
+                    row = replace(row, state=Stage.SENT, attempts=row.attempts + 1)
+                else:
+                    break
+            # Its outcome is unknown: the same bytes and id again after a pause (the
+            # service answers 200 if it has it), while the row's time lasts.
+            logger.debug("line %d: outcome unknown; resending in %.2f s", row.line, pause)
+            await asyncio.sleep(pause)
+            base = min(2 * base, RESEND_MAX)
         # Counters first: the journal's memory changes before its commit is awaited.
         self.counts.submitted += 1
         if sub.replayed:
@@ -301,9 +321,20 @@ class BulkRunner:
         self._changed()
         return sub.payments_service_id
 
-    async def _failed(self, row: RowState, exc: PaymentsError) -> None:
+    def _resends(self, change: RowChange, time_left: float) -> bool:
+        """True when a failed submission is to be sent again within this run: its
+        outcome is unknown (the request left, no answer says what became of it), the
+        service can be reached, and the row's time is not over after the pause."""
+        return (
+            change.stage is Stage.SENT
+            and change.retry
+            and not change.unreachable
+            and not self._halting()
+            and time_left > 0
+        )
+
+    async def _failed(self, row: RowState, exc: PaymentsError, change: RowChange) -> None:
         """Record a failed submission as what it is: not sent, refused, or in flight."""
-        change = after_failure(row.state, exc)
         if change.unreachable and self.halted is None:
             # The token endpoint or the service cannot be reached: every other row would
             # meet the same. Send no more; what is left stays planned for a rerun.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import journal_counts
-from payments_async.sandbox import SandboxConfig
+from payments_async.sandbox import FaultConfig, SandboxConfig
 from tests.support.cli import (
     ThreadedSandbox,
     bulk_rows,
@@ -240,3 +240,45 @@ def test_a_sandbox_killed_while_a_bulk_run_waits_is_named_within_seconds(tmp_pat
     assert summary["interrupted"] is False
     assert re.search(r"connection refused to \S+ since \d\d:\d\d:\d\d", summary["halted"]), summary
     assert summary["pending"] == rows  # acknowledged, outcome not read: a rerun waits on them
+
+
+def test_under_30_percent_faults_the_first_run_leaves_no_row_in_flight(tmp_path: Path) -> None:
+    rows = 1000
+    faults = FaultConfig(
+        error_500=0.06,
+        error_502=0.04,
+        error_503=0.06,
+        rate_limit_429=0.04,
+        drop_before=0.04,
+        commit_then_drop=0.06,  # stored, then the answer lost: the resend must get a 200
+        retry_after=0,
+        seed=29,
+    )
+    config = SandboxConfig(processing_delay=3600, settlement_delay=0.2, faults=faults)
+    with threaded_sandbox(config) as sb:
+        data = bulk_rows(rows, prefix="E2E-F30")
+        src = write_csv(tmp_path / "f30.csv", data)
+        started = time.monotonic()
+        run = subprocess.run(
+            _command(sb, src, json=True), cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        took = time.monotonic() - started
+        assert "Traceback" not in run.stderr
+        summary = _summary(run)
+        assert run.returncode == 1, (summary, run.stderr)  # every row final: all rejected
+        assert summary["in_flight"] == 0, summary
+        assert summary["pending"] == 0
+        assert summary["rejected"] == rows
+        assert summary["this_run"]["finished"] == rows  # type: ignore[index]
+        results = read_results(tmp_path / "f30.results.csv")
+        assert Counter(r["outcome"] for r in results) == {"rejected": rows}
+        per_payment = _stored_per_payment(sb)
+        assert len(per_payment) == rows
+        assert max(per_payment.values()) == 1
+        stats = sb.stats()
+        assert stats["faults_total"] > 0.2 * rows
+        assert stats["replays_changed_body"] == 0  # every resend was the very same message
+        resent = sum(int(r["attempts"]) > 1 for r in results)
+        assert resent > 0  # the run did resend rows itself (same id: answered 200)
+        assert int(summary["this_run"]["sent"]) == sum(int(r["attempts"]) for r in results)  # type: ignore[index]
+        print(f"30% faults, {rows} rows: {took:.1f} s; {resent} rows resent; {stats}")
