@@ -44,6 +44,7 @@ from ._input import (
 from ._journal import (
     Journal,
     JournalError,
+    JournalUnavailableError,
     PlannedRow,
     RowState,
     RowWrites,
@@ -120,6 +121,7 @@ __all__ = [
     "Journal",
     "JournalBusyError",
     "JournalError",
+    "JournalUnavailableError",
     "MemoryJournal",
     "PlannedRow",
     "ProgressSink",

@@ -9,6 +9,7 @@ __all__ = [
     "HEARTBEAT_INTERVAL",
     "JOB_ATTEMPTS",
     "JOB_RETRY_WAIT",
+    "JOURNAL_OUTAGE_WINDOW",
     "QUEUE_NAME",
     "RESEND_INITIAL",
     "RESEND_MAX",
@@ -46,3 +47,6 @@ RESEND_INITIAL: Final = 0.5
 """Seconds before a local run resends a row whose outcome is unknown (then doubling)."""
 RESEND_MAX: Final = 8.0
 """The longest pause between two resends of a row whose outcome is unknown."""
+JOURNAL_OUTAGE_WINDOW: Final = 30.0
+"""Seconds a run waits for its PostgreSQL journal to come back (reconnecting with a
+growing pause) before it stops with `JournalUnavailableError`."""

@@ -37,6 +37,7 @@ __all__ = [
     "READ_BATCH",
     "Journal",
     "JournalError",
+    "JournalUnavailableError",
     "PlannedRow",
     "RowState",
     "RowWrites",
@@ -89,6 +90,14 @@ _IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = ?"
 
 class JournalError(Exception):
     """The journal cannot be used: unreadable, another schema, or another input file."""
+
+
+class JournalUnavailableError(JournalError):
+    """The journal's database could not be reached for longer than a run waits for it.
+
+    Every change committed before is kept; the same command run again once the database
+    is back resumes the run.
+    """
 
 
 @dataclass(frozen=True, slots=True)

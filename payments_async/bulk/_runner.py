@@ -15,7 +15,7 @@ from typing import Final, Protocol
 from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
 from ._defaults import RESEND_INITIAL, RESEND_MAX
-from ._journal import Journal, RowState
+from ._journal import Journal, JournalError, RowState
 from ._plan import (
     BulkEvents,
     check_run_input,
@@ -249,9 +249,13 @@ class BulkRunner:
                 feeder.cancel()
         except BaseExceptionGroup as group:
             # One failure (a journal that cannot be written) stops every task; raise it
-            # as itself rather than wrapped, so callers can catch it by type.
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
+            # as itself rather than wrapped, so callers can catch it by type (a journal
+            # gone away fails every task waiting on it: the first says it all).
+            first = group.exceptions[0]
+            if len(group.exceptions) == 1 or all(
+                isinstance(e, JournalError) for e in group.exceptions
+            ):
+                raise first from None
             raise
         return self.counts
 

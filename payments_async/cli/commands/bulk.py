@@ -19,6 +19,7 @@ from payments_async.bulk import (
     BulkInputError,
     InputCheck,
     JournalError,
+    JournalUnavailableError,
     QueueStatus,
     ResultsWriteError,
     check_run_input,
@@ -193,6 +194,8 @@ def bulk_cancel(
             raise _input_refused(settings, input_path, exc) from None
         except UnicodeDecodeError as exc:
             raise _input_not_utf8(input_path, exc) from None
+        except JournalUnavailableError as exc:  # the database went away: rerun later
+            raise CliError(str(exc), EXIT_SERVICE) from None
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
         except ResultsWriteError as exc:  # checked before sending: a disk full at the end, say
