@@ -390,9 +390,9 @@ class Outage:
         if self._since is None:
             self._since, self._since_wall = now, time.time()
             logger.warning(
-                "the PostgreSQL journal cannot be reached (%s); reconnecting for up to %g s",
+                "the PostgreSQL database cannot be reached (%s); reconnecting%s",
                 one_line(exc),
-                self._window,
+                f" for up to {self._window:g} s" if self._window != float("inf") else "",
             )
         elif now - self._since >= self._window:
             since = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
@@ -408,7 +408,7 @@ class Outage:
         """The database answered again."""
         if self._since is not None:
             logger.warning(
-                "the PostgreSQL journal is back after %.1f s", time.monotonic() - self._since
+                "the PostgreSQL database is back after %.1f s", time.monotonic() - self._since
             )
         self._since = None
         self._pause = _RECONNECT_INITIAL
