@@ -15,7 +15,9 @@ polling/notifications then notifications/polling, ...):
   the same kind of client, served on loopback in this process; the sandbox POSTs each
   final status to it, the receiver confirms it with a signed GET and wakes the waiter.
   The safety-net poll keeps its defaults (``NOTIFIED_POLL_INITIAL``, 60 s, longer than
-  D: a notification normally comes first).
+  D: a notification normally comes first). Its inbox is the in-memory one (not durable);
+* ``notifications-sqlite``: the same with the durable inbox, a SQLite file (each
+  notification committed before its 202, group-committed).
 
 Measured per row: each waiter's lag (its return minus its settlement instant, from the
 sandbox's ``creationDateTime`` + D; same machine clock), p50/p99/max, and GETs per waiter
@@ -35,6 +37,7 @@ import gc
 import os
 import secrets
 import sys
+import tempfile
 import time
 from calendar import timegm
 from decimal import Decimal
@@ -61,6 +64,7 @@ from payments_async.iso20022 import build_cancellation
 from payments_async.notifications import BasicAuth, NotificationReceiver, ReceiverServer
 
 NAME = "notifications"
+MODES = ("polling", "notifications", "notifications-sqlite")
 DEFAULT_RATE = 500.0
 HOOK_USER = "bench-notifier"
 
@@ -100,12 +104,14 @@ async def run_row(
     receiver: NotificationReceiver | None = None
     server: ReceiverServer | None = None
     password = secrets.token_urlsafe(16)
+    folder = tempfile.TemporaryDirectory(prefix="bench-inbox-")
     try:
         await client.access_token_lifetime()  # the token is not what is measured
-        if mode == "notifications":
-            receiver = NotificationReceiver(
-                client, auth=BasicAuth(HOOK_USER, password), **receiver_options
-            )
+        if mode.startswith("notifications"):
+            options = dict(receiver_options)
+            if mode == "notifications-sqlite":
+                options["inbox"] = Path(folder.name) / "inbox.db"
+            receiver = NotificationReceiver(client, auth=BasicAuth(HOOK_USER, password), **options)
             await receiver.start()
             trace = _trace_stages(receiver)
             server = ReceiverServer(receiver)
@@ -206,6 +212,7 @@ async def run_row(
             await receiver.aclose()
             sb.post("/_sandbox/notifications/remove", {"client_id": SANDBOX_CLIENT_ID})
         await client.aclose()
+        folder.cleanup()
 
     # when the slow ones settled, and when the collector paused, both as seconds after
     # the first settlement: one stall shows as one cluster
@@ -253,6 +260,8 @@ async def run_row(
         row["receiver_queue_full"] = st.queue_full
         row["receiver_confirm_reads"] = st.confirm_reads
         row["receiver_callbacks"] = st.callbacks
+        row["receiver_inbox"] = type(receiver.inbox).__name__
+        row["receiver_inbox_commits"] = getattr(receiver.inbox, "commits", None)
         # the sandbox's own view (its last 10,000 notifications): status final -> fired by
         # its scheduler, and -> first 2xx answer from the receiver
         row["sandbox_fire_lag_ms"] = sent1.get("fire_lag_ms")
@@ -343,20 +352,20 @@ def _pin(sb: SandboxProcess) -> dict[str, list[int]] | None:
 
 
 def _trace_stages(receiver: NotificationReceiver) -> dict[str, dict[str, float]]:
-    """Time-stamp each notification as it is queued and as its confirming GET runs.
+    """Time-stamp each notification as it is stored and as its confirming GET runs.
 
-    Diagnostic only (the benchmark's own wrapping of two receiver internals; nothing in the
-    library is changed): for each id, ``queued`` (the receiver answered 202), ``get_start``
-    and ``get_end`` (the confirming read), all ``time.time()``.
+    Diagnostic only (the benchmark's own wrapping of the inbox's ``put`` and a receiver
+    internal; nothing in the library is changed): for each id, ``queued`` (committed to
+    the inbox: the receiver answers 202), ``get_start`` and ``get_end`` (the confirming
+    read), all ``time.time()``.
     """
     trace: dict[str, dict[str, float]] = {}
-    queue = receiver._queue
-    assert queue is not None
-    put = queue.put_nowait
+    inbox = receiver.inbox
+    put = inbox.put
     confirm = receiver._confirm
 
-    def put_nowait(n: Any) -> None:
-        put(n)
+    async def stored(n: Any) -> None:
+        await put(n)
         trace.setdefault(n.payments_service_id, {}).setdefault("queued", time.time())
 
     async def timed_confirm(n: Any) -> Any:
@@ -366,7 +375,7 @@ def _trace_stages(receiver: NotificationReceiver) -> dict[str, dict[str, float]]
         t.setdefault("get_end", time.time())
         return result
 
-    queue.put_nowait = put_nowait  # type: ignore[method-assign]
+    inbox.put = stored  # type: ignore[method-assign]
     receiver._confirm = timed_confirm  # type: ignore[method-assign]
     return trace
 
@@ -376,8 +385,9 @@ def _stage_percentiles(
 ) -> dict[str, dict[str, float]]:
     """p50/p99/max in ms of each stage between settlement and the waiter's return.
 
-    ``delivery``: settlement -> the receiver queued the notification (the sandbox's
-    scheduler, its POST, the receiver's HTTP handling); ``queue``: queued -> a worker
+    ``delivery``: settlement -> the receiver stored the notification (the sandbox's
+    scheduler, its POST, the receiver's HTTP handling, the inbox's commit); ``queue``:
+    stored -> a worker
     starts the confirming GET; ``confirm_get``: the GET; ``wake``: GET done -> the waiter
     returned.
     """
@@ -424,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     info = machine_info()
-    modes = ("polling", "notifications") if not args.only else (args.only,)
+    modes = MODES if not args.only else (args.only,)
     with sandbox_process("--settlement-delay", str(delay), gc_stats=True) as sb:
         pinned = _pin(sb) if not args.no_pin else None
         info["pinned"] = pinned
@@ -477,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                 rows.append(row)
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    notified = [r for r in rows if r["mode"] == "notifications"]
+    notified = [r for r in rows if r["mode"].startswith("notifications")]
     worst_p99 = max(r["lag_p99_ms"] for r in notified)
     worst_gets = max(r["gets_per_waiter"] for r in notified)
     targets = {
@@ -535,7 +545,7 @@ def _extra(p: Any) -> None:
         "--rate", type=float, default=DEFAULT_RATE, help="submissions (settlements) per s"
     )
     p.add_argument("--rounds", type=int, default=1, help="interleaved rounds of both modes")
-    p.add_argument("--only", choices=("polling", "notifications"), help="diagnostic: one mode")
+    p.add_argument("--only", choices=MODES, help="diagnostic: one mode")
     p.add_argument(
         "--gc-freeze", action="store_true", help="diagnostic: gc.freeze() once all are waiting"
     )

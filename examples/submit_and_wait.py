@@ -17,7 +17,7 @@ import asyncio
 import os
 import sys
 
-from payments_async import Credentials, Outcome, PaymentsClient, build_credit_transfer
+from payments_async import Address, Credentials, Outcome, PaymentsClient, build_credit_transfer
 
 SANDBOX_URL = "http://127.0.0.1:8765"  # where `payments-async sandbox` listens
 
@@ -32,9 +32,15 @@ async def main(base_url: str) -> int:
         debtor_name="Alice Martin",
         debtor_iban="FR14 2004 1010 0505 0001 3M02 606",
         debtor_agent_id="20041",
+        # SEPA refuses unstructured addresses since 15 November 2026: town and country in
+        # their own fields (structured, or hybrid with at most two lines)
+        debtor_address=Address(
+            street="Rue des Lilas", building="12", post_code="75011", town="Paris", country="FR"
+        ),
         creditor_name="Example Shop GmbH",
         creditor_iban="DE89 3704 0044 0532 0130 00",
         creditor_agent_id="37040044",
+        creditor_address=Address(town="Berlin", country="DE", lines=("Hauptstrasse 1",)),
         amount="250.00",
         remittance="Order 2024-0815",
     )

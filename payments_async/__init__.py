@@ -11,7 +11,7 @@ import typing as _typing
 from ._version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
-    from ._checks import check_payments_service_id
+    from ._checks import check_key_id_and_issuer, check_payments_service_id
     from ._client import PaymentsClient
     from ._config import Limits, Timeout
     from ._constants import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, POLL_TIMEOUT, TOKEN_PATH
@@ -38,10 +38,14 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._keys import generate_key_pair
     from ._models import CancellationOutcome, Submission
     from ._polling import PollPolicy
+    from ._profile import ServiceProfile
+    from ._response import Answered, RawResponse
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
     from ._urls import redact_url
     from .iso20022 import (
+        EPC_ADDRESS_CUTOVER,
+        Address,
         Camt029,
         Camt056,
         Outcome,
@@ -55,9 +59,12 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
 
 __all__ = [
     "DEFAULT_KEYGEN_BITS",
+    "EPC_ADDRESS_CUTOVER",
     "MIN_RSA_BITS",
     "POLL_TIMEOUT",
     "TOKEN_PATH",
+    "Address",
+    "Answered",
     "ApiError",
     "AuthenticationError",
     "Camt029",
@@ -83,11 +90,13 @@ __all__ = [
     "PollTimeoutError",
     "Problem",
     "RateLimitedError",
+    "RawResponse",
     "RequestEvent",
     "RetryBudget",
     "RetryPolicy",
     "ServerError",
     "ServiceErrorDetail",
+    "ServiceProfile",
     "Signer",
     "SigningError",
     "Submission",
@@ -98,6 +107,7 @@ __all__ = [
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
     "redact_url",
@@ -107,9 +117,12 @@ __all__ = [
 # only part of the package (``payments-async --help``) does not load aiohttp or msgspec.
 _LAZY: dict[str, str] = {
     "DEFAULT_KEYGEN_BITS": "._constants",
+    "EPC_ADDRESS_CUTOVER": ".iso20022",
     "MIN_RSA_BITS": "._constants",
     "POLL_TIMEOUT": "._constants",
     "TOKEN_PATH": "._constants",
+    "Address": ".iso20022",
+    "Answered": "._response",
     "ApiError": "._errors",
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",
@@ -135,11 +148,13 @@ _LAZY: dict[str, str] = {
     "PollTimeoutError": "._errors",
     "Problem": "._errors",
     "RateLimitedError": "._errors",
+    "RawResponse": "._response",
     "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
     "RetryPolicy": "._retry",
     "ServerError": "._errors",
     "ServiceErrorDetail": "._errors",
+    "ServiceProfile": "._profile",
     "Signer": ".signing",
     "SigningError": "._errors",
     "Submission": "._models",
@@ -150,6 +165,7 @@ _LAZY: dict[str, str] = {
     "ValidationError": "._errors",
     "build_cancellation": ".iso20022",
     "build_credit_transfer": ".iso20022",
+    "check_key_id_and_issuer": "._checks",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
     "redact_url": "._urls",

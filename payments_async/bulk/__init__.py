@@ -17,6 +17,7 @@ memory). A run is four steps, each public: ``check_run_input``, ``open_run``,
 processes.
 """
 
+from ._awaited import awaited_cancellations
 from ._defaults import (
     HEARTBEAT_INTERVAL,
     STALLED_AFTER,
@@ -135,6 +136,7 @@ __all__ = [
     "SqliteJournal",
     "Stage",
     "Verdict",
+    "awaited_cancellations",
     "build_row_message",
     "bulk_cancel",
     "check_input",

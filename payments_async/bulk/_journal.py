@@ -93,7 +93,8 @@ class JournalError(Exception):
 
 
 class JournalUnavailableError(JournalError):
-    """The journal's database could not be reached for longer than a run waits for it.
+    """The journal's database server cannot be reached, or not for longer than a run
+    waits for it.
 
     Every change committed before is kept; the same command run again once the database
     is back resumes the run.

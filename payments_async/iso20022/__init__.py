@@ -1,5 +1,6 @@
 """ISO 20022 messages of the service as msgspec Structs: pacs.008, pacs.002, camt.056, camt.029."""
 
+from ._addresses import EPC_ADDRESS_CUTOVER, Address
 from ._common import (
     ErrorEnvelope,
     ErrorItem,
@@ -30,7 +31,9 @@ from .pacs002 import Pacs002, StatusReport, decode_pacs002
 from .pacs008 import CreditTransfer, Pacs008, decode_pacs008
 
 __all__ = [
+    "EPC_ADDRESS_CUTOVER",
     "REJECTION_REASONS",
+    "Address",
     "Camt029",
     "Camt056",
     "CancellationRequest",

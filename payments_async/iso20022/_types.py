@@ -16,7 +16,10 @@ __all__ = [
     "CountryCode",
     "CurrencyCode",
     "Iban",
+    "IsoDate",
     "IsoDateTime",
+    "Max4Text",
+    "Max16Text",
     "Max35Id",
     "Max35Text",
     "Max70Text",
@@ -37,8 +40,14 @@ def _tag(iso_type: str, description: str) -> msgspec.Meta:
     return msgspec.Meta(description=description, extra={"iso_type": iso_type})
 
 
+Max4Text = Annotated[str, _tag("Max4Text", "ISO Max4Text: 1..4 SEPA characters")]
+"""1..4 characters of the SEPA character set (external codes such as a purpose code)."""
+
+Max16Text = Annotated[str, _tag("Max16Text", "ISO Max16Text: 1..16 SEPA characters")]
+"""1..16 characters of the SEPA character set (building number, post box, post code)."""
+
 Max35Text = Annotated[str, _tag("Max35Text", "ISO Max35Text: 1..35 SEPA characters")]
-"""1..35 characters of the SEPA character set (codes, member ids, town names)."""
+"""1..35 characters of the SEPA character set (codes, member ids, town and district names)."""
 
 Max35Id = Annotated[
     str, _tag("Max35Id", "ISO Max35Text identifier: SEPA characters, no leading/trailing '/'")
@@ -46,7 +55,7 @@ Max35Id = Annotated[
 """A Max35Text identifier (msgId, endToEndId, txId, cxlId, assgnmt.id): SEPA slash rules."""
 
 Max70Text = Annotated[str, _tag("Max70Text", "ISO Max70Text: 1..70 SEPA characters")]
-"""1..70 characters of the SEPA character set (postal address lines)."""
+"""1..70 characters of the SEPA character set (street names, address lines)."""
 
 Max140Text = Annotated[str, _tag("Max140Text", "ISO Max140Text: 1..140 SEPA characters")]
 """1..140 characters of the SEPA character set (names, remittance lines)."""
@@ -72,6 +81,9 @@ Amount = Annotated[Decimal, _tag("Amount", "Decimal amount, written as a JSON nu
 UtcDateTime = Annotated[str, _tag("UtcDateTime", "ISO 8601 date-time with UTC designator Z")]
 """An ISO 8601 date-time ending in ``Z`` (``grpHdr.creDtTm``)."""
 
+IsoDate = Annotated[str, _tag("IsoDate", "ISO 8601 calendar date YYYY-MM-DD")]
+"""An ISO 8601 calendar date such as ``2026-11-24`` (``intrBkSttlmDt``)."""
+
 IsoDateTime = Annotated[str, _tag("IsoDateTime", "ISO 8601 date-time with offset")]
 """An ISO 8601 date-time with a zone designator or offset."""
 
@@ -90,6 +102,7 @@ CancellationReasonCode = Annotated[
 """Reason of a cancellation request, from the SEPA recall set."""
 
 AddressLines = Annotated[
-    list[Max70Text], msgspec.Meta(description="At most 2 lines (SEPA)", extra={"max_items": 2})
+    list[Max70Text], msgspec.Meta(description="At most 7 lines (ISO)", extra={"max_items": 7})
 ]
-"""Postal address lines: Max70Text each, at most two (SEPA)."""
+"""Postal address lines: Max70Text each, at most seven (ISO); the EPC address rule allows
+two (see ``_addresses``)."""

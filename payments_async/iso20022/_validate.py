@@ -6,7 +6,7 @@ import hashlib
 import re
 import string
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from functools import cache
 from typing import Any, TypeAlias
@@ -15,6 +15,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from .._errors import Problem, ValidationError
+from ._addresses import check_postal_address, drop_cutover_problems, rules_apply
 from ._common import encode
 from .camt056 import (
     Camt056,
@@ -28,6 +29,7 @@ from .pacs008 import (
     CreditTransfer,
     FinancialInstitutionIdentification,
     Pacs008,
+    PostalAddress,
 )
 
 __all__ = [
@@ -68,6 +70,7 @@ _UETR = re.compile(r"[a-f0-9]{8}-[a-f0-9]{4}-4[a-f0-9]{3}-[89ab][a-f0-9]{3}-[a-f
 _CURRENCY = re.compile(r"[A-Z]{3}")
 _COUNTRY = re.compile(r"[A-Z]{2}")
 _NB_OF_TXS = re.compile(r"[0-9]{1,15}")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 # IBAN letters as numbers (A=10 ... Z=35, either case) for the mod-97 check, indexed by
 # code point for str.translate.
 _IBAN_DIGITS = tuple(
@@ -199,6 +202,18 @@ def _date_time(*, utc: bool) -> Check:
     return check
 
 
+def _iso_date(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return f"expected a string, got {type(v).__name__}"
+    if _DATE.fullmatch(v) is None:
+        return f"not an ISO 8601 date (YYYY-MM-DD): {v[:40]!r}"
+    try:
+        date.fromisoformat(v)
+    except ValueError:
+        return f"not a calendar date: {v!r}"
+    return None
+
+
 def _nb_of_txs(v: Any) -> str | None:
     if type(v) is int:
         v = str(v)
@@ -210,6 +225,8 @@ def _nb_of_txs(v: Any) -> str | None:
 
 
 RULES: dict[str, Check] = {
+    "Max4Text": _text(4),
+    "Max16Text": _text(16),
     "Max35Text": _text(35),
     "Max35Id": _text(35, identifier=True),
     "Max70Text": _text(70),
@@ -221,6 +238,7 @@ RULES: dict[str, Check] = {
     "CountryCode": _pattern(_COUNTRY, "an ISO 3166 alpha-2 country code"),
     "Amount": _amount,
     "UtcDateTime": _date_time(utc=True),
+    "IsoDate": _iso_date,
     "IsoDateTime": _date_time(utc=False),
     "NbOfTxs": _nb_of_txs,
     "SettlementMethodCode": _one_of(_SETTLEMENT_METHODS, "a settlement method"),
@@ -299,6 +317,7 @@ STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
     CancellationRequest: (_cancellation_request,),
     OriginalTransactionReference: (_original_tx_ref,),
     Originator: (_originator,),
+    PostalAddress: (check_postal_address,),
 }
 
 
@@ -309,6 +328,8 @@ STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
 # rule itself, which accepts it or says what is wrong. The walk and the builders use them.
 
 _FAST: dict[str, Callable[[str], object]] = {
+    "Max4Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,4}").fullmatch,
+    "Max16Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,16}").fullmatch,
     "Max35Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,35}").fullmatch,
     # no '/' at all, so the identifier slash rules hold; one with a '/' gets the full rule
     "Max35Id": re.compile(r"[A-Za-z0-9\-?:().,'+ ]{1,35}").fullmatch,
@@ -477,22 +498,28 @@ def _struct(cls: type[msgspec.Struct]) -> _Struct:
     return _Struct(cls)
 
 
-def find_problems(msg: Pacs008 | Camt056) -> list[Problem]:
+def find_problems(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> list[Problem]:
     """Every ISO/SEPA/service rule the message breaks, each with its JSON path.
 
     Args:
         msg: a pacs.008 or camt.056 message (built here or decoded from a request).
+        rules_on: apply the rules in force on this date; None: the rules in force now.
+            A date before ``EPC_ADDRESS_CUTOVER`` leaves out the EPC rule that an
+            address names its town and country.
 
     Returns:
         The problems in document order; empty when the message is valid.
 
     Raises:
-        TypeError: ``msg`` is not a message with validation rules.
+        TypeError: ``msg`` is not a message with validation rules, or ``rules_on``
+            is not a date.
     """
     if not isinstance(msg, _MESSAGES):
         raise TypeError(f"no validation rules for {type(msg).__name__}")
     out: list[Problem] = []
     _struct(type(msg)).walk(msg, "$", out)
+    if not rules_apply(rules_on):
+        return drop_cutover_problems(out)
     return out
 
 
@@ -519,28 +546,41 @@ def mark_valid(msg: Pacs008 | Camt056) -> None:
     vars(msg)[_VALID_AS] = encode(msg)
 
 
-def validate(msg: Pacs008 | Camt056) -> None:
+def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     """Check a message against every ISO 20022 / SEPA / service rule before it is sent.
 
     Rules: Max35/70/140Text lengths and the SEPA character set, slash rules on
     identifiers, BICFI, IBAN (pattern and mod-97; pacs.008 accounts ``…Acct.id.othr.id``
     included), lowercase UUID v4 UETR, ISO 4217 currency, ``grpHdr.creDtTm`` in UTC with
     ``Z``, EUR amounts 0.01..999,999,999.99 with at most 2 decimals (floats refused),
-    ``nbOfTxs`` digits and equal to the number of transactions, required fields present;
-    for camt.056 also currency EUR, positive amount and a SEPA recall reason code.
+    ``nbOfTxs`` digits and equal to the number of transactions, required fields present,
+    ``intrBkSttlmDt`` an ISO date, one ``rmtInf.ustrd`` line (SEPA); for camt.056 also
+    currency EUR, positive amount and a SEPA recall reason code. Postal addresses: ISO's
+    field lengths and the EPC address rule (at most two address lines; from
+    ``EPC_ADDRESS_CUTOVER``, 15 November 2026, town name and country in their own fields,
+    so lines alone are refused; EPC 153-22 v2.1, SCT rulebook 2025 v1.1).
 
-    A message that passes is not checked again by `encode_validated` (and so by the
-    client) until it is changed.
+    A message that passes under the rules in force now is not checked again by
+    `encode_validated` (and so by the client) until it is changed. One that passes only
+    because ``rules_on`` left a rule out is checked again there, under today's rules.
 
     Args:
         msg: a pacs.008 or camt.056 message.
+        rules_on: apply the rules in force on this date instead of today's: a date before
+            ``EPC_ADDRESS_CUTOVER`` accepts an address of lines alone (for messages of
+            that time, in tests). None: the rules in force now.
 
     Raises:
         ValidationError: listing every problem with its JSON path, e.g.
             ``$.fitoFICstmrCdtTrf.cdtTrfTxInf[0].cdtrAcct.id.othr.id: ...``.
         TypeError: ``msg`` is not a message with validation rules.
     """
+    applies = rules_apply(rules_on)
     problems = find_problems(msg)
+    if problems and not applies:
+        problems = drop_cutover_problems(problems)
+        if not problems:
+            return  # valid on that date only: not marked, so encode_validated checks it
     if problems:
         raise ValidationError(problems)
     mark_valid(msg)

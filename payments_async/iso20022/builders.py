@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 
 from .._errors import Problem, ValidationError
+from ._addresses import Address, to_postal_address
 from ._validate import (
     _EUR_MAX,
     _EUR_MIN,
@@ -54,6 +55,7 @@ from .pacs008 import (
     PaymentIdentification,
     PaymentTypeInformation,
     PostalAddress,
+    Purpose,
     RemittanceInformation,
     ServiceLevel,
     SettlementInstruction,
@@ -208,14 +210,6 @@ def _bic(value: str) -> str:
     return value.strip().upper() if isinstance(value, str) else value
 
 
-def _address(lines: Sequence[str] | None) -> PostalAddress | None:
-    if not lines:
-        return None
-    if isinstance(lines, list | tuple):
-        return PostalAddress(adr_line=list(lines))
-    return PostalAddress(adr_line=lines)  # type: ignore[arg-type]  # validate() names it
-
-
 # --- checking what the caller gave instead of the whole message -----------------------------
 #
 # A builder knows the shape it builds: the parts it makes itself (generated ids and UETR,
@@ -224,10 +218,10 @@ def _address(lines: Sequence[str] | None) -> PostalAddress | None:
 # checks only the values the caller gave, with the same rules (``_FAST`` then ``RULES``) and
 # the same cross-field rules, instead of walking the whole message (bench_codec.py).
 # The check is *sufficient*: when it passes, ``find_problems`` would find nothing. When it
-# fails, or an input is outside what it covers (a caller's PostalAddress, a datetime
-# subclass), the builder runs ``find_problems`` on the built message, so every error lists
-# the problems with their paths. ``tests/unit/test_builder_check.py`` holds it to exactly
-# the verdict of ``find_problems`` on arbitrary inputs.
+# fails, or an input is outside what it covers (a caller's address, a datetime subclass,
+# rules of another date), the builder runs ``validate`` on the built message, so every
+# error lists the problems with their paths. ``tests/unit/test_builder_check.py`` holds it
+# to exactly the verdict of ``find_problems`` on arbitrary inputs.
 
 
 def _accepts(iso_type: str) -> Callable[[object], bool]:
@@ -241,7 +235,6 @@ def _accepts(iso_type: str) -> Callable[[object], bool]:
 
 _ID = _accepts("Max35Id")
 _TEXT35 = _accepts("Max35Text")
-_TEXT70 = _accepts("Max70Text")
 _TEXT140 = _accepts("Max140Text")
 _BIC = _accepts("BicFi")
 _IBAN_OK = _accepts("Iban")
@@ -267,21 +260,12 @@ def _eur(value: Decimal, exponent: int | str) -> bool:
     return type(exponent) is int and exponent >= -2 and _EUR_MIN <= value <= _EUR_MAX
 
 
-def _lines_ok(lines: object) -> bool:
-    """``_address(lines)`` is None or a PostalAddress with 1..2 Max70Text lines."""
-    if not lines:
-        return True
-    if not isinstance(lines, list | tuple) or len(lines) > 2:
-        return False
-    return all(_TEXT70(line) for line in lines)
-
-
-def _accept(msg: Pacs008 | Camt056, inputs_ok: bool) -> None:
+def _accept(msg: Pacs008 | Camt056, inputs_ok: bool, rules_on: date | None) -> None:
     """Remember a message whose inputs passed; otherwise check it all (raise if invalid)."""
-    if inputs_ok:
+    if inputs_ok and rules_on is None:
         mark_valid(msg)
     else:
-        validate(msg)
+        validate(msg, rules_on=rules_on)
 
 
 def build_credit_transfer(
@@ -299,8 +283,11 @@ def build_credit_transfer(
     end_to_end_id: str | None = None,
     tx_id: str | None = None,
     uetr: str | None = None,
-    debtor_address: Sequence[str] | None = None,
-    creditor_address: Sequence[str] | None = None,
+    debtor_address: Address | PostalAddress | None = None,
+    creditor_address: Address | PostalAddress | None = None,
+    ultimate_debtor_name: str | None = None,
+    ultimate_creditor_name: str | None = None,
+    purpose: str | None = None,
     debtor_account_name: str | None = None,
     creditor_account_name: str | None = None,
     creditor_reference: str | None = None,
@@ -308,6 +295,7 @@ def build_credit_transfer(
     service_level: str = "SEPA",
     local_instrument: str | None = None,
     created_at: datetime | None = None,
+    rules_on: date | None = None,
 ) -> Pacs008:
     """Build and validate a one-transaction SEPA credit transfer (pacs.008).
 
@@ -330,8 +318,12 @@ def build_credit_transfer(
         end_to_end_id: ``pmtId.endToEndId``; generated when None.
         tx_id: ``pmtId.txId``; generated when None.
         uetr: lowercase UUID v4; generated when None.
-        debtor_address: up to two address lines.
-        creditor_address: up to two address lines.
+        debtor_address: the debtor's postal address (``dbtr.pstlAdr``): an `Address`,
+            structured or hybrid (see `EPC_ADDRESS_CUTOVER`).
+        creditor_address: the creditor's postal address (``cdtr.pstlAdr``).
+        ultimate_debtor_name: ``ultmtDbtr.nm``: on whose behalf the debtor pays.
+        ultimate_creditor_name: ``ultmtCdtr.nm``: for whom the creditor is paid.
+        purpose: ``purp.cd``: an ISO external purpose code (``SALA``, ``SUPP``...).
         debtor_account_name: ``dbtrAcct.nm``.
         creditor_account_name: ``cdtrAcct.nm``.
         creditor_reference: a structured creditor reference (``rmtInf.strd``).
@@ -339,6 +331,8 @@ def build_credit_transfer(
         service_level: ``pmtTpInf.svcLvl[0].prtry``.
         local_instrument: ``pmtTpInf.lclInstrm.prtry``, if any.
         created_at: aware datetime for ``creDtTm``; now when None; a naive one is refused.
+        rules_on: validate with the rules in force on this date (see ``validate()``); a
+            date before `EPC_ADDRESS_CUTOVER` accepts an address of lines alone.
 
     Returns:
         A valid message, ready for ``encode()``.
@@ -396,8 +390,11 @@ def build_credit_transfer(
         and (uetr is None or _UETR_OK(uetr))
         and (debtor_account_name is None or _TEXT140(debtor_account_name))
         and (creditor_account_name is None or _TEXT140(creditor_account_name))
-        and _lines_ok(debtor_address)
-        and _lines_ok(creditor_address)
+        and debtor_address is None
+        and creditor_address is None
+        and ultimate_debtor_name is None
+        and ultimate_creditor_name is None
+        and purpose is None
     )
     # One draw for every random id: E2E, TX, UETR, MSG.
     generate = message_id is None or end_to_end_id is None or tx_id is None or uetr is None
@@ -428,7 +425,8 @@ def build_credit_transfer(
         ),
         intr_bk_sttlm_amt=ActiveCurrencyAndAmount(value=value, ccy=currency),
         chrg_br=charge_bearer,
-        dbtr=Party(nm=debtor_name, pstl_adr=_address(debtor_address)),
+        ultmt_dbtr=Party(nm=ultimate_debtor_name) if ultimate_debtor_name is not None else None,
+        dbtr=Party(nm=debtor_name, pstl_adr=to_postal_address(debtor_address)),
         dbtr_acct=CashAccount(
             id=AccountIdentification(othr=GenericAccountIdentification(id=dbtr_iban)),
             nm=debtor_account_name,
@@ -443,11 +441,15 @@ def build_credit_transfer(
                 clr_sys_mmb_id=ClearingSystemMemberIdentification(mmb_id=creditor_agent_id)
             )
         ),
-        cdtr=Party(nm=creditor_name, pstl_adr=_address(creditor_address)),
+        cdtr=Party(nm=creditor_name, pstl_adr=to_postal_address(creditor_address)),
         cdtr_acct=CashAccount(
             id=AccountIdentification(othr=GenericAccountIdentification(id=cdtr_iban)),
             nm=creditor_account_name,
         ),
+        ultmt_cdtr=(
+            Party(nm=ultimate_creditor_name) if ultimate_creditor_name is not None else None
+        ),
+        purp=Purpose(cd=purpose) if purpose is not None else None,
         rmt_inf=rmt,
     )
     msg = Pacs008(
@@ -461,7 +463,7 @@ def build_credit_transfer(
             cdt_trf_tx_inf=[tx],
         )
     )
-    _accept(msg, inputs_ok)
+    _accept(msg, inputs_ok, rules_on)
     return msg
 
 
@@ -480,8 +482,9 @@ def build_cancellation(
     cancellation_id: str | None = None,
     currency: str = "EUR",
     service_level: str = "SEPA",
-    creditor_agent_address: PostalAddress | None = None,
+    creditor_agent_address: Address | PostalAddress | None = None,
     created_at: datetime | None = None,
+    rules_on: date | None = None,
 ) -> Camt056:
     """Build and validate a camt.056 request to cancel one SEPA credit transfer.
 
@@ -505,8 +508,10 @@ def build_cancellation(
         cancellation_id: ``cxlId``; generated when None.
         currency: must be EUR (the service's rule); another value fails validation.
         service_level: ``orgnlTxRef.pmtTpInf.svcLvl[0].prtry``.
-        creditor_agent_address: postal address of the creditor's bank, if wanted.
+        creditor_agent_address: postal address of the creditor's bank, if wanted: an
+            `Address`, structured or hybrid.
         created_at: aware datetime for ``assgnmt.creDtTm``; now when None; naive is refused.
+        rules_on: validate with the rules in force on this date (see ``validate()``).
 
     Returns:
         A valid message, ready for ``encode()``.
@@ -599,7 +604,7 @@ def build_cancellation(
             pmt_tp_inf=PaymentTypeInformation(svc_lvl=[ServiceLevel(prtry=service_level)]),
             cdtr_agt=Agent(
                 fin_instn_id=FinancialInstitutionIdentification(
-                    bicfi=agent_bic, pstl_adr=creditor_agent_address
+                    bicfi=agent_bic, pstl_adr=to_postal_address(creditor_agent_address)
                 )
             ),
             cdtr_acct=CashAccount(id=AccountIdentification(iban=iban), ccy=currency),
@@ -621,5 +626,5 @@ def build_cancellation(
             undrlyg=[UnderlyingTransaction(tx_inf=[tx])],
         )
     )
-    _accept(msg, inputs_ok)
+    _accept(msg, inputs_ok, rules_on)
     return msg

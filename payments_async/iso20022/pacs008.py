@@ -15,8 +15,12 @@ from ._types import (
     CountryCode,
     CurrencyCode,
     Iban,
+    IsoDate,
+    Max4Text,
+    Max16Text,
     Max35Id,
     Max35Text,
+    Max70Text,
     Max140Text,
     NbOfTxs,
     SettlementMethodCode,
@@ -29,10 +33,13 @@ __all__ = [
     "ActiveCurrencyAndAmount",
     "Agent",
     "CashAccount",
+    "ClearingSystemIdentification",
     "ClearingSystemMemberIdentification",
     "CreditTransfer",
     "CreditTransferTransaction",
     "CreditorReferenceInformation",
+    "CreditorReferenceType",
+    "CreditorReferenceTypeCode",
     "FinancialInstitutionIdentification",
     "GenericAccountIdentification",
     "GroupHeader",
@@ -42,6 +49,7 @@ __all__ = [
     "PaymentIdentification",
     "PaymentTypeInformation",
     "PostalAddress",
+    "Purpose",
     "RemittanceInformation",
     "ServiceLevel",
     "SettlementInstruction",
@@ -50,14 +58,24 @@ __all__ = [
 ]
 
 
+class ClearingSystemIdentification(OutboundStruct, kw_only=True):
+    """``sttlmInf.clrSys``: the clearing system, by proprietary name (``ST2`` ...)."""
+
+    prtry: Max35Text
+
+
 class SettlementInstruction(OutboundStruct, kw_only=True):
-    """``grpHdr.sttlmInf``: how the transfer settles (``CLRG`` for SEPA)."""
+    """``grpHdr.sttlmInf``: how the transfer settles (``CLRG`` for SEPA) and where."""
 
     sttlm_mtd: SettlementMethodCode
+    clr_sys: ClearingSystemIdentification | None = None
 
 
 class GroupHeader(OutboundStruct, kw_only=True):
     """``grpHdr``: message id (the idempotency key), creation time, count, settlement.
+
+    The EPC inter-PSP fields are optional here: the total and date of interbank
+    settlement and the instructing and instructed agents.
 
     ``nb_of_txs`` is sent as a string; a number is accepted on decode and turned into one.
     """
@@ -65,7 +83,11 @@ class GroupHeader(OutboundStruct, kw_only=True):
     msg_id: Max35Id
     cre_dt_tm: UtcDateTime
     nb_of_txs: NbOfTxs
+    ttl_intr_bk_sttlm_amt: ActiveCurrencyAndAmount | None = None
+    intr_bk_sttlm_dt: IsoDate | None = None
     sttlm_inf: SettlementInstruction
+    instg_agt: Agent | None = None
+    instd_agt: Agent | None = None
 
     def __post_init__(self) -> None:
         if type(self.nb_of_txs) is int:
@@ -107,15 +129,31 @@ class ActiveCurrencyAndAmount(OutboundStruct, kw_only=True):
 
 
 class PostalAddress(OutboundStruct, kw_only=True):
-    """``pstlAdr``: town, country and up to two address lines."""
+    """``pstlAdr``: ISO's PostalAddress24, each field with ISO's length.
 
+    Build one from `payments_async.iso20022.Address`. ``validate()`` applies the EPC
+    address rule: town name and country in their own fields, at most two address lines.
+    """
+
+    dept: Max70Text | None = None
+    sub_dept: Max70Text | None = None
+    strt_nm: Max70Text | None = None
+    bldg_nb: Max16Text | None = None
+    bldg_nm: Max35Text | None = None
+    flr: Max70Text | None = None
+    pst_bx: Max16Text | None = None
+    room: Max70Text | None = None
+    pst_cd: Max16Text | None = None
     twn_nm: Max35Text | None = None
+    twn_lctn_nm: Max35Text | None = None
+    dstrct_nm: Max35Text | None = None
+    ctry_sub_dvsn: Max35Text | None = None
     ctry: CountryCode | None = None
     adr_line: AddressLines | None = None
 
 
 class Party(OutboundStruct, kw_only=True):
-    """``dbtr`` / ``cdtr``: name and postal address."""
+    """``dbtr`` / ``cdtr`` / ``ultmtDbtr`` / ``ultmtCdtr``: name and postal address."""
 
     nm: Max140Text
     pstl_adr: PostalAddress | None = None
@@ -138,8 +176,8 @@ class CashAccount(OutboundStruct, kw_only=True):
     """``dbtrAcct`` / ``cdtrAcct``: identification, optional name and currency."""
 
     id: AccountIdentification
-    nm: Max140Text | None = None
     ccy: CurrencyCode | None = None
+    nm: Max140Text | None = None
 
 
 class ClearingSystemMemberIdentification(OutboundStruct, kw_only=True):
@@ -157,14 +195,29 @@ class FinancialInstitutionIdentification(OutboundStruct, kw_only=True):
 
 
 class Agent(OutboundStruct, kw_only=True):
-    """``dbtrAgt`` / ``cdtrAgt``: the bank of a party."""
+    """``dbtrAgt`` / ``cdtrAgt`` / ``instgAgt`` / ``instdAgt``: a bank."""
 
     fin_instn_id: FinancialInstitutionIdentification
 
 
-class CreditorReferenceInformation(OutboundStruct, kw_only=True):
-    """``cdtrRefInf``: the creditor's structured reference."""
+class CreditorReferenceTypeCode(OutboundStruct, kw_only=True):
+    """``cdtrRefInf.tp.cdOrPrtry``: ``{"cd": "SCOR"}`` for an ISO 11649 reference."""
 
+    cd: Max4Text | None = None
+    prtry: Max35Text | None = None
+
+
+class CreditorReferenceType(OutboundStruct, kw_only=True):
+    """``cdtrRefInf.tp``: the kind of reference and who issued it."""
+
+    cd_or_prtry: CreditorReferenceTypeCode
+    issr: Max35Text | None = None
+
+
+class CreditorReferenceInformation(OutboundStruct, kw_only=True):
+    """``cdtrRefInf``: the creditor's structured reference and its type."""
+
+    tp: CreditorReferenceType | None = None
     ref: Max35Text
 
 
@@ -176,25 +229,42 @@ class StructuredRemittanceInformation(OutboundStruct, kw_only=True):
 
 
 class RemittanceInformation(OutboundStruct, kw_only=True):
-    """``rmtInf``: unstructured lines and/or structured references."""
+    """``rmtInf``: one unstructured line (SEPA) and/or structured references."""
 
-    ustrd: list[Max140Text] | None = None
+    ustrd: (
+        Annotated[
+            list[Max140Text],
+            msgspec.Meta(description="One line (SEPA)", extra={"max_items": 1}),
+        ]
+        | None
+    ) = None
     strd: list[StructuredRemittanceInformation] | None = None
 
 
+class Purpose(OutboundStruct, kw_only=True):
+    """``purp``: why the payment is made, an ISO external purpose code or a proprietary one."""
+
+    cd: Max4Text | None = None
+    prtry: Max35Text | None = None
+
+
 class CreditTransferTransaction(OutboundStruct, kw_only=True):
-    """One ``cdtTrfTxInf`` element: who pays whom how much."""
+    """One ``cdtTrfTxInf`` element: who pays whom how much, for whom and why."""
 
     pmt_id: PaymentIdentification
     pmt_tp_inf: PaymentTypeInformation | None = None
     intr_bk_sttlm_amt: ActiveCurrencyAndAmount
+    intr_bk_sttlm_dt: IsoDate | None = None
     chrg_br: ChargeBearerCode | None = None
+    ultmt_dbtr: Party | None = None
     dbtr: Party
     dbtr_acct: CashAccount
     dbtr_agt: Agent
     cdtr_agt: Agent
     cdtr: Party
     cdtr_acct: CashAccount
+    ultmt_cdtr: Party | None = None
+    purp: Purpose | None = None
     rmt_inf: RemittanceInformation | None = None
 
 

@@ -9,8 +9,9 @@ async with NotificationReceiver(
 
 A notification is only a hint: the receiver confirms every status with the client's own
 signed GET before a callback or a waiter sees it, never follows a URI outside the client's
-``base_url``, answers 202 at once and processes afterwards (503 when its queue is full),
-and hands each final status of an id to the callbacks exactly once. ``parse`` and
+``base_url``, answers 202 only once the notification is committed to its inbox (a SQLite
+file or PostgreSQL; in memory by default, which is not durable) and processes it
+afterwards, and hands each final status of an id to the callbacks exactly once. ``parse`` and
 ``authenticate`` are pure, so the receiver can be mounted in any framework
 (``NotificationReceiver.handle``). See ``docs/notifications.md``.
 """
@@ -28,13 +29,18 @@ from ._core import (
     authenticate,
     parse,
 )
-from ._dispatch import (
-    MemorySeenStore,
-    NotificationEvent,
-    NotificationReceiver,
-    ReceiverStats,
-    SeenStore,
+from ._dispatch import NotificationEvent, NotificationReceiver, ReceiverStats
+from ._inbox import (
+    Inbox,
+    InboxError,
+    InboxFull,
+    InboxItem,
+    InboxStatus,
+    MemoryInbox,
+    open_inbox,
 )
+from ._postgres import PostgresInbox
+from ._sqlite import SqliteInbox
 
 __all__ = [
     "NOTIFY_PATH",
@@ -42,17 +48,24 @@ __all__ = [
     "Authenticator",
     "BasicAuth",
     "BearerAuth",
+    "Inbox",
+    "InboxError",
+    "InboxFull",
+    "InboxItem",
+    "InboxStatus",
     "JwtBearerVerifier",
-    "MemorySeenStore",
+    "MemoryInbox",
     "Notification",
     "NotificationEvent",
     "NotificationKind",
     "NotificationReceiver",
     "NotificationRejected",
+    "PostgresInbox",
     "ReceiverServer",
     "ReceiverStats",
-    "SeenStore",
+    "SqliteInbox",
     "authenticate",
     "create_app",
+    "open_inbox",
     "parse",
 ]

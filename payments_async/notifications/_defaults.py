@@ -6,16 +6,30 @@ from typing import Final
 
 __all__ = [
     "NOTIFY_BODY_READ_TIMEOUT",
+    "NOTIFY_CALLBACK_ATTEMPTS",
+    "NOTIFY_CALLBACK_WAIT",
+    "NOTIFY_CALLBACK_WAIT_MAX",
+    "NOTIFY_INBOX_POLL",
     "NOTIFY_JWT_ALGORITHMS",
+    "NOTIFY_LEASE",
     "NOTIFY_MAX_BODY_BYTES",
     "NOTIFY_QUEUE_SIZE",
     "NOTIFY_SEEN_CAPACITY",
+    "NOTIFY_SWEEP_GRACE",
+    "NOTIFY_SWEEP_RATE",
     "NOTIFY_WORKERS",
 ]
 
 NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
 NOTIFY_BODY_READ_TIMEOUT: Final = 10.0  # seconds for a whole body to arrive; then 408 + close
-NOTIFY_QUEUE_SIZE: Final = 10_000  # notifications accepted but not yet confirmed; full: 503
+NOTIFY_QUEUE_SIZE: Final = 10_000  # the in-memory inbox's unprocessed notifications; full: 503
 NOTIFY_WORKERS: Final = 32  # confirming reads in flight at once
 NOTIFY_SEEN_CAPACITY: Final = 100_000  # final statuses remembered for deduplication
 NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these algorithms
+NOTIFY_CALLBACK_ATTEMPTS: Final = 5  # a callback that raises is tried this often, then parked
+NOTIFY_CALLBACK_WAIT: Final = 1.0  # seconds before the first retry of a failed callback
+NOTIFY_CALLBACK_WAIT_MAX: Final = 60.0  # retries wait twice as long each time, up to this
+NOTIFY_INBOX_POLL: Final = 0.5  # seconds between looks for due items nobody announced
+NOTIFY_LEASE: Final = 60.0  # seconds a shared inbox's item stays held by one receiver
+NOTIFY_SWEEP_GRACE: Final = 60.0  # seconds a tracked id may go unnotified before it is read
+NOTIFY_SWEEP_RATE: Final = 10.0  # tracked ids read per second at most by the sweep

@@ -1,19 +1,23 @@
-"""The receiver: a bounded queue, confirmation by the client's signed GET, dedup, callbacks.
+"""The receiver: an inbox, confirmation by the client's signed GET, dedup, callbacks.
 
-A notification is a hint. It is accepted (2xx) as soon as it is authenticated, parsed and
-queued; workers then read the status with the client's own signed GET, and only that
-confirmed status reaches callbacks and waiters.
+A notification is a hint. It is accepted (202) once it is authenticated, parsed and
+committed to the inbox; workers then take it from the inbox, read the status with the
+client's own signed GET, and only that confirmed status reaches callbacks and waiters. An
+item is done once its callbacks have returned, and the "delivered" mark of its final
+status is written in the same transaction, so no final status reaches the callbacks twice.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Protocol, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 import msgspec
 
@@ -38,22 +42,27 @@ from ._core import (
     parse,
 )
 from ._defaults import (
+    NOTIFY_CALLBACK_ATTEMPTS,
+    NOTIFY_CALLBACK_WAIT,
+    NOTIFY_CALLBACK_WAIT_MAX,
+    NOTIFY_INBOX_POLL,
     NOTIFY_MAX_BODY_BYTES,
     NOTIFY_QUEUE_SIZE,
     NOTIFY_SEEN_CAPACITY,
+    NOTIFY_SWEEP_GRACE,
+    NOTIFY_SWEEP_RATE,
     NOTIFY_WORKERS,
 )
+from ._inbox import Inbox, InboxError, InboxFull, InboxItem, MemoryInbox, open_inbox
 
 if TYPE_CHECKING:
     from .._client import PaymentsClient
     from .._models import CancellationOutcome
 
 __all__ = [
-    "MemorySeenStore",
     "NotificationEvent",
     "NotificationReceiver",
     "ReceiverStats",
-    "SeenStore",
 ]
 
 logger = logging.getLogger("payments_async.notifications")
@@ -64,45 +73,7 @@ EventHandler = Callable[["NotificationEvent"], Awaitable[None]]
 
 _ACCEPTED_BODY: Final = b'{"accepted":true}'
 _QUEUE_FULL_BODY: Final = b'{"error":"queue full, retry later"}'
-
-
-class SeenStore(Protocol):
-    """Remembers which final statuses were already handed to a callback.
-
-    Pass a durable one (a database table with a unique key) to keep "exactly once per
-    final status per id" across restarts; the default is a bounded in-memory set.
-    """
-
-    async def add(self, key: str) -> bool:
-        """Record ``key``; True when it was not there before (the callback then runs)."""
-        ...
-
-
-class MemorySeenStore:
-    """A bounded in-memory ``SeenStore``: the oldest keys are forgotten past ``capacity``.
-
-    Args:
-        capacity: how many keys are kept.
-    """
-
-    def __init__(self, capacity: int = NOTIFY_SEEN_CAPACITY) -> None:
-        if capacity < 1:
-            raise ConfigurationError("capacity must be >= 1")
-        self._capacity = capacity
-        self._keys: OrderedDict[str, None] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    async def add(self, key: str) -> bool:
-        """Record ``key``; True when new."""
-        if key in self._keys:
-            self._keys.move_to_end(key)
-            return False
-        self._keys[key] = None
-        if len(self._keys) > self._capacity:
-            self._keys.popitem(last=False)
-        return True
+_STORE_DOWN_BODY: Final = b'{"error":"cannot store the notification, retry later"}'
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,23 +105,32 @@ class ReceiverStats:
 
     Attributes:
         received: requests handled.
-        accepted: notifications queued (answered 202).
+        accepted: notifications committed to the inbox (answered 202).
         rejected: refusals by HTTP status (401, 413, 422, ...).
-        queue_full: notifications refused with 503 because the queue was full.
+        queue_full: notifications refused with 503 because the inbox was at its bound.
+        store_failures: notifications refused with 503 because the inbox could not be
+            written.
         confirm_reads: confirming GETs made.
         confirm_failures: confirming GETs that failed (after the client's retries).
         known_final: notifications for an id already confirmed final (no GET made).
-        callbacks: callbacks run (one per final status per id).
+        callbacks: final statuses whose callbacks returned (one per final status per id).
+        delivered: of those, the ones whose "delivered" mark is committed.
+        callback_errors: callback attempts that raised (each is retried, then parked).
+        parked: items parked as failed after ``callback_attempts`` failed attempts.
     """
 
     received: int = 0
     accepted: int = 0
     rejected: Counter[int] = field(default_factory=Counter)
     queue_full: int = 0
+    store_failures: int = 0
     confirm_reads: int = 0
     confirm_failures: int = 0
     known_final: int = 0
     callbacks: int = 0
+    delivered: int = 0
+    callback_errors: int = 0
+    parked: int = 0
 
 
 class NotificationReceiver:
@@ -176,13 +156,24 @@ class NotificationReceiver:
             per id.
         on_event: ``async (NotificationEvent)`` for every processed notification
             (duplicates and non-final statuses included), e.g. to print them.
-        queue_size: notifications accepted but not yet processed; when full, 503.
-        workers: confirming reads in flight at once.
-        seen: where "already delivered" is remembered; a ``MemorySeenStore`` by default.
-        seen_capacity: capacity of the default store and of the confirmed-final cache.
+        inbox: where accepted notifications and delivered marks are kept: a SQLite file
+            path, a ``postgresql://`` address (several receivers may share it), or an
+            ``Inbox``; by default in memory, which is NOT durable (a restart forgets what
+            was accepted and what was delivered).
+        queue_size: notifications the in-memory inbox holds unprocessed; when full, 503.
+        workers: items processed at once (confirming reads in flight).
+        seen_capacity: delivered marks the in-memory inbox keeps, and the size of the
+            confirmed-final cache.
         max_body_bytes: larger bodies are refused with 413.
+        callback_attempts: attempts of a delivery callback that raises (logged each
+            time) before its item is parked as failed (``stats.parked``, ``inbox status``).
+        callback_wait: seconds before the first retry; each retry waits twice as long as
+            the one before, up to ``NOTIFY_CALLBACK_WAIT_MAX``.
+        sweep_grace: seconds an id given to ``track`` may go without its final status
+            before the sweep reads it (and again every ``sweep_grace`` until it is final).
+        sweep_rate: reads per second the sweep makes at most.
 
-    Exceptions raised by a callback are logged and do not stop the receiver.
+    An exception raised by ``on_event`` is logged and does not stop the receiver.
     """
 
     def __init__(
@@ -193,42 +184,61 @@ class NotificationReceiver:
         on_payment_status: PaymentStatusHandler | None = None,
         on_cancellation_outcome: CancellationOutcomeHandler | None = None,
         on_event: EventHandler | None = None,
+        inbox: Inbox | str | Path | None = None,
         queue_size: int = NOTIFY_QUEUE_SIZE,
         workers: int = NOTIFY_WORKERS,
-        seen: SeenStore | None = None,
         seen_capacity: int = NOTIFY_SEEN_CAPACITY,
         max_body_bytes: int = NOTIFY_MAX_BODY_BYTES,
+        callback_attempts: int = NOTIFY_CALLBACK_ATTEMPTS,
+        callback_wait: float = NOTIFY_CALLBACK_WAIT,
+        sweep_grace: float = NOTIFY_SWEEP_GRACE,
+        sweep_rate: float = NOTIFY_SWEEP_RATE,
     ) -> None:
         if auth is None or not hasattr(auth, "check"):
             raise ConfigurationError(
                 "a receiver needs auth=BasicAuth(...) or BearerAuth(...): notifications "
                 "are never accepted unauthenticated"
             )
-        if queue_size < 1 or workers < 1 or seen_capacity < 1 or max_body_bytes < 1:
+        if min(queue_size, workers, seen_capacity, max_body_bytes, callback_attempts) < 1:
             raise ConfigurationError(
-                "queue_size, workers, seen_capacity and max_body_bytes must be >= 1"
+                "queue_size, workers, seen_capacity, max_body_bytes and callback_attempts "
+                "must be >= 1"
+            )
+        if not (0 < sweep_grace < float("inf") and 0 < sweep_rate < float("inf")):
+            raise ConfigurationError("sweep_grace and sweep_rate must be positive and finite")
+        if not 0 <= callback_wait <= NOTIFY_CALLBACK_WAIT_MAX:
+            raise ConfigurationError(
+                f"callback_wait must be between 0 and {NOTIFY_CALLBACK_WAIT_MAX} seconds"
             )
         self._client = client
         self._auth = auth
         self._on_payment = on_payment_status
         self._on_cancellation = on_cancellation_outcome
         self._on_event = on_event
-        self._queue_size = queue_size
         self._worker_count = workers
-        self._seen: SeenStore = seen if seen is not None else MemorySeenStore(seen_capacity)
+        if inbox is None:
+            inbox = MemoryInbox(queue_size, seen_capacity)
+        elif isinstance(inbox, str | Path):
+            inbox = open_inbox(inbox)
+        self.inbox: Inbox = inbox
         self._capacity = seen_capacity
         self.max_body_bytes = max_body_bytes
+        self._callback_attempts = callback_attempts
+        self._callback_wait = float(callback_wait)
+        self._sweep_grace = float(sweep_grace)
+        self._sweep_rate = float(sweep_rate)
         self.stats = ReceiverStats()
-        self._queue: asyncio.Queue[Notification] | None = None
-        self._workers: list[asyncio.Task[None]] = []
+        self._started = False
+        self._items: asyncio.Queue[InboxItem] = asyncio.Queue()
+        self._more = asyncio.Event()  # something may be due: a put, a worker freed
+        self._busy = 0  # items claimed and not finished
+        self._tasks: list[asyncio.Task[None]] = []
         # Confirmed finals, kept encoded: bytes are one object the garbage collector never
         # traverses, where a decoded message is a tree of ~15 tracked objects; 10,000 of
         # those were enough to start a full collection (a 0.5-1 s pause) mid-stream.
         # Keyed by (kind value, id): a tuple of strings, which the collector stops tracking,
         # where one holding the enum member stays tracked.
         self._final: OrderedDict[tuple[str, str], bytes] = OrderedDict()
-        self._inflight: set[tuple[str, str]] = set()
-        self._again: set[tuple[str, str]] = set()
         # id -> its sleeping waiter (nearly always one), or a list of them: no container
         # per waiter for the collector to traverse
         self._watchers: dict[str, asyncio.Future[None] | list[asyncio.Future[None]]] = {}
@@ -244,26 +254,46 @@ class NotificationReceiver:
     # --- lifecycle -------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the workers and attach to the client's waiters."""
-        if self._queue is not None:
+        """Open the inbox, start the workers (they take what an earlier run left undone)
+        and attach to the client's waiters.
+
+        Raises:
+            InboxError: the inbox cannot be opened.
+        """
+        if self._started:
             return
-        self._queue = asyncio.Queue(self._queue_size)
-        self._workers = [
-            asyncio.create_task(self._work(self._queue), name=f"notifications-{i}")
+        await self.inbox.open()
+        self._started = True
+        self._items = asyncio.Queue()
+        self._busy = 0
+        self._tasks = [
+            asyncio.create_task(self._feed(), name="notifications-inbox"),
+            asyncio.create_task(self._sweep(), name="notifications-sweep"),
+        ]
+        self._tasks += [
+            asyncio.create_task(self._work(), name=f"notifications-{i}")
             for i in range(self._worker_count)
         ]
         self._client.attach_notifications(self)
 
     async def aclose(self) -> None:
-        """Detach from the client and stop the workers (queued notifications are dropped)."""
-        if self._queue is None:
+        """Detach from the client, stop the workers and close the inbox.
+
+        What is accepted and not yet processed stays in the inbox: a durable one hands it
+        to the next start (of this or another process), the in-memory one to the next
+        start of this receiver.
+        """
+        if not self._started:
             return
         self._client.attach_notifications(None)
-        self._queue = None
-        workers, self._workers = self._workers, []
-        for task in workers:
+        self._started = False
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        while not self._items.empty():
+            self.inbox.release(self._items.get_nowait())
+        await self.inbox.aclose()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -278,9 +308,33 @@ class NotificationReceiver:
         await self.aclose()
 
     async def join(self) -> None:
-        """Wait until every queued notification has been processed (tests use it)."""
-        if self._queue is not None:
-            await self._queue.join()
+        """Wait until no item in the inbox is waiting or being processed (tests use it)."""
+        while self._started and (self._busy or (await self.inbox.status()).depth):
+            self._more.set()
+            await asyncio.sleep(0.005)
+
+    async def track(self, payments_service_id: str, kind: str) -> None:
+        """Await this id's final status even if its notification never comes.
+
+        The id is kept in the inbox (durable with a durable inbox); once ``sweep_grace``
+        seconds pass without its final status being delivered, the sweep reads its status
+        (at most ``sweep_rate`` reads per second over all tracked ids) as if a
+        notification had come, and again every ``sweep_grace`` until it is final. Its
+        final status reaches the callbacks once, whether a notification or the sweep
+        finds it.
+
+        Args:
+            payments_service_id: the id.
+            kind: ``"payment"`` or ``"cancellation"``.
+
+        Raises:
+            InboxError: the inbox cannot be written (or the receiver is not started).
+        """
+        if not self._started:
+            raise InboxError("start the receiver before tracking ids")
+        await self.inbox.track(
+            NotificationKind(kind).value, payments_service_id, check_after=self._sweep_grace
+        )
 
     # --- the HTTP side, framework-neutral --------------------------------------------
 
@@ -305,7 +359,7 @@ class NotificationReceiver:
         *,
         authenticated: bool = False,
     ) -> tuple[int, bytes]:
-        """Handle one HTTP request: authenticate, parse, queue; never raises for bad input.
+        """Handle one HTTP request: authenticate, parse, store; never raises for bad input.
 
         Args:
             method: the HTTP method.
@@ -314,8 +368,9 @@ class NotificationReceiver:
             authenticated: True when ``check_credentials`` already passed for these headers.
 
         Returns:
-            ``(status, json_body)``: 202 when queued, 503 when the queue is full or the
-            receiver is not started, or the 4xx of a refused notification.
+            ``(status, json_body)``: 202 once committed to the inbox, 503 when the inbox
+            is full or cannot be written or the receiver is not started (the service
+            redelivers), or the 4xx of a refused notification.
         """
         try:
             if not authenticated:
@@ -328,14 +383,21 @@ class NotificationReceiver:
             if exc.status != 401 or authenticated:
                 self.stats.rejected[exc.status or 400] += 1
             return exc.status or 400, msgspec.json.encode({"error": exc.message})
-        if self._queue is None:
+        if not self._started:
             return 503, b'{"error":"receiver not started"}'
         try:
-            self._queue.put_nowait(notification)
-        except asyncio.QueueFull:
+            await self.inbox.put(notification)
+        except InboxFull:
             self.stats.queue_full += 1
             return 503, _QUEUE_FULL_BODY
+        except InboxError as exc:
+            self.stats.store_failures += 1
+            logger.error(
+                "notification for %s not stored: %s", notification.payments_service_id, exc
+            )
+            return 503, _STORE_DOWN_BODY
         self.stats.accepted += 1
+        self._more.set()
         return 202, _ACCEPTED_BODY
 
     # --- what the client's waiters see (the NotificationSource interface) --------------
@@ -387,44 +449,125 @@ class NotificationReceiver:
 
     # --- processing --------------------------------------------------------------------
 
-    async def _work(self, queue: asyncio.Queue[Notification]) -> None:
+    async def _feed(self) -> None:
+        """Take due items from the inbox while a worker is free; wait for more."""
         while True:
-            notification = await queue.get()
+            self._more.clear()
+            free = self._worker_count - self._busy
+            items: list[InboxItem] = []
+            if free > 0:
+                try:
+                    items = await self.inbox.claim(free)
+                except InboxError as exc:
+                    logger.error("cannot read the notification inbox: %s", exc)
+            for item in items:
+                self._busy += 1
+                self._items.put_nowait(item)
+            if items:
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(NOTIFY_INBOX_POLL):
+                    await self._more.wait()
+
+    async def _sweep(self) -> None:
+        """Read tracked ids past their grace, at most ``sweep_rate`` per second."""
+        pause = 1.0 / self._sweep_rate
+        idle = min(self._sweep_grace / 2, 1.0)
+        while True:
             try:
-                await self._process(notification)
+                due = await self.inbox.due_tracked(
+                    max(1, int(self._sweep_rate)), recheck=self._sweep_grace
+                )
+            except InboxError as exc:
+                logger.error("cannot read the tracked ids: %s", exc)
+                due = []
+            for kind, psid in due:
+                try:
+                    await self.inbox.put(Notification(psid, NotificationKind(kind), "short"))
+                except InboxError as exc:  # read again after sweep_grace
+                    logger.warning("sweep of %s not stored: %s", psid, exc)
+                self._more.set()
+                await asyncio.sleep(pause)
+            if not due:
+                await asyncio.sleep(idle)
+
+    async def _work(self) -> None:
+        while True:
+            item = await self._items.get()
+            try:
+                await self._process(item)
+            except asyncio.CancelledError:
+                self.inbox.release(item)
+                raise
             except Exception:
+                self.inbox.release(item)
                 logger.exception(
                     "notification for %s could not be processed",
-                    notification.payments_service_id,
+                    item.notification.payments_service_id,
                 )
             finally:
-                queue.task_done()
+                self._busy -= 1
+                self._more.set()
 
-    async def _process(self, notification: Notification) -> None:
-        key = (notification.kind.value, notification.payments_service_id)
-        if key in self._final:
+    def _wait_before(self, attempts: int) -> float:
+        wait: float = self._callback_wait * 2.0 ** max(attempts - 1, 0)
+        return min(wait, NOTIFY_CALLBACK_WAIT_MAX)
+
+    async def _process(self, item: InboxItem) -> None:
+        notification = item.notification
+        key = item.key
+        message = self._recall(key)
+        if message is not None:
             # A duplicate, or a late/out-of-order delivery: final statuses are terminal.
             self.stats.known_final += 1
-            known = self._recall(key) if self._on_event is not None else None
-            if known is not None:
-                await self._emit(notification, known, first=False)
+        else:
+            message = await self._confirm(notification)
+            if message is None:  # the read failed: try again later, never parked
+                await self.inbox.retry(
+                    item, delay=self._wait_before(item.attempts + 1), park=False, error="read"
+                )
+                return
+        if isinstance(message, Camt029):
+            summary: Any = summarize_resolution(message)
+        else:
+            summary = summarize_status_report(message)
+        if not summary.is_final:
+            await self.inbox.complete(item, None)
+            await self._emit(notification, message, first=False)
             return
-        if key in self._inflight:
-            self._again.add(key)  # the read in flight may predate this change: read again
+        psid = notification.payments_service_id
+        self._final[key] = encode(message)
+        if len(self._final) > self._capacity:
+            self._final.popitem(last=False)
+        self._wake(psid)
+        mark = f"{notification.kind.value}:{psid}:{summary.status}"
+        if await self.inbox.is_delivered(mark):
+            await self.inbox.complete(item, mark)  # not first: the mark is there
+            await self._emit(notification, message, first=False)
             return
-        self._inflight.add(key)
         try:
-            while True:
-                self._again.discard(key)
-                message = await self._confirm(notification)
-                if message is None:
-                    return
-                if await self._settle(notification, key, message):
-                    return
-                if key not in self._again:
-                    return
-        finally:
-            self._inflight.discard(key)
+            await self._deliver(psid, message, summary)
+        except Exception as exc:
+            self.stats.callback_errors += 1
+            attempts = item.attempts + 1
+            park = attempts >= self._callback_attempts
+            logger.exception(
+                "callback failed for %s (attempt %d of %d%s)",
+                psid,
+                attempts,
+                self._callback_attempts,
+                ", parked as failed" if park else "",
+            )
+            await self.inbox.retry(
+                item, delay=self._wait_before(attempts), park=park, error=f"{exc!r}"
+            )
+            if park:
+                self.stats.parked += 1
+            return
+        self.stats.callbacks += 1
+        await self.inbox.complete(item, mark)
+        self.stats.delivered += 1
+        await self._emit(notification, message, first=True)
 
     async def _confirm(self, notification: Notification) -> Pacs002 | Camt029 | None:
         psid = notification.payments_service_id
@@ -442,45 +585,17 @@ class NotificationReceiver:
             )
             return None
 
-    async def _settle(
-        self,
-        notification: Notification,
-        key: tuple[str, str],
-        message: Pacs002 | Camt029,
-    ) -> bool:
-        """Act on a confirmed status; True when it was final."""
-        psid = notification.payments_service_id
+    async def _deliver(self, psid: str, message: Pacs002 | Camt029, summary: Any) -> None:
+        """Run the delivery callback of a final status; what it raises propagates."""
         if isinstance(message, Camt029):
-            resolution = summarize_resolution(message)
-            final, status = resolution.is_final, resolution.status
-        else:
-            payment = summarize_status_report(message)
-            final, status = payment.is_final, payment.status
-        if not final:
-            await self._emit(notification, message, first=False)
-            return False
-        self._final[key] = encode(message)
-        if len(self._final) > self._capacity:
-            self._final.popitem(last=False)
-        self._wake(psid)
-        first = await self._seen.add(f"{notification.kind.value}:{psid}:{status}")
-        if first:
-            self.stats.callbacks += 1
-            if isinstance(message, Camt029):
-                if self._on_cancellation is not None:  # nothing to build without a handler
-                    from .._models import CancellationOutcome
+            if self._on_cancellation is not None:  # nothing to build without a handler
+                from .._models import CancellationOutcome
 
-                    await self._call(
-                        self._on_cancellation,
-                        CancellationOutcome.from_resolution(psid, message, resolution),
-                    )
-            elif self._on_payment is not None:
-                try:
-                    await self._on_payment(psid, payment)
-                except Exception:
-                    logger.exception("on_payment_status callback failed for %s", psid)
-        await self._emit(notification, message, first=first)
-        return True
+                await self._on_cancellation(
+                    CancellationOutcome.from_resolution(psid, message, summary)
+                )
+        elif self._on_payment is not None:
+            await self._on_payment(psid, summary)
 
     async def _emit(
         self, notification: Notification, message: Pacs002 | Camt029, *, first: bool

@@ -198,13 +198,18 @@ def test_notifications(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "notifications vs polling" in proc.stdout
     rows = {r["mode"]: r for r in load(tmp_path / "notifications.json")["rows"]}
-    assert set(rows) == {"polling", "notifications"}
+    assert set(rows) == {"polling", "notifications", "notifications-sqlite"}
     for row in rows.values():
         assert row["errors"] == {}
         assert row["gets"] == row["gets_seen_by_sandbox"]
         assert {"lag_p50_ms", "lag_p99_ms", "gets_per_waiter"} <= set(row)
-    # the receiver confirmed every notification with exactly one GET each
-    assert rows["notifications"]["receiver_confirm_reads"] == rows["notifications"]["waiters"]
+    # the receiver confirmed every notification with exactly one GET each, in memory and
+    # with the durable inbox (whose commits are shared by bursts)
+    for mode in ("notifications", "notifications-sqlite"):
+        assert rows[mode]["receiver_confirm_reads"] == rows[mode]["waiters"]
+    durable = rows["notifications-sqlite"]
+    assert durable["receiver_inbox"] == "SqliteInbox"
+    assert durable["receiver_inbox_commits"] > 0
     # the sandbox process's collector pauses, recorded by benchmarks/_sandbox_gc.py
     gc_stats = rows["notifications"]["sandbox_gc"]
     assert set(gc_stats) == {"gen0", "gen1", "gen2"}

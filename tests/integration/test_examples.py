@@ -68,6 +68,14 @@ def test_pay_then_cancel_examples_the_cancellation_is_accepted(
     assert replay["payments_service_id"] == payment["payments_service_id"]
 
 
+def test_the_hybrid_address_example_pays(slow_sandbox: ThreadedSandbox) -> None:
+    paid = run_cli(slow_sandbox, "pay", str(EXAMPLES / "pacs008_hybrid.json"))
+    assert paid.exit_code == 0, paid.output
+    payment = json.loads(paid.stdout)
+    assert payment["created"] is True
+    assert payment["end_to_end_id"] == "EXAMPLE-E2E-0002"
+
+
 @pytest.mark.parametrize("name", ["bulk-cancel.csv", "bulk-cancel.jsonl"])
 def test_bulk_examples_write_results_to_the_working_directory(
     slow_sandbox: ThreadedSandbox, in_tmp_path: Path, name: str
@@ -120,6 +128,8 @@ def test_gitignore_covers_what_the_examples_write() -> None:
         "bulk-cancel.results.journal.sqlite",
         "examples/bulk-cancel.results.csv",
         "examples/bulk-cancel.results.journal.sqlite-wal",
+        "payments-notifications.db",
+        "payments-notifications.db-wal",
     ):
         ignored = subprocess.run(
             ["git", "check-ignore", "-q", written], cwd=EXAMPLES.parent, check=False

@@ -502,7 +502,7 @@ async def test_mounted_as_a_sub_app_and_503_until_started() -> None:
             await runner.cleanup()
 
 
-async def test_a_failing_callback_is_logged_and_the_receiver_goes_on(
+async def test_a_failing_callback_is_retried_then_parked_and_the_receiver_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     calls: list[str] = []
@@ -511,7 +511,9 @@ async def test_a_failing_callback_is_logged_and_the_receiver_goes_on(
         calls.append(outcome.payments_service_id)
         raise RuntimeError("user bug")
 
-    async with notifying_stack(on_cancellation_outcome=broken) as st:
+    async with notifying_stack(
+        on_cancellation_outcome=broken, callback_attempts=3, callback_wait=0.05
+    ) as st:
         c = st.client
         xs = []
         for _ in range(2):
@@ -524,8 +526,17 @@ async def test_a_failing_callback_is_logged_and_the_receiver_goes_on(
         )
         assert all(o.accepted for o in outcomes)
         await settle(st)
-    assert sorted(calls) == sorted(x.payments_service_id for x in xs)
+        status = await st.receiver.inbox.status()
+        assert (status.failed, status.depth) == (2, 0)  # parked, visible, not waiting
+        assert status.last_error is not None
+        assert "user bug" in status.last_error
+        assert (st.receiver.stats.callback_errors, st.receiver.stats.parked) == (6, 2)
+        # The two payments' final statuses reached their (working) callback once each.
+        assert st.receiver.stats.callbacks == len(st.payments) == 2
+    # Each tried callback_attempts times, then parked: never dropped silently.
+    assert sorted(calls) == sorted(x.payments_service_id for x in xs for _ in range(3))
     assert "user bug" in caplog.text
+    assert "parked as failed" in caplog.text
 
 
 async def test_sandbox_control_routes_refuse_bad_input_and_never_echo_secrets() -> None:

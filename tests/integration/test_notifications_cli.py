@@ -6,18 +6,31 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async.bulk import (
+    JournalError,
+    PlannedRow,
+    SqliteJournal,
+    awaited_cancellations,
+    open_journal,
+)
+from payments_async.notifications import Notification, NotificationKind, SqliteInbox
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from payments_async.sandbox._main import build_parser, config_from_args
 from payments_async.sandbox._notify import NotificationTarget
 from tests.factories import cancellation_for, credit_transfer
 
 
-async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+async def _spawn(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> asyncio.subprocess.Process:
+    # listen keeps its inbox in the working directory: a temporary one, never the checkout
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -26,6 +39,7 @@ async def _spawn(*args: str, env: dict[str, str] | None = None) -> asyncio.subpr
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
+        cwd=cwd or tempfile.mkdtemp(prefix="pa-listen-"),
     )
 
 
@@ -143,3 +157,107 @@ def test_sandbox_notify_options_build_the_settings() -> None:
     ):
         with pytest.raises(ValueError):  # noqa: PT011
             config_from_args(build_parser().parse_args(bad))
+
+
+async def test_listen_status_shows_depth_failed_callbacks_and_the_oldest_item(
+    tmp_path: Path,
+) -> None:
+    inbox = SqliteInbox(tmp_path / "inbox.db")
+    await inbox.open()
+    for psid in ("pay-1", "pay-2", "pay-3"):
+        await inbox.put(Notification(psid, NotificationKind.PAYMENT, "short"))
+    parked, done, _ = sorted(await inbox.claim(3), key=lambda i: i.key)
+    await inbox.retry(parked, delay=0, park=True, error="RuntimeError('user bug')")
+    await inbox.complete(done, "payment:pay-2:ACSC")
+    await inbox.aclose()
+    proc = await _spawn("--json", "listen", "--status", "--inbox", str(tmp_path / "inbox.db"))
+    out, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 0, err.decode()
+    status = json.loads(out)
+    assert (status["depth"], status["failed"], status["delivered"]) == (1, 1, 1)
+    assert status["tracked"] == 0
+    assert status["last_error"] == "RuntimeError('user bug')"
+    assert 0 <= status["oldest_undone_age_s"] < 20
+
+    proc = await _spawn("listen", "--status", "--inbox", str(tmp_path / "none.db"))
+    _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode != 0
+    assert "no inbox at" in err.decode()
+    assert not (tmp_path / "none.db").exists()  # looking never creates one
+
+
+async def test_listen_tracks_what_a_bulk_journal_awaits_and_the_sweep_delivers_it(
+    tmp_path: Path,
+) -> None:
+    config = SandboxConfig(processing_delay=0.1, settlement_delay=0.1)
+    async with SandboxServer(config) as sb:
+        async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
+            pay = credit_transfer()
+            await client.submit_credit_transfer(pay)
+            cxl = await client.request_cancellation(cancellation_for(pay))
+        journal_path = tmp_path / "run.journal.sqlite"
+        journal = SqliteJournal.open(journal_path, input_sha256="0" * 64, new_run_id="run-1")
+        journal.plan(
+            [
+                PlannedRow(1, "E2E-1", "ASSGN-1", "CXL-1", b"{}"),
+                PlannedRow(2, "E2E-2", "ASSGN-2", "CXL-2", b"{}"),  # never sent: no id
+            ]
+        )
+        await journal.mark_sent(1)
+        await journal.mark_acknowledged(1, cxl.payments_service_id, True)
+        journal.close()
+        assert awaited_cancellations(journal_path) == [cxl.payments_service_id]
+        proc = await _spawn(
+            "--sandbox",
+            "--base-url",
+            sb.url,
+            "--json",
+            "listen",
+            "--port",
+            "0",
+            "--user",
+            "svc",
+            "--track-pending",
+            str(journal_path),
+            "--sweep-grace",
+            "0.5",
+            "--count",
+            "1",
+            env={"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"},
+            cwd=tmp_path,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 20)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0, err.decode()
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    assert lines[1] == {"tracking": 1, "journal": str(journal_path)}
+    (event,) = lines[2:]
+    assert event["payments_service_id"] == cxl.payments_service_id
+    assert (event["confirmed_status"], event["final"], event["first"]) == ("ACCC", True, True)
+    assert (tmp_path / "payments-notifications.db").exists()  # the default inbox, here
+
+
+async def test_awaited_cancellations_of_a_postgres_journal(pg_dsn: str, tmp_path: Path) -> None:
+    with pytest.raises(JournalError):
+        awaited_cancellations(pg_dsn)  # no bulk tables yet
+    with pytest.raises(JournalError):
+        awaited_cancellations(tmp_path / "none.journal.sqlite")
+    journal = open_journal(pg_dsn, input_sha256="a" * 64, new_run_id="RUN1")
+    journal.plan([PlannedRow(n, f"E2E-{n}", f"A-{n}", f"C-{n}", b"{}") for n in (1, 2, 3)])
+    for n in (1, 2):
+        await journal.mark_sent(n)
+        await journal.mark_acknowledged(n, f"cxl-{n}", True)
+    await journal.mark_final(
+        2,
+        outcome="accepted",
+        status="ACCC",
+        reason_codes=(),
+        reason_text=None,
+        return_request_needed=False,
+    )
+    await journal.aclose()
+    assert awaited_cancellations(pg_dsn) == ["cxl-1"]

@@ -18,7 +18,7 @@ import pytest_asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from payments_async import Camt056, Pacs008, PaymentsClient, ValidationError
+from payments_async import Address, Camt056, Pacs008, PaymentsClient, ValidationError
 from payments_async.sandbox import SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
 from tests.factories import CREDITOR_IBAN, cancellation, credit_transfer
@@ -138,8 +138,27 @@ bad_currency = st.sampled_from(ISO_LIKE_NON_CODES) | st.text(max_size=6).filter(
 )
 non_eur = st.sampled_from(["USD", "GBP", "CHF", "JPY", "eur", "EUR ", ""]) | bad_currency
 bad_code = st.text(max_size=8)
-bad_lines = st.lists(st.text(alphabet=_SAFE, min_size=1, max_size=70), min_size=3, max_size=6) | (
-    st.lists(bad_text(70, empty=False), min_size=1, max_size=2)
+_good_lines = st.lists(st.text(alphabet=_SAFE, min_size=1, max_size=70), min_size=1, max_size=2)
+bad_address = (
+    # a hybrid address with more than two lines, or a line that breaks Max70Text
+    st.builds(
+        Address,
+        town=st.just("Berlin"),
+        country=st.just("DE"),
+        lines=st.lists(
+            st.text(alphabet=_SAFE, min_size=1, max_size=70), min_size=3, max_size=6
+        ).map(tuple),
+    )
+    | st.builds(
+        Address,
+        town=st.just("Berlin"),
+        country=st.just("DE"),
+        lines=st.lists(bad_text(70, empty=False), min_size=1, max_size=2).map(tuple),
+    )
+    # lines alone (unstructured), or a structured field that breaks its ISO length
+    | st.builds(Address, lines=_good_lines.map(tuple))
+    | st.builds(Address, town=bad_text(35), country=st.just("DE"))
+    | st.builds(Address, town=st.just("Berlin"), country=st.just("DE"), post_code=bad_text(16))
 )
 naive_datetime = st.datetimes()
 
@@ -159,8 +178,8 @@ PACS008_ARGS: dict[str, tuple[st.SearchStrategy[Any], str]] = {
     "end_to_end_id": (bad_id(), f"{PT}.pmtId.endToEndId"),
     "tx_id": (bad_id(), f"{PT}.pmtId.txId"),
     "uetr": (bad_uetr, f"{PT}.pmtId.uetr"),
-    "debtor_address": (bad_lines, f"{PT}.dbtr.pstlAdr.adrLine"),
-    "creditor_address": (bad_lines, f"{PT}.cdtr.pstlAdr.adrLine"),
+    "debtor_address": (bad_address, f"{PT}.dbtr.pstlAdr"),
+    "creditor_address": (bad_address, f"{PT}.cdtr.pstlAdr"),
     "debtor_account_name": (bad_text(140), f"{PT}.dbtrAcct.nm"),
     "creditor_account_name": (bad_text(140), f"{PT}.cdtrAcct.nm"),
     "creditor_reference": (bad_text(35), f"{PT}.rmtInf.strd[0].cdtrRefInf.ref"),
@@ -236,7 +255,8 @@ def test_builders_refuse_bad_arguments_soak(data: st.DataObject) -> None:
 
 _ADDRESS_FIELDS = {"debtor_address", "creditor_address"}
 _WRONG_TYPES: tuple[Any, ...] = (123, 1.5, b"bytes", object())
-_ADDRESS_TEXT = "Main Street 1"  # a str where a list of lines is expected
+_ADDRESS_TEXT = "Main Street 1"  # a str where an Address is expected
+_ADDRESS_LINES = ["Main Street 1", "10115 Berlin"]  # lines where an Address is expected
 
 
 def _wrong_type_cases() -> list[Any]:
@@ -245,7 +265,11 @@ def _wrong_type_cases() -> list[Any]:
         for field in sorted(args):
             if field == "amount":
                 continue  # ints are accepted amounts; the other types are in bad_amount
-            values = (*_WRONG_TYPES, _ADDRESS_TEXT) if field in _ADDRESS_FIELDS else _WRONG_TYPES
+            values = (
+                (*_WRONG_TYPES, _ADDRESS_TEXT, _ADDRESS_LINES)
+                if field in _ADDRESS_FIELDS
+                else _WRONG_TYPES
+            )
             for value in values:
                 cases.append(
                     pytest.param(name, field, value, id=f"{name}-{field}-{type(value).__name__}")

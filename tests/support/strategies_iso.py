@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from hypothesis import strategies as st
 
+from payments_async.iso20022 import Address
 from payments_async.iso20022 import camt029 as c29
 from payments_async.iso20022 import camt056 as c56
 from payments_async.iso20022 import pacs002 as p02
@@ -32,7 +33,22 @@ def _opt_list(strategy: st.SearchStrategy[object], max_size: int = 3) -> st.Sear
 
 any_amount = st.builds(p08.ActiveCurrencyAndAmount, value=any_decimal, ccy=any_text)
 any_address = st.builds(
-    p08.PostalAddress, twn_nm=opt_text, ctry=opt_text, adr_line=_opt_list(any_text)
+    p08.PostalAddress,
+    dept=opt_text,
+    sub_dept=opt_text,
+    strt_nm=opt_text,
+    bldg_nb=opt_text,
+    bldg_nm=opt_text,
+    flr=opt_text,
+    pst_bx=opt_text,
+    room=opt_text,
+    pst_cd=opt_text,
+    twn_nm=opt_text,
+    twn_lctn_nm=opt_text,
+    dstrct_nm=opt_text,
+    ctry_sub_dvsn=opt_text,
+    ctry=opt_text,
+    adr_line=_opt_list(any_text, max_size=8),
 )
 any_account = st.builds(
     p08.CashAccount,
@@ -65,13 +81,17 @@ any_credit_tx = st.builds(
     ),
     pmt_tp_inf=_opt(any_pmt_tp_inf),
     intr_bk_sttlm_amt=any_amount,
+    intr_bk_sttlm_dt=opt_text,
     chrg_br=opt_text,
+    ultmt_dbtr=_opt(st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address))),
     dbtr=st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address)),
     dbtr_acct=any_account,
     dbtr_agt=any_agent,
     cdtr_agt=any_agent,
     cdtr=st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address)),
     cdtr_acct=any_account,
+    ultmt_cdtr=_opt(st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address))),
+    purp=_opt(st.builds(p08.Purpose, cd=opt_text, prtry=opt_text)),
     rmt_inf=_opt(
         st.builds(
             p08.RemittanceInformation,
@@ -79,7 +99,21 @@ any_credit_tx = st.builds(
             strd=_opt_list(
                 st.builds(
                     p08.StructuredRemittanceInformation,
-                    cdtr_ref_inf=_opt(st.builds(p08.CreditorReferenceInformation, ref=any_text)),
+                    cdtr_ref_inf=_opt(
+                        st.builds(
+                            p08.CreditorReferenceInformation,
+                            tp=_opt(
+                                st.builds(
+                                    p08.CreditorReferenceType,
+                                    cd_or_prtry=st.builds(
+                                        p08.CreditorReferenceTypeCode, cd=opt_text, prtry=opt_text
+                                    ),
+                                    issr=opt_text,
+                                )
+                            ),
+                            ref=any_text,
+                        )
+                    ),
                     addtl_rmt_inf=_opt_list(any_text),
                 )
             ),
@@ -95,7 +129,15 @@ any_pacs008 = st.builds(
             msg_id=any_text,
             cre_dt_tm=any_text,
             nb_of_txs=any_text,
-            sttlm_inf=st.builds(p08.SettlementInstruction, sttlm_mtd=any_text),
+            ttl_intr_bk_sttlm_amt=_opt(any_amount),
+            intr_bk_sttlm_dt=opt_text,
+            sttlm_inf=st.builds(
+                p08.SettlementInstruction,
+                sttlm_mtd=any_text,
+                clr_sys=_opt(st.builds(p08.ClearingSystemIdentification, prtry=any_text)),
+            ),
+            instg_agt=_opt(any_agent),
+            instd_agt=_opt(any_agent),
         ),
         cdt_trf_tx_inf=st.lists(any_credit_tx, max_size=2),
     ),
@@ -288,3 +330,35 @@ iban = st.builds(
     st.from_regex(r"[A-Z]{2}", fullmatch=True),
     st.from_regex(r"[A-Z0-9]{10,30}", fullmatch=True),
 )
+
+
+# --- valid postal addresses: the two forms the EPC rule accepts ----------------------------
+
+country = st.sampled_from(["DE", "FR", "NL", "BE", "IT", "ES", "AT", "IE", "FI", "PT"])
+structured_address = st.builds(
+    Address,
+    street=st.none() | sepa_text(70),
+    building=st.none() | sepa_text(16),
+    post_code=st.none() | sepa_text(16),
+    town=sepa_text(35),
+    country=country,
+    building_name=st.none() | sepa_text(35),
+    floor=st.none() | sepa_text(70),
+    post_box=st.none() | sepa_text(16),
+    room=st.none() | sepa_text(70),
+    department=st.none() | sepa_text(70),
+    sub_department=st.none() | sepa_text(70),
+    town_location=st.none() | sepa_text(35),
+    district=st.none() | sepa_text(35),
+    country_sub_division=st.none() | sepa_text(35),
+)
+"""Town and country in their own fields, other fields or not, no address lines."""
+hybrid_address = st.builds(
+    Address,
+    post_code=st.none() | sepa_text(16),
+    town=sepa_text(35),
+    country=country,
+    lines=st.lists(sepa_text(70), min_size=1, max_size=2).map(tuple),
+)
+"""Town and country in their own fields plus one or two address lines."""
+valid_address = structured_address | hybrid_address

@@ -47,7 +47,11 @@ cdtTrfTxInf[].cdtrAgt.finInstnId.clrSysMmbId.mmbId cdtTrfTxInf[].cdtr.nm
 cdtTrfTxInf[].cdtr.pstlAdr.adrLine[] cdtTrfTxInf[].cdtrAcct.id.othr.id cdtTrfTxInf[].cdtrAcct.nm
 cdtTrfTxInf[].rmtInf.ustrd[] cdtTrfTxInf[].rmtInf.strd[].cdtrRefInf.ref
 cdtTrfTxInf[].rmtInf.strd[].addtlRmtInf[]
-""")
+""") + paths("""
+cdtTrfTxInf[].dbtr.pstlAdr.strtNm cdtTrfTxInf[].dbtr.pstlAdr.bldgNb
+cdtTrfTxInf[].dbtr.pstlAdr.pstCd cdtTrfTxInf[].dbtr.pstlAdr.twnNm cdtTrfTxInf[].dbtr.pstlAdr.ctry
+cdtTrfTxInf[].cdtr.pstlAdr.pstCd cdtTrfTxInf[].cdtr.pstlAdr.twnNm cdtTrfTxInf[].cdtr.pstlAdr.ctry
+""")  # ISO PostalAddress24 fields by the naming rule: the EPC rule asks town and country
 
 # The spec's table for camt.056 (with assgnmt.id for its "{base_url}" row).
 CAMT056_SPEC_PATHS = paths("""

@@ -22,6 +22,7 @@ from payments_async.iso20022 import (
     summarize_status_report,
     validate,
 )
+from payments_async.iso20022.pacs008 import PostalAddress
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -57,7 +58,17 @@ def test_pacs008_fixture_decodes_every_field_of_the_spec_table() -> None:
     assert tx.chrg_br == "SLEV"
     assert tx.dbtr.nm == "Alice Example"
     assert tx.dbtr.pstl_adr is not None
-    assert tx.dbtr.pstl_adr.adr_line == ["Hauptstrasse 1", "10115 Berlin"]
+    assert tx.dbtr.pstl_adr == PostalAddress(
+        strt_nm="Hauptstrasse",
+        bldg_nb="1",
+        pst_cd="10115",
+        twn_nm="Berlin",
+        ctry="DE",
+        adr_line=["Hinterhaus, 2. Etage"],
+    )
+    assert tx.cdtr.pstl_adr == PostalAddress(
+        pst_cd="75002", twn_nm="Paris", ctry="FR", adr_line=["1 rue de la Paix"]
+    )
     assert tx.dbtr_acct.id.othr is not None
     assert tx.dbtr_acct.id.othr.id == "DE89370400440532013000"
     assert tx.dbtr_acct.nm == "Alice current account"

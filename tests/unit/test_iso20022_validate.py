@@ -92,7 +92,7 @@ PACS008_RULES = [
     (f"{T}.dbtr.nm", "A" * 141, "1..140 characters"),
     (f"{T}.cdtr.nm", "Zoë Müller", "outside the SEPA set"),
     (f"{T}.rmtInf.ustrd[0]", "R" * 141, "1..140 characters"),
-    (f"{T}.dbtr.pstlAdr.adrLine[1]", "L" * 71, "1..70 characters"),
+    (f"{T}.dbtr.pstlAdr.adrLine[0]", "L" * 71, "1..70 characters"),
     (f"{T}.cdtr.pstlAdr.adrLine", ["a", "b", "c"], "at most 2"),
     (f"{T}.rmtInf.strd[0].cdtrRefInf.ref", "R" * 36, "1..35 characters"),
     (f"{T}.cdtrAgt.finInstnId.clrSysMmbId.mmbId", "", "1..35 characters"),

@@ -31,7 +31,6 @@ from payments_async.notifications import (
     BasicAuth,
     BearerAuth,
     JwtBearerVerifier,
-    MemorySeenStore,
     NotificationKind,
     NotificationRejected,
     authenticate,
@@ -291,18 +290,6 @@ def test_jwt_verifier_settings_are_checked(rsa_pair: tuple[RSAKey, bytes]) -> No
         JwtBearerVerifier(b"not a key", issuer="bank", audience="us")
     with pytest.raises(ConfigurationError):
         JwtBearerVerifier(rpub, issuer="", audience="us")
-
-
-# --- dedup store ----------------------------------------------------------------------------
-
-
-async def test_memory_seen_store_is_bounded_and_remembers_recent_keys() -> None:
-    store = MemorySeenStore(capacity=3)
-    assert [await store.add(k) for k in "abca"] == [True, True, True, False]
-    assert await store.add("d")  # evicts the least recently seen: b
-    assert len(store) == 3
-    assert not await store.add("a")
-    assert await store.add("b")
 
 
 # --- waiters woken by a notification --------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from payments_async import ValidationError
+from payments_async import Address, ValidationError
 from payments_async.iso20022 import (
     build_cancellation,
     build_credit_transfer,
@@ -151,7 +151,7 @@ def test_builder_messages_have_no_problems() -> None:
         creditor_agent_id="20041010",
         amount="12.30",
         remittance="Invoice 1/2024",
-        debtor_address=["Street 1", "Town"],
+        debtor_address=Address(town="Town", country="DE", lines=("Street 1",)),
         creditor_reference="RF18539007547034",
         local_instrument="INST",
     )

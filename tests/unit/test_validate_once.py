@@ -54,9 +54,9 @@ class _Counter:
         self.walks += 1
         return find_problems(msg)
 
-    def accept(self, msg: Any, inputs_ok: bool) -> None:
+    def accept(self, msg: Any, inputs_ok: bool, rules_on: Any) -> None:
         self.calls += inputs_ok
-        _accept(msg, inputs_ok)
+        _accept(msg, inputs_ok, rules_on)
 
 
 @pytest.fixture

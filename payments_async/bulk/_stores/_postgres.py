@@ -45,7 +45,6 @@ __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "GroupCommitter",
-    "JournalConnectError",
     "Outage",
     "PostgresJournal",
     "PostgresRows",
@@ -190,7 +189,11 @@ def connect_error(dsn: str, exc: Exception) -> JournalError:
         return JournalError(
             f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
         )
-    return JournalError(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
+    # A server that answered (a refused password, no such database) is quoted by libpq
+    # with its severity ("FATAL:  ..."); a refused or timed-out connection reached no
+    # server, and a rerun once it is back can work.
+    kind = JournalError if "FATAL:" in str(exc) else JournalUnavailableError
+    return kind(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:
@@ -208,12 +211,8 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
             dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
         )
     except psycopg.Error as exc:
-        raise JournalConnectError(str(connect_error(dsn, exc))) from None
+        raise connect_error(dsn, exc) from None
     return conn
-
-
-class JournalConnectError(JournalError):
-    """A connection to the journal's database could not be made."""
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
@@ -730,13 +729,17 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
         """
         outage = Outage()
         while True:
-            try:
-                if self._conn.closed:
+            if self._conn.closed:
+                try:
                     self._conn = connect(self._dsn)
-                    lock_run(self._conn, self._run_id)
+                except JournalError as exc:  # refused, or a server still starting up
+                    time.sleep(outage.failed(exc))
+                    continue
+                lock_run(self._conn, self._run_id)
+            try:
                 result = read(self._conn)
             except Exception as exc:
-                if not (is_connection_lost(exc) or isinstance(exc, JournalConnectError)):
+                if not is_connection_lost(exc):
                     raise
                 self._conn.close()
                 time.sleep(outage.failed(exc))

@@ -19,7 +19,6 @@ from payments_async.bulk import (
     BulkInputError,
     InputCheck,
     JournalError,
-    JournalUnavailableError,
     QueueStatus,
     ResultsWriteError,
     check_run_input,
@@ -31,7 +30,7 @@ from payments_async.bulk import (
 )
 
 from .._context import Settings, pass_settings
-from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError
+from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
@@ -194,10 +193,8 @@ def bulk_cancel(
             raise _input_refused(settings, input_path, exc) from None
         except UnicodeDecodeError as exc:
             raise _input_not_utf8(input_path, exc) from None
-        except JournalUnavailableError as exc:  # the database went away: rerun later
-            raise CliError(str(exc), EXIT_SERVICE) from None
-        except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+        except JournalError as exc:  # a database gone for good is exit 3: rerun later
+            raise journal_failed(exc) from None
         except ResultsWriteError as exc:  # checked before sending: a disk full at the end, say
             kept = (
                 "the outcomes were not kept (--no-journal)"
@@ -333,7 +330,7 @@ def _bulk_cancel_queued(
                 plan=lambda run_id: plan_input(checked, run_id, progress=events.plan_progress),
             )
         except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise journal_failed(exc) from None
         finally:
             if reading is not None:
                 reading.close()
@@ -420,7 +417,7 @@ def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
         try:
             st = await asyncio.to_thread(bulk.queue_status, queue_url, run_id)
         except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise journal_failed(exc) from None
         return queue_summary(settings, st)
 
     run_command(settings, go)
@@ -445,7 +442,7 @@ def bulk_results(settings: Settings, queue_url: str, run_id: str | None, output:
         try:
             run, path = await asyncio.to_thread(bulk.write_queue_results, queue_url, output, run_id)
         except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise journal_failed(exc) from None
         except OSError as exc:
             raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
         if settings.json:

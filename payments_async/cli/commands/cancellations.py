@@ -22,12 +22,15 @@ from .._files import load_json_bytes, read_json_file
 from .._params import read_options, seconds
 from .._render import outcome_dict, say_outcome, say_submission, submission_dict
 from .._run import connected, run_command
+from .._xml import is_xml, print_xml, read_xml_message, xml_module, xml_options, xsd_option
 
 __all__ = ["cancel", "outcome"]
 
 
-def _cancellation_from_json(raw: bytes, path: Path) -> Camt056:
-    """A camt.056 document, or one bulk-style row object turned into one."""
+def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056:
+    """A camt.056 document (JSON or ISO XML), or one bulk-style row object turned into one."""
+    if is_xml(raw):
+        return read_xml_message(raw, path, Camt056, xsd)
     obj = load_json_bytes(raw, repr(str(path)))
     if isinstance(obj, dict) and "fitoFIPmtCxlReq" in obj:
         return decode_camt056(raw)
@@ -61,11 +64,13 @@ def _cancellation_from_json(raw: bytes, path: Path) -> Camt056:
 @click.option(
     "--timeout", type=float, callback=seconds, default=POLL_TIMEOUT, show_default=True, metavar="S"
 )
+@xsd_option
 @pass_settings
-def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
+def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path | None) -> None:
     """Request a cancellation (camt.056). Exit 1 when --wait sees it rejected.
 
-    FILE is a camt.056 JSON (root fitoFIPmtCxlReq), or one object with the bulk columns
+    FILE is a camt.056 JSON (root fitoFIPmtCxlReq), a camt.056.001.08 ISO XML document
+    (read with the xml extra), or one object with the bulk columns
     (original_end_to_end_id, amount, creditor_agent_bic, creditor_iban, reason,
     assigner_bic, assignee_bic, ...). A camt.056 file can be resent as is: the service
     answers 200 with the same paymentsServiceId. An object is built into a new message
@@ -74,9 +79,10 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
     """
 
     async def go() -> int:
-        msg = _cancellation_from_json(read_json_file(file), file)
+        msg = _cancellation_from_file(read_json_file(file), file, xsd)
         async with connected(settings) as client:
             sub = await client.request_cancellation(msg)
+            settings.created["cancellation"] = sub.payments_service_id
             outcome = None
             if wait:
                 outcome = await client.wait_for_cancellation_outcome(
@@ -99,18 +105,27 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float) -> None:
 @click.command()
 @click.argument("payments_service_id", metavar="ID")
 @read_options("outcome")
+@xml_options("camt.029")
 @pass_settings
 def outcome(
-    settings: Settings, payments_service_id: str, wait: bool, timeout: float | None
+    settings: Settings,
+    payments_service_id: str,
+    wait: bool,
+    timeout: float | None,
+    as_xml: bool,
+    xsd: Path | None,
 ) -> None:
     """Read a cancellation's outcome (camt.029).
 
     Exit 1 when it was rejected; 3 when its codes cannot be classified (every raw code is
-    printed: check with the bank).
+    printed: check with the bank). With --xml the resolution is printed as ISO XML
+    (camt.029.001.09); with --xsd too, what the XSD finds is noted on stderr.
     """
 
     async def go() -> int:
         check_payments_service_id(payments_service_id)
+        if as_xml:
+            xml_module()  # before asking the service: without the extra, say so first
         async with connected(settings) as client:
             if wait:
                 result = await client.wait_for_cancellation_outcome(
@@ -119,6 +134,9 @@ def outcome(
             else:
                 res = await client.get_cancellation_outcome(payments_service_id, timeout=timeout)
                 summary = summarize_resolution(res)
+                if as_xml:
+                    print_xml(settings, res, xsd)
+                    return outcome_exit_code(summary.outcome)
                 if summary.outcome is Outcome.PENDING:
                     if settings.json:
                         settings.emit(
@@ -135,7 +153,9 @@ def outcome(
                         )
                     return EXIT_OK
                 result = CancellationOutcome.from_resolution(payments_service_id, res, summary)
-        if settings.json:
+        if as_xml:
+            print_xml(settings, result.resolution, xsd)
+        elif settings.json:
             settings.emit(outcome_dict(result))
         else:
             say_outcome(settings, result)

@@ -1,0 +1,319 @@
+"""The inbox in PostgreSQL (psycopg 3): shared by several receiver processes.
+
+An item is processed by one receiver at a time: a receiver takes due items with
+``FOR UPDATE SKIP LOCKED`` and holds each under a lease (its owner and an expiry); an item
+whose receiver died is taken again once its lease expires. Writes are group-committed on
+one connection, as in the SQLite file. Times are the server's clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from .._urls import redact_url
+from ._core import Notification
+from ._defaults import NOTIFY_LEASE
+from ._inbox import (
+    GroupCommit,
+    InboxError,
+    InboxItem,
+    InboxStatus,
+    decode_notification,
+    encode_notification,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresInbox"]
+
+_NOW: Final = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
+# Table names carry a prefix: the database is often shared with the bulk journal's tables.
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS payments_notify_inbox (
+    kind TEXT NOT NULL,
+    payments_service_id TEXT NOT NULL,
+    notification BYTEA NOT NULL,
+    seq BIGINT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    not_before DOUBLE PRECISION NOT NULL DEFAULT 0,
+    lease_owner TEXT,
+    lease_until DOUBLE PRECISION,
+    received_at DOUBLE PRECISION NOT NULL,
+    error TEXT,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (kind, payments_service_id)
+);
+CREATE INDEX IF NOT EXISTS payments_notify_inbox_due
+    ON payments_notify_inbox (state, received_at);
+CREATE TABLE IF NOT EXISTS payments_notify_delivered (
+    key TEXT PRIMARY KEY,
+    delivered_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS payments_notify_tracked (
+    kind TEXT NOT NULL,
+    payments_service_id TEXT NOT NULL,
+    tracked_at DOUBLE PRECISION NOT NULL,
+    next_check DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (kind, payments_service_id)
+);
+CREATE INDEX IF NOT EXISTS payments_notify_tracked_due ON payments_notify_tracked (next_check);
+"""
+_SCHEMA_LOCK: Final = 0x70A7_1B0C
+
+_PUT: Final = f"""
+INSERT INTO payments_notify_inbox AS i
+    (kind, payments_service_id, notification, seq, state, received_at, updated_at)
+VALUES (%s, %s, %s, 1, 'pending', {_NOW}, {_NOW})
+ON CONFLICT (kind, payments_service_id) DO UPDATE SET
+    notification = excluded.notification,
+    seq = i.seq + 1,
+    received_at = CASE WHEN i.state = 'pending' THEN i.received_at ELSE excluded.received_at END,
+    state = 'pending', attempts = 0, not_before = 0, error = NULL,
+    updated_at = excluded.updated_at
+"""  # noqa: S608
+_CLAIM: Final = f"""
+UPDATE payments_notify_inbox AS i SET lease_owner = %s, lease_until = {_NOW} + %s
+FROM (
+    SELECT kind, payments_service_id FROM payments_notify_inbox
+    WHERE state = 'pending' AND not_before <= {_NOW}
+        AND (lease_until IS NULL OR lease_until < {_NOW})
+    ORDER BY received_at LIMIT %s FOR UPDATE SKIP LOCKED
+) AS due
+WHERE i.kind = due.kind AND i.payments_service_id = due.payments_service_id
+RETURNING i.notification, i.seq, i.attempts, i.received_at
+"""  # noqa: S608
+_DONE: Final = f"""
+UPDATE payments_notify_inbox SET
+    state = CASE WHEN seq = %s AND state = 'pending' THEN 'done' ELSE state END,
+    attempts = 0, error = NULL, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
+WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
+"""  # noqa: S608
+_RETRY: Final = f"""
+UPDATE payments_notify_inbox SET
+    attempts = attempts + 1, not_before = {_NOW} + %s,
+    state = CASE WHEN seq = %s THEN %s ELSE state END,
+    error = %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
+WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
+"""  # noqa: S608
+_DELIVERED: Final = (
+    "INSERT INTO payments_notify_delivered (key, delivered_at) "  # noqa: S608
+    f"VALUES (%s, {_NOW}) ON CONFLICT (key) DO NOTHING"
+)
+_STATUS: Final = """
+SELECT
+    (SELECT COUNT(*) FROM payments_notify_inbox WHERE state = 'pending'),
+    (SELECT COUNT(*) FROM payments_notify_inbox WHERE state = 'failed'),
+    (SELECT MIN(received_at) FROM payments_notify_inbox WHERE state = 'pending'),
+    (SELECT COUNT(*) FROM payments_notify_delivered),
+    (SELECT error FROM payments_notify_inbox WHERE state = 'failed'
+        ORDER BY updated_at DESC LIMIT 1),
+    (SELECT COUNT(*) FROM payments_notify_tracked)
+"""
+_TRACK: Final = f"""
+INSERT INTO payments_notify_tracked (kind, payments_service_id, tracked_at, next_check)
+VALUES (%s, %s, {_NOW}, {_NOW} + %s) ON CONFLICT DO NOTHING
+"""  # noqa: S608
+# Receivers sweeping at once take different ids.
+_DUE_TRACKED: Final = f"""
+UPDATE payments_notify_tracked AS t SET next_check = {_NOW} + %s
+FROM (
+    SELECT kind, payments_service_id FROM payments_notify_tracked
+    WHERE next_check <= {_NOW} ORDER BY next_check LIMIT %s FOR UPDATE SKIP LOCKED
+) AS due
+WHERE t.kind = due.kind AND t.payments_service_id = due.payments_service_id
+RETURNING t.kind, t.payments_service_id
+"""  # noqa: S608
+
+
+class PostgresInbox(GroupCommit):
+    """The inbox in a PostgreSQL database, shared by any number of receivers.
+
+    Args:
+        dsn: the ``postgresql://`` address (its password is never shown).
+        lease: seconds an item stays held by the receiver that took it; one that died
+            holding it lets it go after this long. Longer than your slowest callback.
+    """
+
+    durable = True
+
+    def __init__(self, dsn: str, *, lease: float = NOTIFY_LEASE) -> None:
+        super().__init__()
+        self._dsn = dsn
+        self._lease = float(lease)
+        self._owner = secrets.token_hex(8)
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._reader: psycopg.AsyncConnection[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"PostgresInbox({redact_url(self._dsn)!r})"
+
+    def _error(self, what: str, exc: Exception) -> InboxError:
+        return InboxError(f"cannot {what} the inbox in PostgreSQL ({redact_url(self._dsn)}): {exc}")
+
+    async def open(self) -> None:
+        """Connect (two connections: writes, and claims/reads) and create the tables.
+
+        Raises:
+            InboxError: psycopg is missing, or the server cannot be reached.
+        """
+        if self._conn is not None:
+            return
+        try:
+            import psycopg
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise InboxError(
+                "a PostgreSQL inbox needs psycopg: pip install 'payments-async[scale]'"
+            ) from exc
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+            reader = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                await conn.execute(_SCHEMA)
+        except psycopg.ProgrammingError:
+            raise InboxError(
+                "cannot connect to PostgreSQL: the address cannot be read; write "
+                "postgresql://[user[:password]@][host][:port]/dbname, with special "
+                "characters percent-encoded"
+            ) from None
+        except psycopg.Error as exc:
+            raise self._error("open", exc) from None
+        self._conn, self._reader = conn, reader
+
+    async def aclose(self) -> None:
+        """Write what is queued and disconnect (items held are let go at once)."""
+        await self._drain()
+        conn, reader = self._conn, self._reader
+        self._conn = self._reader = None
+        if reader is not None:
+            with contextlib.suppress(Exception):  # else the leases expire by themselves
+                await reader.execute(
+                    "UPDATE payments_notify_inbox SET lease_owner = NULL, lease_until = NULL "
+                    "WHERE lease_owner = %s",
+                    (self._owner,),
+                )
+            await reader.close()
+        if conn is not None:
+            await conn.close()
+
+    async def _fresh(
+        self, conn: psycopg.AsyncConnection[Any] | None
+    ) -> psycopg.AsyncConnection[Any]:
+        """``conn``, or a new connection in its place once the server dropped it (a
+        restart, a failover): the store works again as soon as the database does."""
+        import psycopg
+
+        if conn is None:
+            raise InboxError("the inbox is not open")
+        if not conn.broken and not conn.closed:
+            return conn
+        try:
+            return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        except psycopg.Error as exc:
+            raise self._error("reconnect to", exc) from None
+
+    async def _write(self, ops: Sequence[Callable[[Any], Any]]) -> list[Any]:
+        import psycopg
+
+        conn = self._conn = await self._fresh(self._conn)
+        try:
+            async with conn.transaction(), conn.cursor() as cur:
+                return [await op(cur) for op in ops]
+        except psycopg.Error as exc:
+            raise self._error("write", exc) from None
+
+    async def put(self, notification: Notification) -> None:
+        """Store it; committed (with whatever else was queued) on return."""
+        params = (
+            notification.kind.value,
+            notification.payments_service_id,
+            encode_notification(notification),
+        )
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(_PUT, params)
+
+        await self._submit(op)
+
+    async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        import psycopg
+
+        reader = self._reader = await self._fresh(self._reader)
+        try:
+            cur = await reader.execute(sql, params)
+            return await cur.fetchall()
+        except psycopg.Error as exc:
+            raise self._error("read", exc) from None
+
+    async def claim(self, limit: int) -> list[InboxItem]:
+        """Due items nobody holds, taken under this receiver's lease."""
+        rows = await self._read(_CLAIM, (self._owner, self._lease, limit))
+        return [
+            InboxItem(decode_notification(raw), seq, attempts, received_at)
+            for raw, seq, attempts, received_at in rows
+        ]
+
+    async def is_delivered(self, key: str) -> bool:
+        """Read from the database."""
+        rows = await self._read("SELECT 1 FROM payments_notify_delivered WHERE key = %s", (key,))
+        return bool(rows)
+
+    async def complete(self, item: InboxItem, delivered: str | None) -> bool:
+        """Done and delivered, in one transaction."""
+        kind, psid = item.key
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> bool:
+            first = False
+            if delivered is not None:
+                await cur.execute(_DELIVERED, (delivered,))
+                first = cur.rowcount == 1
+                await cur.execute(
+                    "DELETE FROM payments_notify_tracked WHERE kind = %s "
+                    "AND payments_service_id = %s",
+                    (kind, psid),
+                )
+            await cur.execute(_DONE, (item.seq, kind, psid, self._owner))
+            return first
+
+        result: bool = await self._submit(op)
+        return result
+
+    async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
+        """Due again later, or parked."""
+        kind, psid = item.key
+        params = (delay, item.seq, "failed" if park else "pending", error, kind, psid, self._owner)
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(_RETRY, params)
+
+        await self._submit(op)
+
+    def release(self, item: InboxItem) -> None:
+        """Nothing written now: `aclose` lets every held item go, or the lease expires."""
+
+    async def status(self) -> InboxStatus:
+        """Counted by the database."""
+        rows = await self._read(_STATUS, ())
+        depth, failed, oldest, delivered, last_error, tracked = rows[0]
+        return InboxStatus(
+            int(depth), int(failed), oldest, int(delivered), last_error, int(tracked)
+        )
+
+    async def track(self, kind: str, payments_service_id: str, *, check_after: float) -> None:
+        """Remember it in the database (until its final status is delivered)."""
+        params = (kind, payments_service_id, check_after)
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(_TRACK, params)
+
+        await self._submit(op)
+
+    async def due_tracked(self, limit: int, *, recheck: float) -> list[tuple[str, str]]:
+        """The due ones nobody else is sweeping, each due again after ``recheck``."""
+        rows = await self._read(_DUE_TRACKED, (recheck, limit))
+        return [(str(k), str(p)) for k, p in rows]

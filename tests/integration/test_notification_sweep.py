@@ -1,0 +1,57 @@
+"""The reconciling sweep: an outcome whose notification never comes still reaches the callback."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from payments_async.notifications import BasicAuth, InboxError, NotificationReceiver
+from payments_async.sandbox._notify import NotificationFaults
+from tests.factories import cancellation_for, credit_transfer
+from tests.support.notifications import HOOK_PASSWORD, HOOK_USER, notifying_stack, settle
+
+GRACE = 0.8
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_an_id_never_notified_is_read_by_the_sweep_after_its_grace(
+    tmp_path: Path, durable: bool
+) -> None:
+    inbox = str(tmp_path / "inbox.db") if durable else None
+    faults = NotificationFaults(loss=1.0)  # the service sends nothing at all
+    async with notifying_stack(
+        faults=faults, sweep_grace=GRACE, processing_delay=0.1, settlement_delay=0.1, inbox=inbox
+    ) as st:
+        p = credit_transfer()
+        s = await st.client.submit_credit_transfer(p)
+        x = await st.client.request_cancellation(cancellation_for(p))
+        tracked_at = time.monotonic()
+        await st.receiver.track(s.payments_service_id, "payment")
+        await st.receiver.track(x.payments_service_id, "cancellation")
+        for _ in range(500):
+            if len(st.payments) + len(st.outcomes) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        took = time.monotonic() - tracked_at
+        # the grace, the sweep's idle step (at most half the grace) and one read each
+        assert took < GRACE * 1.5 + 1.0, took
+        assert took >= GRACE
+        await settle(st)
+        await asyncio.sleep(GRACE * 1.5)  # a second sweep finds nothing left to read
+        assert [psid for psid, _ in st.payments] == [s.payments_service_id]
+        assert [o.payments_service_id for o in st.outcomes] == [x.payments_service_id]
+        assert st.sent()["faults"]["loss"] == 2
+        assert (await st.receiver.inbox.status()).tracked == 0
+        assert st.receiver.stats.confirm_reads == 2
+
+
+async def test_tracking_needs_a_started_receiver_and_a_known_kind() -> None:
+    async with notifying_stack() as st:
+        idle = NotificationReceiver(st.client, auth=BasicAuth(HOOK_USER, HOOK_PASSWORD))
+        with pytest.raises(InboxError):
+            await idle.track("pay-1", "payment")
+        with pytest.raises(ValueError, match="refund"):
+            await st.receiver.track("pay-1", "refund")
