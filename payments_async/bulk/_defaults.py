@@ -1,4 +1,4 @@
-"""The defaults of distributed bulk runs (the queue and its workers), on one screen."""
+"""The defaults of bulk runs (local, and the queue and its workers), on one screen."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ __all__ = [
     "HEARTBEAT_INTERVAL",
     "JOB_ATTEMPTS",
     "JOB_RETRY_WAIT",
+    "JOURNAL_OUTAGE_WINDOW",
     "QUEUE_NAME",
+    "RESEND_INITIAL",
+    "RESEND_MAX",
     "SHUTDOWN_GRACE",
     "STALLED_AFTER",
     "STALLED_CHECK_INTERVAL",
@@ -40,3 +43,10 @@ JOB_RETRY_WAIT: Final = 2
 """Seconds before a row's job is retried, times the attempt number."""
 STATUS_INTERVAL: Final = 1.0
 """Seconds between progress reads while a queued run is watched."""
+RESEND_INITIAL: Final = 0.5
+"""Seconds before a local run resends a row whose outcome is unknown (then doubling)."""
+RESEND_MAX: Final = 8.0
+"""The longest pause between two resends of a row whose outcome is unknown."""
+JOURNAL_OUTAGE_WINDOW: Final = 30.0
+"""Seconds a run waits for its PostgreSQL journal to come back (reconnecting with a
+growing pause) before it stops with `JournalUnavailableError`."""
