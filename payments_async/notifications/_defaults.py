@@ -6,6 +6,10 @@ from typing import Final
 
 __all__ = [
     "NOTIFY_BODY_READ_TIMEOUT",
+    "NOTIFY_JWKS_CACHE_SECONDS",
+    "NOTIFY_JWKS_MAX_BYTES",
+    "NOTIFY_JWKS_MIN_REFRESH_INTERVAL",
+    "NOTIFY_JWKS_TIMEOUT",
     "NOTIFY_JWT_ALGORITHMS",
     "NOTIFY_MAX_BODY_BYTES",
     "NOTIFY_QUEUE_SIZE",
@@ -19,3 +23,7 @@ NOTIFY_QUEUE_SIZE: Final = 10_000  # notifications accepted but not yet confirme
 NOTIFY_WORKERS: Final = 32  # confirming reads in flight at once
 NOTIFY_SEEN_CAPACITY: Final = 100_000  # final statuses remembered for deduplication
 NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these algorithms
+NOTIFY_JWKS_CACHE_SECONDS: Final = 300.0  # fetched JWKS keys are used this long, then refetched
+NOTIFY_JWKS_MIN_REFRESH_INTERVAL: Final = 10.0  # never two JWKS fetches closer than this
+NOTIFY_JWKS_TIMEOUT: Final = 5.0  # seconds one JWKS fetch may take
+NOTIFY_JWKS_MAX_BYTES: Final = 64 * 1024  # a larger JWKS document is refused
