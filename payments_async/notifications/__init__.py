@@ -16,6 +16,7 @@ and hands each final status of an id to the callbacks exactly once. ``parse`` an
 """
 
 from .._constants import NOTIFY_PATH
+from .._serving import ServerLimits
 from ._app import RECEIVER_KEY, ReceiverServer, create_app
 from ._core import (
     Authenticator,
@@ -52,6 +53,7 @@ __all__ = [
     "ReceiverServer",
     "ReceiverStats",
     "SeenStore",
+    "ServerLimits",
     "authenticate",
     "create_app",
     "parse",

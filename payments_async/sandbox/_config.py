@@ -13,6 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from .._serving import ServerLimits
 from .._urls import redact_url
 
 __all__ = [
@@ -428,6 +429,8 @@ class SandboxConfig:
             Everything the sandbox times (JWT checks, token expiry, lifecycle, the
             ``Date`` header) uses the skewed time, like a service whose clock is off
             from the client's.
+        connection_limits: connections held at once, and the time a connection may take
+            to send its first headers or stay idle (``ServerLimits``; ours).
     """
 
     host: str = DEFAULT_HOST
@@ -453,6 +456,7 @@ class SandboxConfig:
     jwt_leeway: float | None = None
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     clock_skew: float = 0.0
+    connection_limits: ServerLimits = field(default_factory=ServerLimits)
 
     def __post_init__(self) -> None:
         # Checked here, not left to the event loop: uvloop takes a port above 65535 modulo

@@ -59,6 +59,7 @@ class SandboxServer:
             shutdown_timeout=SHUTDOWN_TIMEOUT,
             max_line_size=self.config.max_header_size,
             max_field_size=self.config.max_header_size,
+            limits=self.config.connection_limits,
         )
 
     @property
