@@ -33,7 +33,7 @@ __all__ = [
 # ExternalPaymentCancellationRejection1Code): four upper-case letters or digits.
 _REASON: Final = re.compile(r"[A-Z0-9]{4}")
 _MAX_REASON_TEXT: Final = 105  # camt.029 addtlInf is Max105Text
-DEFAULT_CANCELLATION_REJECTION: Final = "CUST"  # as when the beneficiary refuses (ours)
+_DEFAULT_REJECTION: Final = "CUST"  # as when the beneficiary refuses (ours)
 
 
 class TriggerRefused(Exception):
@@ -134,8 +134,10 @@ def resolve_cancellation(
         raise _bad("an accepted cancellation takes no reason")
     code = None
     if outcome == "rejected":
-        code = _reason(DEFAULT_CANCELLATION_REJECTION if reason is None else reason)
-        if text is not None and (not isinstance(text, str) or not 0 < len(text) <= 105):
+        code = _reason(_DEFAULT_REJECTION if reason is None else reason)
+        if text is not None and (
+            not isinstance(text, str) or not 0 < len(text) <= _MAX_REASON_TEXT
+        ):
             raise _bad(f"text must be a string of 1-{_MAX_REASON_TEXT} characters")
     record = state.cancellations.get(psid)
     if record is None:
