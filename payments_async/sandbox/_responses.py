@@ -60,6 +60,7 @@ class ErrorCode:
     NOT_FOUND: Final = "NOT_FOUND"  # 404
     FORBIDDEN: Final = "FORBIDDEN"  # 403 another client's message (if configured)
     METHOD_NOT_ALLOWED: Final = "METHOD_NOT_ALLOWED"  # 405
+    CONFLICT: Final = "CONFLICT"  # 409 a control trigger on a record already final
     # injected faults
     INTERNAL_ERROR: Final = "INTERNAL_ERROR"  # 500
     SERVICE_UNAVAILABLE: Final = "SERVICE_UNAVAILABLE"  # 503
