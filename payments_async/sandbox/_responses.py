@@ -103,6 +103,7 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     ErrorCode.INTERNAL_ERROR: "The service failed; try again later.",
     ErrorCode.SERVICE_UNAVAILABLE: "The service is unavailable; try again later.",
     ErrorCode.RATE_LIMITED: "Too many requests; wait as Retry-After says.",
+    ErrorCode.CONFLICT: "The record is already final: a trigger cannot change it again.",
 }
 """What each code means, the ``description`` of an entry that names no field."""
 
