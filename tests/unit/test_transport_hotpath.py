@@ -184,11 +184,12 @@ async def test_an_answer_that_does_not_begin_within_the_read_timeout_fails_the_a
     assert cause.request_sent
 
 
-def test_aiohttp_keeps_the_connect_and_per_read_timeouts_and_no_total() -> None:
-    # The attempt's deadline is asyncio.timeout's; aiohttp keeps connecting and each read.
+def test_aiohttp_keeps_the_connect_timeout_only() -> None:
+    # The attempt's deadline and the read timeout are one asyncio.timeout (the tests
+    # above); aiohttp keeps connecting.
     transport = Transport("http://127.0.0.1:9", timeout=Timeout(connect=2.0, read=10.0))
     t = transport._aiohttp_timeout
-    assert (t.total, t.sock_read, t.sock_connect) == (None, 10.0, 2.0)
+    assert (t.total, t.sock_read, t.sock_connect) == (None, None, 2.0)
 
 
 async def test_a_calls_deadline_holds_while_it_queues_for_the_only_connection(
