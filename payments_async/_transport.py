@@ -236,15 +236,15 @@ class Transport:
         # aiohttp keeps the connect timeout; the read timeout and the attempt's deadline
         # are one asyncio.timeout per exchange (see request).
         self._aiohttp_timeout = _aiohttp_timeout(self.timeout)
-        self._options: dict[str, Any] = {
-            "allow_redirects": False,
-            "raise_for_status": False,
-            # True (default verification) for an owned session, whose connector already
-            # carries the context; the context itself for a borrowed session.
-            "ssl": ssl_context if ssl_context is not None and session is not None else True,
-        }
-        if session is not None:  # an owned session has our timeouts as its default
-            self._options["timeout"] = self._aiohttp_timeout
+        self._options: dict[str, Any] = {"allow_redirects": False}
+        if session is not None:
+            # An owned session has these as its defaults (its connector carries the SSL
+            # context); a borrowed one's own settings must not apply.
+            self._options.update(
+                raise_for_status=False,
+                ssl=ssl_context if ssl_context is not None else True,
+                timeout=self._aiohttp_timeout,
+            )
         if proxy is not None:
             self._options.update(proxy=proxy.url, proxy_headers=self._proxy_headers)
         self._closed = False
@@ -345,7 +345,10 @@ class Transport:
                 sent = True
                 # One timer bounds the exchange: the read timeout (the answer to begin,
                 # then each wait for more of the body), never past the deadline.
-                async with asyncio.timeout_at(_sooner(loop.time() + read, deadline)) as timer:
+                when = loop.time() + read
+                if deadline is not None and deadline < when:
+                    when = deadline
+                async with asyncio.timeout_at(when) as timer:
                     async with session.request(
                         exchange.method, url, data=body, headers=headers, **options
                     ) as resp:
