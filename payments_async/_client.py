@@ -487,7 +487,7 @@ class PaymentsClient:
         timeout: float | Timeout | None,
     ) -> Submission:
         """POST ``message`` as the operation ``name``."""
-        timeouts = call_timeout(self._timeout, timeout)
+        timeouts = self._timeout if timeout is None else call_timeout(self._timeout, timeout)
         deadline = time.monotonic() + timeouts.total
         message_id = message.message_id
         call = None

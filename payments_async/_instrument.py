@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import msgspec
+
 from ._errors import PaymentsError
 
 __all__ = [
@@ -77,46 +79,23 @@ class Hooks:
     on_token_refresh: Callable[[float], None] | None = None
 
 
-class Exchange:
+class Exchange(msgspec.Struct):
     """One HTTP exchange as the instruments see it; the transport fills in the answer.
 
     ``resend_count`` counts the sends of the same call before this one, whatever their
     cause (a retry, or the resend after a 401). ``span`` belongs to the tracing instrument.
     """
 
-    __slots__ = (
-        "attempt",
-        "elapsed",
-        "error",
-        "kind",
-        "method",
-        "path",
-        "request_id",
-        "resend_count",
-        "span",
-        "status",
-    )
-
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        request_id: str,
-        attempt: int,
-        *,
-        resend_count: int = 0,
-        kind: Literal["request", "token"] = "request",
-    ) -> None:
-        self.method = method
-        self.path = path
-        self.request_id = request_id
-        self.attempt = attempt
-        self.resend_count = resend_count
-        self.kind: Literal["request", "token"] = kind
-        self.status: int | None = None
-        self.elapsed = 0.0
-        self.error: BaseException | None = None  # a cancellation included
-        self.span: Any = None
+    method: str
+    path: str
+    request_id: str
+    attempt: int
+    resend_count: int = 0
+    kind: Literal["request", "token"] = "request"
+    status: int | None = None
+    elapsed: float = 0.0
+    error: BaseException | None = None  # a cancellation included
+    span: Any = None
 
     def event(self) -> RequestEvent | None:
         """The hook event of a finished exchange; None when a cancellation ended it."""

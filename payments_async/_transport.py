@@ -253,7 +253,8 @@ class Transport:
         self._semaphore = asyncio.Semaphore(self.limits.connections)
 
     def _url(self, path: str) -> URL:
-        """The absolute URL of ``path``, kept in a bounded table (a poll reads one path often)."""
+        """The absolute URL of ``path``, kept in a bounded table (a poll reads one path
+        often; ``request`` looks there first)."""
         urls = self._urls
         url = urls.get(path)
         if url is None:
@@ -320,7 +321,7 @@ class Transport:
         for instrument in hearing:
             instrument.request_started(exchange, headers)
         session = self._session or self._get_session()
-        url = self._url(exchange.path)
+        url = self._urls.get(exchange.path) or self._url(exchange.path)
         options = self._options
         if timeouts is None:
             timeouts = self.timeout
@@ -331,7 +332,8 @@ class Transport:
         read = timeouts.read
         loop = asyncio.get_running_loop()
         start = time.monotonic()
-        deadline = None if timeout is None else loop.time() + timeout
+        now = loop.time()
+        deadline = None if timeout is None else now + timeout
         status: int | None = None  # errors carry it once the status line has arrived
         sent = False  # True once the semaphore is ours: the request may go out
         semaphore = self._semaphore
@@ -339,13 +341,14 @@ class Transport:
             if semaphore.locked():  # wait for a free connection within the deadline
                 async with asyncio.timeout_at(deadline):
                     await semaphore.acquire()
+                now = loop.time()
             else:
                 await semaphore.acquire()  # free: returns at once
             try:
                 sent = True
                 # One timer bounds the exchange: the read timeout (the answer to begin,
                 # then each wait for more of the body), never past the deadline.
-                when = loop.time() + read
+                when = now + read
                 if deadline is not None and deadline < when:
                     when = deadline
                 async with asyncio.timeout_at(when) as timer:
