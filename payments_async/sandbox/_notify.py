@@ -21,13 +21,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
-from .._constants import (
-    CAMT029_PATH,
-    CAMT056_PATH,
-    JSON_CONTENT_TYPE,
-    PACS002_PATH,
-    PACS008_PATH,
-)
+from .._constants import JSON_CONTENT_TYPE
 from .._urls import redact_url
 from ._config import (
     NOTIFICATION_FAULT_KINDS,
@@ -206,6 +200,7 @@ class Notifier:
         if key in self._notified:
             return
         body: bytes
+        profile = self._state.config.profile  # short notices name the edition's paths
         if kind == "payment":
             p = self._state.payments.get(psid)
             if p is None:
@@ -219,7 +214,7 @@ class Notifier:
                 at = effective if effective is not None else p.processed_at
                 body = _with_id(payment_status_body(p, status, at), psid)
             else:
-                body = self._short(psid, PACS008_PATH, PACS002_PATH)
+                body = self._short(psid, profile.pacs008_path, profile.pacs002_path)
         else:
             c = self._state.cancellations.get(psid)
             if c is None:
@@ -231,7 +226,7 @@ class Notifier:
             if target.payload == "full":
                 body = _with_id(cancellation_outcome_body(c, cstatus, c.settles_at), psid)
             else:
-                body = self._short(psid, CAMT056_PATH, CAMT029_PATH)
+                body = self._short(psid, profile.camt056_path, profile.camt029_path)
         self._notified.add(key)
         self.counts["notifications"] += 1
         self._fire_lags.append(now - due)
