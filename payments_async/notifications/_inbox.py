@@ -239,10 +239,10 @@ class MemoryInbox:
         if entry is None:
             self._items[key] = _Entry(notification, 1, "pending", 0, 0.0, now)
         else:
-            if entry.state != "pending":
+            if entry.state != "pending":  # a waiting item keeps its attempts and its wait
                 entry.received_at, entry.folded = now, 0
+                entry.attempts, entry.not_before = 0, 0.0
             entry.notification, entry.seq, entry.state = notification, entry.seq + 1, "pending"
-            entry.attempts, entry.not_before = 0, 0.0
             entry.folded += 1
         self._waiting += 1
 
@@ -288,7 +288,7 @@ class MemoryInbox:
         entry.attempts += 1
         entry.not_before = time.time() + delay
         entry.error = error
-        if park:
+        if park and entry.seq == item.seq:  # a notice that came meanwhile tries again
             entry.state = "failed"
             self._waiting -= entry.folded
             entry.folded = 0

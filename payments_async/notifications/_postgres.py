@@ -73,7 +73,10 @@ ON CONFLICT (kind, payments_service_id) DO UPDATE SET
     notification = excluded.notification,
     seq = i.seq + 1,
     received_at = CASE WHEN i.state = 'pending' THEN i.received_at ELSE excluded.received_at END,
-    state = 'pending', attempts = 0, not_before = 0, error = NULL,
+    attempts = CASE WHEN i.state = 'pending' THEN i.attempts ELSE 0 END,
+    not_before = CASE WHEN i.state = 'pending' THEN i.not_before ELSE 0 END,
+    error = CASE WHEN i.state = 'pending' THEN i.error END,
+    state = 'pending',
     updated_at = excluded.updated_at
 """  # noqa: S608
 _CLAIM: Final = f"""

@@ -57,8 +57,10 @@ CREATE TABLE IF NOT EXISTS tracked (
 CREATE INDEX IF NOT EXISTS tracked_due ON tracked (next_check);
 """
 
-# A new notification for an item folds into it: a done or parked item waits again, its
-# attempts start over, and a read in flight (an older seq) will not complete it.
+# A new notification for an item folds into it: a done or parked item waits again with its
+# attempts started over; a waiting one keeps its failed attempts and its wait (duplicates
+# never keep a failing callback from being parked); a read in flight (an older seq) will
+# not complete it.
 _PUT: Final = """
 INSERT INTO inbox (kind, payments_service_id, notification, seq, state, received_at, updated_at)
 VALUES (?1, ?2, ?3, 1, 'pending', ?4, ?4)
@@ -66,7 +68,10 @@ ON CONFLICT (kind, payments_service_id) DO UPDATE SET
     notification = excluded.notification,
     seq = seq + 1,
     received_at = CASE WHEN state = 'pending' THEN received_at ELSE excluded.received_at END,
-    state = 'pending', attempts = 0, not_before = 0, error = NULL,
+    attempts = CASE WHEN state = 'pending' THEN attempts ELSE 0 END,
+    not_before = CASE WHEN state = 'pending' THEN not_before ELSE 0 END,
+    error = CASE WHEN state = 'pending' THEN error END,
+    state = 'pending',
     updated_at = excluded.updated_at
 """
 _CLAIM: Final = (
@@ -77,9 +82,11 @@ _DONE: Final = (
     "UPDATE inbox SET state = 'done', attempts = 0, error = NULL, updated_at = ? "
     "WHERE kind = ? AND payments_service_id = ? AND seq = ? AND state = 'pending'"
 )
+# A failed attempt counts whatever arrived meanwhile; parking waits for a newer notice.
 _RETRY: Final = (
-    "UPDATE inbox SET attempts = attempts + 1, not_before = ?, state = ?, error = ?, "
-    "updated_at = ? WHERE kind = ? AND payments_service_id = ? AND seq = ?"
+    "UPDATE inbox SET attempts = attempts + 1, not_before = ?, "
+    "state = CASE WHEN seq = ? THEN ? ELSE state END, error = ?, "
+    "updated_at = ? WHERE kind = ? AND payments_service_id = ?"
 )
 
 
@@ -247,7 +254,7 @@ class SqliteInbox(GroupCommit):
         """Due again later, or parked."""
         kind, psid = item.key
         now = time.time()
-        params = (now + delay, "failed" if park else "pending", error, now, kind, psid, item.seq)
+        params = (now + delay, item.seq, "failed" if park else "pending", error, now, kind, psid)
         try:
             await self._submit(lambda db: db.execute(_RETRY, params))
         finally:

@@ -242,3 +242,24 @@ async def test_a_store_failure_is_answered_503_so_the_service_redelivers() -> No
         assert status == 503
         assert b"retry later" in answer
         assert (st.receiver.stats.store_failures, st.receiver.stats.accepted) == (1, 0)
+
+
+async def test_duplicates_keep_a_failing_items_attempts_and_wait_until_it_is_parked(
+    inbox: Inbox,
+) -> None:
+    await inbox.put(notice("a"))
+    (item,) = await inbox.claim(1)
+    await inbox.retry(item, delay=0.3, park=False, error="boom 1")
+    await inbox.put(notice("a"))  # a duplicate while it waits
+    assert await inbox.claim(1) == []  # it does not cut the wait short
+    await asyncio.sleep(0.4)
+    (item,) = await inbox.claim(1)
+    assert item.attempts == 1  # nor start the count over
+    await inbox.put(notice("a"))  # one more arrives while the callback runs
+    await inbox.retry(item, delay=0.0, park=True, error="boom 2")
+    (item,) = await inbox.claim(1)  # tried once more for the newer notice...
+    assert item.attempts == 2  # ...with every failure counted
+    await inbox.retry(item, delay=0.0, park=True, error="boom 3")
+    assert await inbox.claim(1) == []
+    status = await inbox.status()
+    assert (status.depth, status.failed, status.last_error) == (0, 1, "boom 3")
