@@ -13,7 +13,9 @@ __all__ = [
     "NOTIFY_JWT_ALGORITHMS",
     "NOTIFY_LEASE",
     "NOTIFY_MAX_BODY_BYTES",
+    "NOTIFY_PRUNE_EVERY",
     "NOTIFY_QUEUE_SIZE",
+    "NOTIFY_RETENTION",
     "NOTIFY_SEEN_CAPACITY",
     "NOTIFY_SWEEP_GRACE",
     "NOTIFY_SWEEP_RATE",
@@ -33,3 +35,5 @@ NOTIFY_INBOX_POLL: Final = 0.5  # seconds between looks for due items nobody ann
 NOTIFY_LEASE: Final = 60.0  # seconds a shared inbox's item stays held by one receiver
 NOTIFY_SWEEP_GRACE: Final = 60.0  # seconds a tracked id may go unnotified before it is read
 NOTIFY_SWEEP_RATE: Final = 10.0  # tracked ids read per second at most by the sweep
+NOTIFY_RETENTION: Final = 30 * 86_400.0  # seconds done items and delivered marks are kept
+NOTIFY_PRUNE_EVERY: Final = 3_600.0  # seconds between deletions of what is past retention

@@ -47,7 +47,9 @@ from ._defaults import (
     NOTIFY_CALLBACK_WAIT_MAX,
     NOTIFY_INBOX_POLL,
     NOTIFY_MAX_BODY_BYTES,
+    NOTIFY_PRUNE_EVERY,
     NOTIFY_QUEUE_SIZE,
+    NOTIFY_RETENTION,
     NOTIFY_SEEN_CAPACITY,
     NOTIFY_SWEEP_GRACE,
     NOTIFY_SWEEP_RATE,
@@ -181,6 +183,10 @@ class NotificationReceiver:
         track_submissions: track (as ``track`` does) every pacs.008 and camt.056 the
             attached client submits while the receiver is started; False leaves tracking
             to your calls of ``track``.
+        retention: seconds a done item and a delivered mark stay in a durable inbox
+            (30 days); older ones are deleted when the receiver starts and every hour
+            after. A notification redelivered after its mark is gone reaches the
+            callbacks again. ``math.inf`` keeps them forever.
 
     An exception raised by ``on_event`` is logged and does not stop the receiver.
     """
@@ -203,6 +209,7 @@ class NotificationReceiver:
         sweep_grace: float = NOTIFY_SWEEP_GRACE,
         sweep_rate: float = NOTIFY_SWEEP_RATE,
         track_submissions: bool = True,
+        retention: float = NOTIFY_RETENTION,
     ) -> None:
         if auth is None or not hasattr(auth, "check"):
             raise ConfigurationError(
@@ -216,6 +223,8 @@ class NotificationReceiver:
             )
         if not (0 < sweep_grace < float("inf") and 0 < sweep_rate < float("inf")):
             raise ConfigurationError("sweep_grace and sweep_rate must be positive and finite")
+        if not retention > 0:
+            raise ConfigurationError("retention must be a positive number of seconds")
         if not 0 <= callback_wait <= NOTIFY_CALLBACK_WAIT_MAX:
             raise ConfigurationError(
                 f"callback_wait must be between 0 and {NOTIFY_CALLBACK_WAIT_MAX} seconds"
@@ -238,6 +247,7 @@ class NotificationReceiver:
         self._sweep_grace = float(sweep_grace)
         self._sweep_rate = float(sweep_rate)
         self._track_submissions = bool(track_submissions)
+        self._retention = float(retention)
         self.stats = ReceiverStats()
         self._started = False
         self._items: asyncio.Queue[InboxItem] = asyncio.Queue()
@@ -281,6 +291,8 @@ class NotificationReceiver:
             asyncio.create_task(self._feed(), name="notifications-inbox"),
             asyncio.create_task(self._sweep(), name="notifications-sweep"),
         ]
+        if self._retention < float("inf"):
+            self._tasks.append(asyncio.create_task(self._prune(), name="notifications-prune"))
         self._tasks += [
             asyncio.create_task(self._work(), name=f"notifications-{i}")
             for i in range(self._worker_count)
@@ -534,6 +546,18 @@ class NotificationReceiver:
                 await asyncio.sleep(pause)
             if not due:
                 await asyncio.sleep(idle)
+
+    async def _prune(self) -> None:
+        """Delete what is past ``retention`` now, then every ``NOTIFY_PRUNE_EVERY`` s."""
+        while True:
+            try:
+                pruned = await self.inbox.prune(self._retention)
+            except InboxError as exc:
+                logger.warning("cannot prune the inbox: %s", exc)
+            else:
+                if pruned:
+                    logger.info("pruned %d done items and delivered marks", pruned)
+            await asyncio.sleep(NOTIFY_PRUNE_EVERY)
 
     async def _work(self) -> None:
         while True:

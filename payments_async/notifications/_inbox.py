@@ -161,6 +161,11 @@ class Inbox(Protocol):
         after ``recheck`` seconds (unless its final status is delivered meanwhile)."""
         ...
 
+    async def prune(self, older_than: float) -> int:
+        """Delete done items and delivered marks older than ``older_than`` seconds;
+        return how many. Waiting, parked and tracked ones are kept."""
+        ...
+
 
 def encode_notification(notification: Notification) -> bytes:
     """A notification as stored in an inbox (JSON)."""
@@ -321,6 +326,10 @@ class MemoryInbox:
         for key in due:
             self._tracked[key] = now + recheck
         return due
+
+    async def prune(self, older_than: float) -> int:
+        """Nothing: done items are forgotten at once and marks beyond the bound."""
+        return 0
 
 
 class GroupCommit:

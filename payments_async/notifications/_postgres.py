@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS payments_notify_delivered (
     key TEXT PRIMARY KEY,
     delivered_at DOUBLE PRECISION NOT NULL
 );
+CREATE INDEX IF NOT EXISTS payments_notify_delivered_age
+    ON payments_notify_delivered (delivered_at);
 CREATE TABLE IF NOT EXISTS payments_notify_tracked (
     kind TEXT NOT NULL,
     payments_service_id TEXT NOT NULL,
@@ -117,6 +119,11 @@ SELECT
         ORDER BY updated_at DESC LIMIT 1),
     (SELECT COUNT(*) FROM payments_notify_tracked)
 """
+_PRUNE_DONE: Final = (
+    "DELETE FROM payments_notify_inbox "  # noqa: S608
+    f"WHERE state = 'done' AND updated_at < {_NOW} - %s"
+)
+_PRUNE_DELIVERED: Final = f"DELETE FROM payments_notify_delivered WHERE delivered_at < {_NOW} - %s"  # noqa: S608
 _TRACK: Final = f"""
 INSERT INTO payments_notify_tracked (kind, payments_service_id, tracked_at, next_check)
 VALUES (%s, %s, {_NOW}, {_NOW} + %s) ON CONFLICT DO NOTHING
@@ -320,3 +327,15 @@ class PostgresInbox(GroupCommit):
         """The due ones nobody else is sweeping, each due again after ``recheck``."""
         rows = await self._read(_DUE_TRACKED, (recheck, limit))
         return [(str(k), str(p)) for k, p in rows]
+
+    async def prune(self, older_than: float) -> int:
+        """Delete done items and delivered marks older than that, in one transaction."""
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> int:
+            await cur.execute(_PRUNE_DONE, (older_than,))
+            done = cur.rowcount
+            await cur.execute(_PRUNE_DELIVERED, (older_than,))
+            return max(done, 0) + max(cur.rowcount, 0)
+
+        pruned: int = await self._submit(op)
+        return pruned

@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS inbox (
 );
 CREATE INDEX IF NOT EXISTS inbox_due ON inbox (state, received_at);
 CREATE TABLE IF NOT EXISTS delivered (key TEXT PRIMARY KEY, delivered_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS delivered_age ON delivered (delivered_at);
 CREATE TABLE IF NOT EXISTS tracked (
     kind TEXT NOT NULL,
     payments_service_id TEXT NOT NULL,
@@ -299,6 +300,20 @@ class SqliteInbox(GroupCommit):
 
         due: list[tuple[str, str]] = await self._submit(take)
         return due
+
+    async def prune(self, older_than: float) -> int:
+        """Delete done items and delivered marks older than that, in one transaction."""
+        cutoff = time.time() - older_than
+
+        def delete(db: sqlite3.Connection) -> int:
+            done = db.execute(
+                "DELETE FROM inbox WHERE state = 'done' AND updated_at < ?", (cutoff,)
+            ).rowcount
+            marks = db.execute("DELETE FROM delivered WHERE delivered_at < ?", (cutoff,)).rowcount
+            return int(done) + int(marks)
+
+        pruned: int = await self._submit(delete)
+        return pruned
 
 
 def read_status(db: sqlite3.Connection) -> InboxStatus:
