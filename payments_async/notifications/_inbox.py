@@ -293,7 +293,7 @@ class MemoryInbox:
         entry.attempts += 1
         entry.not_before = time.time() + delay
         entry.error = error
-        if park and entry.seq == item.seq:  # a notice that came meanwhile tries again
+        if park:  # whatever came meanwhile: the callback runs only for a final status
             entry.state = "failed"
             self._waiting -= entry.folded
             entry.folded = 0

@@ -98,10 +98,12 @@ UPDATE payments_notify_inbox SET
     attempts = 0, error = NULL, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
 WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
 """  # noqa: S608
+# A failed attempt counts, and parks, whatever arrived meanwhile: the callback runs only
+# for a final status, and a notification folded in since can bring no other.
 _RETRY: Final = f"""
 UPDATE payments_notify_inbox SET
     attempts = attempts + 1, not_before = {_NOW} + %s,
-    state = CASE WHEN seq = %s THEN %s ELSE state END,
+    state = %s,
     error = %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
 WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
 """  # noqa: S608
@@ -296,7 +298,7 @@ class PostgresInbox(GroupCommit):
     async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
         """Due again later, or parked."""
         kind, psid = item.key
-        params = (delay, item.seq, "failed" if park else "pending", error, kind, psid, self._owner)
+        params = (delay, "failed" if park else "pending", error, kind, psid, self._owner)
 
         async def op(cur: psycopg.AsyncCursor[Any]) -> None:
             await cur.execute(_RETRY, params)

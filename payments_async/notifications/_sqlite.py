@@ -83,10 +83,10 @@ _DONE: Final = (
     "UPDATE inbox SET state = 'done', attempts = 0, error = NULL, updated_at = ? "
     "WHERE kind = ? AND payments_service_id = ? AND seq = ? AND state = 'pending'"
 )
-# A failed attempt counts whatever arrived meanwhile; parking waits for a newer notice.
+# A failed attempt counts, and parks, whatever arrived meanwhile: the callback runs only
+# for a final status, and a notification folded in since can bring no other.
 _RETRY: Final = (
-    "UPDATE inbox SET attempts = attempts + 1, not_before = ?, "
-    "state = CASE WHEN seq = ? THEN ? ELSE state END, error = ?, "
+    "UPDATE inbox SET attempts = attempts + 1, not_before = ?, state = ?, error = ?, "
     "updated_at = ? WHERE kind = ? AND payments_service_id = ?"
 )
 
@@ -255,7 +255,7 @@ class SqliteInbox(GroupCommit):
         """Due again later, or parked."""
         kind, psid = item.key
         now = time.time()
-        params = (now + delay, item.seq, "failed" if park else "pending", error, now, kind, psid)
+        params = (now + delay, "failed" if park else "pending", error, now, kind, psid)
         try:
             await self._submit(lambda db: db.execute(_RETRY, params))
         finally:
