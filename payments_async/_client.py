@@ -290,12 +290,12 @@ class PaymentsClient:
     def attach_notifications(
         self, source: NotificationSource | None, *, poll: PollPolicy | None = None
     ) -> None:
-        """Let a notification receiver wake the waiters (None detaches it).
+        """Let a notification receiver wake the waiters and track submissions (None: detach).
 
         ``NotificationReceiver`` calls this when it starts and stops. While attached, a
-        waiter returns as soon as the receiver has confirmed a final status for its id,
-        and polls only as a safety net, on ``poll`` (by default from
-        ``NOTIFIED_POLL_INITIAL`` growing to ``NOTIFIED_POLL_MAX`` seconds).
+        waiter returns as soon as the receiver has confirmed a final status for its id and
+        polls only as a safety net, on ``poll`` (by default from ``NOTIFIED_POLL_INITIAL``
+        to ``NOTIFIED_POLL_MAX`` s); each accepted submission is told to the receiver.
 
         Args:
             source: the receiver, or None.
@@ -561,6 +561,8 @@ class PaymentsClient:
                         "payments.request_id": sub.request_id,
                     },
                 )
+            if self._notices is not None:  # the receiver tracks it before we return it
+                await self._notices.submitted(sub, path)
             return sub
 
     async def _read_once(
