@@ -38,6 +38,7 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._keys import generate_key_pair
     from ._models import CancellationOutcome, Submission
     from ._polling import PollPolicy
+    from ._rate import RateLimit, RateLimiter, limit_rate
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
     from ._urls import redact_url
@@ -86,7 +87,9 @@ __all__ = [
     "PollPolicy",
     "PollTimeoutError",
     "Problem",
+    "RateLimit",
     "RateLimitedError",
+    "RateLimiter",
     "RequestEvent",
     "RetryBudget",
     "RetryPolicy",
@@ -104,6 +107,7 @@ __all__ = [
     "build_credit_transfer",
     "check_payments_service_id",
     "generate_key_pair",
+    "limit_rate",
     "redact_url",
 ]
 
@@ -140,7 +144,9 @@ _LAZY: dict[str, str] = {
     "PollPolicy": "._polling",
     "PollTimeoutError": "._errors",
     "Problem": "._errors",
+    "RateLimit": "._rate",
     "RateLimitedError": "._errors",
+    "RateLimiter": "._rate",
     "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
     "RetryPolicy": "._retry",
@@ -158,6 +164,7 @@ _LAZY: dict[str, str] = {
     "build_credit_transfer": ".iso20022",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
+    "limit_rate": "._rate",
     "redact_url": "._urls",
 }
 

@@ -48,17 +48,12 @@ from ._errors import (
     TransportError,
     ValidationError,
 )
-from ._instrument import (
-    Call,
-    Exchange,
-    Hooks,
-    Instruments,
-    RequestEvent,
-)
+from ._instrument import Call, Exchange, Hooks, Instruments, RequestEvent
 from ._jwt import SignedToken
 from ._models import CancellationOutcome, Submission, submission_result
 from ._polling import MessagePoll, NotificationSource, PollPolicy, Summary
 from ._proxy import resolve_proxy
+from ._rate import RateLimit, RateLimiter, rate_limiter, scoped_limiter, take_slot
 from ._retry import RetryPolicy
 from ._telemetry import Telemetry
 from ._tokens import AccessToken, TokenSession
@@ -131,6 +126,8 @@ class PaymentsClient:
         clock_skew_threshold: seconds of difference between the service's clock (the
             ``Date`` of token answers and 401s) and ours past which JWTs are signed on
             the service's time; None trusts our clock.
+        rate_limit: requests per second at most (a number, a ``RateLimit``, or a shared
+            ``RateLimiter``); what takes a slot: see ``RateLimit``. None: no client rate.
 
     Raises:
         ConfigurationError: a setting is of the wrong type or out of range (checked here,
@@ -153,6 +150,7 @@ class PaymentsClient:
         trust_env: bool = False,
         telemetry: Telemetry | None = None,
         clock_skew_threshold: float | None = CLOCK_SKEW_THRESHOLD,
+        rate_limit: float | RateLimit | RateLimiter | None = None,
     ) -> None:
         if not isinstance(credentials, Credentials):
             raise ConfigurationError("credentials must be a payments_async.Credentials")
@@ -192,6 +190,7 @@ class PaymentsClient:
             instruments=self._instruments,
         )
         self._retry = retry or RetryPolicy()
+        self._rate = rate_limiter(rate_limit)
         self._poll = poll or PollPolicy()
         self._notices: NotificationSource | None = None
         self._notified_poll = PollPolicy(initial=NOTIFIED_POLL_INITIAL, maximum=NOTIFIED_POLL_MAX)
@@ -204,8 +203,7 @@ class PaymentsClient:
             clock=self._clock,
             instruments=self._instruments,
         )
-        # Each request's headers start as a copy of one of these (a CIMultiDict, aiohttp's
-        # own header type).
+        # Each request's headers start as a copy of one of these (aiohttp's CIMultiDict).
         self._base_headers: CIMultiDict[str] = CIMultiDict(
             {
                 CLIENT_ID_HEADER: credentials.client_id,
@@ -662,9 +660,8 @@ class PaymentsClient:
     async def _attempt(self, op: _Operation, deadline: float) -> Response:
         """One attempt; a 401 invalidates that exact token and resends once with a new one."""
         op.attempts += 1
-        # Each step gets what is left of the deadline (counted again after every step that
-        # waited: a token fetch, an async signature, a send answered 401), so the deadline
-        # holds even when the service stops answering mid-response.
+        # Each step gets what is left of the deadline, counted again after every wait (a
+        # token, a signature, a rate slot, a 401), so it holds even if the service stalls.
         timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
         # The cached token without a coroutine; a fetch's failures: this call was not sent.
         token = self._tokens.current
@@ -677,10 +674,9 @@ class PaymentsClient:
             headers["Authorization"] = "Bearer " + token.value
             signed_with = self._clock.offset
             if op.body is not None:
-                # SCA tokens are single use (unique jti and nonce): every send, the resend
-                # after a 401 included, carries a fresh one over the same body bytes. It
-                # comes from the signer that obtained this access token: after a key
-                # rotation, kid and iss still match the token's assertion.
+                # SCA tokens are single use (unique jti and nonce): every send carries a
+                # fresh one over the same bytes, from the signer that obtained this access
+                # token, so after a key rotation kid and iss match the token's assertion.
                 signer = token.signer or self._signer
                 sca = signer.sign_sca_token(
                     op.body, payment_id=op.payment_id, now=self._clock.now(), digest=op.digest
@@ -694,6 +690,9 @@ class PaymentsClient:
                 op.method, op.path, op.request_id, op.attempts, resend_count=op.sends
             )
             op.sends += 1
+            if (limiter := scoped_limiter() or self._rate) is not None:
+                await take_slot(limiter, deadline - time.monotonic(), op.context())
+                timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
             try:
                 resp = await self._transport.request(
                     exchange, headers, body=op.body, timeout=timeout, timeouts=op.timeouts
@@ -706,6 +705,8 @@ class PaymentsClient:
                 op.elapsed = exchange.elapsed
                 raise
             op.elapsed = resp.elapsed
+            if limiter is not None:
+                limiter.observe(resp.status, resp.headers)
             if resp.status != 401 or resend:
                 break
             self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
@@ -746,9 +747,8 @@ class PaymentsClient:
             async with asyncio.timeout(timeout):
                 return await self._tokens.get()
         except TimeoutError as exc:
-            # The shared fetch goes on for other callers; this operation's time is up.
-            # Say what the token endpoint did (its own path, status and request id), in a
-            # copy: the shared error object may be raised in other tasks at the same time.
+            # The shared fetch goes on for other callers; this operation's time is up. Say
+            # what the token endpoint did, in a copy: other tasks may raise the shared error.
             op.elapsed = time.monotonic() - started
             last = self._tokens.last_error
             if last is not None:

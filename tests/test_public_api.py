@@ -33,7 +33,9 @@ INTENDED = {
     "PollPolicy",
     "PollTimeoutError",
     "Problem",
+    "RateLimit",
     "RateLimitedError",
+    "RateLimiter",
     "RequestEvent",
     "RetryBudget",
     "RetryPolicy",
@@ -51,6 +53,7 @@ INTENDED = {
     "build_credit_transfer",
     "check_payments_service_id",
     "generate_key_pair",
+    "limit_rate",
     "redact_url",
 }
 

@@ -10,7 +10,15 @@ from typing import NoReturn
 import click
 from rich.text import Text
 
-from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout, bulk, redact_url
+from payments_async import (
+    POLL_TIMEOUT,
+    Limits,
+    PaymentsClient,
+    RateLimit,
+    Timeout,
+    bulk,
+    redact_url,
+)
 from payments_async.bulk import (
     DEFAULT_CONCURRENCY,
     STATUS_INTERVAL,
@@ -94,6 +102,13 @@ __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
     metavar="S",
     help="Seconds to wait for each row's outcome.",
 )
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    metavar="N",
+    help="Send at most N requests per second (sends, resends and outcome reads); with "
+    "--queue, N for every worker of the run together.",
+)
 @pass_settings
 def bulk_cancel(
     settings: Settings,
@@ -106,6 +121,7 @@ def bulk_cancel(
     no_journal: bool,
     skip_invalid: bool,
     timeout: float,
+    rate: float | None,
 ) -> None:
     """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row).
 
@@ -135,7 +151,7 @@ def bulk_cancel(
                 "--queue keeps the journal in its database and writes no results file: "
                 "drop --journal/--no-journal/--results (export with bulk-results)"
             )
-        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid)
+        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid, rate)
     if no_wait:
         raise click.UsageError("--no-wait goes with --queue")
     shown_journal = journal_shown(journal_path)
@@ -150,7 +166,12 @@ def bulk_cancel(
             # The library's retry window, not the CLI's: a long unattended run rides out
             # a short outage; the service is checked within seconds once, below.
             limits = Limits(connections=limit)
-            async with make_client(settings, limits=limits, timeout=Timeout()) as client:
+            async with make_client(
+                settings,
+                limits=limits,
+                timeout=Timeout(),
+                rate_limit=None if rate is None else RateLimit(per_second=rate),
+            ) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
                 events = _LocalRunEvents(settings, client, results, bar, reading)
@@ -276,7 +297,12 @@ async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
 
 
 def _bulk_cancel_queued(
-    settings: Settings, input_path: Path, queue_url: str, no_wait: bool, skip_invalid: bool
+    settings: Settings,
+    input_path: Path,
+    queue_url: str,
+    no_wait: bool,
+    skip_invalid: bool,
+    rate: float | None,
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
     reading = input_bar(settings)
@@ -303,6 +329,7 @@ def _bulk_cancel_queued(
                 input_name=input_path.name,
                 new_run_id=new_run_id(),
                 plan=lambda run_id: plan_input(checked, run_id, progress=events.plan_progress),
+                rate=None if rate is None else RateLimit(per_second=rate),
             )
         except JournalError as exc:
             raise CliError(str(exc), EXIT_USAGE) from None
