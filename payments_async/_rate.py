@@ -51,9 +51,10 @@ class RateLimit:
     ``PaymentsClient(rate_limit=...)``. Every request to an operation takes a slot before
     it is sent: each attempt, the resend after a 401, each poll of a waiter. A request
     whose slot would come after its call's deadline fails at once with a
-    ``TransportError`` (``request_sent`` False) and takes none. Token requests take no
-    slot: the token endpoint is asked about once per token lifetime, and a refresh never
-    waits behind operations.
+    ``TransportError`` (``request_sent`` False, not retried) and takes none: keep the
+    requests you start at once well under ``per_second`` times their ``total`` timeout.
+    Token requests take no slot: the token endpoint is asked about once per token
+    lifetime, and a refresh never waits behind operations.
 
     Args:
         per_second: requests per second at most, a positive, finite number.
@@ -238,8 +239,10 @@ async def take_slot(limiter: RateLimiter, budget: float, context: dict[str, Any]
         TransportError: no slot before the deadline (the request was not sent).
     """
     if not await limiter.acquire(budget):
+        # Not retried: a later attempt would find its slot later still.
         raise TransportError(
             "the rate limit leaves no slot before the call's deadline",
             request_sent=False,
+            retryable=False,
             **context,
         )

@@ -10,6 +10,7 @@ __all__ = [
     "JOB_ATTEMPTS",
     "JOB_RETRY_WAIT",
     "QUEUE_NAME",
+    "RATE_BACKLOG",
     "SHUTDOWN_GRACE",
     "STALLED_AFTER",
     "STALLED_CHECK_INTERVAL",
@@ -40,3 +41,6 @@ JOB_RETRY_WAIT: Final = 2
 """Seconds before a row's job is retried, times the attempt number."""
 STATUS_INTERVAL: Final = 1.0
 """Seconds between progress reads while a queued run is watched."""
+RATE_BACKLOG: Final = 1.0
+"""Seconds ahead a queued run's rate may be booked before a worker starts another row of it:
+requests then wait for their slot well within their call's deadline."""

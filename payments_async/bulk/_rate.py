@@ -13,12 +13,13 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import RateLimit, RateLimiter
+from ._defaults import RATE_BACKLOG
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["RunRates", "ensure_rate_table", "store_run_rate"]
+__all__ = ["RunLimiter", "RunRates", "ensure_rate_table", "store_run_rate"]
 
 _TABLE: Final = """
 CREATE TABLE IF NOT EXISTS payments_bulk_rates (
@@ -43,6 +44,10 @@ RETURNING extract(epoch FROM greatest(
 """
 
 _RATE_OF: Final = "SELECT per_second FROM payments_bulk_rates WHERE run_id = %s"
+_BOOKED_AHEAD: Final = """
+SELECT extract(epoch FROM greatest(next_at, now()) - now())
+  FROM payments_bulk_rates WHERE run_id = %s
+"""
 
 
 def ensure_rate_table(conn: psycopg.Connection[Any], lock_id: int) -> None:
@@ -83,9 +88,9 @@ class RunRates:
             kwargs={"autocommit": True, "options": "-c synchronous_commit=off"},
         )
         self._opened = False
-        self._limiters: dict[str, _RunLimiter | None] = {}
+        self._limiters: dict[str, RunLimiter | None] = {}
 
-    async def limiter(self, run_id: str) -> RateLimiter | None:
+    async def limiter(self, run_id: str) -> RunLimiter | None:
         """The run's limiter, or None when the run has no rate (looked up once per run)."""
         if run_id not in self._limiters:
             if not self._opened:
@@ -94,7 +99,7 @@ class RunRates:
             async with self._pool.connection() as conn:
                 cur = await conn.execute(_RATE_OF, (run_id,))
                 rec = await cur.fetchone()
-            self._limiters[run_id] = None if rec is None else _RunLimiter(self._pool, run_id)
+            self._limiters[run_id] = None if rec is None else RunLimiter(self._pool, run_id)
         return self._limiters[run_id]
 
     async def aclose(self) -> None:
@@ -103,12 +108,29 @@ class RunRates:
             await self._pool.close()
 
 
-class _RunLimiter(RateLimiter):
+class RunLimiter(RateLimiter):
     """The slots of one run, shared through its row."""
 
     def __init__(self, pool: psycopg_pool.AsyncConnectionPool[Any], run_id: str) -> None:
         self._pool = pool
         self._run_id = run_id
+        self._admitting = asyncio.Lock()  # rows ask one at a time: one query, not one per row
+
+    async def admit(self) -> None:
+        """Wait until the run's slots are booked at most ``RATE_BACKLOG`` seconds ahead.
+
+        A worker calls it before it starts a row, so the requests of the rows it works on
+        find their slots within their calls' deadlines, however many rows it may hold.
+        """
+        async with self._admitting:
+            while True:
+                async with self._pool.connection() as conn:
+                    cur = await conn.execute(_BOOKED_AHEAD, (self._run_id,))
+                    rec = await cur.fetchone()
+                ahead = 0.0 if rec is None else float(rec[0])
+                if ahead <= RATE_BACKLOG:
+                    return
+                await asyncio.sleep(ahead - RATE_BACKLOG)
 
     async def acquire(self, budget: float) -> bool:
         """Reserve the run's next slot and sleep until it; False when none is in ``budget``."""

@@ -4,6 +4,7 @@ queued run's ``bulk-status`` and ``bulk-results``."""
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 from typing import NoReturn
 
@@ -52,6 +53,13 @@ from .._run import (
 )
 
 __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
+
+
+def _per_second(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Refuse a ``--rate`` that is not a positive, finite number of requests per second."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise click.BadParameter(f"{value:g} is not a positive, finite number per second")
+    return value
 
 
 @click.command("bulk-cancel")
@@ -104,7 +112,8 @@ __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
 )
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    type=float,
+    callback=_per_second,
     metavar="N",
     help="Send at most N requests per second (sends, resends and outcome reads); with "
     "--queue, N for every worker of the run together.",
