@@ -89,6 +89,11 @@ class RateLimit:
             raise ConfigurationError("RateLimit.adaptive must be True or False")
 
 
+_scoped: contextvars.ContextVar[RateLimiter | None] = contextvars.ContextVar(
+    "payments_async_rate_limiter", default=None
+)
+
+
 class RateLimiter(abc.ABC):
     """Decides when each request may be sent; subclass it to share a rate between clients.
 
@@ -110,6 +115,32 @@ class RateLimiter(abc.ABC):
 
     def observe(self, status: int, headers: Mapping[str, str]) -> None:  # noqa: B027
         """Told the status and headers of every answer; does nothing unless overridden."""
+
+    async def admit(self, backlog: float) -> None:  # noqa: B027
+        """Wait until the slots are booked at most ``backlog`` seconds ahead.
+
+        For work that starts many calls over time (a bulk run calls it before each row):
+        starting no more than the rate can serve keeps every request's wait for its slot
+        short, well within its deadline. Returns at once unless overridden.
+        """
+
+    @classmethod
+    def of(cls, value: float | RateLimit | RateLimiter) -> RateLimiter:
+        """The limiter of a rate: ``value`` itself if it is a limiter, else a new
+        in-process one for ``RateLimit`` ``value`` (or that many requests per second).
+
+        Raises:
+            ConfigurationError: ``value`` is none of these, or not a valid rate.
+        """
+        limiter = rate_limiter(value)
+        if limiter is None:
+            raise ConfigurationError("a rate is needed, got None")
+        return limiter
+
+    @classmethod
+    def current(cls) -> RateLimiter | None:
+        """The limiter of the enclosing ``limit_rate`` block, or None outside any."""
+        return _scoped.get()
 
 
 class TokenBucket(RateLimiter):
@@ -137,6 +168,7 @@ class TokenBucket(RateLimiter):
         # Adaptive state: the rate when last throttled, and when that was.
         self._peak = limit.per_second
         self._throttled_at: float | None = None
+        self._admitting = asyncio.Lock()
 
     @property
     def rate(self) -> float:
@@ -163,6 +195,13 @@ class TokenBucket(RateLimiter):
                     self._next -= interval
                 raise
         return True
+
+    async def admit(self, backlog: float) -> None:
+        """Wait until the slots are booked at most ``backlog`` seconds ahead; callers
+        are let through one at a time, in the order they came."""
+        async with self._admitting:
+            while (ahead := self._next - self._clock()) > backlog:
+                await self._sleep(ahead - backlog)
 
     def observe(self, status: int, headers: Mapping[str, str]) -> None:
         """Halve an adaptive rate on a 429, or on a 503 with ``Retry-After``."""
@@ -208,9 +247,6 @@ def rate_limiter(value: object) -> RateLimiter | None:
     )
 
 
-_scoped: contextvars.ContextVar[RateLimiter | None] = contextvars.ContextVar(
-    "payments_async_rate_limiter", default=None
-)
 scoped_limiter = _scoped.get
 
 

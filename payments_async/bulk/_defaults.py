@@ -42,5 +42,5 @@ JOB_RETRY_WAIT: Final = 2
 STATUS_INTERVAL: Final = 1.0
 """Seconds between progress reads while a queued run is watched."""
 RATE_BACKLOG: Final = 1.0
-"""Seconds ahead a queued run's rate may be booked before a worker starts another row of it:
-requests then wait for their slot well within their call's deadline."""
+"""Seconds ahead a run's rate may be booked before another row is sent: the rows under way
+then ask no more than the rate serves, and wait for their slots well within their deadlines."""

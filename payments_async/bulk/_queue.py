@@ -156,10 +156,7 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
         state = context.additional_context["payments_bulk"]
         assert isinstance(state, _WorkerState)
         try:
-            limiter = await state.rates.limiter(run_id)
-            if limiter is not None:
-                await limiter.admit()  # the run's rate is not booked far ahead
-            with limit_rate(limiter):
+            with limit_rate(await state.rates.limiter(run_id)):
                 await process_row(state, run_id, line)
         except asyncio.CancelledError:
             # A stopping worker cancels its rows after the grace period. Failing the job

@@ -13,7 +13,6 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import RateLimit, RateLimiter
-from ._defaults import RATE_BACKLOG
 
 if TYPE_CHECKING:
     import psycopg
@@ -116,21 +115,18 @@ class RunLimiter(RateLimiter):
         self._run_id = run_id
         self._admitting = asyncio.Lock()  # rows ask one at a time: one query, not one per row
 
-    async def admit(self) -> None:
-        """Wait until the run's slots are booked at most ``RATE_BACKLOG`` seconds ahead.
-
-        A worker calls it before it starts a row, so the requests of the rows it works on
-        find their slots within their calls' deadlines, however many rows it may hold.
-        """
+    async def admit(self, backlog: float) -> None:
+        """Wait until the run's slots are booked at most ``backlog`` seconds ahead, by
+        every worker; this worker's rows ask one at a time."""
         async with self._admitting:
             while True:
                 async with self._pool.connection() as conn:
                     cur = await conn.execute(_BOOKED_AHEAD, (self._run_id,))
                     rec = await cur.fetchone()
                 ahead = 0.0 if rec is None else float(rec[0])
-                if ahead <= RATE_BACKLOG:
+                if ahead <= backlog:
                     return
-                await asyncio.sleep(ahead - RATE_BACKLOG)
+                await asyncio.sleep(ahead - backlog)
 
     async def acquire(self, budget: float) -> bool:
         """Reserve the run's next slot and sleep until it; False when none is in ``budget``."""

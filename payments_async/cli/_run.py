@@ -24,7 +24,6 @@ from payments_async import (
     Limits,
     PaymentsClient,
     PaymentsError,
-    RateLimit,
     Timeout,
     TransportError,
     redact_url,
@@ -69,11 +68,7 @@ def _base_url(settings: Settings) -> str:
 
 
 def make_client(
-    settings: Settings,
-    *,
-    limits: Limits | None = None,
-    timeout: Timeout | None = None,
-    rate_limit: RateLimit | None = None,
+    settings: Settings, *, limits: Limits | None = None, timeout: Timeout | None = None
 ) -> PaymentsClient:
     """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per call,
     unless ``timeout`` says otherwise)."""
@@ -87,7 +82,6 @@ def make_client(
             trust_env=settings.trust_env,
             timeout=timeout or Timeout(total=CLI_RETRY_TIMEOUT),
             limits=limits,
-            rate_limit=rate_limit,
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
         raise CliError(f"--base-url {redact_url(base_url)!r} is not a valid URL: {exc}") from None

@@ -197,3 +197,31 @@ def test_limit_rate_scopes_a_limiter_to_a_block() -> None:
     with limit_rate(own):
         assert scoped_limiter() is own
     assert scoped_limiter() is None
+
+
+async def test_admit_waits_until_the_bucket_is_booked_at_most_the_backlog_ahead() -> None:
+    clock = FakeClock()
+    b = bucket(clock, 10)
+    await sends(clock, b, 25)  # booked 2.5 s ahead
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # time passes while admit sleeps
+        waits.append(seconds)
+        clock.now += seconds
+
+    b._sleep = sleep
+    await b.admit(1.0)
+    assert waits == [pytest.approx(1.5)]
+    await b.admit(1.0)  # nothing booked since: no wait
+    assert len(waits) == 1
+
+
+def test_rate_limiter_of_and_current() -> None:
+    limiter = RateLimiter.of(RateLimit(5))
+    assert isinstance(limiter, TokenBucket)
+    assert RateLimiter.of(limiter) is limiter
+    with pytest.raises(ConfigurationError):
+        RateLimiter.of(None)  # type: ignore[arg-type]
+    assert RateLimiter.current() is None
+    with limit_rate(limiter):
+        assert RateLimiter.current() is limiter

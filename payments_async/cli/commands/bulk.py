@@ -16,8 +16,10 @@ from payments_async import (
     Limits,
     PaymentsClient,
     RateLimit,
+    RateLimiter,
     Timeout,
     bulk,
+    limit_rate,
     redact_url,
 )
 from payments_async.bulk import (
@@ -166,6 +168,8 @@ def bulk_cancel(
     shown_journal = journal_shown(journal_path)
     results = results_path if results_path is not None else default_results_path(input_path)
 
+    limiter = None if rate is None else RateLimiter.of(RateLimit(per_second=rate))
+
     async def go() -> int:
         stop = asyncio.Event()
         bar = run_bar(settings)
@@ -175,16 +179,11 @@ def bulk_cancel(
             # The library's retry window, not the CLI's: a long unattended run rides out
             # a short outage; the service is checked within seconds once, below.
             limits = Limits(connections=limit)
-            async with make_client(
-                settings,
-                limits=limits,
-                timeout=Timeout(),
-                rate_limit=None if rate is None else RateLimit(per_second=rate),
-            ) as client:
+            async with make_client(settings, limits=limits, timeout=Timeout()) as client:
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
                 events = _LocalRunEvents(settings, client, results, bar, reading)
-                with set_on_signals(stop), showing(bar):
+                with set_on_signals(stop), showing(bar), limit_rate(limiter):
                     report = await bulk.bulk_cancel(
                         client,
                         input_path,
