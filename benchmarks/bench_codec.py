@@ -14,7 +14,9 @@ same optional fields, so the comparison is about the codec and not about the mod
     .venv/bin/python benchmarks/bench_codec.py --quick    # smoke test (tiny counts)
     .venv/bin/python benchmarks/bench_codec.py --ab DIR --out /tmp/ab.json
         # the builder in the loop, this checkout against the one in DIR (e.g. a
-        # ``git worktree`` of main), alternately in fresh processes, 64 in flight
+        # ``git worktree`` of main), alternately in fresh processes, 64 in flight; and
+        # the validation of reference data (find_problems, the IBAN, BIC and currency
+        # rules, schwifty's IBAN() when installed), per call
 
 Notes on fairness, printed with the results:
 - stdlib ``json`` cannot write a ``Decimal`` as a JSON number, so that variant writes
@@ -284,6 +286,43 @@ def in_flight_rows(n: int = 20_000, alive: int = 64, repeat: int = 5) -> dict[st
     return out
 
 
+def validation_rows(n: int = 20_000, repeat: int = 5) -> dict[str, float]:
+    """µs CPU per call of what validation pays for reference data, best of ``repeat`` runs.
+
+    ``find_problems`` of a builder's message (the walk, every scalar rule), and the three
+    rules a registry feeds one valid value at a time: the IBAN (country format and
+    mod-97), the BIC (its country) and the currency. With ``schwifty`` installed, its own
+    ``IBAN()`` of the same value too: what calling the registry's library would cost.
+    """
+    from payments_async.iso20022._validate import RULES
+
+    iban, bic = "DE89370400440532013000", "COBADEFFXXX"
+    camt056, pacs008 = new_cancellation(0), new_transfer(0)
+    calls: dict[str, Callable[[], object]] = {
+        "camt.056 find_problems": lambda: find_problems(camt056),
+        "pacs.008 find_problems": lambda: find_problems(pacs008),
+        "IBAN rule": lambda rule=RULES["Iban"]: rule(iban),
+        "BIC rule": lambda rule=RULES["BicFi"]: rule(bic),
+        "currency rule": lambda rule=RULES["CurrencyCode"]: rule("EUR"),
+    }
+    try:
+        from schwifty import IBAN  # type: ignore[import-untyped]
+    except ImportError:
+        pass
+    else:
+        calls["IBAN via schwifty"] = lambda: IBAN(iban)
+    out: dict[str, float] = {}
+    for name, fn in calls.items():
+        best = float("inf")
+        for _ in range(repeat):
+            start = time.process_time()
+            for _ in range(n):
+                fn()
+            best = min(best, (time.process_time() - start) / n * 1e6)
+        out[name] = round(best, 3)
+    return out
+
+
 def ab_rows(other: Path, batches: int, *, quick: bool) -> list[dict[str, Any]]:
     """The builder in the loop, this checkout against ``other``, alternately in fresh
     processes (``--in-flight``): one row per batch and message, with the difference."""
@@ -316,10 +355,13 @@ def ab_rows(other: Path, batches: int, *, quick: bool) -> list[dict[str, Any]]:
 
 
 def print_ab(rows: list[dict[str, Any]], other: Path) -> None:
-    print(f"build + encode_validated, µs CPU per message, 64 in flight: {other} -> this checkout")
+    print(
+        "µs CPU per message (build + encode_validated, 64 in flight) or per call (the rest): "
+        f"{other} -> this checkout"
+    )
     for r in rows:
         print(
-            f"batch {r['batch']:2} {r['message']:9} {r['other_us']:7.2f} -> {r['this_us']:7.2f}"
+            f"batch {r['batch']:2} {r['message']:22} {r['other_us']:7.2f} -> {r['this_us']:7.2f}"
             f"  ({r['less_us']:+.2f} less, x{r['ratio']:.3f})"
         )
     for message in dict.fromkeys(r["message"] for r in rows):
@@ -338,19 +380,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write JSON")
     parser.add_argument("--root", type=Path, help="measure the payments_async found here")
     parser.add_argument(
-        "--in-flight", action="store_true", help="only build + encode_validated, as JSON"
+        "--in-flight",
+        action="store_true",
+        help="only build + encode_validated and the validation calls, as JSON",
     )
     parser.add_argument(
         "--ab",
         type=Path,
         metavar="DIR",
-        help="the builder in the loop: this checkout against the one in DIR, alternately",
+        help="the builder in the loop and validation: this checkout against DIR, alternately",
     )
     parser.add_argument("--batches", type=int, default=6, help="batches for --ab")
     args = parser.parse_args(argv)
     if args.in_flight:
         n, repeat = (200, 1) if args.quick else (20_000, 5)
-        print(json.dumps(in_flight_rows(n, repeat=repeat)))
+        print(json.dumps(in_flight_rows(n, repeat=repeat) | validation_rows(n, repeat)))
         return 0
     if args.ab is not None:
         ab = ab_rows(args.ab, args.batches, quick=args.quick)

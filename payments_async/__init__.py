@@ -11,7 +11,7 @@ import typing as _typing
 from ._version import __version__ as __version__
 
 if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __getattr__)
-    from ._checks import check_payments_service_id
+    from ._checks import check_key_id_and_issuer, check_payments_service_id
     from ._client import PaymentsClient
     from ._config import Limits, Timeout
     from ._constants import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, POLL_TIMEOUT, TOKEN_PATH
@@ -38,7 +38,9 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._keys import generate_key_pair
     from ._models import CancellationOutcome, Submission
     from ._polling import PollPolicy
+    from ._profile import ServiceProfile
     from ._rate import RateLimit, RateLimiter, limit_rate
+    from ._response import Answered, RawResponse
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
     from ._urls import redact_url
@@ -63,6 +65,7 @@ __all__ = [
     "POLL_TIMEOUT",
     "TOKEN_PATH",
     "Address",
+    "Answered",
     "ApiError",
     "AuthenticationError",
     "Camt029",
@@ -90,11 +93,13 @@ __all__ = [
     "RateLimit",
     "RateLimitedError",
     "RateLimiter",
+    "RawResponse",
     "RequestEvent",
     "RetryBudget",
     "RetryPolicy",
     "ServerError",
     "ServiceErrorDetail",
+    "ServiceProfile",
     "Signer",
     "SigningError",
     "Submission",
@@ -105,6 +110,7 @@ __all__ = [
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
     "limit_rate",
@@ -120,6 +126,7 @@ _LAZY: dict[str, str] = {
     "POLL_TIMEOUT": "._constants",
     "TOKEN_PATH": "._constants",
     "Address": ".iso20022",
+    "Answered": "._response",
     "ApiError": "._errors",
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",
@@ -147,11 +154,13 @@ _LAZY: dict[str, str] = {
     "RateLimit": "._rate",
     "RateLimitedError": "._errors",
     "RateLimiter": "._rate",
+    "RawResponse": "._response",
     "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
     "RetryPolicy": "._retry",
     "ServerError": "._errors",
     "ServiceErrorDetail": "._errors",
+    "ServiceProfile": "._profile",
     "Signer": ".signing",
     "SigningError": "._errors",
     "Submission": "._models",
@@ -162,6 +171,7 @@ _LAZY: dict[str, str] = {
     "ValidationError": "._errors",
     "build_cancellation": ".iso20022",
     "build_credit_transfer": ".iso20022",
+    "check_key_id_and_issuer": "._checks",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
     "limit_rate": "._rate",

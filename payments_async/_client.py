@@ -14,7 +14,6 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 import aiohttp
-import msgspec
 import tenacity  # for the before_sleep hook's RetryCallState
 from multidict import CIMultiDict
 
@@ -22,15 +21,10 @@ from ._checks import check_payments_service_id
 from ._clock import ClockSkew
 from ._config import Limits, Timeout, call_timeout, check_seconds
 from ._constants import (
-    CAMT029_PATH,
-    CAMT056_PATH,
-    CLIENT_ID_HEADER,
     CLOCK_SKEW_THRESHOLD,
     JSON_CONTENT_TYPE,
     NOTIFIED_POLL_INITIAL,
     NOTIFIED_POLL_MAX,
-    PACS002_PATH,
-    PACS008_PATH,
     POLL_TIMEOUT,
     REQUEST_ID_HEADER,
     SCA_HEADER,
@@ -41,7 +35,6 @@ from ._credentials import Credentials
 from ._errors import (
     ConfigurationError,
     InvalidResponseError,
-    OutcomeUnknownError,
     PaymentsError,
     ServerError,
     SigningError,
@@ -51,13 +44,17 @@ from ._errors import (
 from ._instrument import Call, Exchange, Hooks, Instruments, RequestEvent
 from ._jwt import SignedToken
 from ._models import CancellationOutcome, Submission, submission_result
+from ._operation import Operation as _Operation
 from ._polling import MessagePoll, NotificationSource, PollPolicy, Summary
+from ._profile import ServiceProfile
 from ._proxy import resolve_proxy
 from ._rate import RateLimit, RateLimiter, rate_limiter, scoped_limiter, take_slot
+from ._request import request as _request
+from ._response import CAPTURE, RawResponse, WithResponse
 from ._retry import RetryPolicy
 from ._telemetry import Telemetry
 from ._tokens import AccessToken, TokenSession
-from ._transport import Response, Transport, check_base_url, error_from_response, new_request_id
+from ._transport import Response, Transport, check_base_url, error_from_response
 from .iso20022 import (
     Camt029,
     Camt056,
@@ -123,6 +120,7 @@ class PaymentsClient:
         telemetry: OpenTelemetry spans and metrics (extra ``otel``); None: no tracing,
             and ``opentelemetry`` is never imported. Logging, ``hooks`` and ``telemetry``
             hear the same events.
+        profile: the service edition's paths and client-id header; the spec's when None.
         clock_skew_threshold: seconds of difference between the service's clock (the
             ``Date`` of token answers and 401s) and ours past which JWTs are signed on
             the service's time; None trusts our clock.
@@ -149,6 +147,7 @@ class PaymentsClient:
         proxy: str | None = None,
         trust_env: bool = False,
         telemetry: Telemetry | None = None,
+        profile: ServiceProfile | None = None,
         clock_skew_threshold: float | None = CLOCK_SKEW_THRESHOLD,
         rate_limit: float | RateLimit | RateLimiter | None = None,
     ) -> None:
@@ -161,6 +160,7 @@ class PaymentsClient:
             ("limits", limits, Limits),
             ("hooks", hooks, Hooks),
             ("telemetry", telemetry, Telemetry),
+            ("profile", profile, ServiceProfile),
         ):
             if value is not None and not isinstance(value, kind):
                 raise ConfigurationError(f"{name} must be a payments_async.{kind.__name__} or None")
@@ -170,6 +170,7 @@ class PaymentsClient:
             raise ConfigurationError("trust_env must be True or False")
         self._credentials = credentials
         self._signer = credentials.signer()
+        self._profile = profile = profile or ServiceProfile()
         url = check_base_url(base_url)
         try:
             self._clock = ClockSkew(clock_skew_threshold)
@@ -178,7 +179,7 @@ class PaymentsClient:
         self._timeout = timeout or Timeout()
         # Every event goes to each of these: logging, the user's hooks, OpenTelemetry.
         self._instruments = Instruments.of(
-            hooks, telemetry.bind(url) if telemetry is not None else None
+            hooks, telemetry.bind(url, profile) if telemetry is not None else None
         )
         self._transport = Transport(
             url,
@@ -206,13 +207,26 @@ class PaymentsClient:
         # Each request's headers start as a copy of one of these (aiohttp's CIMultiDict).
         self._base_headers: CIMultiDict[str] = CIMultiDict(
             {
-                CLIENT_ID_HEADER: credentials.client_id,
+                profile.client_id_header: credentials.client_id,
                 "Accept": JSON_CONTENT_TYPE,
                 "User-Agent": USER_AGENT,
             }
         )
         self._post_headers = CIMultiDict(self._base_headers)
         self._post_headers["Content-Type"] = JSON_CONTENT_TYPE
+
+    request = _request
+
+    @property
+    def profile(self) -> ServiceProfile:
+        """The service edition's paths and client-id header this client uses."""
+        return self._profile
+
+    @property
+    def with_response(self) -> WithResponse:
+        """The four operations, each returning ``(result, response)``: the answer's status,
+        headers, elapsed time and attempts beside the usual result (see `RawResponse`)."""
+        return WithResponse(self)
 
     @property
     def base_url(self) -> str:
@@ -336,7 +350,9 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"submit_credit_transfer expects a Pacs008, got {type(transfer).__name__}"
             )
-        return await self._submit("submit_credit_transfer", PACS008_PATH, transfer, timeout)
+        return await self._submit(
+            "submit_credit_transfer", self._profile.pacs008_path, transfer, timeout
+        )
 
     async def request_cancellation(
         self, cancellation: Camt056, *, timeout: float | Timeout | None = None
@@ -366,7 +382,9 @@ class PaymentsClient:
             raise ValidationError.single(
                 "$", f"request_cancellation expects a Camt056, got {type(cancellation).__name__}"
             )
-        return await self._submit("request_cancellation", CAMT056_PATH, cancellation, timeout)
+        return await self._submit(
+            "request_cancellation", self._profile.camt056_path, cancellation, timeout
+        )
 
     async def get_credit_transfer_status(
         self, payments_service_id: str, *, timeout: float | Timeout | None = None
@@ -385,7 +403,11 @@ class PaymentsClient:
             ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
         """
         return await self._read_once(
-            "get_credit_transfer_status", PACS002_PATH, payments_service_id, decode_pacs002, timeout
+            "get_credit_transfer_status",
+            self._profile.pacs002_path,
+            payments_service_id,
+            decode_pacs002,
+            timeout,
         )
 
     async def get_cancellation_outcome(
@@ -405,7 +427,11 @@ class PaymentsClient:
             ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
         """
         return await self._read_once(
-            "get_cancellation_outcome", CAMT029_PATH, payments_service_id, decode_camt029, timeout
+            "get_cancellation_outcome",
+            self._profile.camt029_path,
+            payments_service_id,
+            decode_camt029,
+            timeout,
         )
 
     async def wait_for_cancellation_outcome(
@@ -435,7 +461,7 @@ class PaymentsClient:
         """
         resolution, summary = await self._wait_for(
             "wait_for_cancellation_outcome",
-            CAMT029_PATH,
+            self._profile.camt029_path,
             payments_service_id,
             decode_camt029,
             summarize_resolution,
@@ -466,7 +492,7 @@ class PaymentsClient:
         """
         _, status = await self._wait_for(
             "wait_for_payment_status",
-            PACS002_PATH,
+            self._profile.pacs002_path,
             payments_service_id,
             decode_pacs002,
             summarize_status_report,
@@ -508,12 +534,8 @@ class PaymentsClient:
                 # attempt may have been stored, the honest answer is "unknown", not "failed".
                 if not op.maybe_stored:
                     raise
-                raise OutcomeUnknownError(
-                    f"outcome unknown after {op.attempts} attempt(s): {exc.message}; "
-                    "resubmit the same message to learn it",
-                    message_id=message_id,
-                    status=exc.status,
-                    **op.context(),
+                raise op.outcome_unknown(
+                    exc, message_id, "resubmit the same message to learn it"
                 ) from exc
             result = submission_result(
                 resp.status, resp.headers.get("Content-Type", ""), resp.body, message_id, op.context
@@ -577,7 +599,7 @@ class PaymentsClient:
         path = f"{prefix}/{check_payments_service_id(payments_service_id)}"
         seconds = check_seconds("timeout", timeout)
         notices = self._notices
-        message_type: type[Any] = Camt029 if prefix == CAMT029_PATH else Pacs002
+        message_type: type[Any] = Camt029 if prefix == self._profile.camt029_path else Pacs002
         return MessagePoll(
             self,
             path,
@@ -673,7 +695,7 @@ class PaymentsClient:
         for resend in (False, True):
             headers["Authorization"] = "Bearer " + token.value
             signed_with = self._clock.offset
-            if op.body is not None:
+            if op.body is not None and op.sca:
                 # SCA tokens are single use (unique jti and nonce): every send carries a
                 # fresh one over the same bytes, from the signer that obtained this access
                 # token, so after a key rotation kid and iss match the token's assertion.
@@ -729,6 +751,8 @@ class PaymentsClient:
             token = await self._access_token(op, timeout)
             timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
         if 200 <= resp.status < 300:
+            if (answers := CAPTURE.get()) is not None:  # a with_response call
+                answers.append(RawResponse.of(resp, op.attempts, op.request_id))
             return resp
         err = error_from_response(
             resp, method=op.method, path=op.path, request_id=op.request_id, attempt=op.attempts
@@ -772,29 +796,3 @@ async def _signed_within(pending: Awaitable[SignedToken], timeout: float) -> Sig
             return await pending
     except TimeoutError:
         raise SigningError("the signer gave no signature before the operation's deadline") from None
-
-
-class _Operation(msgspec.Struct):
-    """One call's state across its attempts: the same request id and body bytes."""
-
-    method: str
-    path: str
-    timeouts: Timeout
-    body: bytes | None = None
-    payment_id: str | None = None
-    digest: bytes | None = None  # SHA-256 of body, for the SCA token's hd claim
-    # X-Request-ID: names the call in logs and errors (unique, not a secret).
-    request_id: str = msgspec.field(default_factory=new_request_id)
-    attempts: int = 0
-    sends: int = 0  # HTTP requests sent so far, resends after a 401 included
-    maybe_stored: bool = False  # True once an attempt may have reached the service
-    elapsed: float = 0.0  # how long the last attempt took, for the retry hook
-
-    def context(self) -> dict[str, Any]:
-        """The fields every error of this call carries."""
-        return {
-            "method": self.method,
-            "path": self.path,
-            "request_id": self.request_id,
-            "attempt": self.attempts,
-        }

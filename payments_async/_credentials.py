@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Final, NoReturn, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+from ._checks import check_key_id_and_issuer
 from ._constants import (
     ASSERTION_LIFETIME,
     SANDBOX_ASSERTION,
@@ -218,6 +219,7 @@ class Credentials:
         if missing:
             raise ConfigurationError(f"credentials incomplete: missing {', '.join(missing)}")
         kid: str = key_id or ""  # not empty: checked just above
+        check_key_id_and_issuer(kid, issuer)
         if ":" in client_id:
             # HTTP Basic cannot carry a ':' in the user part.
             raise ConfigurationError("client_id must not contain ':'")

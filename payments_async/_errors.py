@@ -224,12 +224,15 @@ class OutcomeUnknownError(PaymentsError):
     ``paymentsServiceId`` if the earlier attempt was stored, 201 if it was not.
 
     Attributes:
-        message_id: ``grpHdr.msgId`` (pacs.008) or ``assgnmt.id`` (camt.056) to resubmit.
+        message_id: ``grpHdr.msgId`` (pacs.008) or ``assgnmt.id`` (camt.056) to resubmit;
+            for ``client.request()``, its ``idempotency_id`` ("" when none was named).
     """
 
     def __init__(self, message: str, *, message_id: str, **context: Any) -> None:
         self.message_id = message_id
-        super().__init__(f"{message} (message_id={message_id})", **context)
+        super().__init__(
+            f"{message} (message_id={message_id})" if message_id else message, **context
+        )
 
 
 class PollTimeoutError(PaymentsError, TimeoutError):

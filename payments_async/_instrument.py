@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from ._errors import PaymentsError
+from ._response import ResponseHeaders
 
 __all__ = [
     "Call",
@@ -47,6 +48,9 @@ class RequestEvent:
         kind: ``"request"`` for a call of the API, ``"token"`` for a token request.
         sleep: in an ``on_retry`` event, the seconds the client will sleep before the
             next attempt; None in ``on_request`` events.
+        headers: in an ``on_request`` event, the answer's headers (``Date``,
+            ``Retry-After``, rate-limit headers...; never ``Set-Cookie``), read-only and
+            case-insensitive; None when no answer came, and in ``on_retry`` events.
     """
 
     method: str
@@ -58,6 +62,7 @@ class RequestEvent:
     error: PaymentsError | None = None
     kind: Literal["request", "token"] = "request"
     sleep: float | None = None
+    headers: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,13 +86,15 @@ class Exchange:
     """One HTTP exchange as the instruments see it; the transport fills in the answer.
 
     ``resend_count`` counts the sends of the same call before this one, whatever their
-    cause (a retry, or the resend after a 401). ``span`` belongs to the tracing instrument.
+    cause (a retry, or the resend after a 401). ``span`` belongs to the tracing instrument;
+    ``headers`` are the answer's, as the transport received them.
     """
 
     __slots__ = (
         "attempt",
         "elapsed",
         "error",
+        "headers",
         "kind",
         "method",
         "path",
@@ -117,6 +124,7 @@ class Exchange:
         self.elapsed = 0.0
         self.error: BaseException | None = None  # a cancellation included
         self.span: Any = None
+        self.headers: Mapping[str, str] | None = None
 
     def event(self) -> RequestEvent | None:
         """The hook event of a finished exchange; None when a cancellation ended it."""
@@ -132,6 +140,7 @@ class Exchange:
             self.elapsed,
             error,
             kind=self.kind,
+            headers=None if self.headers is None else ResponseHeaders(self.headers),
         )
 
 

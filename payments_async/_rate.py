@@ -8,7 +8,7 @@ about once per token lifetime, and a token refresh never waits behind operations
 The in-process bucket is a generic cell rate algorithm (the token bucket written as the
 time the next request may go): each request reserves the next free slot and sleeps until
 it with ``asyncio.sleep``, so requests go in the order they asked, and a request whose slot
-comes after its call's deadline fails at once without taking one.
+comes after its call's deadline takes none.
 """
 
 from __future__ import annotations
@@ -50,9 +50,10 @@ class RateLimit:
     Pass one (or a plain number of requests per second) to
     ``PaymentsClient(rate_limit=...)``. Every request to an operation takes a slot before
     it is sent: each attempt, the resend after a 401, each poll of a waiter. A request
-    whose slot would come after its call's deadline fails at once with a
-    ``TransportError`` (``request_sent`` False, not retried) and takes none: keep the
-    requests you start at once well under ``per_second`` times their ``total`` timeout.
+    whose slot would come after its call's deadline takes none and fails at the deadline
+    with a ``TransportError`` (``request_sent`` False), as one waiting for a free
+    connection does: keep the requests you start at once well under ``per_second`` times
+    their ``total`` timeout (a bulk run does: each row waits for a short backlog first).
     Token requests take no slot: the token endpoint is asked about once per token
     lifetime, and a refresh never waits behind operations.
 
@@ -272,13 +273,11 @@ async def take_slot(limiter: RateLimiter, budget: float, context: dict[str, Any]
     """Wait for ``limiter``'s slot, at most ``budget`` seconds.
 
     Raises:
-        TransportError: no slot before the deadline (the request was not sent).
+        TransportError: no slot before the deadline, raised once it has passed, as for a
+            free connection: nothing was sent, and no retry is left to the call.
     """
     if not await limiter.acquire(budget):
-        # Not retried: a later attempt would find its slot later still.
+        await asyncio.sleep(max(budget, 0.0))
         raise TransportError(
-            "the rate limit leaves no slot before the call's deadline",
-            request_sent=False,
-            retryable=False,
-            **context,
+            "timed out waiting for a slot of the rate limit", request_sent=False, **context
         )

@@ -6,6 +6,7 @@ without one does not have this instrument in its pipeline at all.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import MutableMapping
@@ -21,9 +22,12 @@ from ._constants import (
 from ._errors import (
     ApiError,
     ConfigurationError,
+    InvalidResponseError,
     OutcomeUnknownError,
     PaymentsError,
     PollTimeoutError,
+    RateLimitedError,
+    ServerError,
     TransportError,
     ValidationError,
 )
@@ -35,38 +39,65 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
     from yarl import URL
 
+    from ._profile import ServiceProfile
+
 __all__ = ["Telemetry", "TracingInstrument", "url_template"]
 
 _INSTALL_HINT: Final = "pip install 'payments-async[otel]'"
 
-# Paths with an id in them, and their template (OTel: url.template, low cardinality).
-_ID_ROUTES: Final = (
-    (PACS002_PATH + "/", PACS002_PATH + "/{paymentsServiceId}"),
-    (CAMT029_PATH + "/", CAMT029_PATH + "/{paymentsServiceId}"),
-)
+Routes = tuple[tuple[str, str], ...]
 
 
-def url_template(path: str) -> str:
-    """The route of ``path`` with ids replaced by ``{paymentsServiceId}`` (span names, metrics)."""
-    for prefix, template in _ID_ROUTES:
+def id_routes(*read_paths: str) -> Routes:
+    """The prefixes of paths with an id in them, and their template (OTel: url.template)."""
+    return tuple((path + "/", path + "/{paymentsServiceId}") for path in read_paths)
+
+
+_ID_ROUTES: Final = id_routes(PACS002_PATH, CAMT029_PATH)
+
+
+def url_template(path: str, routes: Routes = _ID_ROUTES) -> str:
+    """The route of ``path`` with ids replaced by ``{paymentsServiceId}`` (span names, metrics).
+
+    ``routes``: the read paths' prefixes and templates (the spec's by default).
+    """
+    for prefix, template in routes:
         if path.startswith(prefix):
             return template
     return path
 
 
 def outcome_of_error(exc: BaseException) -> str:
-    """A low-cardinality word for how an operation failed (the ``payments.outcome`` value)."""
+    """A low-cardinality word for how an operation failed (the ``payments.outcome`` value).
+
+    ``refused`` and ``invalid`` are requests to fix (the service said no to what was
+    sent, or nothing was sent); ``rate_limited``, ``service_error`` and
+    ``transport_error`` are the service's or the network's trouble; ``timeout`` is a
+    deadline that cut the call short (a cancellation included).
+    """
     if isinstance(exc, OutcomeUnknownError):
         return "unknown"  # may have been stored: resubmit to learn
     if isinstance(exc, PollTimeoutError):
         return "poll_timeout"
     if isinstance(exc, ValidationError):
         return "invalid"  # nothing was sent
+    if isinstance(exc, RateLimitedError):
+        return "rate_limited"
+    if isinstance(exc, ServerError | InvalidResponseError):
+        return "service_error"  # a 5xx, or a 2xx whose body is not what the spec says
     if isinstance(exc, ApiError):
         return "refused"
     if isinstance(exc, TransportError):
         return "transport_error"
+    if _cut_short(exc):
+        return "timeout"
     return "error"
+
+
+def _cut_short(exc: BaseException) -> bool:
+    """Whether ``exc`` is a deadline or a cancellation (a caller's ``asyncio.timeout``
+    cancels the work it bounds; a client closing cancels a token fetch nobody waits for)."""
+    return isinstance(exc, asyncio.CancelledError | TimeoutError)
 
 
 @functools.cache
@@ -86,8 +117,11 @@ def _otel() -> SimpleNamespace:
 
 
 def _error_type(exc: BaseException) -> str:
-    # OTel's error.type: a low-cardinality class name. Ours are public and stable.
-    return type(exc).__name__ if isinstance(exc, PaymentsError) else type(exc).__qualname__
+    # OTel's error.type: a low-cardinality class name (ours are public and stable), or
+    # "timeout", the value the HTTP conventions give a deadline.
+    if isinstance(exc, PaymentsError):
+        return type(exc).__name__
+    return "timeout" if _cut_short(exc) else type(exc).__qualname__
 
 
 class Telemetry:
@@ -107,7 +141,13 @@ class Telemetry:
     token requests included), ``payments.client.operation.duration`` (histogram),
     ``payments.client.operations`` (counter by operation and outcome),
     ``payments.client.retries`` (counter) and ``payments.client.token.fetches``
-    (counter by outcome).
+    (counter by outcome: ``obtained``, ``failed``, or ``timeout`` when a deadline or the
+    client closing cut it short). ``payments.operation`` is the operation's name
+    (``submit_credit_transfer``) in spans and metrics alike. ``payments.outcome`` of a
+    failed operation: ``refused`` or ``invalid`` (requests to fix), ``unknown`` (a POST
+    that may be stored: resubmit), ``rate_limited``, ``service_error`` (5xx, or a 2xx the
+    spec does not describe), ``transport_error`` (no answer), ``poll_timeout``,
+    ``timeout`` (a deadline or cancellation) or ``error``.
 
     Args:
         tracer_provider: where spans go; the global provider if None.
@@ -170,9 +210,13 @@ class Telemetry:
     def __repr__(self) -> str:
         return f"Telemetry(propagate={self.propagate})"
 
-    def bind(self, base_url: URL) -> TracingInstrument:
-        """The instrument of one client talking to ``base_url`` (the client calls this)."""
-        return TracingInstrument(self, base_url)
+    def bind(self, base_url: URL, profile: ServiceProfile | None = None) -> TracingInstrument:
+        """The instrument of one client talking to ``base_url`` (the client calls this);
+        ``profile`` names its read paths (the spec's when None)."""
+        routes = _ID_ROUTES
+        if profile is not None:
+            routes = id_routes(profile.pacs002_path, profile.camt029_path)
+        return TracingInstrument(self, base_url, routes)
 
 
 class _Span:
@@ -189,10 +233,11 @@ class _Span:
 class TracingInstrument:
     """One client's OpenTelemetry instrument: spans and metrics of every event it hears."""
 
-    __slots__ = ("_base", "_otel", "_server", "_tel")
+    __slots__ = ("_base", "_otel", "_routes", "_server", "_tel")
 
-    def __init__(self, telemetry: Telemetry, base_url: URL) -> None:
+    def __init__(self, telemetry: Telemetry, base_url: URL, routes: Routes = _ID_ROUTES) -> None:
         self._tel = telemetry
+        self._routes = routes
         self._otel = _otel()
         self._base = str(base_url)
         self._server: dict[str, Any] = {"server.address": base_url.host or ""}
@@ -215,10 +260,12 @@ class TracingInstrument:
         elapsed = time.perf_counter() - started.start
         span = started.span
         if exc is not None:
-            span.set_attribute("error.type", _error_type(exc))
-            # Our errors' messages carry ids, statuses and codes, never secrets or bodies.
-            span.record_exception(exc)
-            span.set_status(otel.Status(otel.StatusCode.ERROR, type(exc).__name__))
+            error_type = _error_type(exc)
+            span.set_attribute("error.type", error_type)
+            if not _cut_short(exc):  # a cancellation's traceback says nothing
+                # Our errors' messages carry ids, statuses and codes, never secrets or bodies.
+                span.record_exception(exc)
+            span.set_status(otel.Status(otel.StatusCode.ERROR, error_type))
         span.end()
         if started.token is not None:
             otel.context.detach(started.token)
@@ -227,7 +274,7 @@ class TracingInstrument:
     # --- HTTP exchanges: a CLIENT span each, and the duration metric --------------------
 
     def request_started(self, exchange: Exchange, headers: MutableMapping[str, str]) -> None:
-        template = url_template(exchange.path)
+        template = url_template(exchange.path, self._routes)
         attrs: dict[str, Any] = {
             "http.request.method": exchange.method,
             "url.template": template,
@@ -251,7 +298,7 @@ class TracingInstrument:
             return
         metric: dict[str, Any] = {
             "http.request.method": exchange.method,
-            "url.template": url_template(exchange.path),
+            "url.template": url_template(exchange.path, self._routes),
             **self._server,
         }
         status = exchange.status
@@ -272,7 +319,7 @@ class TracingInstrument:
     def retry(self, event: RequestEvent) -> None:
         attrs: dict[str, Any] = {
             "http.request.method": event.method,
-            "url.template": url_template(event.path),
+            "url.template": url_template(event.path, self._routes),
         }
         if event.error is not None:
             attrs["error.type"] = _error_type(event.error)
@@ -286,7 +333,8 @@ class TracingInstrument:
     def token_fetch_ended(self, fetch: TokenFetch) -> None:
         exc = fetch.error
         self._end(fetch.span, exc)
-        attrs: dict[str, Any] = {"payments.outcome": "obtained" if exc is None else "failed"}
+        outcome = "obtained" if exc is None else "timeout" if _cut_short(exc) else "failed"
+        attrs: dict[str, Any] = {"payments.outcome": outcome}
         if exc is not None:
             attrs["error.type"] = _error_type(exc)
         self._tel._token_fetches.add(1, attrs)
@@ -297,7 +345,7 @@ class TracingInstrument:
     # --- operations: an INTERNAL span each, the outcome counter and duration -------------
 
     def operation_started(self, call: Call) -> None:
-        attrs: dict[str, Any] = {"payments.operation": call.kind, **call.attributes}
+        attrs: dict[str, Any] = {"payments.operation": call.name, **call.attributes}
         call.span = self._start(f"payments.{call.name}", "INTERNAL", attrs)
 
     def operation_ended(self, call: Call) -> None:

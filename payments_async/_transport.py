@@ -365,6 +365,7 @@ class Transport:
             # headers, Proxy-Authorization included.
             raise error from (None if isinstance(exc, aiohttp.ClientHttpProxyError) else exc)
         exchange.status = status
+        exchange.headers = resp.headers
         exchange.elapsed = elapsed = time.monotonic() - start
         for instrument in hearing:
             instrument.request_ended(exchange)

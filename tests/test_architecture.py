@@ -142,7 +142,8 @@ def _unused(used: set[tuple[str, str, str]], rule: str) -> list[tuple[str, str, 
 
 
 _FOUNDATION: Final = tuple(
-    f"{PACKAGE}.{name}" for name in ("iso20022", "_errors", "_constants", "_urls", "_serving")
+    f"{PACKAGE}.{name}"
+    for name in ("iso20022", "_errors", "_constants", "_profile", "_urls", "_serving")
 )
 _ROOMS: Final = tuple(f"{PACKAGE}.{name}" for name in ("notifications", "bulk", "sandbox"))
 _TOOLS: Final = tuple(f"{PACKAGE}.{name}" for name in ("cli", "__main__", "testing"))

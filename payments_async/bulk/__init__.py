@@ -45,6 +45,7 @@ from ._input import (
 from ._journal import (
     Journal,
     JournalError,
+    JournalUnavailableError,
     MemoryJournal,
     PlannedRow,
     RowState,
@@ -119,6 +120,7 @@ __all__ = [
     "InputCheck",
     "Journal",
     "JournalError",
+    "JournalUnavailableError",
     "MemoryJournal",
     "PlannedRow",
     "ProgressSink",

@@ -265,7 +265,14 @@ def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object
         except StopIteration:
             return
         except csv.Error as exc:
-            yield reader.line_num, None, f"unreadable CSV: {exc}"
+            # Reported where the record starts: a stray '"' there opens a quoted field
+            # that swallows the lines after it, up to where the reader gave up.
+            spans = (
+                f" (a '\"' opens a quoted field here that runs on to line {reader.line_num})"
+                if reader.line_num > start
+                else ""
+            )
+            yield start, None, f"unreadable CSV: {exc}{spans}"
             return
         line = start
         start = reader.line_num + 1

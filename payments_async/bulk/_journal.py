@@ -35,6 +35,7 @@ __all__ = [
     "READ_BATCH",
     "Journal",
     "JournalError",
+    "JournalUnavailableError",
     "MemoryJournal",
     "PlannedRow",
     "RowState",
@@ -88,6 +89,10 @@ _IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = ?"
 
 class JournalError(Exception):
     """The journal cannot be used: unreadable, another schema, or another input file."""
+
+
+class JournalUnavailableError(JournalError):
+    """The journal's database server cannot be reached (a rerun once it is back can work)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from payments_async import __version__
 from payments_async.loop import LOOP_CHOICES, LoopKind
 
 from ._context import Settings
-from ._defaults import ENV_BASE_URL, ENV_CREDENTIALS, ENV_PROXY, SANDBOX_URL
+from ._defaults import ENV_BASE_URL, ENV_CA_FILE, ENV_CREDENTIALS, ENV_PROXY, SANDBOX_URL
 from ._exit import EXIT_BUSINESS, EXIT_INTERRUPTED, EXIT_OK, EXIT_SERVICE, EXIT_USAGE
 
 __all__ = [
@@ -133,6 +133,12 @@ class _Group(click.Group):
             _usage_fail("--json" in argv, exc.format_message(), exc.exit_code)
         except click.Abort:
             _usage_fail("--json" in argv, "interrupted", EXIT_INTERRUPTED)
+        except SystemExit as exc:
+            # click ends output into a closed pipe (`--help | head -1`) with exit 1 once it
+            # has wrapped stdout to keep quiet: only the output was lost, as in run_command.
+            if exc.code == 1 and type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):
+                sys.exit(EXIT_OK)
+            raise
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
@@ -173,6 +179,14 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     "password off the command line).",
 )
 @click.option(
+    "--ca-file",
+    envvar=ENV_CA_FILE,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="PEM certificates of the CA(s) to trust for the service's TLS certificate, instead "
+    f"of the system's (a private CA). Env {ENV_CA_FILE}; SSL_CERT_FILE adds to the system's.",
+)
+@click.option(
     "--trust-env",
     is_flag=True,
     help="Without --proxy, use HTTPS_PROXY / HTTP_PROXY and NO_PROXY from the environment.",
@@ -186,6 +200,13 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     show_default=True,
     help="Event loop: uvloop when installed (the speed extra), or asyncio's own.",
 )
+@click.option(
+    "--profile",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Another edition of the service: pacs008_path, pacs002_path, camt056_path, "
+    "camt029_path or client_id_header (repeatable; over the credentials file's profile table).",
+)
 @click.version_option(__version__, prog_name="payments-async")
 @click.pass_context
 def cli(
@@ -194,10 +215,12 @@ def cli(
     credentials_file: Path | None,
     sandbox: bool,
     proxy: str | None,
+    ca_file: Path | None,
     trust_env: bool,
     as_json: bool,
     verbose: int,
     loop: LoopKind,
+    profile: tuple[str, ...],
 ) -> None:
     """The command group (see ``_HELP``): the global options become every command's
     ``Settings``."""
@@ -207,10 +230,12 @@ def cli(
         credentials_file=credentials_file,
         sandbox=sandbox,
         proxy=proxy,
+        ca_file=ca_file,
         trust_env=trust_env,
         json=as_json,
         verbose=verbose,
         loop=loop,
+        profile=profile,
         argv=argv,
     )
     if verbose:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from payments_async import Outcome, PaymentsError
-    from payments_async.bulk import RunTotals
+    from payments_async.bulk import JournalError, RunTotals
 
 __all__ = [
     "EXIT_BUSINESS",
@@ -23,6 +23,7 @@ __all__ = [
     "CliError",
     "bulk_exit_code",
     "exit_code_for",
+    "journal_failed",
     "outcome_exit_code",
 ]
 
@@ -69,6 +70,18 @@ def exit_code_for(exc: CliError | PaymentsError) -> int:
     if isinstance(exc, ValidationError | ConfigurationError):
         return EXIT_USAGE
     return EXIT_SERVICE
+
+
+def journal_failed(exc: JournalError) -> CliError:
+    """The one-line error of a journal or queue that cannot be used.
+
+    A database that cannot be reached is ``EXIT_SERVICE`` (rerun once it is back); any
+    other journal problem (another input, a bad address, no such run) is ``EXIT_USAGE``.
+    """
+    from payments_async.bulk import JournalUnavailableError
+
+    code = EXIT_SERVICE if isinstance(exc, JournalUnavailableError) else EXIT_USAGE
+    return CliError(str(exc), code)
 
 
 def outcome_exit_code(outcome: Outcome) -> int:

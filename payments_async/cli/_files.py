@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from payments_async import ConfigurationError, Credentials
+from payments_async import ConfigurationError, Credentials, ServiceProfile, check_key_id_and_issuer
 from payments_async.bulk import DuplicateKeyError, unique_keys
 from payments_async.signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
-from ._defaults import CLI_MAX_JSON_DEPTH, ENV_CREDENTIALS
+from ._defaults import CLI_MAX_FILE_BYTES, CLI_MAX_JSON_DEPTH, ENV_CREDENTIALS
 from ._exit import CliError
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ __all__ = [
     "load_credentials_file",
     "load_json_bytes",
     "not_utf8",
+    "read_file",
     "read_json_file",
 ]
 
@@ -51,26 +54,14 @@ def load_credentials_file(path: Path) -> Credentials:
         ConfigurationError: the key is unusable (or the HSM refuses the PIN, has no such
             token or key).
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CliError(f"cannot read credentials file {str(path)!r}: {exc.strerror}") from None
-    data: object
-    if path.suffix.lower() == ".toml":
-        try:
-            document = tomllib.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise CliError(f"credentials file {str(path)!r} {not_utf8(exc)}") from None
-        except (ValueError, RecursionError) as exc:
-            raise CliError(f"credentials file {str(path)!r} is not valid TOML: {exc}") from None
-        data = document.get("credentials", document)
-    else:
-        data = load_json_bytes(raw, f"credentials file {str(path)!r}")
+    data = _credentials_document(path)
     what = f"credentials file {str(path)!r}"
-    if not isinstance(data, dict):
-        raise CliError(f"{what} must hold an object")
     _check_text(what, data, ("client_id", "client_secret", "key_id", "issuer"), required=True)
     _check_text(what, data, ("private_key_file",), required=False)
+    try:  # before a key file is read or an HSM opened
+        check_key_id_and_issuer(data["key_id"], data["issuer"])
+    except ConfigurationError as exc:
+        raise CliError(f"{what}: {exc.message}") from None
     misplaced = sorted(k for k in _PKCS11_KEYS if k in data)
     if misplaced:
         raise CliError(f"{what}: {', '.join(misplaced)} belong(s) in the pkcs11 table")
@@ -91,6 +82,7 @@ def load_credentials_file(path: Path) -> Credentials:
         signer = _pkcs11_signer(what, path, hsm, key_id)
     else:
         key_file = _relative_to(path, data["private_key_file"])
+        read_file(key_file, "private_key_file", within=what)  # bounded, before the key loader
         if threads is None:
             signer = KeySigner(key_file, key_id=key_id)
         else:
@@ -106,6 +98,45 @@ def load_credentials_file(path: Path) -> Credentials:
     except BaseException:
         close_signer(signer)
         raise
+
+
+def _credentials_document(path: Path) -> dict[str, Any]:
+    """The object of a JSON or TOML credentials file (a TOML file's ``[credentials]``)."""
+    raw = read_file(path, "credentials file")
+    data: object
+    if path.suffix.lower() == ".toml":
+        try:
+            document = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise CliError(f"credentials file {str(path)!r} {not_utf8(exc)}") from None
+        except (ValueError, RecursionError) as exc:
+            raise CliError(f"credentials file {str(path)!r} is not valid TOML: {exc}") from None
+        data = document.get("credentials", document)
+    else:
+        data = load_json_bytes(raw, f"credentials file {str(path)!r}")
+    if not isinstance(data, dict):
+        raise CliError(f"credentials file {str(path)!r} must hold an object")
+    return data
+
+
+def service_profile(settings: Settings) -> ServiceProfile:
+    """The service's edition: the ``profile`` table of the credentials file, each
+    ``--profile FIELD=VALUE`` over it; the spec's when neither names a field.
+
+    Raises:
+        CliError: the table is not one, or names a field or a value the profile refuses.
+    """
+    items: list[str] = []
+    if settings.credentials_file is not None and not settings.sandbox:
+        path = settings.credentials_file
+        table = _credentials_document(path).get("profile", {})
+        if not isinstance(table, dict):
+            raise CliError(f"credentials file {str(path)!r}: profile must be a table")
+        items = [f"{name}={value}" for name, value in table.items()]
+    try:
+        return ServiceProfile.parse([*items, *settings.profile])
+    except ConfigurationError as exc:
+        raise CliError(f"profile: {exc.message}") from None
 
 
 def _check_text(
@@ -152,11 +183,8 @@ def _pkcs11_signer(what: str, path: Path, hsm: object, key_id: str) -> Signer:
     if pin is None:
         pin_path = _relative_to(path, hsm["pin_file"])
         try:
-            pin = pin_path.read_text("utf-8-sig").strip()  # a BOM is not part of a PIN
-        except OSError as exc:
-            raise CliError(
-                f"{what}: cannot read pin_file {str(pin_path)!r}: {exc.strerror}"
-            ) from None
+            # A BOM is not part of a PIN.
+            pin = read_file(pin_path, "pin_file", within=what).decode("utf-8-sig").strip()
         except UnicodeDecodeError as exc:
             raise CliError(f"{what}: pin_file {str(pin_path)!r} {not_utf8(exc)}") from None
         if not pin:
@@ -264,11 +292,54 @@ def _read_credentials(settings: Settings) -> Credentials:
         ) from None
 
 
-def read_json_file(path: Path) -> bytes:
+def read_file(
+    path: Path, what: str = "", limit: int = CLI_MAX_FILE_BYTES, *, within: str = ""
+) -> bytes:
+    """The bytes of a file a person names, read only if it holds at most ``limit`` bytes.
+
+    A regular file's size is checked before anything is read; a device or a pipe
+    (``/dev/zero``, ``<(cat ...)``) is read up to ``limit`` bytes and refused if more
+    follow. A UTF-8 byte order mark is left in place (decoders here accept it).
+
+    Args:
+        path: the file.
+        what: how the message names it (``"credentials file"``); the path follows.
+        limit: the largest size accepted, in bytes (``CLI_MAX_FILE_BYTES``).
+        within: what the file belongs to, to start the message with (the credentials
+            file that names a PIN file).
+
+    Raises:
+        CliError: the file cannot be read, or holds more than ``limit`` bytes.
+    """
+    shown = f"{what} {str(path)!r}" if what else repr(str(path))
+    start = f"{within}: " if within else ""
+    too_big = CliError(
+        f"{start}{shown} is larger than {limit // 1024:,} KiB (the most the command line reads "
+        "whole): nothing was sent"
+    )
     try:
-        return path.read_bytes()
+        with path.open("rb") as file:
+            info = os.fstat(file.fileno())
+            if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                raise too_big
+            raw = file.read(limit + 1)
     except OSError as exc:
-        raise CliError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+        raise CliError(f"{start}cannot read {shown}: {exc.strerror or exc}") from None
+    if len(raw) > limit:
+        raise too_big
+    return raw
+
+
+def read_json_file(path: Path) -> bytes:
+    """A JSON message file's bytes (at most ``CLI_MAX_FILE_BYTES``), without a UTF-8 BOM.
+
+    Raises:
+        CliError: see `read_file`.
+    """
+    return read_file(path).removeprefix(_BOM)
+
+
+_BOM: Final = b"\xef\xbb\xbf"
 
 
 def check_results_path(path: Path, option: str = "--results") -> None:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import contextvars
 import logging
 import signal
 import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import NoReturn
+from pathlib import Path
+from typing import Final, NoReturn
 
-import click
 from rich.text import Text
 from yarl import URL
 
@@ -33,7 +34,7 @@ from payments_async.loop import run as run_loop
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
 from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
-from ._files import close_signer, credentials
+from ._files import close_signer, credentials, read_file, service_profile
 
 __all__ = [
     "connected",
@@ -80,11 +81,27 @@ def make_client(
             base_url=base_url,
             proxy=settings.proxy or None,
             trust_env=settings.trust_env,
+            ssl_context=_trusting(settings.ca_file),
             timeout=timeout or Timeout(total=CLI_RETRY_TIMEOUT),
             limits=limits,
+            profile=service_profile(settings),
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
         raise CliError(f"--base-url {redact_url(base_url)!r} is not a valid URL: {exc}") from None
+
+
+def _trusting(ca_file: Path | None) -> ssl.SSLContext | None:
+    """A TLS context that trusts the CA certificates of ``--ca-file`` (None: the system's)."""
+    if ca_file is None:
+        return None
+    pem = read_file(ca_file, "--ca-file")
+    try:
+        return ssl.create_default_context(cadata=pem.decode("ascii"))
+    except (UnicodeDecodeError, ssl.SSLError, ValueError):
+        raise CliError(
+            f"--ca-file {str(ca_file)!r} holds no usable PEM certificate "
+            "(-----BEGIN CERTIFICATE-----)"
+        ) from None
 
 
 @contextlib.asynccontextmanager
@@ -123,7 +140,7 @@ def fail(
     """Print one error line (a JSON object with ``--json``) and exit with ``code``."""
     message = " ".join(message.split())  # one line, whatever the message held
     if settings.json:
-        click.echo(json.dumps({"error": message, "exit_code": code, **(details or {})}))
+        settings.emit({"error": message, "exit_code": code, **(details or {})})
     else:
         settings.err.print(Text(f"error: {message}", style="red"))
     raise SystemExit(code)
@@ -145,8 +162,9 @@ def run_command(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> No
 def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
     try:
         code = run_loop(_call(coro_fn), kind=settings.loop)
-    except KeyboardInterrupt:
-        fail(settings, "interrupted", EXIT_INTERRUPTED)
+    except (KeyboardInterrupt, _Interrupted, asyncio.CancelledError):
+        # CancelledError: a signal that came as the command returned (nothing awaited after).
+        _interrupted(settings)
     except (CliError, PaymentsError) as exc:
         if settings.verbose:
             settings.err.print_exception()
@@ -158,28 +176,106 @@ def _run(settings: Settings, coro_fn: Callable[[], Awaitable[int]]) -> NoReturn:
     raise SystemExit(code)
 
 
+# --- signals: one policy for every command ----------------------------------------------------
+
+_STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Interrupted(Exception):
+    """The command's task was cancelled by SIGINT or SIGTERM."""
+
+
+class _SignalPolicy:
+    """What SIGINT and SIGTERM do while a command runs.
+
+    A command that stops cleanly on request (a bulk run, a worker) registers its stop
+    event with `set_on_signals`: the first signal sets it. Otherwise, or on a further
+    signal, the command's task is cancelled: its ``finally`` blocks and ``async with``
+    exits run (clients close, servers stop), then it ends with ``EXIT_INTERRUPTED``.
+    """
+
+    def __init__(self, task: asyncio.Task[int]) -> None:
+        self.task = task
+        self.stops: list[asyncio.Event] = []
+        self.cancelled = False
+
+    def __call__(self) -> None:
+        waiting = [stop for stop in self.stops if not stop.is_set()]
+        for stop in waiting:
+            stop.set()
+        if not waiting:
+            self.cancelled = True
+            self.task.cancel()
+
+
+_POLICY: contextvars.ContextVar[_SignalPolicy | None] = contextvars.ContextVar(
+    "payments_async_cli_signals", default=None
+)
+
+
 async def _call(coro_fn: Callable[[], Awaitable[int]]) -> int:
-    return await coro_fn()
+    """Run the command under the signal policy: SIGINT and SIGTERM end it with 130."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    policy = _SignalPolicy(task)
+    installed: list[signal.Signals] = []
+    for sig in _STOP_SIGNALS:
+        # Not where the loop cannot handle signals (not the main thread, Windows): there
+        # Ctrl-C raises KeyboardInterrupt as usual.
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, policy)
+            installed.append(sig)
+    token = _POLICY.set(policy)
+    try:
+        return await coro_fn()
+    except (Exception, asyncio.CancelledError):
+        # Whatever the cancellation became on its way out (a client's error, say), the
+        # command was interrupted.
+        if policy.cancelled:
+            task.uncancel()
+            raise _Interrupted from None
+        raise
+    finally:
+        _POLICY.reset(token)
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _interrupted(settings: Settings) -> NoReturn:
+    """End an interrupted command: say so, with what it created (to look it up later)."""
+    created = settings.created
+    message = "interrupted"
+    if created:
+        listed = "; ".join(
+            f"{kind} {ident} (see it with: payments-async {_LOOK_UP.get(kind, 'status')} {ident})"
+            for kind, ident in created.items()
+        )
+        message = f"interrupted after creating {listed}"
+    fail(settings, message, EXIT_INTERRUPTED, {"created": created} if created else None)
+
+
+_LOOK_UP: Final = {"payment": "status", "cancellation": "outcome"}
+"""The command that reads what a command created, by kind."""
 
 
 @contextlib.contextmanager
-def set_on_signals(event: asyncio.Event, *signals: signal.Signals) -> Iterator[None]:
-    """Set ``event`` on each of ``signals`` (default SIGINT and SIGTERM) while in the block.
+def set_on_signals(event: asyncio.Event) -> Iterator[None]:
+    """Set ``event`` on the first SIGINT or SIGTERM while in the block (a clean stop).
 
-    Where the loop cannot handle signals (not the main thread, Windows), nothing is
-    installed and a signal acts as it would without the block.
+    A further signal cancels the command (see `run_command`). Outside `run_command`, or
+    where the loop cannot handle signals, nothing is installed and a signal acts as it
+    would without the block.
     """
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    for sig in signals or (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, event.set)
-            installed.append(sig)
+    policy = _POLICY.get()
+    if policy is None:
+        yield
+        return
+    policy.stops.append(event)
     try:
         yield
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+        policy.stops.remove(event)
 
 
 # --- why the service cannot be reached --------------------------------------------------------
@@ -188,6 +284,13 @@ def set_on_signals(event: asyncio.Event, *signals: signal.Signals) -> Iterator[N
 async def describe_unreachable(settings: Settings, exc: PaymentsError) -> str:
     """``exc`` as a message, naming why the service could not be reached when a fresh TCP
     probe can tell."""
+    if isinstance(exc, TransportError) and isinstance(exc.__cause__, ssl.SSLError):
+        # The library's advice (an ssl_context) is for programs; the command line's is this.
+        said = str(exc).replace(_LIBRARY_TLS_ADVICE, "")
+        return (
+            f"{said}; if the service's certificate comes from a private CA, trust it with "
+            "--ca-file FILE (PEM), or add it to the system's with SSL_CERT_FILE=FILE"
+        )
     # No probe when something answered (a proxy's 407 has a status) or when requests go
     # through a proxy: a direct connection would bypass it, and say nothing about it.
     if (
@@ -204,6 +307,11 @@ async def describe_unreachable(settings: Settings, exc: PaymentsError) -> str:
         return str(exc)
     why = await probe_service(url)
     return f"{why} ({exc})" if why else str(exc)
+
+
+_LIBRARY_TLS_ADVICE: Final = (
+    " (pass an ssl_context that trusts the service's certificate if it uses a private CA)"
+)
 
 
 async def probe_service(url: URL, timeout: float = CLI_PROBE_TIMEOUT) -> str | None:

@@ -17,6 +17,7 @@ import msgspec.inspect as mi
 from .._errors import Problem, ValidationError
 from ._addresses import check_postal_address, drop_cutover_problems, rules_apply
 from ._common import encode
+from ._registry import BIC_COUNTRIES, CURRENCIES, IBAN_FORMATS
 from .camt056 import (
     Camt056,
     CancellationRequest,
@@ -78,20 +79,41 @@ _IBAN_DIGITS = tuple(
     for i in range(128)
 )
 
-ISO_4217: frozenset[str] = frozenset(
-    """
-    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BOV BRL
-    BSD BTN BWP BYN BZD CAD CDF CHE CHF CHW CLF CLP CNY COP COU CRC CUC CUP CVE CZK DJF
-    DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF
-    IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR
-    LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO
-    NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK
-    SGD SHP SLE SLL SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH
-    UGX USD USN UYI UYU UYW UZS VED VES VND VUV WST XAF XAG XAU XBA XBB XBC XBD XCD XCG
-    XDR XOF XPD XPF XPT XSU XUA YER ZAR ZMW ZWG ZWL
-    """.split()  # noqa: SIM905 -- a table of codes reads better than 180 quoted strings
-)
+ISO_4217: frozenset[str] = CURRENCIES
 """Active ISO 4217 alphabetic codes (funds and metals included; XTS and XXX left out)."""
+
+
+def _bban_pattern(spec: str, *, lower: bool) -> str:
+    """A BBAN format of the IBAN registry (``4!a16!n``: 4 letters, 16 digits) as a pattern.
+
+    ``n`` digits, ``a`` upper-case letters, ``c`` letters or digits (either case when
+    ``lower``); ``!`` a fixed length, else up to that many.
+    """
+    classes = {"n": "[0-9]", "a": "[A-Z]", "c": "[A-Za-z0-9]" if lower else "[A-Z0-9]"}
+    out = []
+    for count, fixed, kind in re.findall(r"(\d+)(!?)([nac])", spec):
+        out.append(f"{classes[kind]}{{{count}}}" if fixed else f"{classes[kind]}{{1,{count}}}")
+    return "".join(out)
+
+
+def _by_first_letter(branches: dict[str, str]) -> str:
+    """One alternation of ``code + rest`` branches, grouped by the code's first letter."""
+    groups: dict[str, list[str]] = {}
+    for code, rest in sorted(branches.items()):
+        groups.setdefault(code[0], []).append(f"{code[1]}{rest}")
+    return "(?:" + "|".join(f"{first}(?:{'|'.join(g)})" for first, g in groups.items()) + ")"
+
+
+_IBAN_BBAN = {
+    country: re.compile(_bban_pattern(spec, lower=True))
+    for country, (_, spec) in IBAN_FORMATS.items()
+}
+# Every registry format in upper case, check digits aside: the builders' one-call test.
+_TIDY_IBAN = _by_first_letter(
+    {c: "[0-9]{2}" + _bban_pattern(spec, lower=False) for c, (_, spec) in IBAN_FORMATS.items()}
+)
+_BIC_COUNTRY = _by_first_letter(dict.fromkeys(BIC_COUNTRIES, ""))
+_BICFI_REGISTERED = re.compile(f"[A-Z0-9]{{4}}{_BIC_COUNTRY}[A-Z0-9]{{2}}(?:[A-Z0-9]{{3}})?")
 
 CANCELLATION_REASONS: frozenset[str] = frozenset({"DUPL", "TECH", "FRAD", "AC03", "AM09", "CUST"})
 """The SEPA recall reason codes a camt.056 may carry (``cxlRsnInf[].rsn.cd``)."""
@@ -143,7 +165,10 @@ def _one_of(codes: frozenset[str], what: str) -> Check:
 
 
 def check_iban(v: Any) -> str | None:
-    """Check an IBAN: the ISO 13616 pattern and the mod-97 check digits.
+    """Check an IBAN: its country's format in the IBAN registry and the mod-97 check digits.
+
+    The formats (length and account part per country) are ``_registry.IBAN_FORMATS``,
+    generated from the ``schwifty`` package's copy of the SWIFT IBAN registry.
 
     Args:
         v: the candidate (no spaces).
@@ -155,8 +180,27 @@ def check_iban(v: Any) -> str | None:
         return f"expected a string, got {type(v).__name__}"
     if _IBAN.fullmatch(v) is None:
         return f"not an IBAN: {v[:40]!r}"
+    country = v[:2]
+    known = IBAN_FORMATS.get(country)
+    if known is None:
+        return f"{country!r} is not a country of the IBAN registry: {v!r}"
+    length, spec = known
+    if len(v) != length:
+        return f"a {country} IBAN has {length} characters, got {len(v)}: {v!r}"
+    if _IBAN_BBAN[country].fullmatch(v, 4) is None:
+        return f"the account part of a {country} IBAN has the form {spec}: {v!r}"
     if not iban_check_digits_hold(v):
         return f"IBAN check digits are wrong (mod-97): {v!r}"
+    return None
+
+
+def _bic(v: Any) -> str | None:
+    if not isinstance(v, str):
+        return f"expected a string, got {type(v).__name__}"
+    if _BICFI.fullmatch(v) is None:
+        return f"not a BICFI (8 or 11 characters, upper case): {v[:40]!r}"
+    if v[4:6] not in BIC_COUNTRIES:
+        return f"the country part {v[4:6]!r} of the BIC is not an ISO 3166 country: {v!r}"
     return None
 
 
@@ -231,7 +275,7 @@ RULES: dict[str, Check] = {
     "Max35Id": _text(35, identifier=True),
     "Max70Text": _text(70),
     "Max140Text": _text(140),
-    "BicFi": _pattern(_BICFI, "a BICFI (8 or 11 characters, upper case)"),
+    "BicFi": _bic,
     "Iban": check_iban,
     "Uetr": _pattern(_UETR, "a lowercase UUID v4"),
     "CurrencyCode": _currency,
@@ -335,7 +379,7 @@ _FAST: dict[str, Callable[[str], object]] = {
     "Max35Id": re.compile(r"[A-Za-z0-9\-?:().,'+ ]{1,35}").fullmatch,
     "Max70Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,70}").fullmatch,
     "Max140Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,140}").fullmatch,
-    "BicFi": _BICFI.fullmatch,
+    "BicFi": _BICFI_REGISTERED.fullmatch,
     "Uetr": _UETR.fullmatch,
     "CurrencyCode": ISO_4217.__contains__,
     "CountryCode": _COUNTRY.fullmatch,
@@ -347,17 +391,14 @@ _FAST: dict[str, Callable[[str], object]] = {
 """For a ``str``: a truthy answer means ``RULES[iso_type]`` accepts it (never the reverse)."""
 
 
-_TIDY_IBAN = r"[A-Z]{2}[0-9]{2}[A-Z0-9]{1,30}"  # the IBAN pattern, upper case: no mod-97
-
-
 def fast_fields(*iso_types: str) -> Callable[[str], object]:
     """One fast test for several values joined by newlines, in this order.
 
-    Each part is the ``_FAST`` test of its ISO type (``"Iban"``: the pattern in upper
-    case, the check digits left to ``iban_check_digits_hold``). No rule allows a newline,
-    so a match splits the text in exactly one way: a truthy answer means each value passes
-    its part. A builder joins the caller's values and makes one C call instead of one
-    check per value.
+    Each part is the ``_FAST`` test of its ISO type (``"Iban"``: its country's format
+    in the IBAN registry, upper case, the check digits left to ``iban_check_digits_hold``).
+    No rule allows a newline, so a match splits the text in exactly one way: a truthy
+    answer means each value passes its part. A builder joins the caller's values and makes
+    one C call instead of one check per value.
 
     Args:
         *iso_types: the ISO type of each value, in the order they are joined.
@@ -550,9 +591,10 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     """Check a message against every ISO 20022 / SEPA / service rule before it is sent.
 
     Rules: Max35/70/140Text lengths and the SEPA character set, slash rules on
-    identifiers, BICFI, IBAN (pattern and mod-97; pacs.008 accounts ``…Acct.id.othr.id``
-    included), lowercase UUID v4 UETR, ISO 4217 currency, ``grpHdr.creDtTm`` in UTC with
-    ``Z``, EUR amounts 0.01..999,999,999.99 with at most 2 decimals (floats refused),
+    identifiers, BICFI (its country an ISO 3166 one), IBAN (its country's format in the
+    IBAN registry and mod-97; pacs.008 accounts ``…Acct.id.othr.id`` included), lowercase
+    UUID v4 UETR, ISO 4217 currency, ``grpHdr.creDtTm`` in UTC with ``Z``, EUR amounts
+    0.01..999,999,999.99 with at most 2 decimals (floats refused),
     ``nbOfTxs`` digits and equal to the number of transactions, required fields present,
     ``intrBkSttlmDt`` an ISO date, one ``rmtInf.ustrd`` line (SEPA); for camt.056 also
     currency EUR, positive amount and a SEPA recall reason code. Postal addresses: ISO's

@@ -12,7 +12,7 @@ import email.utils
 
 from aiohttp import web
 
-from .._constants import CAMT029_PATH, CAMT056_PATH, PACS002_PATH, PACS008_PATH, TOKEN_PATH
+from .._constants import TOKEN_PATH
 from ._auth import token
 from ._bodies import BODIES_KEY, BodyCache
 from ._config import SandboxConfig
@@ -41,11 +41,12 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
     app[STATE_KEY] = state
     app[BODIES_KEY] = BodyCache()
     r = app.router
+    profile = config.profile  # the edition it emulates: where each operation lives
     r.add_post(TOKEN_PATH, token, name="token")
-    r.add_post(PACS008_PATH, post_pacs008, name="pacs008")
-    r.add_get(PACS002_PATH + "/{payments_service_id}", get_pacs002, name="pacs002")
-    r.add_post(CAMT056_PATH, post_camt056, name="camt056")
-    r.add_get(CAMT029_PATH + "/{payments_service_id}", get_camt029, name="camt029")
+    r.add_post(profile.pacs008_path, post_pacs008, name="pacs008")
+    r.add_get(profile.pacs002_path + "/{payments_service_id}", get_pacs002, name="pacs002")
+    r.add_post(profile.camt056_path, post_camt056, name="camt056")
+    r.add_get(profile.camt029_path + "/{payments_service_id}", get_camt029, name="camt029")
     install(app, state, config.notifications)  # our extension: see sandbox/_notify.py
     add_control_routes(app)
 

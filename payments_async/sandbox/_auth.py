@@ -11,7 +11,6 @@ import msgspec
 from aiohttp import web
 
 from .._constants import (
-    CLIENT_ID_HEADER,
     FORM_CONTENT_TYPE,
     JSON_CONTENT_TYPE,
     JWT_BEARER_GRANT,
@@ -196,9 +195,10 @@ def authorize(
             headers={"WWW-Authenticate": "Bearer"},
         )
     missing = []
-    claimed = headers.get(CLIENT_ID_HEADER)
+    client_id_header = state.config.profile.client_id_header
+    claimed = headers.get(client_id_header)
     if claimed is None:
-        missing.append(CLIENT_ID_HEADER)
+        missing.append(client_id_header)
     accept = headers.get("Accept")
     if accept is None and accept_required:
         missing.append("Accept")
@@ -242,7 +242,7 @@ def authorize(
         return error_response(
             401,
             ErrorCode.CLIENT_ID_MISMATCH,
-            f"{CLIENT_ID_HEADER} does not match the client the access token was issued to",
+            f"{client_id_header} does not match the client the access token was issued to",
         )
     request[CLIENT_ID] = owner
     request[ACCESS_TOKEN] = issued

@@ -13,6 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from .._profile import ServiceProfile
 from .._urls import redact_url
 
 __all__ = [
@@ -428,6 +429,9 @@ class SandboxConfig:
             Everything the sandbox times (JWT checks, token expiry, lifecycle, the
             ``Date`` header) uses the skewed time, like a service whose clock is off
             from the client's.
+        profile: the edition of the service it emulates: its four operations answer at
+            the profile's paths and it reads the client id from the profile's header
+            (the specification's by default; give the client the same profile).
     """
 
     host: str = DEFAULT_HOST
@@ -453,6 +457,7 @@ class SandboxConfig:
     jwt_leeway: float | None = None
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     clock_skew: float = 0.0
+    profile: ServiceProfile = field(default_factory=ServiceProfile)
 
     def __post_init__(self) -> None:
         # Checked here, not left to the event loop: uvloop takes a port above 65535 modulo
@@ -484,3 +489,5 @@ class SandboxConfig:
             raise ValueError("jwt_leeway must be a finite number of seconds")
         if not math.isfinite(self.clock_skew):
             raise ValueError("clock_skew must be a finite number of seconds")
+        if not isinstance(self.profile, ServiceProfile):
+            raise ValueError("profile must be a payments_async.ServiceProfile")

@@ -24,6 +24,7 @@ from .._constants import (
     SANDBOX_SCA_TOKEN,
 )
 from .._errors import ConfigurationError
+from .._profile import ServiceProfile
 from ..loop import LoopKind
 from ..loop import run as run_loop
 from ._config import (
@@ -186,7 +187,16 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
         clock_skew=args.clock_skew,
         faults=FaultConfig.from_dict(faults),
         notifications=_notification_settings(args),
+        profile=_profile(args.profile),
     )
+
+
+def _profile(items: list[str]) -> ServiceProfile:
+    """The ``--profile FIELD=VALUE`` settings as a profile (the spec's for none)."""
+    try:
+        return ServiceProfile.parse(items)
+    except ConfigurationError as exc:
+        raise ValueError(f"--profile: {exc.message}") from None
 
 
 async def serve(

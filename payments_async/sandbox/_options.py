@@ -183,6 +183,13 @@ SANDBOX_OPTIONS: Final[tuple[SandboxOption, ...]] = (
         metavar="KIND=SHARE",
         group=NOTIFICATIONS_GROUP,
     ),
+    SandboxOption(
+        "--profile",
+        "Emulate another edition: an operation's path or the client-id header, e.g. "
+        "pacs008_path=/payments/pacs008/v08, client_id_header=X-Client-Id (repeatable).",
+        "list",
+        metavar="FIELD=VALUE",
+    ),
     SandboxOption("--log-level", "Level of the access log (stderr).", default="INFO"),
     SandboxOption(
         "--loop",

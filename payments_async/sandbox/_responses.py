@@ -1,6 +1,8 @@
 """Error codes of the sandbox and the error envelope it answers with.
 
-Body: ``{"errors": [{"code", "message", "level", "description"}]}`` (service-notes 4).
+Body: ``{"errors": [{"code", "message", "level", "description"}]}`` (service-notes 4), every
+entry with all four: ``description`` names what is at fault (a field's JSON path, the missing
+headers), or else says what the code means.
 The codes are the sandbox's own (the service's are not published) and stable: tests and
 clients may match on them. ``docs/sandbox.md`` lists each with its status.
 """
@@ -15,7 +17,14 @@ from aiohttp import web
 from .._errors import Problem
 from ..iso20022 import ErrorEnvelope, ErrorItem, encode
 
-__all__ = ["ErrorCode", "error_response", "json_response", "problems_response"]
+__all__ = [
+    "DESCRIPTIONS",
+    "ErrorCode",
+    "error_item",
+    "error_response",
+    "json_response",
+    "problems_response",
+]
 
 JSON: Final = "application/json"
 
@@ -64,6 +73,58 @@ def json_response(
     return web.Response(status=status, body=body, content_type=JSON, headers=headers)
 
 
+DESCRIPTIONS: Final[Mapping[str, str]] = {
+    ErrorCode.INVALID_REQUEST: "The request is malformed: a form key, header or body is wrong.",
+    ErrorCode.UNSUPPORTED_GRANT_TYPE: "grant_type must be the JWT bearer grant.",
+    ErrorCode.INVALID_SCOPE: "scope must be makePayments.",
+    ErrorCode.INVALID_CLIENT: "The client id or secret (HTTP Basic) is wrong or missing.",
+    ErrorCode.INVALID_GRANT: "The authentication JWT (assertion) failed verification.",
+    ErrorCode.ASSERTION_REPLAYED: "The assertion's jti was used before; sign a new one.",
+    ErrorCode.TOKEN_ENDPOINT_UNAVAILABLE: "The token endpoint is unavailable; try again later.",
+    ErrorCode.HEADER_MISSING: "A required header is missing.",
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: "The body must be sent as application/json.",
+    ErrorCode.NOT_ACCEPTABLE: "The answer is JSON: Accept must allow application/json.",
+    ErrorCode.TOKEN_MISSING: "No Bearer access token in Authorization.",
+    ErrorCode.TOKEN_INVALID: "The access token is unknown or revoked; request a new one.",
+    ErrorCode.TOKEN_EXPIRED: "The access token has expired; request a new one.",
+    ErrorCode.CLIENT_ID_MISMATCH: "X-Service-Client-Id is not the client of the access token.",
+    ErrorCode.SCA_TOKEN_INVALID: "The sca-token failed verification.",
+    ErrorCode.SCA_TOKEN_EXPIRED: "The sca-token has expired; sign a new one.",
+    ErrorCode.SCA_BODY_HASH_MISMATCH: "The sca-token's hd is not the SHA-256 of the body sent.",
+    ErrorCode.SCA_TOKEN_REPLAYED: "The sca-token's jti or nonce was used before; sign a new one.",
+    ErrorCode.BODY_INVALID: "The message breaks an ISO 20022 or SEPA rule.",
+    ErrorCode.BODY_TOO_LARGE: "The request body is larger than the service accepts.",
+    ErrorCode.REQUEST_TIMEOUT: "The request body did not arrive in time.",
+    ErrorCode.HEADER_TOO_LARGE: "A request line or header is longer than the service accepts.",
+    ErrorCode.NOT_FOUND: "No such resource or operation.",
+    ErrorCode.FORBIDDEN: "The client may not see or do this.",
+    ErrorCode.METHOD_NOT_ALLOWED: "The operation does not take this HTTP method.",
+    ErrorCode.INTERNAL_ERROR: "The service failed; try again later.",
+    ErrorCode.SERVICE_UNAVAILABLE: "The service is unavailable; try again later.",
+    ErrorCode.RATE_LIMITED: "Too many requests; wait as Retry-After says.",
+}
+"""What each code means, the ``description`` of an entry that names no field."""
+
+
+def error_item(code: str, message: str, description: str | None = None) -> ErrorItem:
+    """One entry of the error envelope, with its four fields (service-notes 4).
+
+    Every entry the sandbox sends is built here.
+
+    Args:
+        code: an `ErrorCode`.
+        message: what went wrong with this request.
+        description: what is at fault (a field's JSON path, the missing headers); by
+            default what the code means.
+    """
+    return ErrorItem(
+        code=code,
+        message=message,
+        level="ERROR",
+        description=DESCRIPTIONS[code] if description is None else description,
+    )
+
+
 def error_response(
     status: int,
     code: str,
@@ -73,21 +134,13 @@ def error_response(
     headers: Mapping[str, str] | None = None,
 ) -> web.Response:
     """One-entry error envelope. Messages never contain tokens or secrets."""
-    item = ErrorItem(code=code, message=message, level="ERROR", description=description)
+    item = error_item(code, message, description)
     return json_response(status, encode(ErrorEnvelope(errors=[item])), headers)
 
 
 def problems_response(problems: Iterable[Problem], *, summary: str) -> web.Response:
     """400 ``BODY_INVALID`` with one entry per validation problem, each naming its path."""
-    items = [
-        ErrorItem(
-            code=ErrorCode.BODY_INVALID,
-            message=f"{p.path}: {p.message}",
-            level="ERROR",
-            description=p.path,
-        )
-        for p in problems
-    ]
+    items = [error_item(ErrorCode.BODY_INVALID, f"{p.path}: {p.message}", p.path) for p in problems]
     if not items:
-        items = [ErrorItem(code=ErrorCode.BODY_INVALID, message=summary, level="ERROR")]
+        items = [error_item(ErrorCode.BODY_INVALID, summary)]
     return json_response(400, encode(ErrorEnvelope(errors=items)))

@@ -38,6 +38,8 @@ R = TypeVar("R", PaymentRecord, CancellationRecord)
 __all__ = ["AccessToken", "ReplayCache", "SandboxState", "Stats"]
 
 _SWEEP_MIN = 4096  # replay/token maps are swept of expired entries past this size
+SEPA_CURRENCY: Final = "EUR"
+"""The one currency of a SEPA credit transfer; a payment in another ends RJCT with AM03."""
 
 
 class ReplayCache:
@@ -302,6 +304,8 @@ class SandboxState:
         tx = msg.fito_fi_cstmr_cdt_trf.cdt_trf_tx_inf[0]
         acct = tx.cdtr_acct.id
         iban = acct.othr.id if acct.othr is not None else acct.iban
+        if tx.intr_bk_sttlm_amt.ccy != SEPA_CURRENCY:
+            return RJCT, "AM03"  # currency not allowed
         reason = self.config.reject_creditor_ibans.get(iban or "")
         if reason is not None:
             return RJCT, reason

@@ -341,7 +341,7 @@ def test_enqueueing_leaves_statistics_that_let_each_fetch_take_the_first_job(
     assert "Sort" not in plan, plan
 
 
-def test_worker_and_status_errors_are_one_line(tmp_path: Path) -> None:
+def test_an_unreachable_database_is_one_line_and_exit_3(tmp_path: Path) -> None:
     bad = f"postgresql://u:pw-secret@/db?host={tmp_path}&connect_timeout=2"
     for args in (
         ["bulk-status", "--queue", bad],
@@ -355,7 +355,7 @@ def test_worker_and_status_errors_are_one_line(tmp_path: Path) -> None:
             text=True,
             timeout=60,
         )
-        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.returncode == 3, (args, proc.stderr)  # a service error: rerun later
         assert "Traceback" not in proc.stderr
         assert "pw-secret" not in proc.stderr
         assert "cannot connect to PostgreSQL" in proc.stderr

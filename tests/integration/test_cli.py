@@ -390,6 +390,11 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "twice.jsonl": b'{"amount": "1.00", "amount": "100.00"}\n',
         "pay-twice.json": b'{"fitoFICstmrCdtTrf": {}, "fitoFICstmrCdtTrf": {}}',
         "creds-twice.json": json.dumps(_CREDS).replace("{", '{"key_id": "kid-0", ', 1).encode(),
+        "creds-iss-newline.json": json.dumps(_CREDS | {"issuer": "my-client\n"}).encode(),
+        "creds-kid-space.toml": b'client_id = "c"\nclient_secret = "s"\nkey_id = "kid 1"\n'
+        b'issuer = "i"\nprivate_key_file = "key.pem"\n',
+        "ca.pem": b"not a certificate\n",
+        "huge.json": b"{}" + b" " * (5 * 1024 * 1024),
     }
     for name, data in files.items():
         (tmp / name).write_bytes(data)
@@ -451,6 +456,26 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "unknown command": (["paymnt"], "paymnt"),
         "missing file": ([*sb, "pay", str(tmp / "missing.json")], "missing.json"),
         "keygen bits": (["keygen", "--dir", str(tmp / "k"), "--bits", "512"], "512"),
+        "keygen bits too many": (["keygen", "--dir", str(tmp / "k"), "--bits", "100000"], "8192"),
+        "keygen kid space": (["keygen", "--dir", str(tmp / "k"), "--kid", "a b"], "whitespace"),
+        "keygen iss newline": (["keygen", "--dir", str(tmp / "k"), "--iss", "i\n"], "U+000A"),
+        "keygen name as iss": (["keygen", "--dir", str(tmp / "k"), "--name", "my key"], "SPACE"),
+        "creds iss newline": (
+            ["--credentials", f["creds-iss-newline.json"], "--base-url", url, "token"],
+            "issuer must not hold whitespace or control characters (U+000A at position 9)",
+        ),
+        "creds kid space": (
+            ["--credentials", f["creds-kid-space.toml"], "--base-url", url, "token"],
+            "key_id must not hold whitespace",
+        ),
+        "ca file not PEM": ([*sb, "--ca-file", f["ca.pem"], "token"], "no usable PEM"),
+        "pay endless": ([*sb, "pay", "/dev/zero"], "larger than 4,096 KiB"),
+        "pay huge": ([*sb, "pay", f["huge.json"]], "larger than 4,096 KiB"),
+        "cancel huge": ([*sb, "cancel", f["huge.json"]], "larger than 4,096 KiB"),
+        "creds huge": (
+            ["--credentials", f["huge.json"], "--base-url", url, "token"],
+            "credentials file",
+        ),
         "demo delay negative": (["demo", "--processing-delay", "-1"], "-1"),
         "demo delay nan": (["demo", "--processing-delay", "nan"], "nan"),
     }

@@ -76,19 +76,22 @@ async def test_polls_of_a_waiter_take_slots_too(sandbox: SandboxHandle) -> None:
     assert max_in_window(times, 1.0) <= 11
 
 
-async def test_a_slot_past_the_deadline_fails_at_once_unsent(sandbox: SandboxHandle) -> None:
+async def test_a_slot_past_the_deadline_is_never_taken_and_nothing_is_sent(
+    sandbox: SandboxHandle,
+) -> None:
     async with client_for(sandbox, rate_limit=RateLimit(0.5)) as client:
-        sub = await client.submit_credit_transfer(credit_transfer())  # takes the one slot
-        with (
-            recording_requests() as log,
-            pytest.raises(TransportError, match="rate limit") as err,
-        ):
-            await client.get_credit_transfer_status(sub.payments_service_id, timeout=1.0)
+        sub = await client.submit_credit_transfer(credit_transfer())  # next slot: 2 s away
+        with recording_requests() as log:
+            with pytest.raises(TransportError, match="slot of the rate limit") as err:
+                await client.get_credit_transfer_status(sub.payments_service_id, timeout=1.0)
+            assert log.times() == []  # nothing reached the sandbox
+            # The refused read took no slot: the next read gets the one 2 s after the POST.
+            await client.get_credit_transfer_status(sub.payments_service_id, timeout=1.5)
     assert err.value.request_sent is False
-    assert err.value.retryable is False  # one attempt: a later one would find a later slot
+    assert err.value.attempt == 1  # the deadline left no time for another attempt
     assert err.value.path is not None
     assert err.value.path.startswith("/payments/pacs002/")
-    assert log.times() == []  # nothing reached the sandbox
+    assert len(log.times()) == 1
 
 
 async def test_an_adaptive_rate_halves_when_the_sandbox_answers_429(

@@ -95,7 +95,7 @@ async def test_operations_attempts_and_token_fetch_form_one_trace_each(
     assert replayed.attributes["payments.outcome"] == "replayed"
     assert replayed.attributes["payments.replayed"] is True
     assert read.attributes["payments.outcome"] == "ok"
-    assert wait.attributes["payments.operation"] == "wait"
+    assert wait.attributes["payments.operation"] == "wait_for_payment_status"
     assert wait.attributes["payments.outcome"] == final.outcome.value
     assert missing.attributes["payments.outcome"] == "refused"
     assert missing.attributes["error.type"] == "NotFoundError"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import string
 import uuid
 from decimal import Decimal
@@ -13,6 +14,7 @@ from payments_async.iso20022 import camt029 as c29
 from payments_async.iso20022 import camt056 as c56
 from payments_async.iso20022 import pacs002 as p02
 from payments_async.iso20022 import pacs008 as p08
+from payments_async.iso20022._registry import BIC_COUNTRIES, IBAN_FORMATS
 
 SEPA_CHARS = string.ascii_letters + string.digits + "/-?:().,'+ "
 
@@ -314,7 +316,12 @@ def sepa_text(max_size: int) -> st.SearchStrategy[str]:
 
 
 sepa_id = sepa_text(35).filter(lambda s: not (s.startswith("/") or s.endswith("/") or "//" in s))
-bic = st.from_regex(r"[A-Z0-9]{4}[A-Z]{2}[A-Z0-9]{2}([A-Z0-9]{3})?", fullmatch=True)
+bic = st.builds(
+    lambda bank, country, rest: bank + country + rest,
+    st.from_regex(r"[A-Z0-9]{4}", fullmatch=True),
+    st.sampled_from(sorted(BIC_COUNTRIES)),
+    st.from_regex(r"[A-Z0-9]{2}([A-Z0-9]{3})?", fullmatch=True),
+)
 eur_amount = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("999999999.99"), places=2)
 uetr = st.builds(lambda: str(uuid.uuid4()))
 
@@ -325,11 +332,21 @@ def iban_with_check_digits(country: str, bban: str) -> str:
     return f"{country}{98 - int(numeric) % 97:02d}{bban}"
 
 
-iban = st.builds(
-    iban_with_check_digits,
-    st.from_regex(r"[A-Z]{2}", fullmatch=True),
-    st.from_regex(r"[A-Z0-9]{10,30}", fullmatch=True),
-)
+_BBAN = {"n": "[0-9]", "a": "[A-Z]", "c": "[A-Z0-9]"}
+
+
+@st.composite
+def _registry_iban(draw: st.DrawFn) -> str:
+    """An IBAN of a country of the IBAN registry, in its format, with right check digits."""
+    country = draw(st.sampled_from(sorted(IBAN_FORMATS)))
+    bban = ""
+    for count, fixed, kind in re.findall(r"(\d+)(!?)([nac])", IBAN_FORMATS[country][1]):
+        size = f"{{{count}}}" if fixed else f"{{1,{count}}}"
+        bban += draw(st.from_regex(f"{_BBAN[kind]}{size}", fullmatch=True))
+    return iban_with_check_digits(country, bban)
+
+
+iban = _registry_iban()
 
 
 # --- valid postal addresses: the two forms the EPC rule accepts ----------------------------

@@ -77,6 +77,17 @@ def test_quoted_newlines_keep_line_numbers_true_to_the_file(tmp_path: Path) -> N
     assert not any(m.startswith("line 3") for m in msgs)
 
 
+def test_a_stray_quote_is_reported_on_the_line_it_opens_not_where_reading_gave_up(
+    tmp_path: Path,
+) -> None:
+    rows = [GOOD.replace("E2E-1", f"E2E-{i}") for i in range(2, 2000)]
+    rows[2] = '"' + rows[2]  # line 4 of the file: a quoted field that never closes
+    msgs = _messages(_csv(tmp_path, HEADER, *rows))
+    assert len(msgs) == 1, msgs
+    assert msgs[0].startswith("line 4: unreadable CSV: "), msgs
+    assert "a '\"' opens a quoted field here that runs on to line" in msgs[0], msgs
+
+
 def test_header_problems_make_the_file_unusable(tmp_path: Path) -> None:
     p = _csv(tmp_path, HEADER.replace("creditor_iban", "iban") + ",colour", GOOD + ",red")
     bulk = read_input(p)

@@ -11,6 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
+from payments_async import check_key_id_and_issuer
 from payments_async._constants import (
     SANDBOX_ASSERTION,
     SANDBOX_CLIENT_ID,
@@ -204,3 +205,28 @@ def test_nothing_else_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     # Variables set in the environment do not leak into explicitly built credentials.
     monkeypatch.setenv("PAYMENTS_CLIENT_ID", "from-env")
     assert Credentials.sandbox().client_id == SANDBOX_CLIENT_ID
+
+
+@pytest.mark.parametrize(
+    ("key_id", "issuer", "named"),
+    [
+        ("kid 1", ISSUER, "key_id must not hold whitespace or control characters (SPACE at"),
+        (KEY_ID, "issuer\n", "issuer must not hold whitespace or control characters (U+000A at"),
+        ("kid\t", ISSUER, "key_id must not hold whitespace or control characters (U+0009 at"),
+        (KEY_ID, "iss\u200b", "issuer must not hold whitespace or control characters (ZERO WIDTH"),
+        (KEY_ID, "iss\u00a0x", "issuer must not hold whitespace or control characters (NO-BREAK"),
+        ("kid\x00", ISSUER, "key_id must not hold whitespace or control characters (U+0000 at"),
+    ],
+)
+def test_kid_and_iss_with_whitespace_or_controls_are_refused(
+    rsa_key: RSAPrivateKey, key_id: str, issuer: str, named: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Credentials(CLIENT_ID, CLIENT_SECRET, key_id=key_id, issuer=issuer, private_key=rsa_key)
+    assert caught.value.message.startswith(named), caught.value.message
+    with pytest.raises(ConfigurationError):
+        check_key_id_and_issuer(key_id, issuer)
+
+
+def test_kid_and_iss_of_any_other_printable_text_are_kept() -> None:
+    check_key_id_and_issuer("kid-2026.11_ü:é/+=", "https://issuer.example/client-1")

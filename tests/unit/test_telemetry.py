@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -14,8 +15,11 @@ from yarl import URL
 from payments_async import (
     ConfigurationError,
     Credentials,
+    InvalidResponseError,
+    NotFoundError,
     OutcomeUnknownError,
     PaymentsClient,
+    RateLimitedError,
     RetryPolicy,
     ServerError,
     Telemetry,
@@ -116,7 +120,7 @@ def test_operation_with_token_fetch_and_http_attempts(otel: Otel) -> None:
     assert operation.kind is SpanKind.INTERNAL
     assert operation.parent is None
     assert dict(operation.attributes) == {
-        "payments.operation": "submit",
+        "payments.operation": "submit_credit_transfer",
         "payments.message_id": "M1",
         "payments.outcome": "created",
         "payments.service_id": "PS1",
@@ -214,6 +218,75 @@ def test_failed_token_fetch_is_counted(otel: Otel) -> None:
         "payments.outcome": "failed",
         "error.type": "TransportError",
     }
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome", "error_type"),
+    [
+        (ServerError("503", status=503), "service_error", "ServerError"),
+        (ServerError("500", status=500), "service_error", "ServerError"),
+        (InvalidResponseError("not a pacs.002", status=200), "service_error", None),
+        (RateLimitedError("429", status=429), "rate_limited", "RateLimitedError"),
+        (TransportError("connection refused"), "transport_error", "TransportError"),
+        (NotFoundError("404", status=404), "refused", "NotFoundError"),
+        (TimeoutError(), "timeout", "timeout"),
+        (asyncio.CancelledError(), "timeout", "timeout"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else type(v).__name__,
+)
+def test_a_failed_operation_is_refused_only_when_the_service_said_no(
+    otel: Otel, error: BaseException, outcome: str, error_type: str | None
+) -> None:
+    ct = _client(otel)
+    with pytest.raises(type(error)), ct.operation("get_credit_transfer_status", "read"):
+        raise error
+    [span] = otel.spans()
+    [ops] = otel.points("payments.client.operations")
+    expected = error_type or type(error).__name__
+    assert dict(ops.attributes) == {
+        "payments.operation": "get_credit_transfer_status",
+        "payments.outcome": outcome,
+        "error.type": expected,
+    }
+    assert span.attributes["payments.operation"] == "get_credit_transfer_status"  # as metrics
+    assert span.attributes["payments.outcome"] == outcome
+    assert span.attributes["error.type"] == expected
+    assert span.status.status_code is StatusCode.ERROR
+    # A deadline's cancellation is not an exception to report (its traceback says nothing).
+    assert [e.name for e in span.events] == ([] if outcome == "timeout" else ["exception"])
+
+
+def test_a_token_fetch_cut_short_by_a_deadline_is_a_timeout(otel: Otel) -> None:
+    ct = _client(otel)
+    with pytest.raises(asyncio.CancelledError), ct.token_fetch():
+        raise asyncio.CancelledError
+    [fetches] = otel.points("payments.client.token.fetches")
+    assert dict(fetches.attributes) == {"payments.outcome": "timeout", "error.type": "timeout"}
+    [span] = otel.spans()
+    assert span.attributes["error.type"] == "timeout"
+    assert not span.events
+
+
+async def test_a_token_fetch_the_client_abandons_at_its_deadline_is_a_timeout(
+    otel: Otel, serve: Serve
+) -> None:
+    started = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.Response:
+        started.set()
+        await asyncio.sleep(60)
+        return web.Response(status=500)
+
+    base = await serve({("POST", "/oauth/token"): hang})
+    async with PaymentsClient(
+        Credentials.sandbox(), base_url=base, telemetry=otel.telemetry()
+    ) as client:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):
+                await client.access_token_lifetime()
+    [fetches] = otel.points("payments.client.token.fetches")
+    assert dict(fetches.attributes) == {"payments.outcome": "timeout", "error.type": "timeout"}
+    assert started.is_set()
 
 
 def test_trace_context_headers_are_off_by_default(otel: Otel) -> None:

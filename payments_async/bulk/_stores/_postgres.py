@@ -25,6 +25,7 @@ from ..._urls import redact_url
 from .._journal import (
     READ_BATCH,
     JournalError,
+    JournalUnavailableError,
     PlannedRow,
     RowState,
     StoreReads,
@@ -172,7 +173,11 @@ def connect_error(dsn: str, exc: Exception) -> JournalError:
         return JournalError(
             f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
         )
-    return JournalError(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
+    # A server that answered (a refused password, no such database) is quoted by libpq
+    # with its severity ("FATAL:  ..."); a refused or timed-out connection reached no
+    # server, and a rerun once it is back can work.
+    kind = JournalError if "FATAL:" in str(exc) else JournalUnavailableError
+    return kind(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:

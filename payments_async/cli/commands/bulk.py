@@ -41,7 +41,7 @@ from payments_async.bulk import (
 )
 
 from .._context import Settings, pass_settings
-from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError
+from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
@@ -201,7 +201,7 @@ def bulk_cancel(
         except UnicodeDecodeError as exc:
             raise _input_not_utf8(input_path, exc) from None
         except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise journal_failed(exc) from None
         except ResultsWriteError as exc:  # checked before sending: a disk full at the end, say
             kept = (
                 "the outcomes were not kept (--no-journal)"
@@ -340,7 +340,7 @@ def _bulk_cancel_queued(
                 rate=None if rate is None else RateLimit(per_second=rate),
             )
         except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise journal_failed(exc) from None
         finally:
             if reading is not None:
                 reading.close()
@@ -427,7 +427,7 @@ def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
         try:
             st = await asyncio.to_thread(bulk.queue_status, queue_url, run_id)
         except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise journal_failed(exc) from None
         return queue_summary(settings, st)
 
     run_command(settings, go)
@@ -452,7 +452,7 @@ def bulk_results(settings: Settings, queue_url: str, run_id: str | None, output:
         try:
             run, path = await asyncio.to_thread(bulk.write_queue_results, queue_url, output, run_id)
         except JournalError as exc:
-            raise CliError(str(exc), EXIT_USAGE) from None
+            raise journal_failed(exc) from None
         except OSError as exc:
             raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
         if settings.json:

@@ -82,6 +82,7 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path
         msg = _cancellation_from_file(read_json_file(file), file, xsd)
         async with connected(settings) as client:
             sub = await client.request_cancellation(msg)
+            settings.created["cancellation"] = sub.payments_service_id
             outcome = None
             if wait:
                 outcome = await client.wait_for_cancellation_outcome(

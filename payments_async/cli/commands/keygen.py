@@ -9,9 +9,16 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from payments_async import DEFAULT_KEYGEN_BITS, MIN_RSA_BITS, ConfigurationError, generate_key_pair
+from payments_async import (
+    DEFAULT_KEYGEN_BITS,
+    MIN_RSA_BITS,
+    ConfigurationError,
+    check_key_id_and_issuer,
+    generate_key_pair,
+)
 
 from .._context import Settings, pass_settings
+from .._defaults import CLI_MAX_KEYGEN_BITS
 from .._exit import EXIT_USAGE
 from .._run import fail
 
@@ -35,10 +42,10 @@ def _kid_for(pem: bytes) -> str:
 @click.option("--name", default="client", show_default=True, help="File name stem.")
 @click.option(
     "--bits",
-    type=click.IntRange(min=MIN_RSA_BITS),
+    type=click.IntRange(min=MIN_RSA_BITS, max=CLI_MAX_KEYGEN_BITS),
     default=DEFAULT_KEYGEN_BITS,
     show_default=True,
-    help="RSA modulus size (the service requires at least 2048).",
+    help=f"RSA modulus size, {MIN_RSA_BITS} to {CLI_MAX_KEYGEN_BITS}.",
 )
 @click.option("--kid", help="Key id to register (default: from the key's fingerprint).")
 @click.option("--iss", default=None, help="Issuer to register (default: the --name).")
@@ -52,6 +59,15 @@ def keygen(
     public key PEM together with the kid and iss printed here; use the same values in
     your credentials file.
     """
+    try:
+        # Checked before the key is made: a kid or iss the service would refuse wastes it.
+        check_key_id_and_issuer(kid or "kid", iss or name)
+    except ConfigurationError as exc:
+        fail(
+            settings,
+            f"{exc.message}: check --kid and --iss (iss is --name unless given)",
+            EXIT_USAGE,
+        )
     try:
         files = generate_key_pair(directory, name=name, bits=bits)
     except ConfigurationError as exc:

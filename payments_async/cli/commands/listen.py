@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from pathlib import Path
 
@@ -27,8 +26,8 @@ from payments_async.notifications import (
 from .._context import Settings, pass_settings
 from .._defaults import ENV_NOTIFY_PASSWORD
 from .._exit import EXIT_OK, CliError
-from .._files import read_json_file
-from .._run import connected, run_command, set_on_signals
+from .._files import read_file
+from .._run import connected, run_command
 
 __all__ = ["listen"]
 
@@ -108,7 +107,9 @@ def _listen_auth(
     if not issuer or not audience:
         raise CliError("--jwt-key needs --issuer and --audience")
     assert jwt_key is not None
-    return BearerAuth(JwtBearerVerifier(read_json_file(jwt_key), issuer=issuer, audience=audience))
+    return BearerAuth(
+        JwtBearerVerifier(read_file(jwt_key, "--jwt-key"), issuer=issuer, audience=audience)
+    )
 
 
 @click.command()
@@ -178,7 +179,7 @@ def listen(
     Every notification is committed to the inbox before it is answered, and confirmed
     with a signed GET before it is printed as final; duplicates are marked. What a
     stopped listener had accepted is processed when it starts again. --json prints one
-    object per line. Stop with Ctrl-C.
+    object per line. Stop with Ctrl-C or SIGTERM (exit 130), or with --count (exit 0).
     """
     if show_status:
         missing = _is_file(inbox) and not Path(inbox).is_file()
@@ -227,8 +228,8 @@ def listen(
                         f"{what}: confirmed {event.status} ({event.outcome.value}, {state}){note}"
                     )
             seen += 1
-            if count is not None and seen >= count:
-                done.set()
+            if (count is not None and seen >= count) or settings.output_lost:
+                done.set()  # a reader gone (`listen | head -1`) ends the command: exit 0
 
         async with connected(settings) as client:  # credentials checked before listening
             receiver = NotificationReceiver(
@@ -249,8 +250,7 @@ def listen(
                         )
                     if track_pending is not None:
                         await _track_pending(settings, receiver, track_pending)
-                    with set_on_signals(done, signal.SIGTERM):
-                        await done.wait()
+                    await done.wait()  # or SIGINT/SIGTERM: exit 130 (see run_command)
             finally:
                 await server.stop()
         return EXIT_OK

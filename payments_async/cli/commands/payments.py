@@ -61,6 +61,7 @@ def pay(settings: Settings, file: Path, xsd: Path | None) -> None:
             msg = decode_pacs008(raw)
         async with connected(settings) as client:
             sub = await client.submit_credit_transfer(msg)
+            settings.created["payment"] = sub.payments_service_id
         if settings.json:
             settings.emit(submission_dict(sub) | {"end_to_end_id": msg.end_to_end_id})
         else:

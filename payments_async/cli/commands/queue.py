@@ -17,7 +17,7 @@ from payments_async.bulk import (
 )
 
 from .._context import Settings, pass_settings
-from .._exit import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
+from .._exit import EXIT_INTERRUPTED, EXIT_OK, journal_failed
 from .._params import queue_option, seconds
 from .._run import make_client, run_command, set_on_signals
 
@@ -128,7 +128,7 @@ def worker(
             except asyncio.CancelledError:
                 pass
             except JournalError as exc:
-                raise CliError(str(exc), EXIT_USAGE) from None
+                raise journal_failed(exc) from None
         return EXIT_INTERRUPTED if stop.is_set() else EXIT_OK
 
     run_command(settings, go)

@@ -1,0 +1,51 @@
+"""One call's state across its attempts, shared by the operations and ``request()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ._config import Timeout
+from ._errors import OutcomeUnknownError, PaymentsError
+from ._transport import new_request_id
+
+__all__ = ["Operation"]
+
+
+class Operation(msgspec.Struct):
+    """One call's state across its attempts: the same request id and body bytes."""
+
+    method: str
+    path: str
+    timeouts: Timeout
+    body: bytes | None = None
+    payment_id: str | None = None
+    digest: bytes | None = None  # SHA-256 of body, for the SCA token's hd claim
+    # X-Request-ID: names the call in logs and errors (unique, not a secret).
+    request_id: str = msgspec.field(default_factory=new_request_id)
+    attempts: int = 0
+    sends: int = 0  # HTTP requests sent so far, resends after a 401 included
+    maybe_stored: bool = False  # True once an attempt may have reached the service
+    elapsed: float = 0.0  # how long the last attempt took, for the retry hook
+    sca: bool = True  # sign an SCA token over the body (every body of the four operations)
+
+    def context(self) -> dict[str, Any]:
+        """The fields every error of this call carries."""
+        return {
+            "method": self.method,
+            "path": self.path,
+            "request_id": self.request_id,
+            "attempt": self.attempts,
+        }
+
+    def outcome_unknown(
+        self, exc: PaymentsError, message_id: str, advice: str
+    ) -> OutcomeUnknownError:
+        """The error for ``exc`` ending a call an earlier attempt of which may be stored."""
+        return OutcomeUnknownError(
+            f"outcome unknown after {self.attempts} attempt(s): {exc.message}; {advice}",
+            message_id=message_id,
+            status=exc.status,
+            **self.context(),
+        )
