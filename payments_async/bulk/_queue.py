@@ -103,7 +103,7 @@ class _WorkerState:
     pool: psycopg_pool.AsyncConnectionPool[Any]
     writer: pg.GroupCommitter
     timeout: float
-    rates: RunRates
+    rates: RunRates | None = None  # None: the runs' rates are not looked up
 
 
 _ASYNC_COMMIT: Final = "-c synchronous_commit=off"
@@ -156,7 +156,8 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
         state = context.additional_context["payments_bulk"]
         assert isinstance(state, _WorkerState)
         try:
-            with limit_rate(await state.rates.limiter(run_id)):
+            rates = state.rates
+            with limit_rate(None if rates is None else await rates.limiter(run_id)):
                 await process_row(state, run_id, line)
         except asyncio.CancelledError:
             # A stopping worker cancels its rows after the grace period. Failing the job
