@@ -98,8 +98,9 @@ _scoped: contextvars.ContextVar[RateLimiter | None] = contextvars.ContextVar(
 class RateLimiter(abc.ABC):
     """Decides when each request may be sent; subclass it to share a rate between clients.
 
-    ``TokenBucket`` is the in-process one; ``payments_async.bulk`` shares a run's rate
-    between worker processes through PostgreSQL. A limiter is used from one event loop.
+    ``RateLimiter.of(RateLimit(...))`` gives the in-process one; ``payments_async.bulk``
+    shares a run's rate between worker processes through PostgreSQL. A limiter is used
+    from one event loop.
     """
 
     @abc.abstractmethod
