@@ -243,6 +243,9 @@ class PollTimeoutError(PaymentsError, TimeoutError):
         last_status: the last raw status code seen (``sts.conf`` or ``txSts``), or None.
         statuses: every distinct raw code seen while polling (group and transaction
             codes), in the order first seen; empty if no answer was read.
+        last_error: the error of the last read when it failed (a service that cannot
+            be reached, say), None when the last read was answered; its text ends the
+            message.
     """
 
     def __init__(
@@ -252,13 +255,16 @@ class PollTimeoutError(PaymentsError, TimeoutError):
         payments_service_id: str,
         last_status: str | None,
         statuses: Sequence[str] = (),
+        last_error: PaymentsError | None = None,
     ) -> None:
         self.payments_service_id = payments_service_id
         self.last_status = last_status
         self.statuses: tuple[str, ...] = tuple(statuses)
+        self.last_error = last_error
         seen = ", ".join(self.statuses) or "none"
+        failed = f"; the last read failed: {last_error}" if last_error is not None else ""
         super().__init__(
-            f"{message} (payments_service_id={payments_service_id}, codes seen: {seen})"
+            f"{message} (payments_service_id={payments_service_id}, codes seen: {seen}){failed}"
         )
 
 

@@ -19,7 +19,7 @@ from ._constants import (
     POLL_MULTIPLIER,
     POLL_NOT_FOUND_GRACE,
 )
-from ._errors import ConfigurationError, NotFoundError, PollTimeoutError
+from ._errors import ConfigurationError, NotFoundError, PaymentsError, PollTimeoutError
 from ._retry import is_retryable
 from .iso20022.codes import Outcome
 
@@ -198,6 +198,7 @@ class Poll(Generic[T]):
             last_status: str | None = None
             seen: dict[str, None] | None = None  # every raw code, in the order first seen
             unknown: tuple[str, ...] | None = None  # the codes of the previous read, if UNKNOWN
+            failed: PaymentsError | None = None  # the last read's error, until one is answered
             polls = 0
             base = policy.initial  # the schedule's next base interval (``PollPolicy.intervals``)
             first_sleeps = source is not None  # with a source, polling is the safety net
@@ -216,12 +217,15 @@ class Poll(Generic[T]):
                     except NotFoundError:
                         if time.monotonic() - start > policy.not_found_grace:
                             raise
+                        failed = None
                         logger.debug("poll %s %s: not visible yet", self._what, self._id)
                     except Exception as exc:
                         if not is_retryable(exc):
                             raise
+                        failed = exc if isinstance(exc, PaymentsError) else None
                         logger.debug("poll %s %s: transient %s", self._what, self._id, exc)
                     else:
+                        failed = None
                         outcome, codes = self.status_of(result)
                         if codes:
                             if seen is None:
@@ -271,6 +275,7 @@ class Poll(Generic[T]):
                 payments_service_id=self._id,
                 last_status=last_status,
                 statuses=tuple(seen) if seen is not None else (),
+                last_error=failed,
             )
 
     def _jitter(self) -> random.Random:

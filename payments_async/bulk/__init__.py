@@ -46,13 +46,14 @@ from ._journal import (
     Journal,
     JournalError,
     JournalUnavailableError,
-    MemoryJournal,
     PlannedRow,
     RowState,
     RowWrites,
     SqliteJournal,
     journal_counts,
 )
+from ._lock import JournalBusyError
+from ._memory import MemoryJournal
 from ._plan import (
     BulkEvents,
     BulkInputError,
@@ -119,6 +120,7 @@ __all__ = [
     "EnqueueReport",
     "InputCheck",
     "Journal",
+    "JournalBusyError",
     "JournalError",
     "JournalUnavailableError",
     "MemoryJournal",

@@ -1,4 +1,4 @@
-"""The defaults of distributed bulk runs (the queue and its workers), on one screen."""
+"""The defaults of bulk runs (local, and the queue and its workers), on one screen."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ __all__ = [
     "HEARTBEAT_INTERVAL",
     "JOB_ATTEMPTS",
     "JOB_RETRY_WAIT",
+    "JOURNAL_OUTAGE_WINDOW",
     "QUEUE_NAME",
     "RATE_BACKLOG",
+    "RESEND_INITIAL",
+    "RESEND_MAX",
     "SHUTDOWN_GRACE",
     "STALLED_AFTER",
     "STALLED_CHECK_INTERVAL",
@@ -44,3 +47,10 @@ STATUS_INTERVAL: Final = 1.0
 RATE_BACKLOG: Final = 1.0
 """Seconds ahead a run's rate may be booked before another row is sent: the rows under way
 then ask no more than the rate serves, and wait for their slots well within their deadlines."""
+RESEND_INITIAL: Final = 0.5
+"""Seconds before a local run resends a row whose outcome is unknown (then doubling)."""
+RESEND_MAX: Final = 8.0
+"""The longest pause between two resends of a row whose outcome is unknown."""
+JOURNAL_OUTAGE_WINDOW: Final = 30.0
+"""Seconds a run waits for its PostgreSQL journal to come back (reconnecting with a
+growing pause) before it stops with `JournalUnavailableError`."""

@@ -22,21 +22,22 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from ._rows import RowOutcome, Stage, stored_outcome
+
+if TYPE_CHECKING:
+    from ._lock import JournalLock
 
 __all__ = [
     "READ_BATCH",
     "Journal",
     "JournalError",
     "JournalUnavailableError",
-    "MemoryJournal",
     "PlannedRow",
     "RowState",
     "RowWrites",
@@ -92,7 +93,12 @@ class JournalError(Exception):
 
 
 class JournalUnavailableError(JournalError):
-    """The journal's database server cannot be reached (a rerun once it is back can work)."""
+    """The journal's database server cannot be reached, or not for longer than a run
+    waits for it.
+
+    Every change committed before is kept; the same command run again once the database
+    is back resumes the run.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +218,7 @@ class RowWrites(Protocol):
 class Journal(RowWrites, Protocol):
     """What the runner needs from a journal: the plan, the reads, and the row changes.
 
-    `MemoryJournal` and `SqliteJournal` below provide it, and so does the
+    `SqliteJournal` below and `MemoryJournal` provide it, and so does the
     PostgreSQL store.
     """
 
@@ -341,135 +347,6 @@ class StoreReads(Generic[_Conn]):
             )
 
 
-class MemoryJournal:
-    """A journal that keeps nothing on disk (``--no-journal``): no resume after a crash.
-
-    It exists so a run can do without the file (and a benchmark can measure its cost);
-    a killed run without a journal cannot be resumed without risking new ids. It holds
-    the whole plan in memory, bodies included.
-
-    Args:
-        run_id: the id generated ``assgnmt.id`` values are built from.
-    """
-
-    def __init__(self, run_id: str) -> None:
-        self._rows: dict[int, RowState] = {}
-        self._run_id = run_id
-        self._planned = False
-
-    @property
-    def path(self) -> Path | None:
-        """Always None: nothing is written."""
-        return None
-
-    @property
-    def run_id(self) -> str:
-        """The random id of this bulk run."""
-        return self._run_id
-
-    def is_planned(self) -> bool:
-        """True once `plan` ran."""
-        return self._planned
-
-    def plan(self, rows: Iterable[PlannedRow]) -> None:
-        """Keep the plan in memory."""
-        for r in rows:
-            self._rows[r.line] = RowState(
-                line=r.line,
-                original_end_to_end_id=r.original_end_to_end_id,
-                assignment_id=r.assignment_id,
-                cancellation_id=r.cancellation_id,
-                body=r.body,
-                state=Stage.INVALID if r.error is not None else Stage.PLANNED,
-                error=r.error,
-            )
-        self._planned = True
-
-    def rows(self) -> list[RowState]:
-        """Every row, in line order."""
-        return list(self.iter_rows())
-
-    def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
-        """Every row (or every unfinished one) in line order, as it is when reached."""
-        for line in sorted(self._rows):
-            row = self._rows[line]
-            if not (unfinished and row.is_done):
-                yield row
-
-    def state_counts(self) -> dict[str, int]:
-        """Rows per state."""
-        return dict(Counter(r.state for r in self._rows.values()))
-
-    def _update(self, line: int, if_attempts: int | None = None, **changes: Any) -> None:
-        row = self._rows[line]
-        if if_attempts is not None and (row.state != Stage.SENT or row.attempts != if_attempts):
-            return
-        self._rows[line] = replace(row, **changes)
-
-    async def mark_sent(self, line: int) -> None:
-        """Count one more attempt."""
-        self._update(line, state=Stage.SENT, attempts=self._rows[line].attempts + 1)
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """Keep the ``paymentsServiceId``."""
-        self._update(
-            line,
-            state=Stage.ACKNOWLEDGED,
-            payments_service_id=payments_service_id,
-            created=created,
-            error=None,
-        )
-
-    async def mark_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-        if_attempts: int | None = None,
-    ) -> None:
-        """Keep the outcome."""
-        self._update(
-            line,
-            if_attempts,
-            state=Stage.FINAL,
-            outcome=RowOutcome(outcome),
-            status=status,
-            reason_codes=tuple(reason_codes),
-            reason_text=reason_text,
-            return_request_needed=return_request_needed,
-            error=None,
-        )
-
-    async def mark_error(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Keep the error (and end the row ``refused`` when retrying cannot help)."""
-        if final:
-            self._update(
-                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.REFUSED, error=error
-            )
-        else:
-            self._update(line, if_attempts, error=error)
-
-    async def mark_not_sent(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Keep the error; the row is ``planned`` again (or final ``not_sent``)."""
-        if final:
-            self._update(
-                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.NOT_SENT, error=error
-            )
-        else:
-            self._update(line, if_attempts, state=Stage.PLANNED, error=error)
-
-    def close(self) -> None:
-        """Nothing to release; the rows stay readable."""
-
-
 class SqliteJournal(StoreReads[sqlite3.Connection]):
     """The journal file: SQLite in WAL mode, every state change committed before it counts.
 
@@ -482,11 +359,23 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         path: the file.
         run_id: this run's id (read back from the file on resume).
         planned: True when the file already holds a plan.
+        lock: the lock of this run on the file, released by `close`.
+        replacing: the input digest of a new run that replaces the file's run once
+            planned (see ``open(new_run=True)``), or None.
     """
 
     def __init__(
-        self, connection: sqlite3.Connection, path: Path, run_id: str, *, planned: bool
+        self,
+        connection: sqlite3.Connection,
+        path: Path,
+        run_id: str,
+        *,
+        planned: bool,
+        lock: JournalLock | None = None,
+        replacing: str | None = None,
     ) -> None:
+        self._lock = lock
+        self._replacing = replacing
         self._db = connection
         self._path = path
         self._run_id = run_id
@@ -497,19 +386,38 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         self._closed = False
 
     @classmethod
-    def open(cls, path: str | Path, *, input_sha256: str, new_run_id: str) -> SqliteJournal:
-        """Open (or create) the journal for an input file.
+    def open(
+        cls, path: str | Path, *, input_sha256: str, new_run_id: str, new_run: bool = False
+    ) -> SqliteJournal:
+        """Lock the journal file for this run, then open (or create) it for an input file.
 
         Args:
             path: the journal file; created with its directory if missing.
             input_sha256: the input's digest; an existing journal must record the same.
             new_run_id: the run id to record when the file is new.
+            new_run: when the file belongs to another input, start a new run in it rather
+                than refuse: its rows stay recorded (see `recorded_cancellations`) and
+                `plan` replaces them, in the same transaction as the new plan.
 
         Raises:
+            JournalBusyError: another run holds the journal (nothing was opened).
             JournalError: the file is not a journal of this version, or it belongs to a
                 different input file, or it cannot be opened or made.
         """
+        from ._lock import lock_journal_file
+
         path = Path(path)
+        lock = lock_journal_file(path)
+        try:
+            return cls._open(path, input_sha256, new_run_id, lock, new_run)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _open(
+        cls, path: Path, input_sha256: str, new_run_id: str, lock: JournalLock, new_run: bool
+    ) -> SqliteJournal:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, isolation_level=None)
@@ -534,7 +442,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 ],
             )
             db.execute("COMMIT")
-            return cls(db, path, new_run_id, planned=False)
+            return cls(db, path, new_run_id, planned=False, lock=lock)
         if meta.get("schema") != str(SCHEMA_VERSION):
             db.close()
             raise JournalError(
@@ -542,13 +450,22 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 f"(schema {meta.get('schema')!r}); use another --journal path"
             )
         if meta.get("input_sha256") != input_sha256:
+            if new_run:
+                return cls(db, path, new_run_id, planned=False, lock=lock, replacing=input_sha256)
             db.close()
             raise JournalError(
                 f"journal {str(path)!r} belongs to a different input file (its contents "
-                "changed since the run started); resume with the original file, or start a "
-                "new run with another --journal path"
+                "changed since the run started); nothing was sent. Resume with the original "
+                "file (its rows keep their ids), or start a new run in this journal with "
+                "--new-run: rows whose payment already has a cancellation recorded in it "
+                "are refused"
             )
-        return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1")
+        return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1", lock=lock)
+
+    @property
+    def replaces_run(self) -> bool:
+        """True when `plan` will replace the file's run of another input (``new_run``)."""
+        return self._replacing is not None
 
     @property
     def path(self) -> Path:
@@ -577,6 +494,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         db = self._db
         db.execute("BEGIN")
         try:
+            if self._replacing is not None:
+                _replace_run(db, self._replacing, self._run_id)
             db.executemany(
                 "INSERT INTO rows (line, original_end_to_end_id, assignment_id, "
                 "cancellation_id, body, state, error, updated_at) VALUES (?,?,?,?,?,?,?,?)",
@@ -602,6 +521,28 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             raise
         self.commits += 1
         self._planned = True
+        self._replacing = None
+
+    def recorded_cancellations(self) -> dict[str, str]:
+        """The payments this file records a cancellation for, which the service may hold.
+
+        Rows sent at least once (in flight, acknowledged, or final with an outcome from
+        the service), of the file's run and of the runs it replaced.
+
+        Returns:
+            ``{original_end_to_end_id: "run R, line N, outcome"}``.
+        """
+        with self._reader() as db:
+            try:
+                found = db.execute(_SELECT_RECORDED).fetchall()
+                if _has_earlier(db):
+                    found += db.execute(_SELECT_EARLIER).fetchall()
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+        return {
+            e2e: f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
+            for e2e, r, line, outcome in found
+        }
 
     def state_counts(self) -> dict[str, int]:
         """Rows per state, counted by the file (changes still queued are written first).
@@ -768,6 +709,42 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             self._flush()
         self._db.close()
         self._closed = True
+        if self._lock is not None:
+            self._lock.release()
+
+
+# Rows that may have reached the service: sent, acknowledged, or final with its outcome.
+_RECORDED: Final = (
+    "(state IN ('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
+    "('accepted', 'rejected', 'unknown')))"
+)
+_SELECT_RECORDED: Final = (
+    "SELECT original_end_to_end_id, (SELECT value FROM meta WHERE key = 'run_id'), line, "  # noqa: S608
+    f"outcome FROM rows WHERE {_RECORDED}"
+)
+_SELECT_EARLIER: Final = "SELECT original_end_to_end_id, run_id, line, outcome FROM earlier"
+
+
+def _has_earlier(db: sqlite3.Connection) -> bool:
+    return bool(db.execute("SELECT 1 FROM sqlite_master WHERE name = 'earlier'").fetchone())
+
+
+def _replace_run(db: sqlite3.Connection, input_sha256: str, run_id: str) -> None:
+    """Inside the plan's transaction: keep the recorded cancellations of the file's run,
+    drop its rows, and make the file the new input's."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS earlier (original_end_to_end_id TEXT, run_id TEXT, "
+        "line INTEGER, outcome TEXT)"
+    )
+    db.execute(
+        "INSERT INTO earlier SELECT original_end_to_end_id, "  # noqa: S608
+        f"(SELECT value FROM meta WHERE key = 'run_id'), line, outcome FROM rows WHERE {_RECORDED}"
+    )
+    db.execute("DELETE FROM rows")
+    db.executemany(
+        "UPDATE meta SET value = ? WHERE key = ?",
+        [(input_sha256, "input_sha256"), (run_id, "run_id"), (str(time.time()), "created_at")],
+    )
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

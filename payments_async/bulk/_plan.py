@@ -24,7 +24,8 @@ from ._input import (
     build_row_message,
     check_input,
 )
-from ._journal import Journal, JournalError, MemoryJournal, PlannedRow
+from ._journal import Journal, JournalError, PlannedRow, SqliteJournal
+from ._memory import MemoryJournal
 from ._stores import is_postgres_url, open_journal
 
 if TYPE_CHECKING:
@@ -189,6 +190,29 @@ def plan_input(
         raise changed
 
 
+def _not_recorded(
+    rows: Iterator[PlannedRow], recorded: dict[str, str], *, skip_invalid: bool
+) -> Iterator[PlannedRow]:
+    """The planned rows, less those whose payment has a recorded cancellation: planned
+    ``invalid`` with ``skip_invalid``, else `BulkInputError` once all are found."""
+    refused: list[RowError] = []
+    for row in rows:
+        earlier = recorded.get(row.original_end_to_end_id or "")
+        if earlier is None:
+            yield row
+            continue
+        why = (
+            f"payment {row.original_end_to_end_id} already has a cancellation recorded in "
+            f"this journal ({earlier}); it is not sent again"
+        )
+        if skip_invalid:
+            yield PlannedRow(row.line, row.original_end_to_end_id, None, None, None, error=why)
+        else:
+            refused.append(RowError(row.line, "original_end_to_end_id", why))
+    if refused:
+        raise BulkInputError(refused)
+
+
 async def check_run_input(
     input_path: str | Path, *, skip_invalid: bool = False, events: BulkEvents | None = None
 ) -> InputCheck:
@@ -218,6 +242,8 @@ def open_run(
     journal_path: str | Path | None,
     *,
     events: BulkEvents | None = None,
+    new_run: bool = False,
+    skip_invalid: bool = False,
 ) -> tuple[Journal, bool]:
     """Step 2 of a local run: open its journal, and plan the run when it is new.
 
@@ -226,14 +252,22 @@ def open_run(
         journal_path: a file, a ``postgresql://`` address, or None to keep the plan in
             memory only (no resume after a crash).
         events: told how much of the file has been read while planning.
+        new_run: a journal file of another input gets a new run for this one instead of
+            being refused. A row whose payment has a cancellation recorded in that file
+            is never sent again: it is refused (`BulkInputError`, nothing written), or
+            with ``skip_invalid`` planned as ``invalid`` with the reason.
+        skip_invalid: see ``new_run``.
 
     Returns:
         ``(journal, resumed)``: ``resumed`` when the journal already held this input's
         plan. The caller closes the journal.
 
     Raises:
-        JournalError: the journal belongs to another input, cannot be opened or written,
-            or the input changed since it was checked.
+        BulkInputError: with ``new_run``, rows whose payment already has a cancellation
+            recorded in the journal (and no ``skip_invalid``); nothing was written.
+        JournalBusyError: another run holds the journal.
+        JournalError: the journal belongs to another input (without ``new_run``), cannot
+            be opened or written, or the input changed since it was checked.
     """
     events = events or BulkEvents()
     journal: Journal
@@ -246,11 +280,16 @@ def open_run(
             input_sha256=checked.sha256,
             new_run_id=new_run_id(),
             input_name=checked.path.name,
+            new_run=new_run,
         )
     try:
         resumed = journal.is_planned()
         if not resumed:
-            journal.plan(plan_input(checked, journal.run_id, progress=_reading(events, "plan")))
+            rows = plan_input(checked, journal.run_id, progress=_reading(events, "plan"))
+            if isinstance(journal, SqliteJournal) and journal.replaces_run:
+                recorded = journal.recorded_cancellations()
+                rows = _not_recorded(rows, recorded, skip_invalid=skip_invalid)
+            journal.plan(rows)
     except BaseException:
         journal.close()
         raise

@@ -551,8 +551,9 @@ async def run_worker(
                     if maybe is not None:
                         await maybe
                 loops = min(_FETCHERS, rows)
-                await _all_loops(
-                    [
+                await _through_outages(
+                    dsn,
+                    lambda: [
                         app.run_worker_async(
                             queues=[QUEUE_NAME],
                             name=f"payments-bulk-{i}",
@@ -570,7 +571,8 @@ async def run_worker(
                             listen_notify=i == 0,
                         )
                         for i in range(loops)
-                    ]
+                    ],
+                    wait=wait,
                 )
             finally:
                 reaper.cancel()
@@ -580,6 +582,95 @@ async def run_worker(
         await rates.aclose()
         await writer.aclose()
         await pool.close()
+
+
+async def _through_outages(
+    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
+) -> None:
+    """Run the fetch loops; when the database goes away, wait for it and start them again.
+
+    A worker never exits for a database outage (a restart, a failover): it waits,
+    reconnecting with a growing pause, logged once when the database goes and once when
+    it is back. Its rows are then put back in the queue by the stalled-job check (this
+    worker's or another's) and resent with their recorded ids. With ``wait=False`` the
+    outage's error is raised instead.
+    """
+    import procrastinate
+
+    loop = asyncio.get_running_loop()
+    handler = loop.get_exception_handler()
+
+    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # procrastinate's job tasks whose end could not be recorded during an outage:
+        # said once by `pg.Outage`, not one traceback each.
+        if isinstance(context.get("exception"), procrastinate.exceptions.ConnectorException):
+            logger.debug("%s: %s", context.get("message"), context.get("exception"))
+        elif handler is not None:
+            handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    # A logger's filters see only its own records, not its children's: every one.
+    logs = [
+        logging.getLogger(name)
+        for name in list(logging.Logger.manager.loggerDict)
+        if name.split(".")[0] in ("procrastinate", "psycopg")
+    ]
+    loop.set_exception_handler(quiet)
+    for log in logs:
+        log.addFilter(_not_outage)
+    try:
+        await _until_loops_end(dsn, loops, wait=wait)
+    finally:
+        loop.set_exception_handler(handler)
+        for log in logs:
+            log.removeFilter(_not_outage)
+
+
+def _not_outage(record: logging.LogRecord) -> bool:
+    """False for what psycopg's pool and procrastinate log about a database that is away
+    (every failed connection, every failed query, with its traceback): `pg.Outage` says
+    it once per outage."""
+    import procrastinate
+    import psycopg
+
+    if str(record.msg).startswith(("error connecting in", "discarding closed connection")):
+        return False
+    exc = record.exc_info[1] if record.exc_info else None
+    lost = (procrastinate.exceptions.ConnectorException, psycopg.OperationalError)
+    return not isinstance(exc, lost)
+
+
+async def _until_loops_end(
+    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
+) -> None:
+    import procrastinate
+    import psycopg
+
+    while True:
+        try:
+            await _all_loops(loops())
+        except (procrastinate.exceptions.ConnectorException, psycopg.OperationalError) as exc:
+            if not wait:
+                raise
+            await _until_reachable(dsn, exc)
+            continue
+        return
+
+
+async def _until_reachable(dsn: str, exc: Exception) -> None:
+    """Wait until a connection to the database can be made again (no time limit)."""
+    outage = pg.Outage(window=float("inf"))
+    while True:
+        await asyncio.sleep(outage.failed(exc))
+        try:
+            conn = await asyncio.to_thread(pg.connect, dsn)
+        except JournalError as err:
+            exc = err
+            continue
+        conn.close()
+        outage.ended()
+        return
 
 
 async def _all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
@@ -613,12 +704,14 @@ async def _all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
             continue
         if any(task.cancelled() or task.exception() is not None for task in done):
             stop_all()
+    # Every loop's failure is read (so none is reported as "never retrieved"); the
+    # first one is raised.
+    failures = [None if task.cancelled() else task.exception() for task in tasks]
     if cancelled:
         raise asyncio.CancelledError
-    for task in tasks:
+    for task, failure in zip(tasks, failures, strict=True):
         if task.cancelled() and task not in stopped:
             raise asyncio.CancelledError  # a loop ended cancelled on its own
-        failure = None if task.cancelled() else task.exception()
         if failure is not None:
             raise failure
 

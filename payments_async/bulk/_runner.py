@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Protocol
 
 from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
-from ._journal import Journal, RowState
+from ._defaults import RESEND_INITIAL, RESEND_MAX
+from ._journal import Journal, JournalError, RowState
 from ._plan import (
     BulkEvents,
     check_run_input,
@@ -51,6 +53,9 @@ DEFAULT_CONCURRENCY: Final = 32
 
 MAX_WAITING: Final = 10_000
 """At most this many rows submitted and waiting for their outcome; more wait to be sent."""
+
+RESEND_JITTER: Final = 0.5
+"""Share of a resend's pause drawn at random, so rows failed together spread out."""
 
 QUEUED_PER_SUBMITTER: Final = 4
 """Rows read ahead of the submitters, per unit of concurrency (the rest stay in the journal)."""
@@ -244,9 +249,13 @@ class BulkRunner:
                 feeder.cancel()
         except BaseExceptionGroup as group:
             # One failure (a journal that cannot be written) stops every task; raise it
-            # as itself rather than wrapped, so callers can catch it by type.
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
+            # as itself rather than wrapped, so callers can catch it by type (a journal
+            # gone away fails every task waiting on it: the first says it all).
+            first = group.exceptions[0]
+            if len(group.exceptions) == 1 or all(
+                isinstance(e, JournalError) for e in group.exceptions
+            ):
+                raise first from None
             raise
         return self.counts
 
@@ -281,18 +290,33 @@ class BulkRunner:
 
     async def _submit(self, row: RowState) -> str | None:
         journal = self._journal
-        # A row waiting for a slot is not "sent": it is marked so only once its request
-        # is about to leave, which keeps an interrupted run's counts and states true.
-        async with self._requests:
-            # Counted together with the journal's "sent" (set before the commit is awaited),
-            # so an interrupt during the commit leaves the two in agreement.
-            self.counts.sent += 1
-            await journal.mark_sent(row.line)  # committed before the request goes out
-            try:
-                sub = await send_row(self._client, row)
-            except PaymentsError as exc:
-                await self._failed(row, exc)
-                return None
+        deadline = time.monotonic() + self._timeout
+        base = RESEND_INITIAL  # the pause before the next resend, before its jitter
+        while True:
+            # A row waiting for a slot is not "sent": it is marked so only once its request
+            # is about to leave, which keeps an interrupted run's counts and states true.
+            async with self._requests:
+                # Counted together with the journal's "sent" (set before the commit is
+                # awaited), so an interrupt during the commit leaves the two in agreement.
+                self.counts.sent += 1
+                await journal.mark_sent(row.line)  # committed before the request goes out
+                try:
+                    sub = await send_row(self._client, row)
+                except PaymentsError as exc:
+                    change = after_failure(row.state, exc)
+                    pause = base * random.uniform(1 - RESEND_JITTER, 1)
+                    if not self._resends(change, deadline - time.monotonic() - pause):
+                        await self._failed(row, exc, change)
+                        return None
+                    await record(journal, row.line, change, attempts=row.attempts + 1)
+                    row = replace(row, state=Stage.SENT, attempts=row.attempts + 1)
+                else:
+                    break
+            # Its outcome is unknown: the same bytes and id again after a pause (the
+            # service answers 200 if it has it), while the row's time lasts.
+            logger.debug("line %d: outcome unknown; resending in %.2f s", row.line, pause)
+            await asyncio.sleep(pause)
+            base = min(2 * base, RESEND_MAX)
         # Counters first: the journal's memory changes before its commit is awaited.
         self.counts.submitted += 1
         if sub.replayed:
@@ -301,9 +325,20 @@ class BulkRunner:
         self._changed()
         return sub.payments_service_id
 
-    async def _failed(self, row: RowState, exc: PaymentsError) -> None:
+    def _resends(self, change: RowChange, time_left: float) -> bool:
+        """True when a failed submission is to be sent again within this run: its
+        outcome is unknown (the request left, no answer says what became of it), the
+        service can be reached, and the row's time is not over after the pause."""
+        return (
+            change.stage is Stage.SENT
+            and change.retry
+            and not change.unreachable
+            and not self._halting()
+            and time_left > 0
+        )
+
+    async def _failed(self, row: RowState, exc: PaymentsError, change: RowChange) -> None:
         """Record a failed submission as what it is: not sent, refused, or in flight."""
-        change = after_failure(row.state, exc)
         if change.unreachable and self.halted is None:
             # The token endpoint or the service cannot be reached: every other row would
             # meet the same. Send no more; what is left stays planned for a rerun.
@@ -415,6 +450,7 @@ async def bulk_cancel(
     timeout: float = POLL_TIMEOUT,
     events: BulkEvents | None = None,
     stop: asyncio.Event | None = None,
+    new_run: bool = False,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
@@ -440,13 +476,18 @@ async def bulk_cancel(
             propagates and nothing is written.
         stop: when set, the run stops promptly (state stays committed) and the report
             says ``interrupted``.
+        new_run: a journal file of another input gets a new run for this input rather
+            than being refused; rows whose payment has a cancellation recorded in it are
+            refused, or with ``skip_invalid`` reported ``invalid`` (see `open_run`).
 
     Returns:
         The report; the results file is written even when the run was interrupted.
 
     Raises:
         BulkInputError: the input has problems (and ``skip_invalid`` is off, or nothing
-            valid is left); nothing was sent and no journal was created.
+            valid is left), or with ``new_run`` rows already cancelled in the journal;
+            nothing was sent (and no journal was created for a bad input).
+        JournalBusyError: another run holds the journal; nothing was sent.
         JournalError: the journal belongs to another input, or cannot be written.
         ResultsWriteError: the results cannot be written (an ``OSError``); the run is
             over and the journal keeps every outcome.
@@ -458,7 +499,9 @@ async def bulk_cancel(
     await events.checked(checked)
     results = Path(results_path) if results_path is not None else default_results_path(input_path)
     journal_target = (journal_path or default_journal_path(results)) if use_journal else None
-    journal, resumed = open_run(checked, journal_target, events=events)
+    journal, resumed = open_run(
+        checked, journal_target, events=events, new_run=new_run, skip_invalid=skip_invalid
+    )
     try:
         states = journal.state_counts()
         already_final = sum(states.values()) - _unfinished(states)

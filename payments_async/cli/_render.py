@@ -161,7 +161,7 @@ def bulk_summary(
                     "sent": run.sent,
                     "submitted": run.submitted,
                     "replayed": run.replayed,
-                    "finished": run.done,
+                    "finished": run.done - run.failed,
                 },
                 "already_final": report.already_final,
                 "resumed": report.resumed,
@@ -180,7 +180,8 @@ def bulk_summary(
     settings.say(
         f"this run: {run.sent} request(s) sent: {run.submitted} acknowledged "
         f"({run.replayed} already known to the service), {run.refused} refused, "
-        f"{max(unanswered, 0)} without an answer; {run.done} rows finished in "
+        f"{max(unanswered, 0)} without an answer; {run.done - run.failed} rows finished"
+        f"{f' and {run.failed} left unfinished' if run.failed else ''} in "
         f"{report.elapsed:.1f} s ({rate:,.0f} rows/s); {report.already_final} were final "
         "before it"
     )

@@ -22,6 +22,7 @@ from yarl import URL
 
 from payments_async import (
     TOKEN_PATH,
+    Hooks,
     Limits,
     PaymentsClient,
     PaymentsError,
@@ -35,6 +36,7 @@ from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
 from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
 from ._files import close_signer, credentials, read_file, service_profile
+from ._watch import ConnectWatch
 
 __all__ = [
     "connected",
@@ -45,6 +47,7 @@ __all__ = [
     "run_command",
     "set_on_signals",
     "token_lifetime",
+    "why_unreachable",
 ]
 
 logger = logging.getLogger("payments_async.cli")
@@ -69,7 +72,11 @@ def _base_url(settings: Settings) -> str:
 
 
 def make_client(
-    settings: Settings, *, limits: Limits | None = None, timeout: Timeout | None = None
+    settings: Settings,
+    *,
+    limits: Limits | None = None,
+    timeout: Timeout | None = None,
+    hooks: Hooks | None = None,
 ) -> PaymentsClient:
     """The client, failing fast: a person is waiting (``CLI_RETRY_TIMEOUT`` per call,
     unless ``timeout`` says otherwise)."""
@@ -84,6 +91,7 @@ def make_client(
             ssl_context=_trusting(settings.ca_file),
             timeout=timeout or Timeout(total=CLI_RETRY_TIMEOUT),
             limits=limits,
+            hooks=hooks,
             profile=service_profile(settings),
         )
     except ValueError as exc:  # a URL only the transport's parser objects to
@@ -110,11 +118,16 @@ async def connected(settings: Settings) -> AsyncIterator[PaymentsClient]:
 
     A service that cannot be reached, or credentials it refuses, are found here within
     ``CLI_RETRY_TIMEOUT`` seconds, before anything is sent or any file is written (a
-    waiter would otherwise poll an unreachable service until its own deadline).
+    waiter would otherwise poll an unreachable service until its own deadline). Within
+    the block too: once every request has failed to connect for ``CLI_RETRY_TIMEOUT``
+    seconds (a service that died during a wait), the block stops with one line naming
+    it, and exit 3.
     """
-    async with make_client(settings) as client:
+    watch = ConnectWatch()
+    async with make_client(settings, hooks=watch.hooks) as client:
         await token_lifetime(client)
-        yield client
+        async with watch.guard(lambda exc: why_unreachable(settings, exc)):
+            yield client
 
 
 async def token_lifetime(client: PaymentsClient) -> float:
@@ -291,6 +304,12 @@ async def describe_unreachable(settings: Settings, exc: PaymentsError) -> str:
             f"{said}; if the service's certificate comes from a private CA, trust it with "
             "--ca-file FILE (PEM), or add it to the system's with SSL_CERT_FILE=FILE"
         )
+    why = await why_unreachable(settings, exc)
+    return f"{why} ({exc})" if why else str(exc)
+
+
+async def why_unreachable(settings: Settings, exc: PaymentsError) -> str | None:
+    """Why the service could not be reached, when a fresh TCP probe can tell; else None."""
     # No probe when something answered (a proxy's 407 has a status) or when requests go
     # through a proxy: a direct connection would bypass it, and say nothing about it.
     if (
@@ -300,13 +319,12 @@ async def describe_unreachable(settings: Settings, exc: PaymentsError) -> str:
         or settings.proxy
         or settings.trust_env
     ):
-        return str(exc)
+        return None
     try:
         url = URL(_base_url(settings))
     except CliError:
-        return str(exc)
-    why = await probe_service(url)
-    return f"{why} ({exc})" if why else str(exc)
+        return None
+    return await probe_service(url)
 
 
 _LIBRARY_TLS_ADVICE: Final = (

@@ -12,7 +12,7 @@ from aiohttp import http_exceptions, web
 
 from .._constants import JSON_CONTENT_TYPE, NOTIFY_PATH
 from .._errors import ConfigurationError
-from .._serving import AppServer
+from .._serving import AppServer, ServerLimits
 from ._core import NotificationRejected
 from ._defaults import NOTIFY_BODY_READ_TIMEOUT
 from ._dispatch import NotificationReceiver
@@ -141,6 +141,8 @@ class ReceiverServer:
         path: the route.
         body_read_timeout: seconds a body may take to arrive in full; a slower one gets
             408 and its connection closed (see ``create_app``).
+        limits: connections held at once and how long a slow one may stay
+            (``ServerLimits()``: 4096, 10 s for the first headers, 30 s idle).
 
     Raises:
         ConfigurationError: ``body_read_timeout`` is not a positive, finite number.
@@ -154,6 +156,7 @@ class ReceiverServer:
         port: int = 0,
         path: str = NOTIFY_PATH,
         body_read_timeout: float = NOTIFY_BODY_READ_TIMEOUT,
+        limits: ServerLimits | None = None,
     ) -> None:
         self.receiver = receiver
         self.host = host
@@ -161,7 +164,7 @@ class ReceiverServer:
         self._port = port
         self.app = create_app(receiver, path=path, body_read_timeout=body_read_timeout)
         self._server = AppServer(
-            self.app, host=host, port=port, answer=_protocol_answer, log=logger
+            self.app, host=host, port=port, answer=_protocol_answer, log=logger, limits=limits
         )
 
     @property

@@ -7,11 +7,8 @@ anything else. Nothing here performs I/O, except that a user's bearer verifier i
 
 from __future__ import annotations
 
-import base64
-import binascii
 import enum
-import hmac
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 from urllib.parse import urlsplit
@@ -22,11 +19,10 @@ from .._checks import check_payments_service_id
 from .._constants import (
     CAMT029_PATH,
     CAMT056_PATH,
-    JWT_LEEWAY,
     PACS002_PATH,
     PACS008_PATH,
 )
-from .._errors import ConfigurationError, NotificationRejected, ValidationError
+from .._errors import NotificationRejected, ValidationError
 from ..iso20022 import (
     Camt029,
     Pacs002,
@@ -35,7 +31,8 @@ from ..iso20022 import (
     summarize_resolution,
     summarize_status_report,
 )
-from ._defaults import NOTIFY_JWT_ALGORITHMS, NOTIFY_MAX_BODY_BYTES
+from ._auth import BasicAuth, BearerAuth, JwtBearerVerifier
+from ._defaults import NOTIFY_MAX_BODY_BYTES
 
 __all__ = [
     "Authenticator",
@@ -92,171 +89,6 @@ class Authenticator(Protocol):
     async def check(self, authorization: str | None) -> bool:
         """Whether ``authorization`` (the raw header value, or None) is acceptable."""
         ...
-
-
-class BasicAuth:
-    """HTTP Basic credentials the service must present (compared in constant time).
-
-    Args:
-        username: the expected user name.
-        password: the expected password (never shown in a repr or an error).
-    """
-
-    __slots__ = ("_expected",)
-
-    def __init__(self, username: str, password: str) -> None:
-        if not username or not password or ":" in username:
-            raise ConfigurationError(
-                "BasicAuth needs a non-empty username without ':' and a password"
-            )
-        self._expected = f"{username}:{password}".encode()
-
-    def __repr__(self) -> str:
-        return "BasicAuth(username=..., password=***)"
-
-    async def check(self, authorization: str | None) -> bool:
-        """True when the header is ``Basic base64(username:password)`` with our values."""
-        if authorization is None:
-            return False
-        scheme, _, value = authorization.strip().partition(" ")
-        if scheme.lower() != "basic":
-            return False
-        try:
-            presented = base64.b64decode(value.strip(), validate=True)
-        except (binascii.Error, ValueError):
-            return False
-        return hmac.compare_digest(presented, self._expected)
-
-
-BearerVerifier = Callable[[str], Awaitable[bool]]
-
-
-class BearerAuth:
-    """OAuth 2.0 bearer tokens checked by a verifier you supply (an async callable).
-
-    Args:
-        verify: ``async (token) -> bool``; an exception it raises counts as a refusal.
-    """
-
-    __slots__ = ("_verify",)
-
-    def __init__(self, verify: BearerVerifier) -> None:
-        if not callable(verify):
-            raise ConfigurationError("BearerAuth needs an async callable verify(token) -> bool")
-        self._verify = verify
-
-    def __repr__(self) -> str:
-        return f"BearerAuth(verify={self._verify!r})"
-
-    async def check(self, authorization: str | None) -> bool:
-        """True when the header is ``Bearer <token>`` and the verifier accepts the token."""
-        if authorization is None:
-            return False
-        scheme, _, token = authorization.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return False
-        try:
-            return (await self._verify(token)) is True
-        except Exception:
-            return False
-
-
-class JwtBearerVerifier:
-    """A bearer verifier for JWT access tokens (joserfc): algorithms pinned, iss/aud checked.
-
-    Use it as ``BearerAuth(JwtBearerVerifier(pem, issuer=..., audience=...))``. A token
-    passes when its ``alg`` is one of ``algorithms`` (RS256 and ES256 by default; ``none``
-    and HMAC are never accepted), its signature verifies with one of ``public_keys``, its
-    ``iss`` and ``aud`` match, and ``exp`` (required) and ``nbf`` hold within ``leeway``.
-
-    Args:
-        public_keys: one PEM public key (RSA or EC P-256) or several.
-        issuer: the required ``iss``.
-        audience: the required ``aud`` (a string, or one item of a list ``aud``).
-        algorithms: the accepted algorithms.
-        leeway: clock skew tolerated on ``exp``/``nbf``, in seconds.
-
-    Raises:
-        ConfigurationError: a key cannot be read, or an algorithm is not RS256/ES256.
-    """
-
-    def __init__(
-        self,
-        public_keys: str | bytes | Sequence[str | bytes],
-        *,
-        issuer: str,
-        audience: str,
-        algorithms: Iterable[str] = NOTIFY_JWT_ALGORITHMS,
-        leeway: float = JWT_LEEWAY,
-    ) -> None:
-        from joserfc.errors import JoseError
-        from joserfc.jwk import ECKey, RSAKey
-
-        algs = tuple(algorithms)
-        if not algs or not set(algs) <= set(NOTIFY_JWT_ALGORITHMS):
-            raise ConfigurationError(f"algorithms must be among {', '.join(NOTIFY_JWT_ALGORITHMS)}")
-        if not issuer or not audience:
-            raise ConfigurationError("JwtBearerVerifier needs an issuer and an audience")
-        pems = [public_keys] if isinstance(public_keys, str | bytes) else list(public_keys)
-        keys: list[RSAKey | ECKey] = []
-        for pem in pems:
-            try:
-                keys.append(RSAKey.import_key(pem))
-            except (JoseError, ValueError, TypeError):
-                try:
-                    keys.append(ECKey.import_key(pem))
-                except (JoseError, ValueError, TypeError) as exc:
-                    raise ConfigurationError("a public key is not an RSA or EC PEM key") from exc
-        if not keys:
-            raise ConfigurationError("JwtBearerVerifier needs at least one public key")
-        self._keys = tuple(keys)
-        self._issuer = issuer
-        self._audience = audience
-        self._algorithms = algs
-        self._leeway = int(leeway)
-
-    def __repr__(self) -> str:
-        return (
-            f"JwtBearerVerifier(issuer={self._issuer!r}, audience={self._audience!r}, "
-            f"algorithms={self._algorithms!r})"
-        )
-
-    async def __call__(self, token: str) -> bool:
-        """True when ``token`` passes every check (see the class docstring)."""
-        return self.verify(token)
-
-    def verify(self, token: str) -> bool:
-        """The same check, synchronously (it is pure CPU work)."""
-        from joserfc import jwt
-        from joserfc.errors import JoseError
-
-        if len(token) > _MAX_TOKEN_CHARS or token.count(".") != 2:
-            return False
-        decoded = None
-        for key in self._keys:
-            # joserfc refuses an alg that does not fit the key type (no RSA key as HMAC).
-            try:
-                decoded = jwt.decode(token, key, algorithms=list(self._algorithms))
-                break
-            except (JoseError, ValueError, TypeError, KeyError):
-                continue
-        if decoded is None:
-            return False
-        try:
-            registry = jwt.JWTClaimsRegistry(
-                leeway=self._leeway,
-                iss={"essential": True, "value": self._issuer},
-                aud={"essential": True, "value": self._audience},
-                exp={"essential": True},
-            )
-            registry.validate(decoded.claims)
-        except (JoseError, ValueError, TypeError, KeyError):
-            return False
-        return True
-
-
-_MAX_TOKEN_CHARS: Final = 16 * 1024
 
 
 async def authenticate(headers: Mapping[str, str], authenticator: Authenticator) -> None:

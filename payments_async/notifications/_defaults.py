@@ -10,6 +10,10 @@ __all__ = [
     "NOTIFY_CALLBACK_WAIT",
     "NOTIFY_CALLBACK_WAIT_MAX",
     "NOTIFY_INBOX_POLL",
+    "NOTIFY_JWKS_CACHE_SECONDS",
+    "NOTIFY_JWKS_MAX_BYTES",
+    "NOTIFY_JWKS_MIN_REFRESH_INTERVAL",
+    "NOTIFY_JWKS_TIMEOUT",
     "NOTIFY_JWT_ALGORITHMS",
     "NOTIFY_LEASE",
     "NOTIFY_MAX_BODY_BYTES",
@@ -33,3 +37,7 @@ NOTIFY_INBOX_POLL: Final = 0.5  # seconds between looks for due items nobody ann
 NOTIFY_LEASE: Final = 60.0  # seconds a shared inbox's item stays held by one receiver
 NOTIFY_SWEEP_GRACE: Final = 60.0  # seconds a tracked id may go unnotified before it is read
 NOTIFY_SWEEP_RATE: Final = 10.0  # tracked ids read per second at most by the sweep
+NOTIFY_JWKS_CACHE_SECONDS: Final = 300.0  # fetched JWKS keys are used this long, then refetched
+NOTIFY_JWKS_MIN_REFRESH_INTERVAL: Final = 10.0  # never two JWKS fetches closer than this
+NOTIFY_JWKS_TIMEOUT: Final = 5.0  # seconds one JWKS fetch may take
+NOTIFY_JWKS_MAX_BYTES: Final = 64 * 1024  # a larger JWKS document is refused

@@ -4,6 +4,7 @@
 ``python -m payments_async.sandbox`` runs it as a process. See ``docs/sandbox.md``.
 """
 
+from .._serving import ServerLimits
 from ._app import create_app
 from ._config import (
     DEFAULT_AMOUNT_LIMIT,
@@ -44,6 +45,7 @@ __all__ = [
     "SandboxOption",
     "SandboxServer",
     "SandboxState",
+    "ServerLimits",
     "create_app",
     "main",
     "run",

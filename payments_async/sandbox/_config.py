@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from .._profile import ServiceProfile
+from .._serving import ServerLimits
 from .._urls import redact_url
 
 __all__ = [
@@ -432,6 +433,8 @@ class SandboxConfig:
         profile: the edition of the service it emulates: its four operations answer at
             the profile's paths and it reads the client id from the profile's header
             (the specification's by default; give the client the same profile).
+        connection_limits: connections held at once, and the time a connection may take
+            to send its first headers or stay idle (``ServerLimits``; ours).
     """
 
     host: str = DEFAULT_HOST
@@ -458,6 +461,7 @@ class SandboxConfig:
     notifications: NotificationSettings = field(default_factory=NotificationSettings)
     clock_skew: float = 0.0
     profile: ServiceProfile = field(default_factory=ServiceProfile)
+    connection_limits: ServerLimits = field(default_factory=ServerLimits)
 
     def __post_init__(self) -> None:
         # Checked here, not left to the event loop: uvloop takes a port above 65535 modulo

@@ -4,7 +4,9 @@
 ``GET /messages``, ``POST /clients``, and the notification routes: ``POST /notifications``
 (subscribe: ``client_id``, ``url``, ``payload``, credentials), ``POST
 /notifications/remove``, ``GET /notifications`` (counters, targets without secrets) and
-``POST /notification-faults``.
+``POST /notification-faults``; the per-id triggers (``_triggers``): ``POST
+/payments/{id}/settle``, ``POST /cancellations/{id}/resolve``, ``POST
+/notifications/{id}/send`` and ``POST /notifications/{id}/drop``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ._config import FaultConfig, NotificationFaults, NotificationTarget
 from ._notify import NOTIFIER_KEY
 from ._responses import ErrorCode, error_response, json_response
 from ._state import state_of
+from ._triggers import add_trigger_routes
 
 __all__ = ["CONTROL_PREFIX", "add_control_routes"]
 
@@ -180,3 +183,4 @@ def add_control_routes(app: web.Application) -> None:
     r.add_post(p + "/notifications/remove", _unsubscribe, name="control-notify-remove")
     r.add_get(p + "/notifications", _get_notifications, name="control-notify-get")
     r.add_post(p + "/notification-faults", _set_notification_faults, name="control-notify-faults")
+    add_trigger_routes(app, p)

@@ -80,6 +80,7 @@ class Notifier:
         self._heap: list[tuple[float, int, _Kind, str]] = []
         self._seq = 0
         self._notified: set[tuple[_Kind, str]] = set()
+        self._drops: Counter[str] = Counter()  # ids whose next notifications are dropped
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._deliveries: set[asyncio.Task[None]] = set()
@@ -131,6 +132,7 @@ class Notifier:
             "delivered": self.counts["delivered"],
             "retries": self.counts["retries"],
             "failed": self.counts["failed"],
+            "dropped": self.counts["dropped"],
             "pending": len(self._heap),
             "in_flight": len(self._deliveries),
             "faults": {kind: self.fault_counts.get(kind, 0) for kind in NOTIFICATION_FAULT_KINDS},
@@ -205,39 +207,97 @@ class Notifier:
         key = (kind, psid)
         if key in self._notified:
             return
+        prepared = self._prepare(kind, psid, now, final_only=True)
+        if prepared is None:
+            return  # a payment stopped by a cancellation meanwhile: rescheduled by it
+        target, body, _ = prepared
+        self._notified.add(key)
+        self._start_delivery(target, body, psid, now, due, draw_faults=True)
+
+    def _prepare(
+        self, kind: _Kind, psid: str, now: float, *, final_only: bool
+    ) -> tuple[NotificationTarget, bytes, str] | None:
+        """Target, body and status code of an id's notification now (None: nothing to send)."""
         body: bytes
         if kind == "payment":
             p = self._state.payments.get(psid)
             if p is None:
-                return
+                return None
             target = self._targets.get(p.client_id)
             status = p.status_at(now)
-            if target is None or not status.final:
-                return  # stopped by a cancellation meanwhile: rescheduled by it
+            if target is None or (final_only and not status.final):
+                return None
+            code = status.code
             if target.payload == "full":
-                effective = p.cancel_effective_at
-                at = effective if effective is not None else p.processed_at
+                if not status.final:
+                    at = p.created_at
+                elif p.cancel_effective_at is not None:
+                    at = p.cancel_effective_at
+                else:
+                    at = p.processed_at
                 body = _with_id(payment_status_body(p, status, at), psid)
             else:
                 body = self._short(psid, PACS008_PATH, PACS002_PATH)
         else:
             c = self._state.cancellations.get(psid)
             if c is None:
-                return
+                return None
             target = self._targets.get(c.client_id)
             cstatus = c.status_at(now)
-            if target is None or not cstatus.final:
-                return
+            if target is None or (final_only and not cstatus.final):
+                return None
+            code = cstatus.conf
             if target.payload == "full":
-                body = _with_id(cancellation_outcome_body(c, cstatus, c.settles_at), psid)
+                at = c.settles_at if cstatus.final else c.created_at
+                body = _with_id(cancellation_outcome_body(c, cstatus, at), psid)
             else:
                 body = self._short(psid, CAMT056_PATH, CAMT029_PATH)
-        self._notified.add(key)
+        return target, body, code
+
+    def _start_delivery(
+        self,
+        target: NotificationTarget,
+        body: bytes,
+        psid: str,
+        now: float,
+        due: float,
+        *,
+        draw_faults: bool,
+    ) -> None:
         self.counts["notifications"] += 1
         self._fire_lags.append(now - due)
-        task = asyncio.create_task(self._deliver(target, body, psid, due))
+        task = asyncio.create_task(self._deliver(target, body, psid, due, draw_faults=draw_faults))
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
+
+    def send_now(self, psid: str) -> dict[str, Any] | None:
+        """Send the notification of ``psid``'s current status now, final or not.
+
+        Sent even if it was sent before (a redelivery); the random faults are not drawn
+        (a drop asked for with `drop_next` still applies). A final status sent this way is
+        not sent again by the scheduler.
+
+        Returns:
+            ``{"paymentsServiceId", "kind", "status"}``, or None when the id is unknown or
+            its client has no target.
+        """
+        kind: _Kind = "payment" if psid in self._state.payments else "cancellation"
+        now = self._state.now()
+        prepared = self._prepare(kind, psid, now, final_only=False)
+        if prepared is None:
+            return None
+        target, body, code = prepared
+        record = self._state.payments.get(psid) or self._state.cancellations.get(psid)
+        if record is not None and record.status_at(now).final:
+            self._notified.add((kind, psid))
+        self._start_delivery(target, body, psid, now, now, draw_faults=False)
+        return {"paymentsServiceId": psid, "kind": kind, "status": code}
+
+    def drop_next(self, psid: str) -> int:
+        """Drop the next notification of ``psid`` (counted as ``dropped``); returns how
+        many of its next notifications will be dropped."""
+        self._drops[psid] += 1
+        return self._drops[psid]
 
     def _short(self, psid: str, original: str, report: str) -> bytes:
         base = (self.base_url or "").rstrip("/")
@@ -264,10 +324,17 @@ class Notifier:
         return hits
 
     async def _deliver(
-        self, target: NotificationTarget, body: bytes, psid: str, due: float
+        self, target: NotificationTarget, body: bytes, psid: str, due: float, *, draw_faults: bool
     ) -> None:
+        if self._drops[psid] > 0:
+            self._drops[psid] -= 1
+            if not self._drops[psid]:
+                del self._drops[psid]
+            self.counts["dropped"] += 1
+            logger.info("notification for %s dropped (asked for)", psid)
+            return
         faults = self._faults
-        hits = self._draw()
+        hits = self._draw() if draw_faults else set()
         if "loss" in hits:
             logger.info("notification for %s lost (injected)", psid)
             return

@@ -60,6 +60,7 @@ class ErrorCode:
     NOT_FOUND: Final = "NOT_FOUND"  # 404
     FORBIDDEN: Final = "FORBIDDEN"  # 403 another client's message (if configured)
     METHOD_NOT_ALLOWED: Final = "METHOD_NOT_ALLOWED"  # 405
+    CONFLICT: Final = "CONFLICT"  # 409 a control trigger on a record already final
     # injected faults
     INTERNAL_ERROR: Final = "INTERNAL_ERROR"  # 500
     SERVICE_UNAVAILABLE: Final = "SERVICE_UNAVAILABLE"  # 503
@@ -102,6 +103,7 @@ DESCRIPTIONS: Final[Mapping[str, str]] = {
     ErrorCode.INTERNAL_ERROR: "The service failed; try again later.",
     ErrorCode.SERVICE_UNAVAILABLE: "The service is unavailable; try again later.",
     ErrorCode.RATE_LIMITED: "Too many requests; wait as Retry-After says.",
+    ErrorCode.CONFLICT: "The record is already final: a trigger cannot change it again.",
 }
 """What each code means, the ``description`` of an entry that names no field."""
 

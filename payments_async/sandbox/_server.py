@@ -13,6 +13,13 @@ from ._config import SHUTDOWN_TIMEOUT, FaultConfig, SandboxConfig
 from ._hygiene import protocol_answer
 from ._notify import NOTIFIER_KEY, Notifier
 from ._state import STATE_KEY, SandboxState
+from ._triggers import (
+    TriggerRefused,
+    drop_next_notification,
+    resolve_cancellation,
+    send_notification,
+    settle_payment,
+)
 
 __all__ = ["SandboxServer"]
 
@@ -52,6 +59,7 @@ class SandboxServer:
             shutdown_timeout=SHUTDOWN_TIMEOUT,
             max_line_size=self.config.max_header_size,
             max_field_size=self.config.max_header_size,
+            limits=self.config.connection_limits,
         )
 
     @property
@@ -111,3 +119,63 @@ class SandboxServer:
     def set_faults(self, faults: FaultConfig) -> None:
         """Replace the fault settings (and reseed)."""
         self.state.set_faults(faults)
+
+    # --- per-id triggers (``POST /_sandbox/...``; see docs/sandbox.md) --------------------
+
+    def settle_payment(
+        self, payments_service_id: str, status: str, reason: str | None = None
+    ) -> None:
+        """Settle a pending payment now: ``"ACCC"``, or ``"RJCT"`` with an ISO reason code.
+
+        Raises:
+            LookupError: no payment with this id.
+            ValueError: bad input, or the payment is no longer pending.
+        """
+        _applied(settle_payment, self, payments_service_id, status, reason)
+
+    def resolve_cancellation(
+        self,
+        payments_service_id: str,
+        outcome: str,
+        reason: str | None = None,
+        text: str | None = None,
+    ) -> None:
+        """Resolve a pending cancellation now: ``"accepted"``, or ``"rejected"`` with a reason.
+
+        Raises:
+            LookupError: no cancellation with this id.
+            ValueError: bad input, the cancellation is final, or it has no payment it can
+                still stop (for ``"accepted"``).
+        """
+        _applied(resolve_cancellation, self, payments_service_id, outcome, reason, text)
+
+    def send_notification(self, payments_service_id: str) -> None:
+        """Send the notification of the id's current status now (again, if it was sent).
+
+        Raises:
+            LookupError: no payment or cancellation with this id.
+            ValueError: its client has no notification target.
+        """
+        _applied(send_notification, self, payments_service_id)
+
+    def drop_next_notification(self, payments_service_id: str) -> None:
+        """Drop the next notification of this id, as if it were lost.
+
+        Raises:
+            LookupError: no payment or cancellation with this id.
+        """
+        try:
+            drop_next_notification(self.state, self.notifier, payments_service_id)
+        except TriggerRefused as exc:
+            raise LookupError(exc.message) from None
+
+
+def _applied(trigger: Any, server: SandboxServer, psid: str, *args: object) -> None:
+    """Apply a trigger in process; its refusal as LookupError (404) or ValueError."""
+    base_url = server.url if server._server.started else None
+    try:
+        trigger(server.state, server.notifier, psid, *args, base_url=base_url)
+    except TriggerRefused as exc:
+        if exc.status == 404:
+            raise LookupError(exc.message) from None
+        raise ValueError(exc.message) from None

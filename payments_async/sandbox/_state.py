@@ -370,6 +370,15 @@ class SandboxState:
             self._store.save_payment(record)
         return record, True
 
+    def save(self, record: PaymentRecord | CancellationRecord) -> None:
+        """Persist a record changed in place (a no-op without a SQLite file)."""
+        if self._store is None:
+            return
+        if isinstance(record, PaymentRecord):
+            self._store.save_payment(record)
+        else:
+            self._store.save_cancellation(record)
+
     # --- cancellations ---------------------------------------------------------------
 
     def submit_cancellation(

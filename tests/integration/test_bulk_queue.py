@@ -394,7 +394,11 @@ def test_an_address_libpq_cannot_read_is_one_line_without_the_password(
                 text=True,
                 timeout=60,
             )
-            assert proc.returncode == 2, (args, proc.stderr)
+            # Some libpq versions read a space in a password; that address is then only
+            # unreachable (nothing listens there): exit 3, like any database that is down.
+            read_by_libpq = "Connection refused" in proc.stderr
+            assert proc.returncode == (3 if read_by_libpq else 2), (args, proc.stderr)
+            assert not read_by_libpq or " " in url, (args, proc.stderr)
             assert flags == ["-vv"] or "Traceback" not in proc.stderr  # -v shows them
             assert "secret" not in proc.stdout + proc.stderr, (args, flags)
             assert "cannot connect to PostgreSQL" in proc.stdout + proc.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import sqlite3
 import threading
 from collections import Counter
@@ -15,14 +17,17 @@ import pytest
 from payments_async import Credentials, PaymentsClient
 from payments_async.bulk import (
     Journal,
+    JournalBusyError,
     JournalError,
     MemoryJournal,
     PlannedRow,
     RowState,
     RunTotals,
+    SqliteJournal,
     bulk_cancel,
 )
 from payments_async.bulk._results import UNFINISHED, _counted, row_outcome
+from payments_async.bulk._stores import _postgres as pg
 from payments_async.bulk._stores import is_postgres_url, open_journal
 from payments_async.bulk._stores._postgres import PostgresJournal
 from payments_async.sandbox import SandboxConfig
@@ -234,31 +239,59 @@ def test_postgres_journal_keeps_one_run_per_input(pg_dsn: str) -> None:
 
 
 def test_two_processes_planning_one_input_write_one_plan(pg_dsn: str) -> None:
-    """Both open the run before either plans; the second to plan finds it planned."""
-    journals = [
-        PostgresJournal.open(pg_dsn, input_sha256="c" * 64, new_run_id=f"RUN{i}") for i in range(2)
+    """Both open the run before either plans (as two ``bulk-cancel --queue`` do); the
+    second to plan finds it planned."""
+    conns = [pg.connect(pg_dsn) for _ in range(2)]
+    pg.ensure_schema(conns[0])
+    runs = [
+        pg.open_run(c, input_sha256="c" * 64, new_run_id=f"RUN{i}", input_name=None)[0]
+        for i, c in enumerate(conns)
     ]
-    assert journals[0].run_id == journals[1].run_id  # the input's run, whoever came first
+    assert runs[0] == runs[1]  # the input's run, whoever came first
     start = threading.Barrier(2)
     outcomes: list[str] = []
 
-    def plan(j: PostgresJournal) -> None:
+    def plan(conn: psycopg.Connection[object]) -> None:
         start.wait()
-        try:
-            j.plan(_rows(500))
-            outcomes.append("planned")
-        except JournalError:
-            outcomes.append("refused")
+        outcomes.append("planned" if pg.plan_run(conn, runs[0], _rows(500)) else "refused")
 
-    threads = [threading.Thread(target=plan, args=(j,)) for j in journals]
+    threads = [threading.Thread(target=plan, args=(c,)) for c in conns]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
     assert sorted(outcomes) == ["planned", "refused"]
     assert len(_db_states(pg_dsn)) == 500
-    for j in journals:
-        j.close()
+    for c in conns:
+        c.close()
+
+
+def test_a_second_journal_of_a_run_is_refused_naming_the_holder(pg_dsn: str) -> None:
+    first = PostgresJournal.open(pg_dsn, input_sha256="d" * 64, new_run_id="RUND")
+    with pytest.raises(JournalBusyError) as caught:
+        PostgresJournal.open(pg_dsn, input_sha256="d" * 64, new_run_id="OTHER")
+    assert f"pid {os.getpid()} on {socket.gethostname()}" in caught.value.holder
+    assert "run RUND is in use by another run" in str(caught.value)
+    other = PostgresJournal.open(pg_dsn, input_sha256="e" * 64, new_run_id="RUNE")
+    other.close()  # another input's run is not locked by it
+    first.close()
+    again = PostgresJournal.open(pg_dsn, input_sha256="d" * 64, new_run_id="OTHER")
+    assert again.run_id == "RUND"  # free once the holder closed it
+    again.close()
+
+
+def test_a_second_sqlite_journal_is_refused_until_the_first_closes(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    first = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="RUN1")
+    with pytest.raises(JournalBusyError) as caught:
+        SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="RUN2")
+    assert f"pid {os.getpid()} on {socket.gethostname()}, since " in caught.value.holder
+    assert str(path) in str(caught.value)
+    first.close()
+    assert not (tmp_path / "j.sqlite.lock").exists()  # a finished run leaves no lock file
+    again = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="RUN2")
+    assert again.run_id == "RUN1"
+    again.close()
 
 
 def test_an_address_is_shown_without_any_password() -> None:

@@ -105,6 +105,28 @@ async def test_deadline_raises_with_the_last_status_seen() -> None:
     assert info.value.payments_service_id == "p-9"
 
 
+async def test_deadline_names_the_last_read_error_when_every_read_fails() -> None:
+    refused = TransportError("connection refused", request_sent=False, method="GET", path="/x")
+    _, fetch = _scripted("PEND", refused)
+    with pytest.raises(PollTimeoutError) as info:
+        await poll_until_final(
+            fetch, _status, payments_service_id="p-9", timeout=0.02, policy=FAST, what="t"
+        )
+    assert info.value.last_error is refused
+    assert info.value.last_status == "PEND"
+    assert str(info.value).endswith("; the last read failed: GET /x: connection refused")
+
+
+async def test_an_answered_read_clears_the_last_error() -> None:
+    _, fetch = _scripted(TransportError("reset"), "PEND")
+    with pytest.raises(PollTimeoutError) as info:
+        await poll_until_final(
+            fetch, _status, payments_service_id="p", timeout=0.02, policy=FAST, what="t"
+        )
+    assert info.value.last_error is None
+    assert "last read failed" not in str(info.value)
+
+
 async def test_unknown_codes_return_on_the_second_matching_poll() -> None:
     calls, fetch = _scripted("PEND", "ACCC+RJCT", "ACCC+RJCT", "ACCC")
     result = await poll_until_final(

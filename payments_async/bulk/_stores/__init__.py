@@ -27,6 +27,7 @@ def open_journal(
     input_sha256: str,
     new_run_id: str,
     input_name: str | None = None,
+    new_run: bool = False,
 ) -> Journal:
     """Open the journal of an input in a SQLite file or a PostgreSQL database.
 
@@ -36,6 +37,8 @@ def open_journal(
             database it is the key of the input's run).
         new_run_id: the run id to record when the journal is new.
         input_name: the input's file name, kept by the PostgreSQL store for status.
+        new_run: a file journal of another input starts a new run rather than being
+            refused (see `SqliteJournal.open`); a database keeps a run per input anyway.
 
     Raises:
         JournalError: the journal cannot be opened, or belongs to another input.
@@ -46,4 +49,6 @@ def open_journal(
         return PostgresJournal.open(
             str(target), input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
         )
-    return SqliteJournal.open(target, input_sha256=input_sha256, new_run_id=new_run_id)
+    return SqliteJournal.open(
+        target, input_sha256=input_sha256, new_run_id=new_run_id, new_run=new_run
+    )

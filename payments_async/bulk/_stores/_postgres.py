@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
+import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..._urls import redact_url
+from .._defaults import JOURNAL_OUTAGE_WINDOW
 from .._journal import (
     READ_BATCH,
     JournalError,
@@ -31,7 +34,8 @@ from .._journal import (
     StoreReads,
     row_from_record,
 )
-from .._rows import RowOutcome, Stage
+from .._lock import JournalBusyError, holder_text, run_holder
+from .._rows import RowOutcome, Stage, one_line
 
 if TYPE_CHECKING:
     import psycopg
@@ -41,12 +45,15 @@ __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "GroupCommitter",
+    "Outage",
     "PostgresJournal",
     "PostgresRows",
     "connect",
     "connect_error",
     "ensure_schema",
     "find_run",
+    "is_connection_lost",
+    "lock_run",
     "open_run",
     "plan_run",
     "read_row",
@@ -90,6 +97,15 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
 );
 CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
 """
+
+_CONNECT_TIMEOUT: Final = 5
+"""Seconds libpq tries to connect (it has no limit of its own)."""
+_RECONNECT_INITIAL: Final = 0.2
+_RECONNECT_MAX: Final = 2.0
+"""The pause between two reconnections grows from the first to the second, in seconds."""
+
+_T = TypeVar("_T")
+logger = logging.getLogger("payments_async.bulk")
 
 # One lock id for "creating the schema", so processes starting together do not race.
 _SCHEMA_LOCK: Final = 0x70A7_B01C
@@ -191,7 +207,9 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     import psycopg
 
     try:
-        conn: psycopg.Connection[Any] = psycopg.connect(dsn, autocommit=True)
+        conn: psycopg.Connection[Any] = psycopg.connect(
+            dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+        )
     except psycopg.Error as exc:
         raise connect_error(dsn, exc) from None
     return conn
@@ -306,6 +324,102 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
     return True
 
 
+# Advisory locks of runs: (this namespace, a 31-bit key of the run id).
+_RUN_LOCK_SPACE: Final = 0x70A7_B01D
+_HOLDER_PREFIX: Final = "payments-async run "
+
+
+def _run_lock_key(run_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") >> 1
+
+
+def lock_run(conn: psycopg.Connection[Any], run_id: str) -> None:
+    """Hold the run's advisory lock on this session (until it closes): one run at a time.
+
+    The session's ``application_name`` names this process, so a second run can say who
+    holds the lock.
+
+    Raises:
+        JournalBusyError: another session holds the run's lock.
+    """
+    key = _run_lock_key(run_id)
+    got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_RUN_LOCK_SPACE, key)).fetchone()
+    if got is not None and got[0]:
+        me = run_holder()
+        # At most 63 characters are kept: the host goes last, so only it can be cut short.
+        name = f"{_HOLDER_PREFIX}{me['pid']}@{int(me['started'])}@{me['host']}"
+        conn.execute("SELECT set_config('application_name', %s, false)", (name[:63],))
+        return
+    rec = conn.execute(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
+        "AND l.objsubid = 2",
+        (_RUN_LOCK_SPACE, key),
+    ).fetchone()
+    holder = ""
+    if rec is not None and str(rec[0]).startswith(_HOLDER_PREFIX):
+        pid, _, rest = str(rec[0]).removeprefix(_HOLDER_PREFIX).partition("@")
+        started, _, host = rest.partition("@")
+        with contextlib.suppress(ValueError):
+            holder = holder_text({"pid": pid, "host": host, "started": float(started)})
+    raise JournalBusyError(f"run {run_id}", holder)
+
+
+class Outage:
+    """A database that cannot be reached: how long to wait for it, logged once.
+
+    Args:
+        window: seconds to wait from the first failure before giving up
+            (`JOURNAL_OUTAGE_WINDOW` if None).
+    """
+
+    def __init__(self, window: float | None = None) -> None:
+        self._window = JOURNAL_OUTAGE_WINDOW if window is None else window
+        self._since: float | None = None
+        self._since_wall = 0.0
+        self._pause = _RECONNECT_INITIAL
+
+    def failed(self, exc: Exception) -> float:
+        """Note a failure; return the pause before the next try.
+
+        Raises:
+            JournalUnavailableError: the window has passed since the first failure.
+        """
+        now = time.monotonic()
+        if self._since is None:
+            self._since, self._since_wall = now, time.time()
+            logger.warning(
+                "the PostgreSQL database cannot be reached (%s); reconnecting%s",
+                one_line(exc),
+                f" for up to {self._window:g} s" if self._window != float("inf") else "",
+            )
+        elif now - self._since >= self._window:
+            since = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
+            raise JournalUnavailableError(
+                f"the PostgreSQL journal cannot be reached since {since} (waited "
+                f"{self._window:g} s: {one_line(exc)}); every change made before is kept: "
+                "run the same command again once the database is back"
+            ) from None
+        pause, self._pause = self._pause, min(2 * self._pause, _RECONNECT_MAX)
+        return pause
+
+    def ended(self) -> None:
+        """The database answered again."""
+        if self._since is not None:
+            logger.warning(
+                "the PostgreSQL database is back after %.1f s", time.monotonic() - self._since
+            )
+        self._since = None
+        self._pause = _RECONNECT_INITIAL
+
+
+def is_connection_lost(exc: Exception) -> bool:
+    """True when ``exc`` says the database went away (not that a statement is wrong)."""
+    import psycopg
+
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+
+
 class GroupCommitter:
     """Group commit of single-row changes on one asyncio connection.
 
@@ -347,15 +461,13 @@ class GroupCommitter:
         while self._pending:
             batch, self._pending = self._pending, []
             try:
-                if self._aconn is None or self._aconn.closed:
-                    self._aconn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-                    await self._aconn.execute("SET synchronous_commit = off")
-                conn = self._aconn
-                async with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
-                    for sql, params, _ in batch:
-                        await cur.execute(sql, params)
-            except psycopg.Error as exc:
-                error = JournalError(f"cannot write the PostgreSQL journal: {exc}")
+                await self._commit(batch)
+            except (psycopg.Error, JournalUnavailableError) as exc:
+                error = (
+                    exc
+                    if isinstance(exc, JournalError)
+                    else JournalError(f"cannot write the PostgreSQL journal: {exc}")
+                )
                 for _, _, fut in batch:
                     if not fut.done():
                         fut.set_exception(error)
@@ -364,6 +476,39 @@ class GroupCommitter:
             for _, _, fut in batch:
                 if not fut.done():
                     fut.set_result(None)
+
+    async def _commit(self, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[None]]]) -> None:
+        """Write one batch in one transaction; while the database cannot be reached,
+        reconnect with a growing pause and write it again (`Outage`).
+
+        Raises:
+            JournalUnavailableError: the database stayed out of reach for the window.
+            psycopg.Error: the batch itself failed.
+        """
+        import psycopg
+
+        outage = Outage()
+        while True:
+            try:
+                if self._aconn is None or self._aconn.closed:
+                    self._aconn = await psycopg.AsyncConnection.connect(
+                        self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+                    )
+                    await self._aconn.execute("SET synchronous_commit = off")
+                conn = self._aconn
+                async with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
+                    for sql, params, _ in batch:
+                        await cur.execute(sql, params)
+            except psycopg.Error as exc:
+                if not is_connection_lost(exc):
+                    raise
+                if self._aconn is not None:
+                    await self._aconn.close()
+                    self._aconn = None
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            outage.ended()
+            return
 
     async def aclose(self) -> None:
         """Wait for queued changes, then close the connection."""
@@ -527,6 +672,7 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             run_id, planned = open_run(
                 conn, input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
             )
+            lock_run(conn, run_id)
         except BaseException:
             conn.close()
             raise
@@ -566,9 +712,40 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
         import psycopg
 
         try:
-            return {str(k): int(n) for k, n in self._conn.execute(_COUNT_STATES, (self._run_id,))}
+            return self._reading(
+                lambda conn: {
+                    str(k): int(n) for k, n in conn.execute(_COUNT_STATES, (self._run_id,))
+                }
+            )
         except psycopg.Error as exc:
             raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
+
+    def _reading(self, read: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """``read(connection)``; while the database cannot be reached, reconnect (and
+        take the run's lock again) with a growing pause, then read again.
+
+        Raises:
+            JournalUnavailableError: the database stayed out of reach for the window.
+        """
+        outage = Outage()
+        while True:
+            if self._conn.closed:
+                try:
+                    self._conn = connect(self._dsn)
+                except JournalError as exc:  # refused, or a server still starting up
+                    time.sleep(outage.failed(exc))
+                    continue
+                lock_run(self._conn, self._run_id)
+            try:
+                result = read(self._conn)
+            except Exception as exc:
+                if not is_connection_lost(exc):
+                    raise
+                self._conn.close()
+                time.sleep(outage.failed(exc))
+                continue
+            outage.ended()
+            return result
 
     def _reader(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """The journal's connection, or a new one once the journal is closed."""
@@ -582,8 +759,12 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
         import psycopg
 
         sql = _SELECT_UNFINISHED_AFTER if unfinished else _SELECT_AFTER
+        params = (self._run_id, after, READ_BATCH)
         try:
-            records = conn.execute(sql, (self._run_id, after, READ_BATCH)).fetchall()
+            if conn is self._conn:
+                records = self._reading(lambda c: c.execute(sql, params).fetchall())
+            else:
+                records = conn.execute(sql, params).fetchall()
         except psycopg.Error as exc:
             raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
         return [row_from_record(rec) for rec in records]

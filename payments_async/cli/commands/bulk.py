@@ -52,7 +52,9 @@ from .._run import (
     run_command,
     set_on_signals,
     token_lifetime,
+    why_unreachable,
 )
+from .._watch import ConnectWatch
 
 __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
 
@@ -102,6 +104,13 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
     is_flag=True,
     help="Keep no journal: faster, but a crashed run cannot be resumed safely.",
 )
+@click.option(
+    "--new-run",
+    is_flag=True,
+    help="When the journal belongs to another input (the file was edited after a stop): "
+    "start a new run in it. Rows whose payment already has a cancellation recorded in "
+    "the journal are refused (or, with --skip-invalid, reported invalid): never sent again.",
+)
 @click.option("--skip-invalid", is_flag=True, help="Send the valid rows; report invalid ones.")
 @click.option(
     "--timeout",
@@ -130,6 +139,7 @@ def bulk_cancel(
     queue_url: str | None,
     no_wait: bool,
     no_journal: bool,
+    new_run: bool,
     skip_invalid: bool,
     timeout: float,
     rate: float | None,
@@ -145,7 +155,10 @@ def bulk_cancel(
     is sent (exit 2), unless --skip-invalid. Each row's ids are fixed in the journal
     before anything is sent, so running the same command again after a crash or Ctrl-C
     resumes: final rows are left alone, rows in flight are resent with their recorded id
-    (the service answers 200) and waited on.
+    (the service answers 200) and waited on. One run at a time uses a journal: a second
+    one says which process holds it and exits 2. An input edited since its journal was
+    made is refused; --new-run starts a new run in that journal without ever sending a
+    payment's cancellation twice.
 
     \b
     Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
@@ -157,10 +170,10 @@ def bulk_cancel(
     resume).
     """
     if queue_url is not None:
-        if journal_path is not None or no_journal or results_path is not None:
+        if journal_path is not None or no_journal or new_run or results_path is not None:
             raise click.UsageError(
                 "--queue keeps the journal in its database and writes no results file: "
-                "drop --journal/--no-journal/--results (export with bulk-results)"
+                "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
             )
         _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid, rate)
     if no_wait:
@@ -179,7 +192,15 @@ def bulk_cancel(
             # The library's retry window, not the CLI's: a long unattended run rides out
             # a short outage; the service is checked within seconds once, below.
             limits = Limits(connections=limit)
-            async with make_client(settings, limits=limits, timeout=Timeout()) as client:
+            # ... but once every request has failed to connect for the CLI's window (the
+            # service died), the run stops, says so, and a rerun resumes it.
+            watch = ConnectWatch()
+            async with (
+                make_client(
+                    settings, limits=limits, timeout=Timeout(), hooks=watch.hooks
+                ) as client,
+                watch.stop_when_down(lambda exc: why_unreachable(settings, exc), stop.set) as down,
+            ):
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
                 events = _LocalRunEvents(settings, client, results, bar, reading)
@@ -195,12 +216,13 @@ def bulk_cancel(
                         timeout=timeout,
                         events=events,
                         stop=stop,
+                        new_run=new_run,
                     )
         except BulkInputError as exc:
             raise _input_refused(settings, input_path, exc) from None
         except UnicodeDecodeError as exc:
             raise _input_not_utf8(input_path, exc) from None
-        except JournalError as exc:
+        except JournalError as exc:  # a database gone for good is exit 3: rerun later
             raise journal_failed(exc) from None
         except ResultsWriteError as exc:  # checked before sending: a disk full at the end, say
             kept = (
@@ -216,7 +238,10 @@ def bulk_cancel(
             if reading is not None:
                 reading.close()
         halted = None
-        if report.halted is not None:
+        if down:  # stopped by the watch, not by a signal
+            report.interrupted = False
+            halted = down[0]
+        elif report.halted is not None:
             halted = await describe_unreachable(settings, report.halted)
         return bulk_summary(settings, report, input_path, halted, shown_journal)
 
