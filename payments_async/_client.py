@@ -294,12 +294,12 @@ class PaymentsClient:
     def attach_notifications(
         self, source: NotificationSource | None, *, poll: PollPolicy | None = None
     ) -> None:
-        """Let a notification receiver wake the waiters (None detaches it).
+        """Let a notification receiver wake the waiters and track submissions (None: detach).
 
         ``NotificationReceiver`` calls this when it starts and stops. While attached, a
-        waiter returns as soon as the receiver has confirmed a final status for its id,
-        and polls only as a safety net, on ``poll`` (by default from
-        ``NOTIFIED_POLL_INITIAL`` growing to ``NOTIFIED_POLL_MAX`` seconds).
+        waiter returns as soon as the receiver has confirmed a final status for its id and
+        polls only as a safety net, on ``poll`` (by default from ``NOTIFIED_POLL_INITIAL``
+        to ``NOTIFIED_POLL_MAX`` s); each accepted submission is told to the receiver.
 
         Args:
             source: the receiver, or None.
@@ -504,9 +504,10 @@ class PaymentsClient:
     # --- the pipeline --------------------------------------------------------------------
     #
     # caller -> _submit / _read_once / _wait_for (the operation's instruments; _read_once
-    # and the waiters -> _read_message) -> _attempts -> _attempt (token, one resend after
-    # a 401) -> Transport.request; after a failed attempt 1, the retry policy runs the
-    # next attempts.
+    # and the waiters -> _read_message) -> _attempt (token, one resend after a 401) ->
+    # Transport.request; after a failed attempt 1, _retries runs the next attempts under
+    # the retry policy. Attempt 1 runs outside the retry machinery: a call that succeeds
+    # at once passes through none of it.
 
     async def _submit(
         self,
@@ -516,7 +517,7 @@ class PaymentsClient:
         timeout: float | Timeout | None,
     ) -> Submission:
         """POST ``message`` as the operation ``name``."""
-        timeouts = call_timeout(self._timeout, timeout)
+        timeouts = self._timeout if timeout is None else call_timeout(self._timeout, timeout)
         deadline = time.monotonic() + timeouts.total
         message_id = message.message_id
         call = None
@@ -528,7 +529,10 @@ class PaymentsClient:
             body, digest = encode_validated(message)
             op = _Operation("POST", path, timeouts, body, message_id, digest)
             try:
-                resp = await self._attempts(op, deadline)
+                try:
+                    resp = await self._attempt(op, deadline)
+                except Exception as exc:
+                    resp = await self._retries(op, deadline, exc)
             except PaymentsError as exc:
                 # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
                 # attempt may have been stored, the honest answer is "unknown", not "failed".
@@ -561,6 +565,8 @@ class PaymentsClient:
                         "payments.request_id": sub.request_id,
                     },
                 )
+            if self._notices is not None:  # the receiver tracks it before we return it
+                await self._notices.submitted(sub, path)
             return sub
 
     async def _read_once(
@@ -625,7 +631,10 @@ class PaymentsClient:
     ) -> T:
         """GET ``path`` with retries until ``deadline`` (``time.monotonic()``), decode the body."""
         op = _Operation("GET", path, timeouts)
-        resp = await self._attempts(op, deadline)
+        try:
+            resp = await self._attempt(op, deadline)
+        except Exception as exc:
+            resp = await self._retries(op, deadline, exc)
         ctype = resp.headers.get("Content-Type", "")
         if "json" not in ctype.lower():
             raise InvalidResponseError(
@@ -640,24 +649,16 @@ class PaymentsClient:
                 f"unexpected body: {exc.message}", status=resp.status, **op.context()
             ) from exc
 
-    async def _attempts(self, op: _Operation, deadline: float) -> Response:
-        """Attempt 1, then attempts under the retry policy until a 2xx, a final error or
-        the deadline. Attempt 1 runs outside the retry machinery: a call that succeeds at
-        once passes through none of it."""
-        try:
-            resp = await self._attempt(op, deadline)
-        except Exception as exc:
-            return await self._retry.retry_after(
-                exc,
-                functools.partial(self._attempt, op, deadline),
-                rng=self._rng,
-                before_sleep=functools.partial(self._before_retry, op),
-                deadline=deadline,
-            )
-        budget = self._retry.budget  # a success at once refills the shared budget
-        if budget is not None:
-            budget.record_success()
-        return resp
+    async def _retries(self, op: _Operation, deadline: float, failure: Exception) -> Response:
+        """After attempt 1 failed with ``failure``: attempts under the retry policy until
+        a 2xx, a final error or the deadline."""
+        return await self._retry.retry_after(
+            failure,
+            functools.partial(self._attempt, op, deadline),
+            rng=self._rng,
+            before_sleep=functools.partial(self._before_retry, op),
+            deadline=deadline,
+        )
 
     def _before_retry(self, op: _Operation, state: tenacity.RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -753,6 +754,8 @@ class PaymentsClient:
         if 200 <= resp.status < 300:
             if (answers := CAPTURE.get()) is not None:  # a with_response call
                 answers.append(RawResponse.of(resp, op.attempts, op.request_id))
+            if op.attempts == 1 and (budget := self._retry.budget) is not None:
+                budget.record_success()  # a success at once refills the shared budget
             return resp
         err = error_from_response(
             resp, method=op.method, path=op.path, request_id=op.request_id, attempt=op.attempts

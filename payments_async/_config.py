@@ -49,9 +49,9 @@ class Timeout:
             once it has passed; a POST that may have arrived raises
             ``OutcomeUnknownError``.
         connect: establishing one connection (TCP, proxy and TLS).
-        read: the answer to begin after the request was sent, and each later read of
-            its body; a stalled attempt fails after it and may be retried within
-            ``total``.
+        read: the answer to begin once the request has its connection (opening a new
+            one included), and each later wait for more of its body; a stalled attempt
+            fails after it and may be retried within ``total``.
         token: one access-token fetch, its retries included; each token request may
             take up to a third of it, so a fetch has room to retry. A call waiting for
             the token is still bounded by its own ``total``.

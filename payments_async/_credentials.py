@@ -70,12 +70,14 @@ class RequestSigner(Protocol):
 class _KeySigner:
     """Signs with the client's signer: a `JwtSigner` bound to one client id."""
 
-    __slots__ = ("_client_id", "_jwt", "key_id")
+    __slots__ = ("_client_id", "_jwt", "key_id", "sign_sca_token")
 
     def __init__(self, jwt: JwtSigner, client_id: str) -> None:
         self._jwt = jwt
         self._client_id = client_id
         self.key_id = jwt.key_id
+        # An SCA token names no client id: the JwtSigner's own method, without a hop.
+        self.sign_sca_token = jwt.sign_sca_token
 
     def __repr__(self) -> str:
         return f"<signer {self._jwt!r} client_id={self._client_id!r}>"
@@ -84,19 +86,6 @@ class _KeySigner:
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
     ) -> MaybeAwaitable[SignedToken]:
         return self._jwt.sign_assertion(self._client_id, now=now, lifetime=lifetime)
-
-    def sign_sca_token(
-        self,
-        body: bytes,
-        *,
-        payment_id: str | None = None,
-        now: float | None = None,
-        lifetime: float = SCA_TOKEN_LIFETIME,
-        digest: bytes | None = None,
-    ) -> MaybeAwaitable[SignedToken]:
-        return self._jwt.sign_sca_token(
-            body, payment_id=payment_id, now=now, lifetime=lifetime, digest=digest
-        )
 
 
 class _SandboxSigner:

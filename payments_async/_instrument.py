@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+import msgspec
+
 from ._errors import PaymentsError
 from ._response import ResponseHeaders
 
@@ -82,7 +84,7 @@ class Hooks:
     on_token_refresh: Callable[[float], None] | None = None
 
 
-class Exchange:
+class Exchange(msgspec.Struct):
     """One HTTP exchange as the instruments see it; the transport fills in the answer.
 
     ``resend_count`` counts the sends of the same call before this one, whatever their
@@ -90,41 +92,17 @@ class Exchange:
     ``headers`` are the answer's, as the transport received them.
     """
 
-    __slots__ = (
-        "attempt",
-        "elapsed",
-        "error",
-        "headers",
-        "kind",
-        "method",
-        "path",
-        "request_id",
-        "resend_count",
-        "span",
-        "status",
-    )
-
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        request_id: str,
-        attempt: int,
-        *,
-        resend_count: int = 0,
-        kind: Literal["request", "token"] = "request",
-    ) -> None:
-        self.method = method
-        self.path = path
-        self.request_id = request_id
-        self.attempt = attempt
-        self.resend_count = resend_count
-        self.kind: Literal["request", "token"] = kind
-        self.status: int | None = None
-        self.elapsed = 0.0
-        self.error: BaseException | None = None  # a cancellation included
-        self.span: Any = None
-        self.headers: Mapping[str, str] | None = None
+    method: str
+    path: str
+    request_id: str
+    attempt: int
+    resend_count: int = 0
+    kind: Literal["request", "token"] = "request"
+    status: int | None = None
+    elapsed: float = 0.0
+    error: BaseException | None = None  # a cancellation included
+    span: Any = None
+    headers: Mapping[str, str] | None = None
 
     def event(self) -> RequestEvent | None:
         """The hook event of a finished exchange; None when a cancellation ended it."""

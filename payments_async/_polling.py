@@ -26,6 +26,7 @@ from .iso20022.codes import Outcome
 if TYPE_CHECKING:
     from ._config import Timeout
     from ._instrument import Call, Instruments
+    from ._models import Submission
 
 __all__ = ["MessagePoll", "NotificationSource", "Poll", "PollPolicy", "Summary", "poll_until_final"]
 
@@ -103,6 +104,10 @@ class NotificationSource(Protocol):
 
     def confirmed(self, payments_service_id: str, kind: str) -> object | None:
         """The confirmed final message (Pacs002 or Camt029) of this id, if known."""
+        ...
+
+    async def submitted(self, submission: Submission, path: str) -> None:
+        """The client's submission POSTed to ``path`` was accepted; never raises."""
         ...
 
 
@@ -447,6 +452,9 @@ class _EventSource:
             relay.cancel()
 
     def confirmed(self, payments_service_id: str, kind: str) -> object | None:
+        return None
+
+    async def submitted(self, submission: Submission, path: str) -> None:
         return None
 
 

@@ -118,7 +118,10 @@ async def request(
     with self._instruments.operation(call):
         try:
             if body is None or idempotency_id is not None:
-                resp = await self._attempts(op, deadline)
+                try:
+                    resp = await self._attempt(op, deadline)
+                except Exception as exc:
+                    resp = await self._retries(op, deadline, exc)
             else:
                 resp = await self._attempt(op, deadline)
         except PaymentsError as exc:

@@ -233,18 +233,18 @@ class Transport:
         self._ssl_context = ssl_context
         self.timeout = timeout if timeout is not None else Timeout()
         self.limits = limits if limits is not None else Limits()
-        # aiohttp keeps the connect timeout and the per-read timeout (which also bounds the
-        # wait for the answer to begin); the attempt's deadline is asyncio.timeout's.
+        # aiohttp keeps the connect timeout; the read timeout and the attempt's deadline
+        # are one asyncio.timeout per exchange (see request).
         self._aiohttp_timeout = _aiohttp_timeout(self.timeout)
-        self._options: dict[str, Any] = {
-            "allow_redirects": False,
-            "raise_for_status": False,
-            # True (default verification) for an owned session, whose connector already
-            # carries the context; the context itself for a borrowed session.
-            "ssl": ssl_context if ssl_context is not None and session is not None else True,
-        }
-        if session is not None:  # an owned session has our timeouts as its default
-            self._options["timeout"] = self._aiohttp_timeout
+        self._options: dict[str, Any] = {"allow_redirects": False}
+        if session is not None:
+            # An owned session has these as its defaults (its connector carries the SSL
+            # context); a borrowed one's own settings must not apply.
+            self._options.update(
+                raise_for_status=False,
+                ssl=ssl_context if ssl_context is not None else True,
+                timeout=self._aiohttp_timeout,
+            )
         if proxy is not None:
             self._options.update(proxy=proxy.url, proxy_headers=self._proxy_headers)
         self._closed = False
@@ -253,7 +253,8 @@ class Transport:
         self._semaphore = asyncio.Semaphore(self.limits.connections)
 
     def _url(self, path: str) -> URL:
-        """The absolute URL of ``path``, kept in a bounded table (a poll reads one path often)."""
+        """The absolute URL of ``path``, kept in a bounded table (a poll reads one path
+        often; ``request`` looks there first)."""
         urls = self._urls
         url = urls.get(path)
         if url is None:
@@ -320,38 +321,70 @@ class Transport:
         for instrument in hearing:
             instrument.request_started(exchange, headers)
         session = self._session or self._get_session()
-        url = self._url(exchange.path)
+        url = self._urls.get(exchange.path) or self._url(exchange.path)
         options = self._options
-        if timeouts is not None and timeouts is not self.timeout:
+        if timeouts is None:
+            timeouts = self.timeout
+        elif timeouts.connect != self.timeout.connect:
             options = {**options, "timeout": _aiohttp_timeout(timeouts)}
         if self._proxy_request_headers is not None:
             headers = {**headers, **self._proxy_request_headers}
+        read = timeouts.read
+        loop = asyncio.get_running_loop()
         start = time.monotonic()
+        now = loop.time()
+        deadline = None if timeout is None else now + timeout
         status: int | None = None  # errors carry it once the status line has arrived
         sent = False  # True once the semaphore is ours: the request may go out
+        semaphore = self._semaphore
         try:
-            async with asyncio.timeout(timeout), self._semaphore:
+            if semaphore.locked():  # wait for a free connection within the deadline
+                async with asyncio.timeout_at(deadline):
+                    await semaphore.acquire()
+                now = loop.time()
+            else:
+                await semaphore.acquire()  # free: returns at once
+            try:
                 sent = True
-                async with session.request(
-                    exchange.method, url, data=body, headers=headers, **options
-                ) as resp:
-                    status = resp.status
-                    if status == 407 and self.proxy is not None:
-                        # The proxy's answer to a plain-http request, not the service's.
-                        raise _proxy_refused(self.proxy, _context(exchange, status))
-                    # The whole body, refused once it passes the limit (declared or counted).
-                    limit = self.limits.response_bytes
-                    length = resp.content_length
-                    if length is not None and length > limit:
-                        raise _too_large(exchange, status, limit, length)
-                    chunks: list[bytes] = []
-                    size = 0
-                    while chunk := await resp.content.read(_READ_CHUNK):
-                        size += len(chunk)
-                        if size > limit:
-                            raise _too_large(exchange, status, limit)
-                        chunks.append(chunk)
-                    data = b"".join(chunks)
+                # One timer bounds the exchange: the read timeout (the answer to begin,
+                # then each wait for more of the body), never past the deadline.
+                when = now + read
+                if deadline is not None and deadline < when:
+                    when = deadline
+                async with asyncio.timeout_at(when) as timer:
+                    async with session.request(
+                        exchange.method, url, data=body, headers=headers, **options
+                    ) as resp:
+                        status = resp.status
+                        if status == 407 and self.proxy is not None:
+                            # The proxy's answer to a plain-http request, not the service's.
+                            raise _proxy_refused(self.proxy, _context(exchange, status))
+                        # The whole body, refused once it passes the limit (declared or
+                        # counted).
+                        limit = self.limits.response_bytes
+                        length = resp.content_length
+                        if length is not None and length > limit:
+                            raise _too_large(exchange, status, limit, length)
+                        content = resp.content
+                        if content.is_eof():  # all of it has arrived: no read waits
+                            data = await content.read(limit + 1)
+                            if len(data) > limit:
+                                raise _too_large(exchange, status, limit)
+                        else:
+                            chunks: list[bytes] = []
+                            size = 0
+                            while True:
+                                timer.reschedule(_sooner(loop.time() + read, deadline))
+                                chunk = await content.read(_READ_CHUNK)
+                                if not chunk:
+                                    break
+                                size += len(chunk)
+                                if size > limit:
+                                    raise _too_large(exchange, status, limit)
+                                chunks.append(chunk)
+                            data = b"".join(chunks)
+            finally:
+                semaphore.release()
         except BaseException as exc:
             error = _failure(exc, exchange, status, sent=sent, proxy=self.proxy)
             exchange.error = error
@@ -380,8 +413,14 @@ class Transport:
 
 
 def _aiohttp_timeout(timeout: Timeout) -> aiohttp.ClientTimeout:
-    """What aiohttp enforces: connecting, and each read (the wait for the answer included)."""
-    return aiohttp.ClientTimeout(total=None, sock_connect=timeout.connect, sock_read=timeout.read)
+    """What aiohttp enforces: connecting. The read timeout and the deadline are one
+    ``asyncio.timeout`` of the exchange."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=timeout.connect)
+
+
+def _sooner(when: float, deadline: float | None) -> float:
+    """``when``, or the deadline if that comes first."""
+    return when if deadline is None or when < deadline else deadline
 
 
 def _failure(

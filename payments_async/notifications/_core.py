@@ -15,13 +15,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from .. import ServiceProfile
 from .._checks import check_payments_service_id
-from .._constants import (
-    CAMT029_PATH,
-    CAMT056_PATH,
-    PACS002_PATH,
-    PACS008_PATH,
-)
 from .._errors import NotificationRejected, ValidationError
 from ..iso20022 import (
     Camt029,
@@ -119,14 +114,21 @@ _SHORT: Final = msgspec.json.Decoder(_ShortNotice)
 _ID_FIELD: Final = msgspec.json.Decoder(str)
 _PACS002_ROOT: Final = "fitofipmtstsrpt"  # casefolded: fitoFIPmtStsRpt and fIToFIPmtStsRpt
 _CAMT029_ROOT: Final = "rsltnofinvstgtn"
-_STATUS_PATHS: Final = {
-    PACS002_PATH: NotificationKind.PAYMENT,
-    CAMT029_PATH: NotificationKind.CANCELLATION,
-}
-_ORIGINAL_PATHS: Final = {
-    PACS008_PATH: NotificationKind.PAYMENT,
-    CAMT056_PATH: NotificationKind.CANCELLATION,
-}
+_SPEC: Final = ServiceProfile()
+
+
+def _status_paths(profile: ServiceProfile) -> dict[str, NotificationKind]:
+    return {
+        profile.pacs002_path: NotificationKind.PAYMENT,
+        profile.camt029_path: NotificationKind.CANCELLATION,
+    }
+
+
+def _original_paths(profile: ServiceProfile) -> dict[str, NotificationKind]:
+    return {
+        profile.pacs008_path: NotificationKind.PAYMENT,
+        profile.camt056_path: NotificationKind.CANCELLATION,
+    }
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -151,14 +153,16 @@ def parse(
     *,
     base_url: str,
     max_body_bytes: int = NOTIFY_MAX_BODY_BYTES,
+    profile: ServiceProfile | None = None,
 ) -> Notification:
     """Parse one notification: a short notice or a full pacs.002 / camt.029 report.
 
     Short notice: ``{"paymentsServiceId", "originalMessage", "statusReportMessage"}``;
-    each URI must be under ``base_url`` and name the service's path for its kind, and the
-    status report URI must end with the notice's id. Full report: a pacs.002 (root
-    ``fitoFIPmtStsRpt`` in any case) or a camt.029 (``rsltnOfInvstgtn``) with the id in a
-    top-level ``paymentsServiceId`` beside the root. Unknown fields are ignored.
+    each URI must be under ``base_url`` and name the service's path for its kind (the
+    ``profile``'s paths), and the status report URI must end with the notice's id. Full
+    report: a pacs.002 (root ``fitoFIPmtStsRpt`` in any case) or a camt.029
+    (``rsltnOfInvstgtn``) with the id in a top-level ``paymentsServiceId`` beside the root.
+    Unknown fields are ignored.
 
     Args:
         method: the HTTP method (only POST is a notification).
@@ -166,6 +170,8 @@ def parse(
         body: the raw body bytes.
         base_url: the service's base address; URIs elsewhere are refused, never fetched.
         max_body_bytes: larger bodies are refused with 413.
+        profile: the service edition whose paths a short notice's URIs must name (the
+            client's ``client.profile``); the specification's when None.
 
     Returns:
         The notification.
@@ -181,13 +187,13 @@ def parse(
     if ctype != "application/json" and not ctype.endswith("+json"):
         raise _reject(415, "Content-Type must be application/json")
     try:
-        return _parse_json(body, base_url)
+        return _parse_json(body, base_url, profile or _SPEC)
     except RecursionError:
         # msgspec's bound on nesting (a few hundred levels): no notification nests so deep.
         raise _reject(400, "body is nested too deeply") from None
 
 
-def _parse_json(body: bytes, base_url: str) -> Notification:
+def _parse_json(body: bytes, base_url: str, profile: ServiceProfile) -> Notification:
     try:
         top = _TOP.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
@@ -196,7 +202,7 @@ def _parse_json(body: bytes, base_url: str) -> Notification:
     if _PACS002_ROOT in folded or _CAMT029_ROOT in folded:
         return _parse_full(top, body, pacs002=_PACS002_ROOT in folded)
     if "paymentsServiceId" in top:
-        return _parse_short(body, base_url)
+        return _parse_short(body, base_url, profile)
     raise _reject(422, "neither a short notice nor a pacs.002/camt.029 status report")
 
 
@@ -207,7 +213,7 @@ def _check_id(value: str) -> str:
         raise _reject(422, "paymentsServiceId must be 1-128 of [A-Za-z0-9_-]") from None
 
 
-def _parse_short(body: bytes, base_url: str) -> Notification:
+def _parse_short(body: bytes, base_url: str, profile: ServiceProfile) -> Notification:
     try:
         notice = _SHORT.decode(body)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -219,7 +225,7 @@ def _parse_short(body: bytes, base_url: str) -> Notification:
     if notice.status_report_message is not None:
         path = _path_under(notice.status_report_message, base_url, "statusReportMessage")
         prefix, _, tail = path.rpartition("/")
-        kind = _STATUS_PATHS.get(prefix)
+        kind = _status_paths(profile).get(prefix)
         if kind is None or tail != psid:
             raise _reject(
                 422,
@@ -228,7 +234,8 @@ def _parse_short(body: bytes, base_url: str) -> Notification:
         kinds.add(kind)
     if notice.original_message is not None:
         path = _path_under(notice.original_message, base_url, "originalMessage")
-        kind = next((k for p, k in _ORIGINAL_PATHS.items() if path.startswith(p + "/")), None)
+        originals = _original_paths(profile).items()
+        kind = next((k for p, k in originals if path.startswith(p + "/")), None)
         if kind is None:
             raise _reject(422, "originalMessage must be a pacs.008/camt.056 URI of the service")
         kinds.add(kind)

@@ -17,7 +17,9 @@ __all__ = [
     "NOTIFY_JWT_ALGORITHMS",
     "NOTIFY_LEASE",
     "NOTIFY_MAX_BODY_BYTES",
+    "NOTIFY_PRUNE_EVERY",
     "NOTIFY_QUEUE_SIZE",
+    "NOTIFY_RETENTION",
     "NOTIFY_SEEN_CAPACITY",
     "NOTIFY_SWEEP_GRACE",
     "NOTIFY_SWEEP_RATE",
@@ -41,3 +43,5 @@ NOTIFY_JWKS_CACHE_SECONDS: Final = 300.0  # fetched JWKS keys are used this long
 NOTIFY_JWKS_MIN_REFRESH_INTERVAL: Final = 10.0  # never two JWKS fetches closer than this
 NOTIFY_JWKS_TIMEOUT: Final = 5.0  # seconds one JWKS fetch may take
 NOTIFY_JWKS_MAX_BYTES: Final = 64 * 1024  # a larger JWKS document is refused
+NOTIFY_RETENTION: Final = 30 * 86_400.0  # seconds done items and delivered marks are kept
+NOTIFY_PRUNE_EVERY: Final = 3_600.0  # seconds between deletions of what is past retention

@@ -47,7 +47,9 @@ from ._defaults import (
     NOTIFY_CALLBACK_WAIT_MAX,
     NOTIFY_INBOX_POLL,
     NOTIFY_MAX_BODY_BYTES,
+    NOTIFY_PRUNE_EVERY,
     NOTIFY_QUEUE_SIZE,
+    NOTIFY_RETENTION,
     NOTIFY_SEEN_CAPACITY,
     NOTIFY_SWEEP_GRACE,
     NOTIFY_SWEEP_RATE,
@@ -57,7 +59,7 @@ from ._inbox import Inbox, InboxError, InboxFull, InboxItem, MemoryInbox, open_i
 
 if TYPE_CHECKING:
     from .._client import PaymentsClient
-    from .._models import CancellationOutcome
+    from .._models import CancellationOutcome, Submission
 
 __all__ = [
     "NotificationEvent",
@@ -117,6 +119,9 @@ class ReceiverStats:
         delivered: of those, the ones whose "delivered" mark is committed.
         callback_errors: callback attempts that raised (each is retried, then parked).
         parked: items parked as failed after ``callback_attempts`` failed attempts.
+        tracked: submissions of the attached client tracked for the sweep.
+        track_failures: submissions that could not be tracked (the inbox was not
+            writable); their outcomes reach the callbacks only by a notification.
     """
 
     received: int = 0
@@ -131,6 +136,8 @@ class ReceiverStats:
     delivered: int = 0
     callback_errors: int = 0
     parked: int = 0
+    tracked: int = 0
+    track_failures: int = 0
 
 
 class NotificationReceiver:
@@ -145,7 +152,8 @@ class NotificationReceiver:
 
     While started it is attached to ``client``: ``wait_for_cancellation_outcome`` and
     ``wait_for_payment_status`` return as soon as a notification for their id is confirmed
-    final, and poll only as a slower safety net.
+    final, and poll only as a slower safety net; and each submission the client makes is
+    tracked for the sweep before it is returned (``submitted``).
 
     Args:
         client: the client whose signed GETs confirm each notification.
@@ -172,6 +180,13 @@ class NotificationReceiver:
         sweep_grace: seconds an id given to ``track`` may go without its final status
             before the sweep reads it (and again every ``sweep_grace`` until it is final).
         sweep_rate: reads per second the sweep makes at most.
+        track_submissions: track (as ``track`` does) every pacs.008 and camt.056 the
+            attached client submits while the receiver is started; False leaves tracking
+            to your calls of ``track``.
+        retention: seconds a done item and a delivered mark stay in a durable inbox
+            (30 days); older ones are deleted when the receiver starts and every hour
+            after. A notification redelivered after its mark is gone reaches the
+            callbacks again. ``math.inf`` keeps them forever.
 
     An exception raised by ``on_event`` is logged and does not stop the receiver.
     """
@@ -193,6 +208,8 @@ class NotificationReceiver:
         callback_wait: float = NOTIFY_CALLBACK_WAIT,
         sweep_grace: float = NOTIFY_SWEEP_GRACE,
         sweep_rate: float = NOTIFY_SWEEP_RATE,
+        track_submissions: bool = True,
+        retention: float = NOTIFY_RETENTION,
     ) -> None:
         if auth is None or not hasattr(auth, "check"):
             raise ConfigurationError(
@@ -206,6 +223,8 @@ class NotificationReceiver:
             )
         if not (0 < sweep_grace < float("inf") and 0 < sweep_rate < float("inf")):
             raise ConfigurationError("sweep_grace and sweep_rate must be positive and finite")
+        if not retention > 0:
+            raise ConfigurationError("retention must be a positive number of seconds")
         if not 0 <= callback_wait <= NOTIFY_CALLBACK_WAIT_MAX:
             raise ConfigurationError(
                 f"callback_wait must be between 0 and {NOTIFY_CALLBACK_WAIT_MAX} seconds"
@@ -227,6 +246,8 @@ class NotificationReceiver:
         self._callback_wait = float(callback_wait)
         self._sweep_grace = float(sweep_grace)
         self._sweep_rate = float(sweep_rate)
+        self._track_submissions = bool(track_submissions)
+        self._retention = float(retention)
         self.stats = ReceiverStats()
         self._started = False
         self._items: asyncio.Queue[InboxItem] = asyncio.Queue()
@@ -270,6 +291,8 @@ class NotificationReceiver:
             asyncio.create_task(self._feed(), name="notifications-inbox"),
             asyncio.create_task(self._sweep(), name="notifications-sweep"),
         ]
+        if self._retention < float("inf"):
+            self._tasks.append(asyncio.create_task(self._prune(), name="notifications-prune"))
         self._tasks += [
             asyncio.create_task(self._work(), name=f"notifications-{i}")
             for i in range(self._worker_count)
@@ -336,6 +359,34 @@ class NotificationReceiver:
             NotificationKind(kind).value, payments_service_id, check_after=self._sweep_grace
         )
 
+    async def submitted(self, submission: Submission, path: str) -> None:
+        """Track an accepted submission of the attached client (it awaits this first).
+
+        The client calls this for every pacs.008 and camt.056 it submitted (created or
+        replayed) while the receiver is started with ``track_submissions`` (the default),
+        so the id is tracked, as by ``track``, before the submission is returned. A
+        failure to write the inbox is logged and counted (``stats.track_failures``), never
+        raised: the submission stands, and only a notification or a waiter learns its
+        outcome.
+
+        Args:
+            submission: what the client returns to its caller.
+            path: where it was POSTed (the client profile's ``camt056_path`` for a
+                cancellation, else a payment).
+        """
+        if not (self._started and self._track_submissions):
+            return
+        cancellation = path == self._client.profile.camt056_path
+        kind = NotificationKind.CANCELLATION if cancellation else NotificationKind.PAYMENT
+        psid = submission.payments_service_id
+        try:
+            await self.inbox.track(kind.value, psid, check_after=self._sweep_grace)
+        except InboxError as exc:
+            self.stats.track_failures += 1
+            logger.error("submission %s not tracked: %s", psid, exc)
+            return
+        self.stats.tracked += 1
+
     # --- the HTTP side, framework-neutral --------------------------------------------
 
     async def check_credentials(self, headers: Mapping[str, str]) -> None:
@@ -377,7 +428,12 @@ class NotificationReceiver:
                 await self.check_credentials(headers)
             self.stats.received += 1
             notification = parse(
-                method, headers, body, base_url=self.base_url, max_body_bytes=self.max_body_bytes
+                method,
+                headers,
+                body,
+                base_url=self.base_url,
+                max_body_bytes=self.max_body_bytes,
+                profile=self._client.profile,
             )
         except NotificationRejected as exc:
             if exc.status != 401 or authenticated:
@@ -490,6 +546,18 @@ class NotificationReceiver:
                 await asyncio.sleep(pause)
             if not due:
                 await asyncio.sleep(idle)
+
+    async def _prune(self) -> None:
+        """Delete what is past ``retention`` now, then every ``NOTIFY_PRUNE_EVERY`` s."""
+        while True:
+            try:
+                pruned = await self.inbox.prune(self._retention)
+            except InboxError as exc:
+                logger.warning("cannot prune the inbox: %s", exc)
+            else:
+                if pruned:
+                    logger.info("pruned %d done items and delivered marks", pruned)
+            await asyncio.sleep(NOTIFY_PRUNE_EVERY)
 
     async def _work(self) -> None:
         while True:

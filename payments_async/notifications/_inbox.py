@@ -161,6 +161,11 @@ class Inbox(Protocol):
         after ``recheck`` seconds (unless its final status is delivered meanwhile)."""
         ...
 
+    async def prune(self, older_than: float) -> int:
+        """Delete done items and delivered marks older than ``older_than`` seconds;
+        return how many. Waiting, parked and tracked ones are kept."""
+        ...
+
 
 def encode_notification(notification: Notification) -> bytes:
     """A notification as stored in an inbox (JSON)."""
@@ -239,10 +244,10 @@ class MemoryInbox:
         if entry is None:
             self._items[key] = _Entry(notification, 1, "pending", 0, 0.0, now)
         else:
-            if entry.state != "pending":
+            if entry.state != "pending":  # a waiting item keeps its attempts and its wait
                 entry.received_at, entry.folded = now, 0
+                entry.attempts, entry.not_before = 0, 0.0
             entry.notification, entry.seq, entry.state = notification, entry.seq + 1, "pending"
-            entry.attempts, entry.not_before = 0, 0.0
             entry.folded += 1
         self._waiting += 1
 
@@ -288,7 +293,7 @@ class MemoryInbox:
         entry.attempts += 1
         entry.not_before = time.time() + delay
         entry.error = error
-        if park:
+        if park:  # whatever came meanwhile: the callback runs only for a final status
             entry.state = "failed"
             self._waiting -= entry.folded
             entry.folded = 0
@@ -321,6 +326,10 @@ class MemoryInbox:
         for key in due:
             self._tracked[key] = now + recheck
         return due
+
+    async def prune(self, older_than: float) -> int:
+        """Nothing: done items are forgotten at once and marks beyond the bound."""
+        return 0
 
 
 class GroupCommit:

@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS payments_notify_delivered (
     key TEXT PRIMARY KEY,
     delivered_at DOUBLE PRECISION NOT NULL
 );
+CREATE INDEX IF NOT EXISTS payments_notify_delivered_age
+    ON payments_notify_delivered (delivered_at);
 CREATE TABLE IF NOT EXISTS payments_notify_tracked (
     kind TEXT NOT NULL,
     payments_service_id TEXT NOT NULL,
@@ -73,7 +75,10 @@ ON CONFLICT (kind, payments_service_id) DO UPDATE SET
     notification = excluded.notification,
     seq = i.seq + 1,
     received_at = CASE WHEN i.state = 'pending' THEN i.received_at ELSE excluded.received_at END,
-    state = 'pending', attempts = 0, not_before = 0, error = NULL,
+    attempts = CASE WHEN i.state = 'pending' THEN i.attempts ELSE 0 END,
+    not_before = CASE WHEN i.state = 'pending' THEN i.not_before ELSE 0 END,
+    error = CASE WHEN i.state = 'pending' THEN i.error END,
+    state = 'pending',
     updated_at = excluded.updated_at
 """  # noqa: S608
 _CLAIM: Final = f"""
@@ -93,10 +98,12 @@ UPDATE payments_notify_inbox SET
     attempts = 0, error = NULL, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
 WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
 """  # noqa: S608
+# A failed attempt counts, and parks, whatever arrived meanwhile: the callback runs only
+# for a final status, and a notification folded in since can bring no other.
 _RETRY: Final = f"""
 UPDATE payments_notify_inbox SET
     attempts = attempts + 1, not_before = {_NOW} + %s,
-    state = CASE WHEN seq = %s THEN %s ELSE state END,
+    state = %s,
     error = %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
 WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
 """  # noqa: S608
@@ -114,6 +121,11 @@ SELECT
         ORDER BY updated_at DESC LIMIT 1),
     (SELECT COUNT(*) FROM payments_notify_tracked)
 """
+_PRUNE_DONE: Final = (
+    "DELETE FROM payments_notify_inbox "  # noqa: S608
+    f"WHERE state = 'done' AND updated_at < {_NOW} - %s"
+)
+_PRUNE_DELIVERED: Final = f"DELETE FROM payments_notify_delivered WHERE delivered_at < {_NOW} - %s"  # noqa: S608
 _TRACK: Final = f"""
 INSERT INTO payments_notify_tracked (kind, payments_service_id, tracked_at, next_check)
 VALUES (%s, %s, {_NOW}, {_NOW} + %s) ON CONFLICT DO NOTHING
@@ -286,7 +298,7 @@ class PostgresInbox(GroupCommit):
     async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
         """Due again later, or parked."""
         kind, psid = item.key
-        params = (delay, item.seq, "failed" if park else "pending", error, kind, psid, self._owner)
+        params = (delay, "failed" if park else "pending", error, kind, psid, self._owner)
 
         async def op(cur: psycopg.AsyncCursor[Any]) -> None:
             await cur.execute(_RETRY, params)
@@ -317,3 +329,15 @@ class PostgresInbox(GroupCommit):
         """The due ones nobody else is sweeping, each due again after ``recheck``."""
         rows = await self._read(_DUE_TRACKED, (recheck, limit))
         return [(str(k), str(p)) for k, p in rows]
+
+    async def prune(self, older_than: float) -> int:
+        """Delete done items and delivered marks older than that, in one transaction."""
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> int:
+            await cur.execute(_PRUNE_DONE, (older_than,))
+            done = cur.rowcount
+            await cur.execute(_PRUNE_DELIVERED, (older_than,))
+            return max(done, 0) + max(cur.rowcount, 0)
+
+        pruned: int = await self._submit(op)
+        return pruned

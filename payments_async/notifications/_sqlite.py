@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS inbox (
 );
 CREATE INDEX IF NOT EXISTS inbox_due ON inbox (state, received_at);
 CREATE TABLE IF NOT EXISTS delivered (key TEXT PRIMARY KEY, delivered_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS delivered_age ON delivered (delivered_at);
 CREATE TABLE IF NOT EXISTS tracked (
     kind TEXT NOT NULL,
     payments_service_id TEXT NOT NULL,
@@ -57,8 +58,10 @@ CREATE TABLE IF NOT EXISTS tracked (
 CREATE INDEX IF NOT EXISTS tracked_due ON tracked (next_check);
 """
 
-# A new notification for an item folds into it: a done or parked item waits again, its
-# attempts start over, and a read in flight (an older seq) will not complete it.
+# A new notification for an item folds into it: a done or parked item waits again with its
+# attempts started over; a waiting one keeps its failed attempts and its wait (duplicates
+# never keep a failing callback from being parked); a read in flight (an older seq) will
+# not complete it.
 _PUT: Final = """
 INSERT INTO inbox (kind, payments_service_id, notification, seq, state, received_at, updated_at)
 VALUES (?1, ?2, ?3, 1, 'pending', ?4, ?4)
@@ -66,7 +69,10 @@ ON CONFLICT (kind, payments_service_id) DO UPDATE SET
     notification = excluded.notification,
     seq = seq + 1,
     received_at = CASE WHEN state = 'pending' THEN received_at ELSE excluded.received_at END,
-    state = 'pending', attempts = 0, not_before = 0, error = NULL,
+    attempts = CASE WHEN state = 'pending' THEN attempts ELSE 0 END,
+    not_before = CASE WHEN state = 'pending' THEN not_before ELSE 0 END,
+    error = CASE WHEN state = 'pending' THEN error END,
+    state = 'pending',
     updated_at = excluded.updated_at
 """
 _CLAIM: Final = (
@@ -77,9 +83,11 @@ _DONE: Final = (
     "UPDATE inbox SET state = 'done', attempts = 0, error = NULL, updated_at = ? "
     "WHERE kind = ? AND payments_service_id = ? AND seq = ? AND state = 'pending'"
 )
+# A failed attempt counts, and parks, whatever arrived meanwhile: the callback runs only
+# for a final status, and a notification folded in since can bring no other.
 _RETRY: Final = (
     "UPDATE inbox SET attempts = attempts + 1, not_before = ?, state = ?, error = ?, "
-    "updated_at = ? WHERE kind = ? AND payments_service_id = ? AND seq = ?"
+    "updated_at = ? WHERE kind = ? AND payments_service_id = ?"
 )
 
 
@@ -247,7 +255,7 @@ class SqliteInbox(GroupCommit):
         """Due again later, or parked."""
         kind, psid = item.key
         now = time.time()
-        params = (now + delay, "failed" if park else "pending", error, now, kind, psid, item.seq)
+        params = (now + delay, "failed" if park else "pending", error, now, kind, psid)
         try:
             await self._submit(lambda db: db.execute(_RETRY, params))
         finally:
@@ -292,6 +300,20 @@ class SqliteInbox(GroupCommit):
 
         due: list[tuple[str, str]] = await self._submit(take)
         return due
+
+    async def prune(self, older_than: float) -> int:
+        """Delete done items and delivered marks older than that, in one transaction."""
+        cutoff = time.time() - older_than
+
+        def delete(db: sqlite3.Connection) -> int:
+            done = db.execute(
+                "DELETE FROM inbox WHERE state = 'done' AND updated_at < ?", (cutoff,)
+            ).rowcount
+            marks = db.execute("DELETE FROM delivered WHERE delivered_at < ?", (cutoff,)).rowcount
+            return int(done) + int(marks)
+
+        pruned: int = await self._submit(delete)
+        return pruned
 
 
 def read_status(db: sqlite3.Connection) -> InboxStatus:

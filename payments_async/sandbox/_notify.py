@@ -21,13 +21,7 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
-from .._constants import (
-    CAMT029_PATH,
-    CAMT056_PATH,
-    JSON_CONTENT_TYPE,
-    PACS002_PATH,
-    PACS008_PATH,
-)
+from .._constants import JSON_CONTENT_TYPE
 from .._urls import redact_url
 from ._config import (
     NOTIFICATION_FAULT_KINDS,
@@ -219,6 +213,7 @@ class Notifier:
     ) -> tuple[NotificationTarget, bytes, str] | None:
         """Target, body and status code of an id's notification now (None: nothing to send)."""
         body: bytes
+        profile = self._state.config.profile  # short notices name the edition's paths
         if kind == "payment":
             p = self._state.payments.get(psid)
             if p is None:
@@ -237,7 +232,7 @@ class Notifier:
                     at = p.processed_at
                 body = _with_id(payment_status_body(p, status, at), psid)
             else:
-                body = self._short(psid, PACS008_PATH, PACS002_PATH)
+                body = self._short(psid, profile.pacs008_path, profile.pacs002_path)
         else:
             c = self._state.cancellations.get(psid)
             if c is None:
@@ -251,7 +246,7 @@ class Notifier:
                 at = c.settles_at if cstatus.final else c.created_at
                 body = _with_id(cancellation_outcome_body(c, cstatus, at), psid)
             else:
-                body = self._short(psid, CAMT056_PATH, CAMT029_PATH)
+                body = self._short(psid, profile.camt056_path, profile.camt029_path)
         return target, body, code
 
     def _start_delivery(

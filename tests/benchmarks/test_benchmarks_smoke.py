@@ -207,6 +207,17 @@ def test_notifications(tmp_path: Path) -> None:
     # with the durable inbox (whose commits are shared by bursts)
     for mode in ("notifications", "notifications-sqlite"):
         assert rows[mode]["receiver_confirm_reads"] == rows[mode]["waiters"]
+        # every outcome reached the callback once, and every submission was tracked
+        assert rows[mode]["callbacks"] == rows[mode]["waiters"]
+        assert rows[mode]["receiver_tracked"] == rows[mode]["waiters"]
+        assert rows[mode]["callback_p99_ms"] >= rows[mode]["callback_p50_ms"] > 0
+    # the ingest rows: every notification answered 202 and processed
+    ingest = {r["mode"]: r for r in load(tmp_path / "notifications.json")["ingest"]}
+    assert set(ingest) == {"ingest-memory", "ingest-sqlite"}
+    for got in ingest.values():
+        assert got["answers"] == {"202": got["notifications"]}
+        assert got["callbacks"] == got["notifications"] > 0
+        assert got["processed_per_s"] > 0
     durable = rows["notifications-sqlite"]
     assert durable["receiver_inbox"] == "SqliteInbox"
     assert durable["receiver_inbox_commits"] > 0

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from payments_async import ConfigurationError
 from payments_async._constants import PACS002_PATH
 from payments_async.notifications import (
+    BasicAuth,
     Inbox,
     InboxError,
     InboxFull,
     MemoryInbox,
     Notification,
     NotificationKind,
+    NotificationReceiver,
     PostgresInbox,
     SqliteInbox,
     open_inbox,
@@ -242,3 +246,69 @@ async def test_a_store_failure_is_answered_503_so_the_service_redelivers() -> No
         assert status == 503
         assert b"retry later" in answer
         assert (st.receiver.stats.store_failures, st.receiver.stats.accepted) == (1, 0)
+
+
+async def test_duplicates_keep_a_failing_items_attempts_and_wait_until_it_is_parked(
+    inbox: Inbox,
+) -> None:
+    await inbox.put(notice("a"))
+    (item,) = await inbox.claim(1)
+    await inbox.retry(item, delay=0.3, park=False, error="boom 1")
+    await inbox.put(notice("a"))  # a duplicate while it waits
+    assert await inbox.claim(1) == []  # it does not cut the wait short
+    await asyncio.sleep(0.4)
+    (item,) = await inbox.claim(1)
+    assert item.attempts == 1  # nor start the count over
+    await inbox.put(notice("a"))  # one more arrives while the callback runs
+    await inbox.retry(item, delay=0.0, park=True, error="boom 2")
+    assert await inbox.claim(1) == []  # parked all the same
+    status = await inbox.status()
+    assert (status.depth, status.failed, status.last_error) == (0, 1, "boom 2")
+    await inbox.put(notice("a"))  # one after the parking tries again, from the start
+    (item,) = await inbox.claim(1)
+    assert item.attempts == 0
+
+
+async def test_prune_deletes_only_what_is_done_and_past_retention(inbox: Inbox) -> None:
+    await inbox.put(notice("done"))
+    await inbox.put(notice("parked"))
+    await inbox.put(notice("waiting"))
+    await inbox.track("payment", "tracked", check_after=60.0)
+    items = {i.notification.payments_service_id: i for i in await inbox.claim(3)}
+    await inbox.complete(items["done"], "payment:done:ACSC")
+    await inbox.retry(items["parked"], delay=0.0, park=True, error="boom")
+    inbox.release(items["waiting"])
+    assert await inbox.prune(3600.0) == 0  # nothing that old
+    await asyncio.sleep(0.05)
+    pruned = await inbox.prune(0.01)
+    status = await inbox.status()
+    assert (status.depth, status.failed, status.tracked) == (1, 1, 1)
+    if isinstance(inbox, MemoryInbox):
+        assert pruned == 0  # it forgets done items at once and keeps a bounded set of marks
+        assert await inbox.is_delivered("payment:done:ACSC")
+    else:
+        assert pruned == 2  # the done item and its mark
+        assert not await inbox.is_delivered("payment:done:ACSC")
+        assert status.delivered == 0
+
+
+async def test_a_receiver_prunes_its_inbox_when_it_starts(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.db"
+    first = SqliteInbox(path)
+    await first.open()
+    await first.put(notice("a"))
+    (item,) = await first.claim(1)
+    await first.complete(item, "payment:a:ACSC")
+    await first.aclose()
+    await asyncio.sleep(0.05)
+    async with notifying_stack(inbox=str(path), retention=math.inf) as st:
+        await asyncio.sleep(0.2)
+        assert (await st.receiver.inbox.status()).delivered == 1  # kept forever
+    async with notifying_stack(inbox=str(path), retention=0.01) as st:
+        for _ in range(100):
+            if (await st.receiver.inbox.status()).delivered == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert (await st.receiver.inbox.status()).delivered == 0
+    with pytest.raises(ConfigurationError, match="retention"):
+        NotificationReceiver(st.client, auth=BasicAuth(HOOK_USER, HOOK_PASSWORD), retention=0)

@@ -8,6 +8,7 @@ import gc
 import logging
 import time
 from collections import Counter
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -18,7 +19,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from payments_async import CancellationOutcome, ConfigurationError, Outcome, PollPolicy
+from payments_async import (
+    CancellationOutcome,
+    ConfigurationError,
+    Outcome,
+    PollPolicy,
+    ServiceProfile,
+)
 from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH
 from payments_async.iso20022 import summarize_status_report
 from payments_async.notifications import (
@@ -77,6 +84,50 @@ async def test_outcomes_reach_waiters_and_callbacks_by_notification() -> None:
         assert st.receiver.stats.confirm_reads == 4
         assert st.sandbox_gets() == 4
         assert st.sent()["delivered"] == 4
+
+
+EDITION = ServiceProfile(
+    pacs008_path="/payments/pacs008/v08",
+    pacs002_path="/payments/pacs002/v10",
+    camt056_path="/payments/camt056/v07",
+    camt029_path="/payments/camt029/v08",
+)
+
+
+async def test_another_editions_short_notices_reach_callbacks_through_its_profile() -> None:
+    seen: list[bytes] = []
+
+    async with notifying_stack(profile=EDITION) as st:
+        handle = st.receiver.handle
+
+        async def spy(method: str, headers: Any, body: bytes, **kw: Any) -> tuple[int, bytes]:
+            seen.append(body)
+            return await handle(method, headers, body, **kw)
+
+        st.receiver.handle = spy  # type: ignore[method-assign]
+        c = st.client
+        p = credit_transfer()
+        s = await c.submit_credit_transfer(p)
+        x = await c.request_cancellation(cancellation_for(p))
+        outcome, status = await asyncio.wait_for(
+            asyncio.gather(
+                c.wait_for_cancellation_outcome(x.payments_service_id),
+                c.wait_for_payment_status(s.payments_service_id),
+            ),
+            WAIT,
+        )
+        assert outcome.accepted
+        assert status.status == "RJCT"
+        await settle(st)
+        assert [psid for psid, _ in st.payments] == [s.payments_service_id]
+        assert [o.payments_service_id for o in st.outcomes] == [x.payments_service_id]
+        assert st.receiver.stats.rejected == {}
+        assert st.receiver.stats.confirm_reads == 2
+        notices = sorted(msgspec.json.decode(body)["statusReportMessage"] for body in seen)
+        assert notices == [
+            f"{st.sandbox.url}/payments/camt029/v08/{x.payments_service_id}",
+            f"{st.sandbox.url}/payments/pacs002/v10/{s.payments_service_id}",
+        ]
 
 
 def _es256_pair() -> tuple[bytes, bytes]:

@@ -15,6 +15,7 @@ from payments_async import (
     PaymentsClient,
     PaymentStatus,
     PollPolicy,
+    ServiceProfile,
 )
 from payments_async.notifications import (
     Authenticator,
@@ -61,14 +62,19 @@ async def notifying_stack(
     poll: PollPolicy = NO_POLL,
     processing_delay: float = 0.4,
     settlement_delay: float = 0.3,
+    profile: ServiceProfile | None = None,
     **receiver_options: Any,
 ) -> AsyncIterator[Stack]:
-    config = SandboxConfig(processing_delay=processing_delay, settlement_delay=settlement_delay)
+    config = SandboxConfig(
+        processing_delay=processing_delay,
+        settlement_delay=settlement_delay,
+        profile=profile or ServiceProfile(),
+    )
     async with sandbox_server(config) as sb:
         assert sb.credentials is not None
         if faults is not None:
             sb.server.notifier.set_faults(faults)
-        async with PaymentsClient(sb.credentials, base_url=sb.url) as client:
+        async with PaymentsClient(sb.credentials, base_url=sb.url, profile=profile) as client:
             stack_holder: list[Stack] = []
 
             async def on_payment(psid: str, status: PaymentStatus) -> None:

@@ -25,6 +25,7 @@ from payments_async import (
     PaymentsError,
     PollPolicy,
     PollTimeoutError,
+    ServiceProfile,
 )
 from payments_async._polling import poll_until_final
 from payments_async.notifications import (
@@ -75,6 +76,25 @@ def test_short_notice_of_a_cancellation() -> None:
     assert n.payments_service_id == PSID
     assert n.kind is NotificationKind.CANCELLATION
     assert n.payload == "short"
+
+
+def test_short_notices_name_the_profiles_paths() -> None:
+    edition = ServiceProfile(pacs002_path="/payments/pacs002/v10", camt056_path="/cxl/v7")
+    body = short(
+        originalMessage=f"{BASE}/cxl/v7/{PSID}",
+        statusReportMessage=f"{BASE}/payments/camt029/v09/{PSID}",
+    )
+    n = parse("POST", JSON, body, base_url=BASE, profile=edition)
+    assert n.kind is NotificationKind.CANCELLATION
+    assert rejected_status(body) == 422  # the specification's paths by default
+    payment = short(statusReportMessage=f"{BASE}/payments/pacs002/v10/{PSID}")
+    assert parse("POST", JSON, payment, base_url=BASE, profile=edition).kind is (
+        NotificationKind.PAYMENT
+    )
+    assert rejected_status(payment) == 422
+    spec = short(statusReportMessage=f"{BASE}{ServiceProfile().pacs002_path}/{PSID}")
+    with pytest.raises(NotificationRejected):  # an edition's paths replace the spec's
+        parse("POST", JSON, spec, base_url=BASE, profile=edition)
 
 
 def test_short_notice_of_a_payment_with_a_relative_uri_and_default_port() -> None:

@@ -184,11 +184,12 @@ async def test_an_answer_that_does_not_begin_within_the_read_timeout_fails_the_a
     assert cause.request_sent
 
 
-def test_aiohttp_keeps_the_connect_and_per_read_timeouts_and_no_total() -> None:
-    # The attempt's deadline is asyncio.timeout's; aiohttp keeps connecting and each read.
+def test_aiohttp_keeps_the_connect_timeout_only() -> None:
+    # The attempt's deadline and the read timeout are one asyncio.timeout (the tests
+    # above); aiohttp keeps connecting.
     transport = Transport("http://127.0.0.1:9", timeout=Timeout(connect=2.0, read=10.0))
     t = transport._aiohttp_timeout
-    assert (t.total, t.sock_read, t.sock_connect) == (None, 10.0, 2.0)
+    assert (t.total, t.sock_read, t.sock_connect) == (None, None, 2.0)
 
 
 async def test_a_calls_deadline_holds_while_it_queues_for_the_only_connection(
@@ -224,6 +225,33 @@ async def test_a_calls_deadline_holds_while_it_queues_for_the_only_connection(
     assert "free connection" in info.value.message
     assert info.value.request_sent is False
     assert arrived == ["PS-A"]  # the second call was never sent
+
+
+async def test_the_wait_for_a_free_connection_does_not_count_against_the_read_timeout(
+    serve: Serve,
+) -> None:
+    # One connection, four reads of 0.25 s each: the last one queues ~0.75 s, longer
+    # than the read timeout (0.5 s), inside its deadline (5 s). The read timeout starts
+    # once a request has its connection, so every read succeeds.
+    async def quarter_second(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.25)
+        return web.json_response({})
+
+    url = await serve({("GET", "/x/{n}"): quarter_second})
+    transport = Transport(url, timeout=Timeout(read=0.5), limits=Limits(connections=1))
+    try:
+        start = time.monotonic()
+        responses = await asyncio.gather(
+            *(
+                transport.request(Exchange("GET", f"/x/{i}", "r", 1), {}, timeout=5)
+                for i in range(4)
+            )
+        )
+        took = time.monotonic() - start
+    finally:
+        await transport.aclose()
+    assert [r.status for r in responses] == [200] * 4
+    assert took >= 0.9  # they did queue: one at a time
 
 
 async def _until_true(predicate: Callable[[], bool]) -> None:
