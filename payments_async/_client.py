@@ -694,6 +694,8 @@ class PaymentsClient:
         headers = (self._post_headers if op.body is not None else self._base_headers).copy()
         headers[REQUEST_ID_HEADER] = op.request_id
         for resend in (False, True):
+            if (limiter := scoped_limiter() or self._rate) is not None:  # before signing
+                timeout = await take_slot(limiter, deadline, op.context(), _MIN_ATTEMPT_TIMEOUT)
             headers["Authorization"] = "Bearer " + token.value
             signed_with = self._clock.offset
             if op.body is not None and op.sca:
@@ -713,9 +715,6 @@ class PaymentsClient:
                 op.method, op.path, op.request_id, op.attempts, resend_count=op.sends
             )
             op.sends += 1
-            if (limiter := scoped_limiter() or self._rate) is not None:
-                await take_slot(limiter, deadline - time.monotonic(), op.context())
-                timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
             try:
                 resp = await self._transport.request(
                     exchange, headers, body=op.body, timeout=timeout, timeouts=op.timeouts

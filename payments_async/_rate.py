@@ -270,15 +270,20 @@ def limit_rate(limiter: RateLimiter | None) -> Iterator[None]:
         _scoped.reset(token)
 
 
-async def take_slot(limiter: RateLimiter, budget: float, context: dict[str, Any]) -> None:
-    """Wait for ``limiter``'s slot, at most ``budget`` seconds.
+async def take_slot(
+    limiter: RateLimiter, deadline: float, context: dict[str, Any], floor: float
+) -> float:
+    """Wait for ``limiter``'s slot until ``deadline`` (``time.monotonic()``); return the
+    seconds then left to it, at least ``floor``.
 
     Raises:
         TransportError: no slot before the deadline, raised once it has passed, as for a
             free connection: nothing was sent, and no retry is left to the call.
     """
+    budget = deadline - time.monotonic()
     if not await limiter.acquire(budget):
         await asyncio.sleep(max(budget, 0.0))
         raise TransportError(
             "timed out waiting for a slot of the rate limit", request_sent=False, **context
         )
+    return max(deadline - time.monotonic(), floor)
