@@ -39,6 +39,7 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     from ._models import CancellationOutcome, Submission
     from ._polling import PollPolicy
     from ._profile import ServiceProfile
+    from ._rate import RateLimit, RateLimiter, limit_rate
     from ._response import Answered, RawResponse
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
@@ -89,7 +90,9 @@ __all__ = [
     "PollPolicy",
     "PollTimeoutError",
     "Problem",
+    "RateLimit",
     "RateLimitedError",
+    "RateLimiter",
     "RawResponse",
     "RequestEvent",
     "RetryBudget",
@@ -110,6 +113,7 @@ __all__ = [
     "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
+    "limit_rate",
     "redact_url",
 ]
 
@@ -147,7 +151,9 @@ _LAZY: dict[str, str] = {
     "PollPolicy": "._polling",
     "PollTimeoutError": "._errors",
     "Problem": "._errors",
+    "RateLimit": "._rate",
     "RateLimitedError": "._errors",
+    "RateLimiter": "._rate",
     "RawResponse": "._response",
     "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
@@ -168,6 +174,7 @@ _LAZY: dict[str, str] = {
     "check_key_id_and_issuer": "._checks",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
+    "limit_rate": "._rate",
     "redact_url": "._urls",
 }
 

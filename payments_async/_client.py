@@ -48,6 +48,7 @@ from ._operation import Operation as _Operation
 from ._polling import MessagePoll, NotificationSource, PollPolicy, Summary
 from ._profile import ServiceProfile
 from ._proxy import resolve_proxy
+from ._rate import RateLimit, RateLimiter, rate_limiter, scoped_limiter, take_slot
 from ._request import request as _request
 from ._response import CAPTURE, RawResponse, WithResponse
 from ._retry import RetryPolicy
@@ -123,6 +124,8 @@ class PaymentsClient:
         clock_skew_threshold: seconds of difference between the service's clock (the
             ``Date`` of token answers and 401s) and ours past which JWTs are signed on
             the service's time; None trusts our clock.
+        rate_limit: requests per second at most (a number, a ``RateLimit``, or a shared
+            ``RateLimiter``); what takes a slot: see ``RateLimit``. None: no client rate.
 
     Raises:
         ConfigurationError: a setting is of the wrong type or out of range (checked here,
@@ -146,6 +149,7 @@ class PaymentsClient:
         telemetry: Telemetry | None = None,
         profile: ServiceProfile | None = None,
         clock_skew_threshold: float | None = CLOCK_SKEW_THRESHOLD,
+        rate_limit: float | RateLimit | RateLimiter | None = None,
     ) -> None:
         if not isinstance(credentials, Credentials):
             raise ConfigurationError("credentials must be a payments_async.Credentials")
@@ -187,6 +191,7 @@ class PaymentsClient:
             instruments=self._instruments,
         )
         self._retry = retry or RetryPolicy()
+        self._rate = rate_limiter(rate_limit)
         self._poll = poll or PollPolicy()
         self._notices: NotificationSource | None = None
         self._notified_poll = PollPolicy(initial=NOTIFIED_POLL_INITIAL, maximum=NOTIFIED_POLL_MAX)
@@ -199,8 +204,7 @@ class PaymentsClient:
             clock=self._clock,
             instruments=self._instruments,
         )
-        # Each request's headers start as a copy of one of these (a CIMultiDict, aiohttp's
-        # own header type).
+        # Each request's headers start as a copy of one of these (aiohttp's CIMultiDict).
         self._base_headers: CIMultiDict[str] = CIMultiDict(
             {
                 profile.client_id_header: credentials.client_id,
@@ -679,9 +683,8 @@ class PaymentsClient:
     async def _attempt(self, op: _Operation, deadline: float) -> Response:
         """One attempt; a 401 invalidates that exact token and resends once with a new one."""
         op.attempts += 1
-        # Each step gets what is left of the deadline (counted again after every step that
-        # waited: a token fetch, an async signature, a send answered 401), so the deadline
-        # holds even when the service stops answering mid-response.
+        # Each step gets what is left of the deadline, counted again after every wait (a
+        # token, a signature, a rate slot, a 401), so it holds even if the service stalls.
         timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
         # The cached token without a coroutine; a fetch's failures: this call was not sent.
         token = self._tokens.current
@@ -691,13 +694,14 @@ class PaymentsClient:
         headers = (self._post_headers if op.body is not None else self._base_headers).copy()
         headers[REQUEST_ID_HEADER] = op.request_id
         for resend in (False, True):
+            if (limiter := scoped_limiter() or self._rate) is not None:  # before signing
+                timeout = await take_slot(limiter, deadline, op.context(), _MIN_ATTEMPT_TIMEOUT)
             headers["Authorization"] = "Bearer " + token.value
             signed_with = self._clock.offset
             if op.body is not None and op.sca:
-                # SCA tokens are single use (unique jti and nonce): every send, the resend
-                # after a 401 included, carries a fresh one over the same body bytes. It
-                # comes from the signer that obtained this access token: after a key
-                # rotation, kid and iss still match the token's assertion.
+                # SCA tokens are single use (unique jti and nonce): every send carries a
+                # fresh one over the same bytes, from the signer that obtained this access
+                # token, so after a key rotation kid and iss match the token's assertion.
                 signer = token.signer or self._signer
                 sca = signer.sign_sca_token(
                     op.body, payment_id=op.payment_id, now=self._clock.now(), digest=op.digest
@@ -723,6 +727,8 @@ class PaymentsClient:
                 op.elapsed = exchange.elapsed
                 raise
             op.elapsed = resp.elapsed
+            if limiter is not None:
+                limiter.observe(resp.status, resp.headers)
             if resp.status != 401 or resend:
                 break
             self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
@@ -767,9 +773,8 @@ class PaymentsClient:
             async with asyncio.timeout(timeout):
                 return await self._tokens.get()
         except TimeoutError as exc:
-            # The shared fetch goes on for other callers; this operation's time is up.
-            # Say what the token endpoint did (its own path, status and request id), in a
-            # copy: the shared error object may be raised in other tasks at the same time.
+            # The shared fetch goes on for other callers; this operation's time is up. Say
+            # what the token endpoint did, in a copy: other tasks may raise the shared error.
             op.elapsed = time.monotonic() - started
             last = self._tokens.last_error
             if last is not None:

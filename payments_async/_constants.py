@@ -74,6 +74,15 @@ RETRY_BUDGET_COST: Final = 5  # ...a retry costs 5...
 RETRY_BUDGET_TIMEOUT_COST: Final = 10  # ...a retry after a timeout costs 10...
 RETRY_BUDGET_REFILL: Final = 1  # ...a success gives 1 back
 
+# --- Client-side rate (RateLimit; adaptive as botocore's adaptive retry mode) -------------
+RATE_LIMIT_BURST: Final = 1
+"""Requests a ``RateLimit`` lets go at once after a quiet spell unless given a ``burst``:
+1 spaces every request ``1 / per_second`` seconds apart."""
+RATE_THROTTLED_STATUSES: Final = frozenset({429, 503})  # 503 only with Retry-After
+RATE_ADAPTIVE_BETA: Final = 0.5  # a throttling answer multiplies the rate by this...
+RATE_ADAPTIVE_MIN: Final = 0.5  # ...never below this many requests per second...
+RATE_ADAPTIVE_SCALE: Final = 0.4  # ...and it grows back on botocore's cubic curve
+
 # --- Polling (waiters) -------------------------------------------------------------------
 POLL_INITIAL: Final = 0.5
 POLL_MAX: Final = 10.0

@@ -34,7 +34,9 @@ INTENDED = {
     "PollPolicy",
     "PollTimeoutError",
     "Problem",
+    "RateLimit",
     "RateLimitedError",
+    "RateLimiter",
     "RawResponse",
     "RequestEvent",
     "RetryBudget",
@@ -55,6 +57,7 @@ INTENDED = {
     "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
+    "limit_rate",
     "redact_url",
 }
 

@@ -11,6 +11,7 @@ __all__ = [
     "JOB_RETRY_WAIT",
     "JOURNAL_OUTAGE_WINDOW",
     "QUEUE_NAME",
+    "RATE_BACKLOG",
     "RESEND_INITIAL",
     "RESEND_MAX",
     "SHUTDOWN_GRACE",
@@ -43,6 +44,9 @@ JOB_RETRY_WAIT: Final = 2
 """Seconds before a row's job is retried, times the attempt number."""
 STATUS_INTERVAL: Final = 1.0
 """Seconds between progress reads while a queued run is watched."""
+RATE_BACKLOG: Final = 1.0
+"""Seconds ahead a run's rate may be booked before another row is sent: the rows under way
+then ask no more than the rate serves, and wait for their slots well within their deadlines."""
 RESEND_INITIAL: Final = 0.5
 """Seconds before a local run resends a row whose outcome is unknown (then doubling)."""
 RESEND_MAX: Final = 8.0

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import PaymentsClient, PaymentsError
+from .. import PaymentsClient, PaymentsError, RateLimit, limit_rate
 from .._constants import POLL_TIMEOUT
 from ._defaults import (
     ENQUEUE_BATCH,
@@ -41,6 +41,7 @@ from ._defaults import (
     WORKER_ROWS,
 )
 from ._journal import JournalError, RowState
+from ._rate import RunRates, ensure_rate_table, store_run_rate
 from ._results import write_run_results
 from ._rows import (
     RowOutcome,
@@ -102,6 +103,7 @@ class _WorkerState:
     pool: psycopg_pool.AsyncConnectionPool[Any]
     writer: pg.GroupCommitter
     timeout: float
+    rates: RunRates | None = None  # None: the runs' rates are not looked up
 
 
 _ASYNC_COMMIT: Final = "-c synchronous_commit=off"
@@ -154,7 +156,9 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
         state = context.additional_context["payments_bulk"]
         assert isinstance(state, _WorkerState)
         try:
-            await process_row(state, run_id, line)
+            rates = state.rates
+            with limit_rate(None if rates is None else await rates.limiter(run_id)):
+                await process_row(state, run_id, line)
         except asyncio.CancelledError:
             # A stopping worker cancels its rows after the grace period. Failing the job
             # (instead of letting procrastinate mark it aborted) puts it back in the
@@ -266,6 +270,7 @@ async def enqueue_run(
     input_name: str,
     new_run_id: str,
     plan: Callable[[str], Iterator[Any]],
+    rate: RateLimit | None = None,
 ) -> EnqueueReport:
     """Fix every row's ids in PostgreSQL (once per input) and queue one job per open row.
 
@@ -276,6 +281,8 @@ async def enqueue_run(
         new_run_id: the run id when this input has no run yet.
         plan: called with the run id, yields the planned rows (consumed only when this
             call writes the plan).
+        rate: the requests per second (and burst) every worker of the run keeps together;
+            None leaves the run's stored rate, if any, as it is.
 
     Raises:
         JournalError: the database cannot be reached or holds another schema.
@@ -293,6 +300,9 @@ async def enqueue_run(
             input_name=input_name,
         )
         wrote = await asyncio.to_thread(lambda: pg.plan_run(conn, run_id, plan(run_id)))
+        if rate is not None:
+            await asyncio.to_thread(ensure_rate_table, conn, _lock_id("schema"))
+            await asyncio.to_thread(store_run_rate, conn, run_id, rate)
         # One enqueuer per run at a time: a second command waits here, then finds every
         # row queued (or final) and defers nothing.
         await asyncio.to_thread(conn.execute, "SELECT pg_advisory_lock(%s)", (_lock_id(run_id),))
@@ -481,6 +491,10 @@ async def run_worker(
     stopped (killed processes, lost hosts) and puts them back in the queue; any worker
     then runs them with the row's recorded ids.
 
+    A run queued with a rate (``enqueue_run(rate=...)``) has every request of its rows
+    (sends, resends, polls) take a slot of that rate, shared with every other worker of
+    the run through the database, in place of the client's own ``rate_limit``.
+
     The worker's commits do not wait for the server's disk (``synchronous_commit=off``),
     as the SQLite journal's ``synchronous=NORMAL``: a killed worker loses nothing, since
     the server has every commit; a crash of the server itself may drop its last few
@@ -512,6 +526,7 @@ async def run_worker(
     conn = await asyncio.to_thread(pg.connect, dsn)
     try:
         await asyncio.to_thread(pg.ensure_schema, conn)
+        await asyncio.to_thread(ensure_rate_table, conn, _lock_id("schema"))
     finally:
         conn.close()
     # Row reads only (the changes go through the group committer): one per job start,
@@ -525,9 +540,10 @@ async def run_worker(
     )
     await pool.open()
     writer = pg.GroupCommitter(dsn)
+    rates = RunRates(dsn)
     try:
         async with client_factory(connection_limit_for(concurrency)) as client, app.open_async():
-            state = _WorkerState(client=client, pool=pool, writer=writer, timeout=timeout)
+            state = _WorkerState(client, pool, writer, timeout, rates)
             reaper = asyncio.create_task(_retry_stalled(app, stalled_after, stalled_check_interval))
             try:
                 if ready is not None:
@@ -563,6 +579,7 @@ async def run_worker(
                 with contextlib.suppress(asyncio.CancelledError):
                     await reaper
     finally:
+        await rates.aclose()
         await writer.aclose()
         await pool.close()
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from .. import CancellationOutcome, PaymentsClient, Submission
+from .. import CancellationOutcome, PaymentsClient, RateLimiter, Submission
 from ..iso20022 import decode_camt056
+from ._defaults import RATE_BACKLOG
 from ._journal import RowState, RowWrites
 from ._rows import RowChange, RowOutcome, Stage
 
@@ -26,10 +27,17 @@ def connection_limit_for(concurrency: int) -> int:
 async def send_row(client: PaymentsClient, row: RowState) -> Submission:
     """Send a row's recorded camt.056, byte for byte (mark it ``sent`` first).
 
+    Under a rate (``limit_rate``), the row first waits until the rate is booked at most
+    ``RATE_BACKLOG`` seconds ahead: the rows under way then ask no more than the rate
+    serves, and their requests find slots well within their deadlines.
+
     Raises:
         PaymentsError: what the client met; give it to `._rows.after_failure`.
     """
     assert row.body is not None  # only invalid rows lack a body, and they are done
+    limiter = RateLimiter.current()
+    if limiter is not None:
+        await limiter.admit(RATE_BACKLOG)
     return await client.request_cancellation(decode_camt056(row.body))
 
 

@@ -4,13 +4,24 @@ queued run's ``bulk-status`` and ``bulk-results``."""
 from __future__ import annotations
 
 import asyncio
+import math
 from pathlib import Path
 from typing import NoReturn
 
 import click
 from rich.text import Text
 
-from payments_async import POLL_TIMEOUT, Limits, PaymentsClient, Timeout, bulk, redact_url
+from payments_async import (
+    POLL_TIMEOUT,
+    Limits,
+    PaymentsClient,
+    RateLimit,
+    RateLimiter,
+    Timeout,
+    bulk,
+    limit_rate,
+    redact_url,
+)
 from payments_async.bulk import (
     DEFAULT_CONCURRENCY,
     STATUS_INTERVAL,
@@ -46,6 +57,13 @@ from .._run import (
 from .._watch import ConnectWatch
 
 __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
+
+
+def _per_second(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """Refuse a ``--rate`` that is not a positive, finite number of requests per second."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise click.BadParameter(f"{value:g} is not a positive, finite number per second")
+    return value
 
 
 @click.command("bulk-cancel")
@@ -103,6 +121,14 @@ __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
     metavar="S",
     help="Seconds to wait for each row's outcome.",
 )
+@click.option(
+    "--rate",
+    type=float,
+    callback=_per_second,
+    metavar="N",
+    help="Send at most N requests per second (sends, resends and outcome reads); with "
+    "--queue, N for every worker of the run together.",
+)
 @pass_settings
 def bulk_cancel(
     settings: Settings,
@@ -116,6 +142,7 @@ def bulk_cancel(
     new_run: bool,
     skip_invalid: bool,
     timeout: float,
+    rate: float | None,
 ) -> None:
     """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row).
 
@@ -148,11 +175,13 @@ def bulk_cancel(
                 "--queue keeps the journal in its database and writes no results file: "
                 "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
             )
-        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid)
+        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid, rate)
     if no_wait:
         raise click.UsageError("--no-wait goes with --queue")
     shown_journal = journal_shown(journal_path)
     results = results_path if results_path is not None else default_results_path(input_path)
+
+    limiter = None if rate is None else RateLimiter.of(RateLimit(per_second=rate))
 
     async def go() -> int:
         stop = asyncio.Event()
@@ -175,7 +204,7 @@ def bulk_cancel(
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
                 events = _LocalRunEvents(settings, client, results, bar, reading)
-                with set_on_signals(stop), showing(bar):
+                with set_on_signals(stop), showing(bar), limit_rate(limiter):
                     report = await bulk.bulk_cancel(
                         client,
                         input_path,
@@ -301,7 +330,12 @@ async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
 
 
 def _bulk_cancel_queued(
-    settings: Settings, input_path: Path, queue_url: str, no_wait: bool, skip_invalid: bool
+    settings: Settings,
+    input_path: Path,
+    queue_url: str,
+    no_wait: bool,
+    skip_invalid: bool,
+    rate: float | None,
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
     reading = input_bar(settings)
@@ -328,6 +362,7 @@ def _bulk_cancel_queued(
                 input_name=input_path.name,
                 new_run_id=new_run_id(),
                 plan=lambda run_id: plan_input(checked, run_id, progress=events.plan_progress),
+                rate=None if rate is None else RateLimit(per_second=rate),
             )
         except JournalError as exc:
             raise journal_failed(exc) from None

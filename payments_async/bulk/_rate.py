@@ -1,0 +1,145 @@
+"""A queued run's request rate, kept by every worker of the run together through PostgreSQL.
+
+One row per run holds the rate and the time its next request may go (the generic cell
+rate algorithm that ``RateLimit``'s in-process bucket runs). Each request of each worker
+reserves the next slot with one atomic ``UPDATE ... RETURNING`` and sleeps until it, so
+ten workers on five hosts send N requests per second together. The database's clock
+orders the slots; each worker only sleeps the difference it is told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import RateLimit, RateLimiter
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ["RunLimiter", "RunRates", "ensure_rate_table", "store_run_rate"]
+
+_TABLE: Final = """
+CREATE TABLE IF NOT EXISTS payments_bulk_rates (
+    run_id TEXT PRIMARY KEY,
+    per_second DOUBLE PRECISION NOT NULL CHECK (per_second > 0),
+    burst INTEGER NOT NULL CHECK (burst >= 1),
+    next_at TIMESTAMPTZ NOT NULL DEFAULT '-infinity'
+)
+"""
+
+# The slot of one request: it may go at max(now, next_at - tolerance); next_at moves one
+# interval past max(next_at, now). The row's lock orders concurrent workers; a request
+# whose slot lies beyond its budget changes nothing and gets no row back.
+_TAKE_SLOT: Final = """
+UPDATE payments_bulk_rates
+   SET next_at = greatest(next_at, now()) + make_interval(secs => 1.0 / per_second)
+ WHERE run_id = %(run)s
+   AND next_at - make_interval(secs => (burst - 1) / per_second)
+       <= now() + make_interval(secs => %(budget)s)
+RETURNING extract(epoch FROM greatest(
+    now(), next_at - make_interval(secs => burst / per_second)) - now())
+"""
+
+_RATE_OF: Final = "SELECT per_second FROM payments_bulk_rates WHERE run_id = %s"
+_BOOKED_AHEAD: Final = """
+SELECT extract(epoch FROM greatest(next_at, now()) - now())
+  FROM payments_bulk_rates WHERE run_id = %s
+"""
+
+
+def ensure_rate_table(conn: psycopg.Connection[Any], lock_id: int) -> None:
+    """Create the rates table when missing, under the advisory lock ``lock_id``."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_id,))
+        conn.execute(_TABLE)
+
+
+def store_run_rate(conn: psycopg.Connection[Any], run_id: str, rate: RateLimit) -> None:
+    """Set the run's rate and burst (workers obey it from their next request of the run)."""
+    conn.execute(
+        "INSERT INTO payments_bulk_rates (run_id, per_second, burst) VALUES (%s, %s, %s) "
+        "ON CONFLICT (run_id) DO UPDATE SET per_second = EXCLUDED.per_second, "
+        "burst = EXCLUDED.burst",
+        (run_id, rate.per_second, rate.burst),
+    )
+
+
+class RunRates:
+    """A worker's view of every run's rate: a limiter per run that has one.
+
+    The slots are taken on connections of their own (two at most, opened on first use,
+    commits not waiting for the disk: a slot lost in a server crash costs nothing).
+
+    Args:
+        dsn: the queue's database.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        from psycopg_pool import AsyncConnectionPool
+
+        self._pool: psycopg_pool.AsyncConnectionPool[Any] = AsyncConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=2,
+            open=False,
+            kwargs={"autocommit": True, "options": "-c synchronous_commit=off"},
+        )
+        self._opened = False
+        self._limiters: dict[str, RunLimiter | None] = {}
+
+    async def limiter(self, run_id: str) -> RunLimiter | None:
+        """The run's limiter, or None when the run has no rate (looked up once per run)."""
+        if run_id not in self._limiters:
+            if not self._opened:
+                await self._pool.open()
+                self._opened = True
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(_RATE_OF, (run_id,))
+                rec = await cur.fetchone()
+            self._limiters[run_id] = None if rec is None else RunLimiter(self._pool, run_id)
+        return self._limiters[run_id]
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        if self._opened:
+            await self._pool.close()
+
+
+class RunLimiter(RateLimiter):
+    """The slots of one run, shared through its row."""
+
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool[Any], run_id: str) -> None:
+        self._pool = pool
+        self._run_id = run_id
+        self._admitting = asyncio.Lock()  # rows ask one at a time: one query, not one per row
+
+    async def admit(self, backlog: float) -> None:
+        """Wait until the run's slots are booked at most ``backlog`` seconds ahead, by
+        every worker; this worker's rows ask one at a time."""
+        async with self._admitting:
+            while True:
+                async with self._pool.connection() as conn:
+                    cur = await conn.execute(_BOOKED_AHEAD, (self._run_id,))
+                    rec = await cur.fetchone()
+                ahead = 0.0 if rec is None else float(rec[0])
+                if ahead <= backlog:
+                    return
+                await asyncio.sleep(ahead - backlog)
+
+    async def acquire(self, budget: float) -> bool:
+        """Reserve the run's next slot and sleep until it; False when none is in ``budget``."""
+        try:
+            async with asyncio.timeout(budget):
+                async with self._pool.connection() as conn:
+                    cur = await conn.execute(_TAKE_SLOT, {"run": self._run_id, "budget": budget})
+                    rec = await cur.fetchone()
+        except TimeoutError:
+            return False
+        if rec is None:
+            return False
+        delay = float(rec[0])
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return True
