@@ -373,8 +373,9 @@ def parse_record(
         record: column name -> value.
         check: the ISO/SEPA check of a parsed row (see `check_row`).
         known_only: refuse keys that are not columns (JSON objects; CSV checks its header).
-            The address is read from the object ``creditor_agent_address`` when the
-            record has that key (JSON), else from the ``creditor_agent_*`` columns (CSV).
+            A JSON object gives the address as the object ``creditor_agent_address``
+            (its problems named ``creditor_agent_address.<field>``), a CSV row as the
+            ``creditor_agent_<field>`` columns.
 
     Returns:
         ``(row, [])`` for a valid record, ``(None, problems)`` otherwise.
@@ -387,9 +388,8 @@ def parse_record(
             if key not in _JSON_KEYS
         )
     values = {key: _text(record, key, line, errors) for key in COLUMNS}
-    in_object = ADDRESS_KEY in record
-    if in_object:
-        address, address_problems = address_from_object(record[ADDRESS_KEY])
+    if known_only:
+        address, address_problems = address_from_object(record.get(ADDRESS_KEY))
         errors.extend(RowError(line, column, message) for column, message in address_problems)
     else:
         address = address_from_columns(record)
@@ -425,7 +425,7 @@ def parse_record(
     )
     reported = {e.column for e in errors}
     for e in check(row):
-        column = object_column(e.column) if in_object else e.column
+        column = object_column(e.column) if known_only else e.column
         if column is None or column not in reported:
             errors.append(RowError(line, column, e.message))
     return (None, errors) if errors else (row, [])
