@@ -427,7 +427,7 @@ def parse_record(
     for e in check(row):
         column = object_column(e.column) if known_only else e.column
         if column is None or column not in reported:
-            errors.append(RowError(line, column, e.message))
+            errors.append(RowError(e.line, column, e.message))
     return (None, errors) if errors else (row, [])
 
 
