@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from .._errors import ValidationError
-from ..iso20022 import Camt056, build_cancellation
+from ..iso20022 import Address, Camt056, build_cancellation
+from ._address import (
+    ADDRESS_COLUMNS,
+    ADDRESS_KEY,
+    address_column_of,
+    address_from_columns,
+    address_from_object,
+    object_column,
+)
 
 __all__ = [
     "COLUMNS",
@@ -57,7 +65,16 @@ OPTIONAL_COLUMNS: Final = ("currency", "originator_name", "assignment_id")
 """Columns that may be absent or empty (currency defaults to EUR)."""
 
 COLUMNS: Final = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
-"""Every column the reader knows, in the order the example file uses."""
+"""The columns of both formats, in the order the example file uses.
+
+The creditor agent's address, optional, is given in CSV by one column per `Address` field
+(``creditor_agent_street``, ``creditor_agent_town``, ..., ``creditor_agent_lines`` with
+the lines separated by ``|``) and in JSONL by one object, ``creditor_agent_address``,
+whose keys are `Address`'s field names.
+"""
+
+_JSON_KEYS: Final = frozenset((*COLUMNS, ADDRESS_KEY))
+_CSV_COLUMNS: Final = frozenset((*COLUMNS, *ADDRESS_COLUMNS))
 
 _HEADER_LINE: Final = 1
 
@@ -121,6 +138,8 @@ class BulkRow:
         assignee_bic: the merchant's agent.
         originator_name: who asks for the cancellation, if given.
         assignment_id: ``assgnmt.id`` given by the file, or None to have one generated.
+        creditor_agent_address: the postal address of the creditor's bank, if given
+            (``orgnlTxRef.cdtrAgt.finInstnId.pstlAdr``; the EPC address rule applies).
     """
 
     line: int
@@ -134,6 +153,7 @@ class BulkRow:
     assignee_bic: str
     originator_name: str | None = None
     assignment_id: str | None = None
+    creditor_agent_address: Address | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +187,15 @@ class BulkInput:
         return len(self.rows) + len(self.invalid_lines)
 
 
-def build_row_message(row: BulkRow, *, assignment_id: str, cancellation_id: str) -> Camt056:
+def build_row_message(
+    row: BulkRow, *, assignment_id: str | None, cancellation_id: str | None
+) -> Camt056:
     """The camt.056 that cancels one row's payment, with the ids fixed by the plan.
+
+    Args:
+        row: the parsed row.
+        assignment_id: ``assgnmt.id``; generated when None.
+        cancellation_id: ``cxlId``; generated when None.
 
     Raises:
         ValidationError: the row breaks an ISO/SEPA rule (every problem listed).
@@ -185,10 +212,14 @@ def build_row_message(row: BulkRow, *, assignment_id: str, cancellation_id: str)
         originator_name=row.originator_name,
         assignment_id=assignment_id,
         cancellation_id=cancellation_id,
+        creditor_agent_address=row.creditor_agent_address,
     )
 
 
 def _column_of(path: str) -> str | None:
+    address_column = address_column_of(path)
+    if address_column is not None:
+        return address_column
     for fragment, column in _PATH_TO_COLUMN:
         if fragment in path:
             return column
@@ -285,10 +316,11 @@ def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object
 
 
 def _check_columns(names: list[str]) -> list[RowError]:
+    known = ", ".join((*COLUMNS, *ADDRESS_COLUMNS))
     errors = [
-        RowError(_HEADER_LINE, None, f"unknown column {name!r} (known: {', '.join(COLUMNS)})")
+        RowError(_HEADER_LINE, None, f"unknown column {name!r} (known: {known})")
         for name in names
-        if name not in COLUMNS
+        if name not in _CSV_COLUMNS
     ]
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
@@ -341,6 +373,9 @@ def parse_record(
         record: column name -> value.
         check: the ISO/SEPA check of a parsed row (see `check_row`).
         known_only: refuse keys that are not columns (JSON objects; CSV checks its header).
+            A JSON object gives the address as the object ``creditor_agent_address``
+            (its problems named ``creditor_agent_address.<field>``), a CSV row as the
+            ``creditor_agent_<field>`` columns.
 
     Returns:
         ``(row, [])`` for a valid record, ``(None, problems)`` otherwise.
@@ -348,9 +383,16 @@ def parse_record(
     errors: list[RowError] = []
     if known_only:
         errors.extend(
-            RowError(line, None, f"unknown field {key!r}") for key in record if key not in COLUMNS
+            RowError(line, None, f"unknown field {key!r}{_object_hint(key)}")
+            for key in record
+            if key not in _JSON_KEYS
         )
     values = {key: _text(record, key, line, errors) for key in COLUMNS}
+    if known_only:
+        address, address_problems = address_from_object(record.get(ADDRESS_KEY))
+        errors.extend(RowError(line, column, message) for column, message in address_problems)
+    else:
+        address = address_from_columns(record)
     for key in REQUIRED_COLUMNS:
         if values[key] is None and not any(e.column == key for e in errors):
             errors.append(RowError(line, key, "required, but empty"))
@@ -379,10 +421,20 @@ def parse_record(
         assignee_bic=values["assignee_bic"] or "",
         originator_name=values["originator_name"],
         assignment_id=values["assignment_id"],
+        creditor_agent_address=address,
     )
     reported = {e.column for e in errors}
-    errors.extend(e for e in check(row) if e.column is None or e.column not in reported)
+    for e in check(row):
+        column = object_column(e.column) if known_only else e.column
+        if column is None or column not in reported:
+            errors.append(RowError(e.line, column, e.message))
     return (None, errors) if errors else (row, [])
+
+
+def _object_hint(key: str) -> str:
+    if key in ADDRESS_COLUMNS:
+        return f" (in JSON the address is one object: {ADDRESS_KEY!r})"
+    return ""
 
 
 def check_row(row: BulkRow) -> list[RowError]:
