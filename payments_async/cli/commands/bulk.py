@@ -149,7 +149,9 @@ def bulk_cancel(
     \b
     Columns: original_end_to_end_id, amount, creditor_agent_bic, creditor_iban,
     reason (DUPL TECH FRAD AC03 AM09 CUST), assigner_bic, assignee_bic; optional:
-    currency (EUR), originator_name, assignment_id. See examples/README.md.
+    currency (EUR), originator_name, assignment_id, the creditor agent's address
+    (creditor_agent_street, _building, _post_code, _town, _country, _lines; in JSONL a
+    creditor_agent_address object). See examples/README.md.
 
     Every row is checked first; any problem is listed with its line number and nothing
     is sent (exit 2), unless --skip-invalid. Each row's ids are fixed in the journal
