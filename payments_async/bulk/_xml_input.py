@@ -83,7 +83,7 @@ def scan_xml(
         message = xml.from_xml(raw)
     except ValidationError as exc:
         return sha256, [
-            _document_error(f"{exc.message}: {p.message}", p.path) for p in exc.problems
+            _document_error(p.message, p.path if p.path != "$" else None) for p in exc.problems
         ]
     if not isinstance(message, Camt056):
         return sha256, [_document_error("holds a pacs.008, not a camt.056.001.08 document")]
