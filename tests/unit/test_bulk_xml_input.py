@@ -178,3 +178,27 @@ def test_a_wrong_transaction_count_is_fatal(tmp_path: Path) -> None:
     assert [str(e) for e in bulk.errors] == [
         "document: $.fitoFIPmtCxlReq.ctrlData.nbOfTxs: says 1 transaction(s), holds 3"
     ]
+
+
+def test_a_payment_type_other_than_sepa_is_refused_not_dropped(tmp_path: Path) -> None:
+    data = _rows_document(_csv_rows(tmp_path))
+    data = _tamper(data, 1, b"<Prtry>SEPA</Prtry>", b"<Prtry>URGP</Prtry>")
+    bulk = read_input(_write(tmp_path, data))
+    assert bulk.invalid_lines == (1,)
+    assert [e.column for e in bulk.errors] == [
+        "$.fitoFIPmtCxlReq.undrlyg[0].txInf[0].orgnlTxRef.pmtTpInf.svcLvl[0].prtry"
+    ]
+
+
+def test_a_document_over_the_cap_is_refused_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from payments_async.bulk import _xml_input
+
+    data = _rows_document(_csv_rows(tmp_path))
+    monkeypatch.setattr(_xml_input, "XML_INPUT_MAX_BYTES", len(data) - 1)
+    bulk = read_input(_write(tmp_path, data))
+    assert bulk.fatal
+    assert bulk.rows == ()
+    assert [e.line for e in bulk.errors] == [0]
+    assert "an XML input holds at most" in bulk.errors[0].message
