@@ -77,6 +77,7 @@ _JSON_KEYS: Final = frozenset((*COLUMNS, ADDRESS_KEY))
 _CSV_COLUMNS: Final = frozenset((*COLUMNS, *ADDRESS_COLUMNS))
 
 _HEADER_LINE: Final = 1
+_DOCUMENT_LINE: Final = 0  # an XML document's own problems; its transactions are 1, 2, ...
 
 # An amount as people and ISO 20022 write it: ASCII digits, at most one point. No exponent
 # (1e3), no digit separators (1_000.00, 1,000.00), no sign, no other scripts' digits
@@ -106,7 +107,8 @@ class RowError:
     """One problem in the input file.
 
     Attributes:
-        line: the line number in the file (1 is the CSV header).
+        line: the line number in the file (1 is the CSV header); in an XML document the
+            transaction's position (1 is the first), 0 for the document as a whole.
         column: the column concerned, or None for the whole row.
         message: what is wrong.
     """
@@ -116,7 +118,7 @@ class RowError:
     message: str
 
     def __str__(self) -> str:
-        where = f"line {self.line}"
+        where = f"line {self.line}" if self.line != _DOCUMENT_LINE else "document"
         return (
             f"{where}: {self.column}: {self.message}" if self.column else f"{where}: {self.message}"
         )
@@ -127,7 +129,8 @@ class BulkRow:
     """One valid input row: the facts a camt.056 needs about the payment to cancel.
 
     Attributes:
-        line: the line number in the file; the row's key in the journal and results.
+        line: the line number in the file (in an XML document, the transaction's
+            position); the row's key in the journal and results.
         original_end_to_end_id: ``endToEndId`` of the payment to cancel.
         amount: its amount.
         currency: its currency (EUR).
@@ -166,6 +169,7 @@ class BulkInput:
         rows: the valid rows, in file order.
         errors: every problem found, in line order.
         invalid_lines: lines of the rows that have errors.
+        xml: True for an ISO 20022 XML document (a line is a transaction's position).
     """
 
     path: Path
@@ -173,18 +177,23 @@ class BulkInput:
     rows: tuple[BulkRow, ...]
     errors: tuple[RowError, ...]
     invalid_lines: tuple[int, ...]
+    xml: bool = False
 
     @property
     def fatal(self) -> bool:
         """True when the file as a whole is unusable (bad header, no rows): nothing can run."""
-        return any(e.line == _HEADER_LINE for e in self.errors) or (
-            not self.rows and not self.invalid_lines
-        )
+        return _unusable(self.errors, xml=self.xml) or (not self.rows and not self.invalid_lines)
 
     @property
     def total(self) -> int:
         """Data rows in the file, valid or not."""
         return len(self.rows) + len(self.invalid_lines)
+
+
+def _unusable(errors: tuple[RowError, ...], *, xml: bool) -> bool:
+    """A problem of the CSV header (line 1) or of the XML document (its line 0)."""
+    whole = _DOCUMENT_LINE if xml else _HEADER_LINE
+    return any(e.line == whole for e in errors)
 
 
 def build_row_message(
@@ -584,6 +593,8 @@ class InputScan:
         self._progress = progress
         self.sha256: str | None = None
         """The file's SHA-256, once the iteration has read it to the end."""
+        self.xml = False
+        """True once the iteration has found an ISO 20022 camt.056 XML document."""
 
     def __iter__(self) -> Iterator[ScannedRow]:
         """Every data row (valid or not) in file order, and the header's problems first.
@@ -594,6 +605,16 @@ class InputScan:
         """
         path = self.path
         size = path.stat().st_size
+        from ._xml_input import is_xml_input, scan_xml  # it builds on this module
+
+        if is_xml_input(path):
+            self.xml = True
+            sha256, items = scan_xml(path, self._check)
+            yield from items
+            self.sha256 = sha256
+            if self._progress is not None:
+                self._progress(size, size)
+            return
         jsonl = is_jsonl(path)
         header_ok = True
         progress = self._progress
@@ -656,6 +677,7 @@ class InputCheck:
         valid: the number of valid rows.
         errors: every problem found, in line order.
         invalid_lines: lines of the rows that have errors.
+        xml: True for an ISO 20022 XML document (a line is a transaction's position).
     """
 
     path: Path
@@ -663,13 +685,12 @@ class InputCheck:
     valid: int
     errors: tuple[RowError, ...]
     invalid_lines: tuple[int, ...]
+    xml: bool = False
 
     @property
     def fatal(self) -> bool:
         """True when the file as a whole is unusable (bad header, no rows): nothing can run."""
-        return any(e.line == _HEADER_LINE for e in self.errors) or (
-            not self.valid and not self.invalid_lines
-        )
+        return _unusable(self.errors, xml=self.xml) or (not self.valid and not self.invalid_lines)
 
     @property
     def total(self) -> int:
@@ -696,11 +717,15 @@ def check_input(
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    sha256, _, valid, errors, invalid = _collect(
-        InputScan(path, check=check, progress=progress), keep_rows=False
-    )
+    scan = InputScan(path, check=check, progress=progress)
+    sha256, _, valid, errors, invalid = _collect(scan, keep_rows=False)
     return InputCheck(
-        path=Path(path), sha256=sha256, valid=valid, errors=errors, invalid_lines=invalid
+        path=Path(path),
+        sha256=sha256,
+        valid=valid,
+        errors=errors,
+        invalid_lines=invalid,
+        xml=scan.xml,
     )
 
 
@@ -723,7 +748,9 @@ def _collect(
             if keep_rows:
                 rows.append(item.row)
     if not valid and not errors:
-        errors.append(RowError(_HEADER_LINE, None, "no rows to cancel"))
+        errors.append(
+            RowError(_DOCUMENT_LINE if scan.xml else _HEADER_LINE, None, "no rows to cancel")
+        )
     assert scan.sha256 is not None  # the scan read the file to its end
     return scan.sha256, tuple(rows), valid, tuple(errors), tuple(invalid)
 
@@ -751,7 +778,13 @@ def read_input(
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    sha256, rows, _, errors, invalid = _collect(InputScan(path, check=check), keep_rows=True)
+    scan = InputScan(path, check=check)
+    sha256, rows, _, errors, invalid = _collect(scan, keep_rows=True)
     return BulkInput(
-        path=Path(path), sha256=sha256, rows=rows, errors=errors, invalid_lines=invalid
+        path=Path(path),
+        sha256=sha256,
+        rows=rows,
+        errors=errors,
+        invalid_lines=invalid,
+        xml=scan.xml,
     )

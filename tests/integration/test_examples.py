@@ -76,7 +76,7 @@ def test_the_hybrid_address_example_pays(slow_sandbox: ThreadedSandbox) -> None:
     assert payment["end_to_end_id"] == "EXAMPLE-E2E-0002"
 
 
-@pytest.mark.parametrize("name", ["bulk-cancel.csv", "bulk-cancel.jsonl"])
+@pytest.mark.parametrize("name", ["bulk-cancel.csv", "bulk-cancel.jsonl", "bulk-cancel.xml"])
 def test_bulk_examples_write_results_to_the_working_directory(
     slow_sandbox: ThreadedSandbox, in_tmp_path: Path, name: str
 ) -> None:
