@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import tempfile
 import tomllib
@@ -242,6 +243,19 @@ def _depth(value: object) -> int:
     return deepest
 
 
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _text_depth(text: str) -> int:
+    """Nesting depth of JSON text, read before parsing it (no deep recursion to unwind)."""
+    depth = deepest = 0
+    for match in _BRACKET.finditer(_STRING.sub("", text)):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def load_json_bytes(raw: bytes, what: str) -> object:
     """Decode JSON from a file given by a person; every way it can be wrong is a CliError.
 
@@ -257,6 +271,8 @@ def load_json_bytes(raw: bytes, what: str) -> object:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise CliError(f"{what} {not_utf8(exc)}") from None
+    if _text_depth(text) > CLI_MAX_JSON_DEPTH:
+        raise CliError(f"{what} is nested more than {CLI_MAX_JSON_DEPTH} levels deep")
     try:
         value = json.loads(text, object_pairs_hook=unique_keys)
     except RecursionError:
