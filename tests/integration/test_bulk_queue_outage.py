@@ -35,7 +35,9 @@ def test_workers_ride_out_a_database_outage(
             _restore(pg_dsn, admin)
             deadline = time.monotonic() + 60
             while True:
-                assert all(w.poll() is None for w in workers), "a worker exited"
+                for w in workers:
+                    if w.poll() is not None:
+                        raise AssertionError(f"a worker exited: {w.communicate()[1]}")
                 status = _run(_cli(sb, "--json", "bulk-status", "--queue", pg_dsn))
                 if status.returncode != 3:
                     break
