@@ -478,6 +478,12 @@ def run_workers(
         check=False,
     )
     st = json.loads(status.stdout) if status.stdout.strip() else {}
+    # A worker's own start and stop (imports, key, connections), measured on the drained
+    # queue: paid once per process, whatever the rows.
+    idle0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([*base, "worker", "--queue", dsn, "--once"], capture_output=True, check=False)
+    idle1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    startup = (idle1.ru_utime - idle0.ru_utime) + (idle1.ru_stime - idle0.ru_stime)
     out.update(
         {
             "rows": n,
@@ -486,6 +492,10 @@ def run_workers(
             "rows_per_s": round(n / wall, 1),
             "workers_cpu_s": round(workers_cpu, 1),
             "workers_cpu_us_per_row": round(workers_cpu / max(1, n) * 1e6, 1),
+            "worker_startup_cpu_s": round(startup, 2),
+            "workers_cpu_us_per_row_net": round(
+                (workers_cpu - n_workers * startup) / max(1, n) * 1e6, 1
+            ),
             "sandbox_cpu_s": round(sb_cpu, 1),
             "sandbox_cpu_share_pct": round(sb_cpu / (wall * (os.cpu_count() or 1)) * 100, 1),
             "postgres_cpu_s": round(pg_cpu, 1),
@@ -744,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
                     "rows_per_s",
                     "workers_cpu_us_per_row",
                     "vs_single_process_cpu",
+                    "worker_startup_cpu_s",
+                    "workers_cpu_us_per_row_net",
                     "rows_per_s_per_worker_core",
                     "sandbox_cpu_s",
                     "sandbox_cpu_share_pct",
