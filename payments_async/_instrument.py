@@ -306,7 +306,8 @@ class Instruments:
     def hearing_exchanges(self) -> tuple[Instrument, ...]:
         """The instruments that hear an exchange begun now (logging only at DEBUG).
 
-        The caller tells each of them ``request_started`` and ``request_ended``.
+        The caller tells each of them ``request_started`` and ``request_ended``; when the
+        tuple is empty (no hook, no tracing, no DEBUG logging) it skips both.
         """
         if logger.isEnabledFor(logging.DEBUG):
             return self._logged_exchanges

@@ -318,8 +318,9 @@ class Transport:
             InvalidResponseError: the body is larger than the size limit.
         """
         hearing = self.instruments.hearing_exchanges()
-        for instrument in hearing:
-            instrument.request_started(exchange, headers)
+        if hearing:  # usually none does: no events at all
+            for instrument in hearing:
+                instrument.request_started(exchange, headers)
         session = self._session or self._get_session()
         url = self._urls.get(exchange.path) or self._url(exchange.path)
         options = self._options
@@ -400,8 +401,9 @@ class Transport:
         exchange.status = status
         exchange.headers = resp.headers
         exchange.elapsed = elapsed = time.monotonic() - start
-        for instrument in hearing:
-            instrument.request_ended(exchange)
+        if hearing:
+            for instrument in hearing:
+                instrument.request_ended(exchange)
         return Response(status, resp.headers, data, elapsed)
 
     async def aclose(self) -> None:

@@ -54,3 +54,5 @@ RESEND_MAX: Final = 8.0
 JOURNAL_OUTAGE_WINDOW: Final = 30.0
 """Seconds a run waits for its PostgreSQL journal to come back (reconnecting with a
 growing pause) before it stops with `JournalUnavailableError`."""
+XML_INPUT_MAX_BYTES: Final = 4 * 1024 * 1024
+"""The largest ISO 20022 XML bulk input, in bytes: it is read whole (CSV and JSONL stream)."""

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from .._errors import ValidationError
-from ..iso20022 import Camt056, build_cancellation
+from ..iso20022 import Address, Camt056, build_cancellation
+from ._address import (
+    ADDRESS_COLUMNS,
+    ADDRESS_KEY,
+    address_column_of,
+    address_from_columns,
+    address_from_object,
+    object_column,
+)
 
 __all__ = [
     "COLUMNS",
@@ -57,9 +65,19 @@ OPTIONAL_COLUMNS: Final = ("currency", "originator_name", "assignment_id")
 """Columns that may be absent or empty (currency defaults to EUR)."""
 
 COLUMNS: Final = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
-"""Every column the reader knows, in the order the example file uses."""
+"""The columns of both formats, in the order the example file uses.
+
+The creditor agent's address, optional, is given in CSV by one column per `Address` field
+(``creditor_agent_street``, ``creditor_agent_town``, ..., ``creditor_agent_lines`` with
+the lines separated by ``|``) and in JSONL by one object, ``creditor_agent_address``,
+whose keys are `Address`'s field names.
+"""
+
+_JSON_KEYS: Final = frozenset((*COLUMNS, ADDRESS_KEY))
+_CSV_COLUMNS: Final = frozenset((*COLUMNS, *ADDRESS_COLUMNS))
 
 _HEADER_LINE: Final = 1
+_DOCUMENT_LINE: Final = 0  # an XML document's own problems; its transactions are 1, 2, ...
 
 # An amount as people and ISO 20022 write it: ASCII digits, at most one point. No exponent
 # (1e3), no digit separators (1_000.00, 1,000.00), no sign, no other scripts' digits
@@ -89,7 +107,8 @@ class RowError:
     """One problem in the input file.
 
     Attributes:
-        line: the line number in the file (1 is the CSV header).
+        line: the line number in the file (1 is the CSV header); in an XML document the
+            transaction's position (1 is the first), 0 for the document as a whole.
         column: the column concerned, or None for the whole row.
         message: what is wrong.
     """
@@ -99,7 +118,7 @@ class RowError:
     message: str
 
     def __str__(self) -> str:
-        where = f"line {self.line}"
+        where = f"line {self.line}" if self.line != _DOCUMENT_LINE else "document"
         return (
             f"{where}: {self.column}: {self.message}" if self.column else f"{where}: {self.message}"
         )
@@ -110,7 +129,8 @@ class BulkRow:
     """One valid input row: the facts a camt.056 needs about the payment to cancel.
 
     Attributes:
-        line: the line number in the file; the row's key in the journal and results.
+        line: the line number in the file (in an XML document, the transaction's
+            position); the row's key in the journal and results.
         original_end_to_end_id: ``endToEndId`` of the payment to cancel.
         amount: its amount.
         currency: its currency (EUR).
@@ -121,6 +141,8 @@ class BulkRow:
         assignee_bic: the merchant's agent.
         originator_name: who asks for the cancellation, if given.
         assignment_id: ``assgnmt.id`` given by the file, or None to have one generated.
+        creditor_agent_address: the postal address of the creditor's bank, if given
+            (``orgnlTxRef.cdtrAgt.finInstnId.pstlAdr``; the EPC address rule applies).
     """
 
     line: int
@@ -134,6 +156,7 @@ class BulkRow:
     assignee_bic: str
     originator_name: str | None = None
     assignment_id: str | None = None
+    creditor_agent_address: Address | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +169,7 @@ class BulkInput:
         rows: the valid rows, in file order.
         errors: every problem found, in line order.
         invalid_lines: lines of the rows that have errors.
+        xml: True for an ISO 20022 XML document (a line is a transaction's position).
     """
 
     path: Path
@@ -153,13 +177,12 @@ class BulkInput:
     rows: tuple[BulkRow, ...]
     errors: tuple[RowError, ...]
     invalid_lines: tuple[int, ...]
+    xml: bool = False
 
     @property
     def fatal(self) -> bool:
         """True when the file as a whole is unusable (bad header, no rows): nothing can run."""
-        return any(e.line == _HEADER_LINE for e in self.errors) or (
-            not self.rows and not self.invalid_lines
-        )
+        return _unusable(self.errors, xml=self.xml) or (not self.rows and not self.invalid_lines)
 
     @property
     def total(self) -> int:
@@ -167,8 +190,21 @@ class BulkInput:
         return len(self.rows) + len(self.invalid_lines)
 
 
-def build_row_message(row: BulkRow, *, assignment_id: str, cancellation_id: str) -> Camt056:
+def _unusable(errors: tuple[RowError, ...], *, xml: bool) -> bool:
+    """A problem of the CSV header (line 1) or of the XML document (its line 0)."""
+    whole = _DOCUMENT_LINE if xml else _HEADER_LINE
+    return any(e.line == whole for e in errors)
+
+
+def build_row_message(
+    row: BulkRow, *, assignment_id: str | None, cancellation_id: str | None
+) -> Camt056:
     """The camt.056 that cancels one row's payment, with the ids fixed by the plan.
+
+    Args:
+        row: the parsed row.
+        assignment_id: ``assgnmt.id``; generated when None.
+        cancellation_id: ``cxlId``; generated when None.
 
     Raises:
         ValidationError: the row breaks an ISO/SEPA rule (every problem listed).
@@ -185,10 +221,14 @@ def build_row_message(row: BulkRow, *, assignment_id: str, cancellation_id: str)
         originator_name=row.originator_name,
         assignment_id=assignment_id,
         cancellation_id=cancellation_id,
+        creditor_agent_address=row.creditor_agent_address,
     )
 
 
 def _column_of(path: str) -> str | None:
+    address_column = address_column_of(path)
+    if address_column is not None:
+        return address_column
     for fragment, column in _PATH_TO_COLUMN:
         if fragment in path:
             return column
@@ -285,10 +325,11 @@ def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object
 
 
 def _check_columns(names: list[str]) -> list[RowError]:
+    known = ", ".join((*COLUMNS, *ADDRESS_COLUMNS))
     errors = [
-        RowError(_HEADER_LINE, None, f"unknown column {name!r} (known: {', '.join(COLUMNS)})")
+        RowError(_HEADER_LINE, None, f"unknown column {name!r} (known: {known})")
         for name in names
-        if name not in COLUMNS
+        if name not in _CSV_COLUMNS
     ]
     missing = [c for c in REQUIRED_COLUMNS if c not in names]
     if missing:
@@ -341,6 +382,9 @@ def parse_record(
         record: column name -> value.
         check: the ISO/SEPA check of a parsed row (see `check_row`).
         known_only: refuse keys that are not columns (JSON objects; CSV checks its header).
+            A JSON object gives the address as the object ``creditor_agent_address``
+            (its problems named ``creditor_agent_address.<field>``), a CSV row as the
+            ``creditor_agent_<field>`` columns.
 
     Returns:
         ``(row, [])`` for a valid record, ``(None, problems)`` otherwise.
@@ -348,9 +392,16 @@ def parse_record(
     errors: list[RowError] = []
     if known_only:
         errors.extend(
-            RowError(line, None, f"unknown field {key!r}") for key in record if key not in COLUMNS
+            RowError(line, None, f"unknown field {key!r}{_object_hint(key)}")
+            for key in record
+            if key not in _JSON_KEYS
         )
     values = {key: _text(record, key, line, errors) for key in COLUMNS}
+    if known_only:
+        address, address_problems = address_from_object(record.get(ADDRESS_KEY))
+        errors.extend(RowError(line, column, message) for column, message in address_problems)
+    else:
+        address = address_from_columns(record)
     for key in REQUIRED_COLUMNS:
         if values[key] is None and not any(e.column == key for e in errors):
             errors.append(RowError(line, key, "required, but empty"))
@@ -379,10 +430,20 @@ def parse_record(
         assignee_bic=values["assignee_bic"] or "",
         originator_name=values["originator_name"],
         assignment_id=values["assignment_id"],
+        creditor_agent_address=address,
     )
     reported = {e.column for e in errors}
-    errors.extend(e for e in check(row) if e.column is None or e.column not in reported)
+    for e in check(row):
+        column = object_column(e.column) if known_only else e.column
+        if column is None or column not in reported:
+            errors.append(RowError(e.line, column, e.message))
     return (None, errors) if errors else (row, [])
+
+
+def _object_hint(key: str) -> str:
+    if key in ADDRESS_COLUMNS:
+        return f" (in JSON the address is one object: {ADDRESS_KEY!r})"
+    return ""
 
 
 def check_row(row: BulkRow) -> list[RowError]:
@@ -532,6 +593,8 @@ class InputScan:
         self._progress = progress
         self.sha256: str | None = None
         """The file's SHA-256, once the iteration has read it to the end."""
+        self.xml = False
+        """True once the iteration has found an ISO 20022 camt.056 XML document."""
 
     def __iter__(self) -> Iterator[ScannedRow]:
         """Every data row (valid or not) in file order, and the header's problems first.
@@ -542,6 +605,16 @@ class InputScan:
         """
         path = self.path
         size = path.stat().st_size
+        from ._xml_input import is_xml_input, scan_xml  # it builds on this module
+
+        if is_xml_input(path):
+            self.xml = True
+            sha256, items = scan_xml(path, self._check)
+            yield from items
+            self.sha256 = sha256
+            if self._progress is not None:
+                self._progress(size, size)
+            return
         jsonl = is_jsonl(path)
         header_ok = True
         progress = self._progress
@@ -604,6 +677,7 @@ class InputCheck:
         valid: the number of valid rows.
         errors: every problem found, in line order.
         invalid_lines: lines of the rows that have errors.
+        xml: True for an ISO 20022 XML document (a line is a transaction's position).
     """
 
     path: Path
@@ -611,13 +685,12 @@ class InputCheck:
     valid: int
     errors: tuple[RowError, ...]
     invalid_lines: tuple[int, ...]
+    xml: bool = False
 
     @property
     def fatal(self) -> bool:
         """True when the file as a whole is unusable (bad header, no rows): nothing can run."""
-        return any(e.line == _HEADER_LINE for e in self.errors) or (
-            not self.valid and not self.invalid_lines
-        )
+        return _unusable(self.errors, xml=self.xml) or (not self.valid and not self.invalid_lines)
 
     @property
     def total(self) -> int:
@@ -644,11 +717,15 @@ def check_input(
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    sha256, _, valid, errors, invalid = _collect(
-        InputScan(path, check=check, progress=progress), keep_rows=False
-    )
+    scan = InputScan(path, check=check, progress=progress)
+    sha256, _, valid, errors, invalid = _collect(scan, keep_rows=False)
     return InputCheck(
-        path=Path(path), sha256=sha256, valid=valid, errors=errors, invalid_lines=invalid
+        path=Path(path),
+        sha256=sha256,
+        valid=valid,
+        errors=errors,
+        invalid_lines=invalid,
+        xml=scan.xml,
     )
 
 
@@ -671,7 +748,9 @@ def _collect(
             if keep_rows:
                 rows.append(item.row)
     if not valid and not errors:
-        errors.append(RowError(_HEADER_LINE, None, "no rows to cancel"))
+        errors.append(
+            RowError(_DOCUMENT_LINE if scan.xml else _HEADER_LINE, None, "no rows to cancel")
+        )
     assert scan.sha256 is not None  # the scan read the file to its end
     return scan.sha256, tuple(rows), valid, tuple(errors), tuple(invalid)
 
@@ -699,7 +778,13 @@ def read_input(
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    sha256, rows, _, errors, invalid = _collect(InputScan(path, check=check), keep_rows=True)
+    scan = InputScan(path, check=check)
+    sha256, rows, _, errors, invalid = _collect(scan, keep_rows=True)
     return BulkInput(
-        path=Path(path), sha256=sha256, rows=rows, errors=errors, invalid_lines=invalid
+        path=Path(path),
+        sha256=sha256,
+        rows=rows,
+        errors=errors,
+        invalid_lines=invalid,
+        xml=scan.xml,
     )

@@ -13,10 +13,20 @@ from payments_async.iso20022 import Camt029, Camt056, Pacs002, Pacs008
 
 from ._context import Settings
 from ._exit import CliError
+from ._files import read_file
 
-__all__ = ["is_xml", "print_xml", "read_xml_message", "xml_module", "xml_options", "xsd_option"]
+__all__ = [
+    "check_bulk_xml",
+    "is_xml",
+    "print_xml",
+    "read_xml_message",
+    "xml_module",
+    "xml_options",
+    "xsd_option",
+]
 
 _BOM = b"\xef\xbb\xbf"
+_SNIFF = 4096  # bytes read to tell a bulk input's format, as the bulk reader does
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -49,6 +59,25 @@ def read_xml_message(raw: bytes, path: Path, kind: type[M], xsd: Path | None) ->
         wanted = "pacs.008" if kind is Pacs008 else "camt.056"
         raise CliError(f"{str(path)!r} holds a {type(message).__name__}, not a {wanted}")
     return message
+
+
+def check_bulk_xml(path: Path, xsd: Path | None) -> None:
+    """Before a bulk run: an XML input needs the xml extra; with ``xsd`` it must pass it.
+
+    Raises:
+        CliError: the xml extra is not installed, ``xsd`` is given for a CSV or JSONL
+            input, or the document is larger than the CLI reads.
+        ValidationError: the document breaks the XSD (every problem listed).
+    """
+    with path.open("rb") as fh:
+        head = fh.read(_SNIFF)
+    if not is_xml(head):
+        if xsd is not None:
+            raise CliError(f"--xsd checks an ISO 20022 XML input; {str(path)!r} is not XML")
+        return
+    xml = xml_module()
+    if xsd is not None:
+        xml.from_xml(read_file(path, "the XML input"), xsd=xsd)
 
 
 def print_xml(settings: Settings, message: Pacs002 | Camt029, xsd: Path | None) -> None:

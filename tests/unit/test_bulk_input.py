@@ -6,7 +6,8 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from payments_async.bulk import read_input
+from payments_async.bulk import BulkRow, build_row_message, plan_rows, read_input
+from payments_async.iso20022 import Address, encode
 
 HEADER = (
     "original_end_to_end_id,amount,currency,creditor_agent_bic,creditor_iban,reason,"
@@ -242,3 +243,177 @@ def test_every_problem_of_a_row_is_listed_not_only_the_first(tmp_path: Path) -> 
     # An unreadable amount no longer hides the BIC, IBAN and reason problems.
     assert by_line[2] == {"amount", "creditor_agent_bic", "creditor_iban", "reason"}, _messages(p)
     assert by_line[3] == {"original_end_to_end_id", "amount", "creditor_iban"}, _messages(p)
+
+
+# --- the creditor agent's address -------------------------------------------------------
+
+ADDRESS_HEADER = (
+    HEADER + ",creditor_agent_street,creditor_agent_building,creditor_agent_post_code,"
+    "creditor_agent_town,creditor_agent_country,creditor_agent_lines"
+)
+UNSTRUCTURED = "line 4: creditor_agent_address: unstructured address (address lines without"
+
+
+def _jsonl(tmp_path: Path, *rows: dict[str, object]) -> Path:
+    p = tmp_path / "in.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return p
+
+
+def _good_object(e2e: str, **extra: object) -> dict[str, object]:
+    return dict(zip(HEADER.split(","), GOOD.split(","), strict=True)) | {
+        "original_end_to_end_id": e2e,
+        **extra,
+    }
+
+
+def _address_of(row: BulkRow) -> dict[str, object]:
+    """The ``pstlAdr`` of the creditor's bank in the row's encoded camt.056, or {}."""
+    body = json.loads(encode(build_row_message(row, assignment_id="A-1", cancellation_id="C-1")))
+    agent = body["fitoFIPmtCxlReq"]["undrlyg"][0]["txInf"][0]["orgnlTxRef"]["cdtrAgt"]
+    address: dict[str, object] = agent["finInstnId"].get("pstlAdr", {})
+    return address
+
+
+def test_csv_address_columns_reach_the_camt056_structured_and_hybrid(tmp_path: Path) -> None:
+    p = _csv(
+        tmp_path,
+        ADDRESS_HEADER,
+        GOOD + ", Kaiserstrasse ,16,60311,Frankfurt am Main,de,",
+        GOOD.replace("E2E-1", "E2E-2") + ",,,,Paris,FR,12 rue des Lilas | Batiment B|",
+        GOOD.replace("E2E-1", "E2E-3") + ",,,,,,",
+    )
+    bulk = read_input(p)
+    assert bulk.errors == (), _messages(p)
+    structured, hybrid, none = bulk.rows
+    assert structured.creditor_agent_address == Address(
+        street="Kaiserstrasse", building="16", post_code="60311", town="Frankfurt am Main",
+        country="DE",
+    )  # fmt: skip
+    assert _address_of(structured) == {
+        "strtNm": "Kaiserstrasse",
+        "bldgNb": "16",
+        "pstCd": "60311",
+        "twnNm": "Frankfurt am Main",
+        "ctry": "DE",
+    }
+    # the lines are split at '|', each stripped; an empty part is dropped
+    assert _address_of(hybrid) == {
+        "twnNm": "Paris",
+        "ctry": "FR",
+        "adrLine": ["12 rue des Lilas", "Batiment B"],
+    }
+    assert none.creditor_agent_address is None
+    assert _address_of(none) == {}
+
+
+def test_csv_addresses_that_break_the_epc_rule_are_invalid_rows_named_by_column(
+    tmp_path: Path,
+) -> None:
+    p = _csv(
+        tmp_path,
+        ADDRESS_HEADER,
+        GOOD + ",,,,Paris,FR,",
+        GOOD.replace("E2E-1", "E2E-2") + ",,,60311123456789012,Berlin,DE,",
+        GOOD.replace("E2E-1", "E2E-3") + ",,,,,,Hauptstrasse 1|10115 Berlin",
+        GOOD.replace("E2E-1", "E2E-4") + ",,,,Berlin,DE,a|b|c",
+        GOOD.replace("E2E-1", "E2E-5") + ",,,,Berlin,,",
+    )
+    bulk = read_input(p)
+    assert [r.line for r in bulk.rows] == [2]
+    assert bulk.invalid_lines == (3, 4, 5, 6)
+    msgs = _messages(p)
+    assert "line 3: creditor_agent_post_code: must be 1..16 characters, got 17" in msgs
+    assert any(m.startswith(UNSTRUCTURED) for m in msgs), msgs
+    assert any(m.startswith("line 5: creditor_agent_lines: allows at most 2") for m in msgs)
+    assert any(m.startswith("line 6: creditor_agent_address: from 2026-11-15") for m in msgs)
+    assert len(msgs) == 4, msgs
+
+
+def test_a_csv_address_column_must_be_one_the_reader_knows(tmp_path: Path) -> None:
+    p = _csv(tmp_path, HEADER + ",creditor_agent_zip", GOOD + ",60311")
+    bulk = read_input(p)
+    assert bulk.fatal
+    (msg,) = _messages(p)
+    assert msg.startswith("line 1: unknown column 'creditor_agent_zip' (known: ")
+    assert "creditor_agent_post_code" in msg
+
+
+def test_jsonl_address_object_reaches_the_camt056(tmp_path: Path) -> None:
+    address = {"street": "Kaiserstrasse", "building": "16", "post_code": "60311"}
+    p = _jsonl(
+        tmp_path,
+        _good_object("E2E-1", creditor_agent_address=address | {"town": "Frankfurt am Main"}
+                     | {"country": "de"}),
+        _good_object("E2E-2", creditor_agent_address={
+            "town": "Paris", "country": "FR", "lines": ["12 rue des Lilas", "Batiment B"]
+        }),
+        _good_object("E2E-3", creditor_agent_address=None),
+    )  # fmt: skip
+    bulk = read_input(p)
+    assert bulk.errors == ()
+    structured, hybrid, none = bulk.rows
+    assert _address_of(structured) == {
+        "strtNm": "Kaiserstrasse",
+        "bldgNb": "16",
+        "pstCd": "60311",
+        "twnNm": "Frankfurt am Main",
+        "ctry": "DE",
+    }
+    assert _address_of(hybrid)["adrLine"] == ["12 rue des Lilas", "Batiment B"]
+    assert none.creditor_agent_address is None
+
+
+def test_jsonl_address_objects_unknown_keys_wrong_types_and_the_epc_rule_name_their_line(
+    tmp_path: Path,
+) -> None:
+    town = {"town": "Berlin", "country": "DE"}
+    p = _jsonl(
+        tmp_path,
+        _good_object("E2E-1", creditor_agent_address=town),
+        _good_object("E2E-2", creditor_agent_address=town | {"zip": "10115", "strt": "x"}),
+        _good_object("E2E-3", creditor_agent_address=town | {"post_code": 10115, "lines": "x"}),
+        _good_object("E2E-4", creditor_agent_address={"lines": ["Hauptstrasse 1", "Berlin"]}),
+        _good_object("E2E-5", creditor_agent_address=town | {"post_code": "1" * 17}),
+        _good_object("E2E-6", creditor_agent_address="Hauptstrasse 1, Berlin"),
+        _good_object("E2E-7", creditor_agent_town="Berlin"),
+        _good_object("E2E-8", creditor_agent_address={}),
+    )
+    bulk = read_input(p)
+    assert [r.line for r in bulk.rows] == [1]
+    assert bulk.invalid_lines == (2, 3, 4, 5, 6, 7, 8)
+    msgs = _messages(p)
+    known = "(known: street, building, post_code, town, country, lines, building_name"
+    line2 = [m for m in msgs if m.startswith("line 2:")]
+    assert len(line2) == 2, line2
+    assert line2[0].startswith(f"line 2: creditor_agent_address: unknown field 'zip' {known}")
+    assert line2[1].startswith(f"line 2: creditor_agent_address: unknown field 'strt' {known}")
+    assert [m for m in msgs if m.startswith("line 3:")] == [
+        "line 3: creditor_agent_address.post_code: expected text, got int",
+        "line 3: creditor_agent_address.lines: expected a list of text",
+    ]
+    assert any(m.startswith(UNSTRUCTURED) for m in msgs), msgs
+    assert "line 5: creditor_agent_address.post_code: must be 1..16 characters, got 17" in msgs
+    assert [m for m in msgs if m.startswith("line 6:")] == [
+        "line 6: creditor_agent_address: expected an object with the fields street, building, "
+        "post_code, town, country, lines, building_name, floor, post_box, room, department, "
+        "sub_department, town_location, district, country_sub_division"
+    ]
+    assert [m for m in msgs if m.startswith("line 7:")] == [
+        "line 7: unknown field 'creditor_agent_town' (in JSON the address is one object: "
+        "'creditor_agent_address')"
+    ]
+    assert any(m.startswith("line 8: creditor_agent_address: from 2026-11-15") for m in msgs)
+
+
+def test_an_address_is_part_of_the_rows_exact_body_and_of_the_files_digest(
+    tmp_path: Path,
+) -> None:
+    first = read_input(_csv(tmp_path, ADDRESS_HEADER, GOOD + ",,,,Paris,FR,", name="a.csv"))
+    other = read_input(_csv(tmp_path, ADDRESS_HEADER, GOOD + ",,,,Lyon,FR,", name="b.csv"))
+    assert first.sha256 != other.sha256  # a journal of one refuses the other
+    (planned,) = plan_rows(first, "RUN1")
+    (planned_other,) = plan_rows(other, "RUN1")
+    assert planned.body is not None
+    assert b'"pstlAdr":{"twnNm":"Paris","ctry":"FR"}' in planned.body
+    assert planned.body != planned_other.body

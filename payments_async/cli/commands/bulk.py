@@ -55,6 +55,7 @@ from .._run import (
     why_unreachable,
 )
 from .._watch import ConnectWatch
+from .._xml import check_bulk_xml, xsd_option
 
 __all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
 
@@ -129,6 +130,7 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
     help="Send at most N requests per second (sends, resends and outcome reads); with "
     "--queue, N for every worker of the run together.",
 )
+@xsd_option
 @pass_settings
 def bulk_cancel(
     settings: Settings,
@@ -143,13 +145,19 @@ def bulk_cancel(
     skip_invalid: bool,
     timeout: float,
     rate: float | None,
+    xsd: Path | None,
 ) -> None:
-    """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row).
+    """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row; or an
+    ISO 20022 camt.056.001.08 XML document, one row per transaction, with the xml extra).
 
     \b
     Columns: original_end_to_end_id, amount, creditor_agent_bic, creditor_iban,
     reason (DUPL TECH FRAD AC03 AM09 CUST), assigner_bic, assignee_bic; optional:
-    currency (EUR), originator_name, assignment_id. See examples/README.md.
+    currency (EUR), originator_name, assignment_id, the creditor agent's address
+    (creditor_agent_street, _building, _post_code, _town, _country, _lines; in JSONL a
+    creditor_agent_address object). In XML, a row's "line" is its transaction's
+    position (1, 2, ...) and its problems are named by their path in the document.
+    See examples/README.md and docs/xml.md.
 
     Every row is checked first; any problem is listed with its line number and nothing
     is sent (exit 2), unless --skip-invalid. Each row's ids are fixed in the journal
@@ -175,7 +183,7 @@ def bulk_cancel(
                 "--queue keeps the journal in its database and writes no results file: "
                 "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
             )
-        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid, rate)
+        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid, rate, xsd)
     if no_wait:
         raise click.UsageError("--no-wait goes with --queue")
     shown_journal = journal_shown(journal_path)
@@ -184,6 +192,7 @@ def bulk_cancel(
     limiter = None if rate is None else RateLimiter.of(RateLimit(per_second=rate))
 
     async def go() -> int:
+        check_bulk_xml(input_path, xsd)
         stop = asyncio.Event()
         bar = run_bar(settings)
         reading = input_bar(settings)
@@ -336,12 +345,14 @@ def _bulk_cancel_queued(
     no_wait: bool,
     skip_invalid: bool,
     rate: float | None,
+    xsd: Path | None,
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
     reading = input_bar(settings)
     events = _QueuedRunEvents(reading)
 
     async def go() -> int:
+        check_bulk_xml(input_path, xsd)
         if not settings.json:
             settings.err.print(f"checking {input_path} ...")
         try:

@@ -13,8 +13,8 @@ from payments_async import (
     Outcome,
     check_payments_service_id,
 )
-from payments_async.bulk import COLUMNS, check_row, parse_record
-from payments_async.iso20022 import build_cancellation, decode_camt056, summarize_resolution
+from payments_async.bulk import COLUMNS, build_row_message, check_row, parse_record
+from payments_async.iso20022 import decode_camt056, summarize_resolution
 
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, CliError, outcome_exit_code
@@ -44,18 +44,7 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
             f"or an object with {', '.join(COLUMNS)})",
             details={"problems": [{"column": e.column, "message": e.message} for e in problems]},
         )
-    return build_cancellation(
-        original_end_to_end_id=row.original_end_to_end_id,
-        amount=row.amount,
-        currency=row.currency,
-        creditor_agent_bic=row.creditor_agent_bic,
-        creditor_iban=row.creditor_iban,
-        reason=row.reason,
-        assigner_bic=row.assigner_bic,
-        assignee_bic=row.assignee_bic,
-        originator_name=row.originator_name,
-        assignment_id=row.assignment_id,
-    )
+    return build_row_message(row, assignment_id=row.assignment_id, cancellation_id=None)
 
 
 @click.command()
