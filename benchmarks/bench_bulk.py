@@ -21,7 +21,9 @@ the sandbox, exactly as a user would type it. Parts:
   checkout's ``payments_async`` (e.g. ``git archive main``) the same way, for comparison.
 - workers: 10,000 rows queued with ``bulk-cancel --queue``, then 1, 2 and 4
   ``payments-async worker --once`` processes against one sandbox; rows/s from the first
-  worker's start to the last row final, with the sandbox's CPU share. On a 2-core machine
+  worker's start to the last row final, the workers' CPU per row against the
+  single-process runner's (PostgreSQL and SQLite journals, run before and after the
+  workers unless the stores part ran), and the sandbox's CPU share. On a 2-core machine
   the sandbox and the workers compete for the same cores: say so when reading the table.
 
 Rows cancel payments the sandbox does not know, so every row ends rejected (NOOR) and the
@@ -476,6 +478,12 @@ def run_workers(
         check=False,
     )
     st = json.loads(status.stdout) if status.stdout.strip() else {}
+    # A worker's own start and stop (imports, key, connections), measured on the drained
+    # queue: paid once per process, whatever the rows.
+    idle0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([*base, "worker", "--queue", dsn, "--once"], capture_output=True, check=False)
+    idle1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    startup = (idle1.ru_utime - idle0.ru_utime) + (idle1.ru_stime - idle0.ru_stime)
     out.update(
         {
             "rows": n,
@@ -484,6 +492,10 @@ def run_workers(
             "rows_per_s": round(n / wall, 1),
             "workers_cpu_s": round(workers_cpu, 1),
             "workers_cpu_us_per_row": round(workers_cpu / max(1, n) * 1e6, 1),
+            "worker_startup_cpu_s": round(startup, 2),
+            "workers_cpu_us_per_row_net": round(
+                (workers_cpu - n_workers * startup) / max(1, n) * 1e6, 1
+            ),
             "sandbox_cpu_s": round(sb_cpu, 1),
             "sandbox_cpu_share_pct": round(sb_cpu / (wall * (os.cpu_count() or 1)) * 100, 1),
             "postgres_cpu_s": round(pg_cpu, 1),
@@ -498,6 +510,31 @@ def run_workers(
     if any(p.returncode != 0 for p in procs):
         out["error"] = next(e for p, e in zip(procs, errors, strict=True) if p.returncode)[-800:]
     return out
+
+
+def _single(
+    cmd: list[str], url: str, creds: Path, work: Path, rows: Path, mode: str, pg: Postgres
+) -> dict[str, Any]:
+    dsn = pg.new_database() if mode == "pg" else None
+    r = run_once(cmd, url, creds, work, rows, mode, f"{mode}-beside-{time.monotonic_ns()}", dsn)
+    print(
+        f"  single process, {MODES[mode]}: {r.get('rows_per_s')} rows/s, "
+        f"{r.get('cpu_us_per_row')} us CPU/row" + (f"  ERROR {r['error']}" if "error" in r else ""),
+        flush=True,
+    )
+    return r
+
+
+def _against_single(workers: list[dict[str, Any]], runs: list[dict[str, Any]]) -> None:
+    """Each worker row's CPU per row over the single-process runner's (PostgreSQL journal,
+    mean of its runs), and the rows/s one core of worker CPU allows."""
+    single = [r["cpu_us_per_row"] for r in runs if r.get("store") == "pg" and "error" not in r]
+    for w in workers:
+        per_row = w.get("workers_cpu_us_per_row")
+        if per_row:
+            w["rows_per_s_per_worker_core"] = round(1e6 / per_row, 1)
+            if single:
+                w["vs_single_process_cpu"] = round(per_row / (sum(single) / len(single)), 2)
 
 
 def _options(p: Any) -> None:
@@ -562,15 +599,22 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
             if pg is not None and "workers" in parts:
+                # The single-process runner beside the workers, in the same run, before and
+                # after them (load drifts on a shared machine), unless "stores" ran it.
+                beside = () if "stores" in parts else ("pg", "on")
+                runs += [_single(cmd, sb.url, creds, work, rows_file, m, pg) for m in beside]
                 for n_workers in worker_counts:
                     w = run_workers(cmd, sb, creds, work, rows_file, n_workers, pg)
                     workers.append(w)
                     print(
-                        f"  {n_workers} worker(s): {w.get('rows_per_s')} rows/s, sandbox CPU "
+                        f"  {n_workers} worker(s): {w.get('rows_per_s')} rows/s, "
+                        f"{w.get('workers_cpu_us_per_row')} us CPU/row, sandbox CPU "
                         f"{w.get('sandbox_cpu_share_pct')} % of the machine"
                         + (f"  ERROR {w['error']}" if "error" in w else ""),
                         flush=True,
                     )
+                runs += [_single(cmd, sb.url, creds, work, rows_file, m, pg) for m in beside]
+                _against_single(workers, runs)
         hows = () if "memory" not in parts else ("stream",) if quick else ("stream", "old")
         for how in hows:
             m = measure_input_memory(work, n_memory, how)
@@ -709,6 +753,10 @@ def main(argv: list[str] | None = None) -> int:
                     "wall_s",
                     "rows_per_s",
                     "workers_cpu_us_per_row",
+                    "vs_single_process_cpu",
+                    "worker_startup_cpu_s",
+                    "workers_cpu_us_per_row_net",
+                    "rows_per_s_per_worker_core",
                     "sandbox_cpu_s",
                     "sandbox_cpu_share_pct",
                     "postgres_cpu_s",

@@ -60,7 +60,10 @@ def instrument() -> None:
     for name in ("_read_row", "_execute", "_record", "_record_many"):
         if hasattr(_queue, name):
             setattr(_queue, name, _timed(f"journal {name}", getattr(_queue, name)))
-    if hasattr(_queue, "process_row"):
+    if hasattr(_queue, "_advance"):  # rows taken in jobs of several rows
+        _queue._advance = _timed("row (process_row)", _queue._advance)
+        _queue.process_rows = _timed("job (process_rows)", _queue.process_rows)
+    elif hasattr(_queue, "process_row"):
         _queue.process_row = _timed("row (process_row)", _queue.process_row)
     PaymentsClient.request_cancellation = _timed(  # type: ignore[method-assign]
         "POST camt.056", PaymentsClient.request_cancellation

@@ -1,14 +1,16 @@
-"""Distributed bulk runs: one procrastinate job per row, any number of workers and hosts.
+"""Distributed bulk runs: one procrastinate job per batch of rows, any number of workers and hosts.
 
 The plan (every row's ``assgnmt.id``, ``cxlId`` and camt.056 bytes) is written to the
-PostgreSQL journal before any job exists, so a job carries only ``(run_id, line)`` and
-every execution of it sends the very same message: the service stores it once and
+PostgreSQL journal before any job exists, so a job carries only ``(run_id, lines)`` and
+every execution of it sends the very same messages: the service stores each once and
 answers 200 to a resubmission. Procrastinate delivers a job at least once (a worker
-killed mid-job has its job retried elsewhere); the effect on the service is exactly once.
+killed mid-job has its job, every row of it, retried elsewhere); the effect on the
+service is exactly once. A job's rows run at once; a retry takes up those not final.
 
-Each row's job has a queueing lock named after the row: a row never has two jobs
-waiting. Enqueueing holds an advisory lock on the run and skips rows with a job waiting
-or running, so two ``bulk-cancel`` commands racing on one input enqueue each row once.
+A row is in at most one job waiting or running, and each job has a queueing lock named
+after its first row. Enqueueing holds an advisory lock on the run and skips rows with a
+job waiting or running, so two ``bulk-cancel`` commands racing on one input enqueue each
+row once.
 (No procrastinate ``lock`` per row: its fetch query then compares every waiting job with
 the others, which made a 10,000-row queue crawl; and a row run twice at once, after a
 worker wrongly taken for dead, is still stored once.) procrastinate and psycopg come with
@@ -74,7 +76,10 @@ __all__ = [
 logger = logging.getLogger("payments_async.bulk.queue")
 
 TASK_NAME: Final = "payments_async.bulk.cancel_row"
-"""The procrastinate task every row's job runs."""
+"""The procrastinate task every job of rows runs."""
+
+JOB_ROWS: Final = 25
+"""Rows per job: a worker's fetch, finish and journal read are made once per job."""
 
 
 def _require_procrastinate() -> None:
@@ -87,12 +92,12 @@ def _require_procrastinate() -> None:
 
 
 def row_lock(run_id: str, line: int) -> str:
-    """The queueing lock of one row's job."""
+    """The queueing lock of the job whose first row is ``line``."""
     return f"payments-bulk:{run_id}:{line}"
 
 
 class WorkerStopped(Exception):
-    """A row's job was interrupted by its worker stopping; procrastinate retries it."""
+    """A job of rows was interrupted by its worker stopping; procrastinate retries it."""
 
 
 @dataclass(slots=True)
@@ -104,14 +109,15 @@ class _WorkerState:
     writer: pg.GroupCommitter
     timeout: float
     rates: RunRates | None = None  # None: the runs' rates are not looked up
+    slots: asyncio.Semaphore | None = None  # the worker's rows at once; None: no limit
 
 
 _ASYNC_COMMIT: Final = "-c synchronous_commit=off"
 
 
 # Procrastinate loops per worker process. One loop fetches one job per query and waits
-# for each answer before the next, so a single loop keeps only a couple of rows in flight
-# whatever ``rows`` is; eight loops, each with its share of ``rows``, fill the slots
+# for each answer before the next, so a single loop keeps only a couple of jobs starting
+# at a time; eight loops, each with its share of the worker's jobs, fill the slots
 # (benchmarks/profile_worker.py shows where a row's time goes).
 _FETCHERS: Final = 8
 
@@ -152,20 +158,58 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
         pass_context=True,
         retry=procrastinate.RetryStrategy(max_attempts=JOB_ATTEMPTS, linear_wait=JOB_RETRY_WAIT),
     )
-    async def cancel_row(context: procrastinate.JobContext, run_id: str, line: int) -> None:
+    async def cancel_row(
+        context: procrastinate.JobContext,
+        run_id: str,
+        lines: list[int] | None = None,
+        line: int | None = None,  # a job of one row, as queued by earlier versions
+    ) -> None:
         state = context.additional_context["payments_bulk"]
         assert isinstance(state, _WorkerState)
+        todo = lines if lines is not None else [] if line is None else [line]
         try:
             rates = state.rates
             with limit_rate(None if rates is None else await rates.limiter(run_id)):
-                await process_row(state, run_id, line)
+                await process_rows(state, run_id, todo)
         except asyncio.CancelledError:
             # A stopping worker cancels its rows after the grace period. Failing the job
             # (instead of letting procrastinate mark it aborted) puts it back in the
-            # queue: the row resumes elsewhere from its recorded state.
-            raise WorkerStopped(f"row {line} of run {run_id} interrupted") from None
+            # queue: its rows resume elsewhere from their recorded states.
+            raise WorkerStopped(f"rows {todo} of run {run_id} interrupted") from None
 
     return app
+
+
+_SELECT_ROWS: Final = (
+    f"SELECT {pg.ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
+    "WHERE run_id = %s AND line = ANY(%s)"
+)
+
+
+async def process_rows(state: _WorkerState, run_id: str, lines: list[int]) -> None:
+    """Run a job's rows to their outcomes at once, each as `process_row` does.
+
+    The rows are read in one query. Every row has its full turn even when another fails;
+    then the first failure is raised (a failure that a retry may cure: procrastinate
+    retries the job, and the retry takes up only the rows still open).
+    """
+    async with state.pool.connection() as conn:
+        cur = await conn.execute(_SELECT_ROWS, (run_id, lines))
+        found = [pg.row_from_record(rec) for rec in await cur.fetchall()]
+    results = await asyncio.gather(
+        *(_advance_slotted(state, run_id, row) for row in found), return_exceptions=True
+    )
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _advance_slotted(state: _WorkerState, run_id: str, row: RowState) -> None:
+    if state.slots is None:
+        await _advance(state, run_id, row)
+        return
+    async with state.slots:
+        await _advance(state, run_id, row)
 
 
 async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
@@ -180,11 +224,15 @@ async def process_row(state: _WorkerState, run_id: str, line: int) -> None:
     procrastinate retries the job; once it gives up, a row no attempt sent reads
     ``not_sent``.
     """
-    client = state.client
-    rows = pg.PostgresRows(state.writer, run_id)
-    row = await pg.read_row(state.pool, run_id, line)
+    await _advance(state, run_id, await pg.read_row(state.pool, run_id, line))
+
+
+async def _advance(state: _WorkerState, run_id: str, row: RowState | None) -> None:
     if row is None or row.is_done:
         return
+    client = state.client
+    rows = pg.PostgresRows(state.writer, run_id)
+    line = row.line
     psid = row.payments_service_id
     if row.state != Stage.ACKNOWLEDGED or psid is None:
         await rows.mark_sent(line)
@@ -233,7 +281,7 @@ class EnqueueReport:
     Attributes:
         run_id: the run (new, or the one this input already had).
         planned: True when this call wrote the plan; False when it was there already.
-        enqueued: jobs deferred by this call (rows already queued, running or final are
+        enqueued: rows queued by this call (rows already queued, running or final are
             not queued again).
         rows: data rows in the run.
     """
@@ -244,14 +292,19 @@ class EnqueueReport:
     rows: int
 
 
-_UNQUEUED_ROWS: Final = """
-SELECT r.line FROM payments_bulk_rows r
- WHERE r.run_id = %(run)s AND r.state NOT IN ('final', 'invalid')
-   AND NOT EXISTS (SELECT 1 FROM procrastinate_jobs j
-                    WHERE j.queueing_lock = %(prefix)s || r.line
-                      AND j.status IN ('todo', 'doing'))
- ORDER BY r.line
+# The rows of a run's jobs waiting or running (a job of one row queued by an earlier
+# version has ``line`` in place of ``lines``).
+_QUEUED_LINES: Final = """
+SELECT jsonb_array_elements_text(COALESCE(j.args->'lines', jsonb_build_array(j.args->'line')))::int
+  FROM procrastinate_jobs j
+ WHERE j.task_name = %(task)s AND j.args->>'run_id' = %(run)s AND j.status IN ('todo', 'doing')
 """
+
+_UNQUEUED_ROWS: Final = f"""
+SELECT line FROM payments_bulk_rows WHERE run_id = %(run)s AND state NOT IN ('final', 'invalid')
+EXCEPT {_QUEUED_LINES}
+ORDER BY 1
+"""  # noqa: S608
 
 
 # Fresh statistics for procrastinate's fetch query. Its plan is made from the table's
@@ -272,7 +325,7 @@ async def enqueue_run(
     plan: Callable[[str], Iterator[Any]],
     rate: RateLimit | None = None,
 ) -> EnqueueReport:
-    """Fix every row's ids in PostgreSQL (once per input) and queue one job per open row.
+    """Fix every row's ids in PostgreSQL (once per input) and queue the open rows in jobs.
 
     Args:
         dsn: the queue's database.
@@ -312,7 +365,7 @@ async def enqueue_run(
                 for r in (
                     await asyncio.to_thread(
                         lambda: conn.execute(
-                            _UNQUEUED_ROWS, {"run": run_id, "prefix": row_lock(run_id, 0)[:-1]}
+                            _UNQUEUED_ROWS, {"run": run_id, "task": TASK_NAME}
                         ).fetchall()
                     )
                 )
@@ -320,13 +373,14 @@ async def enqueue_run(
             async with app.open_async():
                 task = app.tasks[TASK_NAME]
                 template = task.configure().job
-                for i in range(0, len(lines), ENQUEUE_BATCH):
+                chunks = [lines[i : i + JOB_ROWS] for i in range(0, len(lines), JOB_ROWS)]
+                for i in range(0, len(chunks), ENQUEUE_BATCH):
                     jobs = [
                         template.evolve(
-                            task_kwargs={"run_id": run_id, "line": line},
-                            queueing_lock=row_lock(run_id, line),
+                            task_kwargs={"run_id": run_id, "lines": chunk},
+                            queueing_lock=row_lock(run_id, chunk[0]),
                         )
-                        for line in lines[i : i + ENQUEUE_BATCH]
+                        for chunk in chunks[i : i + ENQUEUE_BATCH]
                     ]
                     await app.job_manager.batch_defer_jobs_async(jobs)
         finally:
@@ -415,14 +469,12 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
                 outcomes[outcome.value] = outcomes.get(outcome.value, 0) + n
             elif has_error and state != Stage.INVALID:
                 errors += n
-        prefix = row_lock(run_id, 0)[:-1]
         queue = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
         # A run of the single-process runner (--journal postgresql://...) has no queue.
         queued = (
             conn.execute(
-                "SELECT COUNT(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing') "
-                "AND queueing_lock LIKE %s",
-                (prefix.replace("_", r"\_").replace("%", r"\%") + "%",),
+                f"SELECT COUNT(*) FROM ({_QUEUED_LINES}) q",  # noqa: S608
+                {"run": run_id, "task": TASK_NAME},
             ).fetchone()
             if queue and queue[0]
             else None
@@ -509,8 +561,8 @@ async def run_worker(
         client_factory: builds the worker's client for a connection limit.
         concurrency: HTTP requests this process has in flight (its client's connections,
             a few spare for tokens).
-        rows: rows (jobs) this process works on at once; most of them wait for their
-            outcome, so this is far larger than ``concurrency``.
+        rows: rows this process works on at once, taken in jobs of several rows; most of
+            them wait for their outcome, so this is far larger than ``concurrency``.
         timeout: seconds each row waits for its outcome.
         heartbeat_interval: seconds between this worker's heartbeats.
         stalled_after: a worker whose heartbeat is older than this is taken for dead.
@@ -531,6 +583,7 @@ async def run_worker(
         conn.close()
     # Row reads only (the changes go through the group committer): one per job start,
     # and jobs start at most one per fetch loop at a time.
+    jobs = max(1, -(-rows // JOB_ROWS))
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         dsn,
         min_size=1,
@@ -543,21 +596,21 @@ async def run_worker(
     rates = RunRates(dsn)
     try:
         async with client_factory(connection_limit_for(concurrency)) as client, app.open_async():
-            state = _WorkerState(client, pool, writer, timeout, rates)
+            state = _WorkerState(client, pool, writer, timeout, rates, asyncio.Semaphore(rows))
             reaper = asyncio.create_task(_retry_stalled(app, stalled_after, stalled_check_interval))
             try:
                 if ready is not None:
                     maybe = ready()
                     if maybe is not None:
                         await maybe
-                loops = min(_FETCHERS, rows)
+                loops = min(_FETCHERS, jobs)
                 await _through_outages(
                     dsn,
                     lambda: [
                         app.run_worker_async(
                             queues=[QUEUE_NAME],
                             name=f"payments-bulk-{i}",
-                            concurrency=rows // loops + (1 if i < rows % loops else 0),
+                            concurrency=jobs // loops + (1 if i < jobs % loops else 0),
                             shutdown_graceful_timeout=SHUTDOWN_GRACE,
                             wait=wait,
                             install_signal_handlers=False,

@@ -20,6 +20,7 @@ import pytest
 
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import RESULT_COLUMNS, PlannedRow, open_journal, queue_status
+from payments_async.bulk import _queue as queue
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from tests.support.cli import (
     FakeService,
@@ -77,6 +78,27 @@ def _jobs(dsn: str) -> list[tuple[str, str]]:
                 "SELECT queueing_lock, status FROM procrastinate_jobs"
             ).fetchall()
         ]
+
+
+def _job_lines(dsn: str) -> Counter[int]:
+    """How many jobs (of any status) list each row."""
+    with psycopg.connect(dsn) as conn:
+        return Counter(
+            int(line)
+            for (line,) in conn.execute(
+                "SELECT jsonb_array_elements_text(args->'lines') FROM procrastinate_jobs"
+            ).fetchall()
+        )
+
+
+def _one_job_per_batch(dsn: str, rows: int) -> None:
+    """Every row is in exactly one job, jobs of `queue.JOB_ROWS` rows, each its own lock."""
+    jobs = _jobs(dsn)
+    assert len(jobs) == -(-rows // queue.JOB_ROWS)
+    assert len({lock for lock, _ in jobs}) == len(jobs)
+    lines = _job_lines(dsn)
+    assert len(lines) == rows
+    assert set(lines.values()) == {1}
 
 
 def _stored(sb: ThreadedSandbox) -> Counter[str]:
@@ -242,11 +264,9 @@ def test_sigkill_one_of_three_workers_loses_nothing_and_stores_nothing_twice(
         assert stats["replays_answered"] > 0  # resends were answered 200, not stored again
         assert stats["replays_changed_body"] == 0  # every resend was the very same message
 
-        # one job per row, every one succeeded (the dead worker's jobs were run again)
-        jobs = _jobs(pg_dsn)
-        assert len(jobs) == KILL_ROWS
-        assert len({lock for lock, _ in jobs}) == KILL_ROWS
-        assert {status for _, status in jobs} == {"succeeded"}
+        # each row in one job, every one succeeded (the dead worker's jobs were run again)
+        _one_job_per_batch(pg_dsn, KILL_ROWS)
+        assert {status for _, status in _jobs(pg_dsn)} == {"succeeded"}
         with psycopg.connect(pg_dsn) as conn:
             # the dead worker's jobs were put back (doing -> todo) and started again
             rerun = conn.execute(
@@ -301,14 +321,12 @@ def test_enqueueing_twice_and_racing_commands_queue_each_row_once(
         assert sum(r["enqueued"] for r in reports) == 300  # each row queued by one of them
         again = json.loads(_run(cmd).stdout)
         assert again["enqueued"] == 0
-        jobs = _jobs(pg_dsn)
-        assert len(jobs) == 300
-        assert len({lock for lock, _ in jobs}) == 300
+        _one_job_per_batch(pg_dsn, 300)
 
         assert _run(_cli(sb, "worker", "--queue", pg_dsn, "--once")).returncode == 0
         after = json.loads(_run(cmd).stdout)  # every row final: nothing to queue
         assert after["enqueued"] == 0
-        assert len(_jobs(pg_dsn)) == 300
+        _one_job_per_batch(pg_dsn, 300)
         assert max(_stored(sb).values()) == 1
         assert sb.stats()["cancellations_stored"] == 300
 
@@ -326,6 +344,7 @@ def test_enqueueing_leaves_statistics_that_let_each_fetch_take_the_first_job(
 ) -> None:
     # Issue 15: without statistics after the insert, procrastinate's fetch query read and
     # sorted every waiting job for each fetch (~6 ms per job with 10,000 waiting).
+    # 2000 rows are one job per `queue.JOB_ROWS` rows.
     with threaded_sandbox(SandboxConfig(processing_delay=3600, settlement_delay=0)) as sb:
         src = write_csv(tmp_path / "stats.csv", bulk_rows(2000, prefix="E2E-QS"))
         queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
@@ -336,7 +355,7 @@ def test_enqueueing_leaves_statistics_that_let_each_fetch_take_the_first_job(
         ).fetchone()
         plan = "\n".join(str(r[0]) for r in conn.execute(_FETCH_CANDIDATE).fetchall())
     assert rec is not None
-    assert rec[0] >= 2000  # analysed (never-analysed tables say -1)
+    assert rec[0] >= 2000 // queue.JOB_ROWS  # analysed (never-analysed tables say -1)
     assert "procrastinate_jobs_priority_idx_v1" in plan, plan
     assert "Sort" not in plan, plan
 
@@ -485,7 +504,9 @@ def test_losing_the_database_while_watching_a_run_is_one_line(
     assert len(errors) == 1, result.stderr
     assert "the connection was lost" in errors[0]
     assert "bulk-status" in result.stderr  # how to watch it again
-    assert [status for _, status in _jobs(pg_dsn)] == ["todo", "todo"]  # queued all the same
+    assert [status for _, status in _jobs(pg_dsn)] == ["todo"]  # queued all the same
+    lines = _job_lines(pg_dsn)
+    assert (len(lines), set(lines.values())) == (2, {1})  # both rows, in one job
 
 
 def test_bulk_results_refuses_an_output_it_could_not_write_before_reading(

@@ -97,7 +97,7 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
     "queue_url",
     metavar="URL",
     help="Distribute the rows over workers: plan them in this postgresql:// database and "
-    "queue one job per row (the scale extra; run `payments-async worker --queue URL`).",
+    "queue the rows in jobs of 25 (the scale extra; run `payments-async worker --queue URL`).",
 )
 @click.option("--no-wait", is_flag=True, help="With --queue: return once the rows are queued.")
 @click.option(
@@ -383,7 +383,7 @@ def _bulk_cancel_queued(
         if not settings.json:
             what = "planned" if report.planned else "already planned (same input)"
             settings.err.print(
-                f"run {report.run_id}: {report.rows} rows {what}; {report.enqueued} jobs queued"
+                f"run {report.run_id}: {report.rows} rows {what}; {report.enqueued} rows queued"
             )
         if no_wait:
             if settings.json:
