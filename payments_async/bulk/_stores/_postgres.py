@@ -152,6 +152,14 @@ _SQL_ERROR: Final = (
 )
 _IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = %s"
 _SELECT_ROW: Final = f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows WHERE run_id = %s AND line = %s"  # noqa: S608
+# Rows of other runs that may have reached the service: sent, acknowledged, or final with
+# an outcome from the service (as the SQLite file's recorded cancellations).
+_SELECT_RECORDED_ELSEWHERE: Final = (
+    "SELECT original_end_to_end_id, run_id, line, outcome FROM payments_bulk_rows "
+    "WHERE run_id <> %s AND original_end_to_end_id IS NOT NULL AND (state IN "
+    "('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
+    "('accepted', 'rejected', 'unknown')))"
+)
 
 
 def require_psycopg() -> None:
@@ -657,6 +665,10 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
     ) -> PostgresJournal:
         """Open the run of this input in the database (creating tables and run if missing).
 
+        A new run's rows whose payment already has a cancellation recorded in another run
+        of the database (`recorded_cancellations`) are for the planner to refuse: see
+        ``payments_async.bulk.open_run``.
+
         Args:
             dsn: a ``postgresql://`` address (libpq form).
             input_sha256: the input's digest: the key of its run.
@@ -702,6 +714,43 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             raise JournalError("the journal already holds a plan")
         self._planned = True
         self._plan_commits += 1
+
+    def recorded_cancellations(self) -> dict[str, str]:
+        """The payments another run of this database records a cancellation for, which
+        the service may hold (rows sent at least once, in flight, acknowledged, or final
+        with an outcome from the service).
+
+        Returns:
+            ``{original_end_to_end_id: "run R, line N, outcome"}``.
+
+        Raises:
+            JournalError: the database cannot be read.
+        """
+        import psycopg
+
+        try:
+            found = self._reading(
+                lambda conn: conn.execute(_SELECT_RECORDED_ELSEWHERE, (self._run_id,)).fetchall()
+            )
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
+        return {
+            str(e2e): f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
+            for e2e, r, line, outcome in found
+        }
+
+    def forget_unplanned(self) -> None:
+        """Drop this run from the database while it holds no plan (a refused new run), so
+        ``bulk-status`` does not show it; nothing happens once it is planned."""
+        import psycopg
+
+        with contextlib.suppress(psycopg.Error, JournalError):
+            self._reading(
+                lambda conn: conn.execute(
+                    "DELETE FROM payments_bulk_runs WHERE run_id = %s AND NOT planned",
+                    (self._run_id,),
+                )
+            )
 
     def state_counts(self) -> dict[str, int]:
         """Rows per state, counted by the database.
