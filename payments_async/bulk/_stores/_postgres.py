@@ -182,6 +182,15 @@ _ADDRESS_FORM: Final = (
 )
 
 
+_RESTARTING: Final = (
+    "the database system is shutting down",
+    "the database system is starting up",
+    "the database system is not yet accepting connections",
+    "the database system is in recovery mode",
+)
+"""What a server says while it stops or starts (SQLSTATE 57P01, 57P03): not a refusal."""
+
+
 def connect_error(dsn: str, exc: Exception) -> JournalError:
     """The error of a connection that could not be made, without the password.
 
@@ -199,8 +208,11 @@ def connect_error(dsn: str, exc: Exception) -> JournalError:
         )
     # A server that answered (a refused password, no such database) is quoted by libpq
     # with its severity ("FATAL:  ..."); a refused or timed-out connection reached no
-    # server, and a rerun once it is back can work.
-    kind = JournalError if "FATAL:" in str(exc) else JournalUnavailableError
+    # server, and neither did one a server shutting down or starting up turned away: a
+    # rerun once it is back can work.
+    text = str(exc)
+    restarting = any(words in text for words in _RESTARTING)
+    kind = JournalError if "FATAL:" in text and not restarting else JournalUnavailableError
     return kind(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
 
 
