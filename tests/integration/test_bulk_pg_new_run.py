@@ -74,7 +74,10 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
             with pytest.raises(JournalError) as caught:
                 await bulk_cancel(client, src, results_path=out, journal_path=pg_dsn, timeout=1)
             said = str(caught.value)
-            assert f"{len(sent_before)} payment(s) of this input already have a " in said
+            # The journal records every row sent, which includes those the sandbox stored
+            # (a row marked sent just before the stop may never have reached it).
+            recorded = int(said.split(" payment(s) of this input already have a ")[0])
+            assert recorded >= len(sent_before)
             assert "--new-run" in said
             assert "nothing was sent" in said
             assert _runs(pg_dsn) == 1  # the refused run is not left behind
@@ -85,7 +88,9 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
                 await bulk_cancel(
                     client, src, results_path=out, journal_path=pg_dsn, new_run=True, timeout=1
                 )
-            assert len(listed.value.errors) == len(sent_before)
+            assert len(listed.value.errors) == recorded
+            listed_out = {data[e.line - 2]["original_end_to_end_id"] for e in listed.value.errors}
+            assert listed_out >= sent_before
             assert all(
                 "already has a cancellation recorded in this journal" in e.message
                 for e in listed.value.errors
@@ -105,10 +110,13 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
         assert not rest.resumed
         per_payment = _stored_per_payment(sb)
         assert max(per_payment.values()) == 1  # 0 second cancellations for any payment
-        assert len(per_payment) == ROWS + 1  # the others, and the added one, were sent
         results = read_results(out)
         kept_out = {r["original_end_to_end_id"] for r in results if r["outcome"] == "invalid"}
-        assert kept_out == sent_before
+        assert kept_out == listed_out
+        every = {r["original_end_to_end_id"] for r in data}
+        # The others, and the added one, were sent; those kept out were sent only if the
+        # first run's request reached the sandbox.
+        assert set(per_payment) == every - (kept_out - sent_before)
 
 
 async def test_another_input_with_other_payments_uses_the_same_database(
