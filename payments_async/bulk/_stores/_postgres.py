@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..._urls import redact_url
 from .._defaults import JOURNAL_OUTAGE_WINDOW
 from .._journal import (
     READ_BATCH,
@@ -36,6 +35,7 @@ from .._journal import (
 )
 from .._lock import JournalBusyError, holder_text, run_holder
 from .._rows import RowOutcome, Stage, one_line
+from ._connect import CONNECT_TIMEOUT, connect, connect_error, require_psycopg
 
 if TYPE_CHECKING:
     import psycopg
@@ -98,8 +98,6 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
 CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
 """
 
-_CONNECT_TIMEOUT: Final = 5
-"""Seconds libpq tries to connect (it has no limit of its own)."""
 _RECONNECT_INITIAL: Final = 0.2
 _RECONNECT_MAX: Final = 2.0
 """The pause between two reconnections grows from the first to the second, in seconds."""
@@ -160,79 +158,6 @@ _SELECT_RECORDED_ELSEWHERE: Final = (
     "('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
     "('accepted', 'rejected', 'unknown')))"
 )
-
-
-def require_psycopg() -> None:
-    """Raise a clear error naming the extra when psycopg is not installed.
-
-    Raises:
-        JournalError: psycopg is missing.
-    """
-    try:
-        import psycopg  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise JournalError(
-            "a PostgreSQL journal needs psycopg: pip install 'payments-async[scale]'"
-        ) from exc
-
-
-_ADDRESS_FORM: Final = (
-    "postgresql://[user[:password]@][host][:port]/dbname[?param=value&...], "
-    "with special characters percent-encoded"
-)
-
-
-_RESTARTING: Final = (
-    "the database system is shutting down",
-    "the database system is starting up",
-    "the database system is not yet accepting connections",
-    "the database system is in recovery mode",
-)
-"""What a server says while it stops or starts (SQLSTATE 57P01, 57P03): not a refusal."""
-
-
-def connect_error(dsn: str, exc: Exception) -> JournalError:
-    """The error of a connection that could not be made, without the password.
-
-    libpq's message about an address it cannot read quotes the part it could not read,
-    which may be the password (or the whole address): that message is not shown.
-    """
-    require_psycopg()
-    import psycopg
-
-    try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return JournalError(
-            f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
-        )
-    # A server that answered (a refused password, no such database) is quoted by libpq
-    # with its severity ("FATAL:  ..."); a refused or timed-out connection reached no
-    # server, and neither did one a server shutting down or starting up turned away: a
-    # rerun once it is back can work.
-    text = str(exc)
-    restarting = any(words in text for words in _RESTARTING)
-    kind = JournalError if "FATAL:" in text and not restarting else JournalUnavailableError
-    return kind(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
-
-
-def connect(dsn: str) -> psycopg.Connection[Any]:
-    """A synchronous autocommit connection, with a clear error when it cannot be made.
-
-    Raises:
-        JournalError: the server cannot be reached or refuses us (the password is never
-            part of the message).
-    """
-    require_psycopg()
-    import psycopg
-
-    try:
-        conn: psycopg.Connection[Any] = psycopg.connect(
-            dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-        )
-    except psycopg.Error as exc:
-        raise connect_error(dsn, exc) from None
-    return conn
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
@@ -512,7 +437,7 @@ class GroupCommitter:
             try:
                 if self._aconn is None or self._aconn.closed:
                     self._aconn = await psycopg.AsyncConnection.connect(
-                        self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+                        self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
                     )
                     await self._aconn.execute("SET synchronous_commit = off")
                 conn = self._aconn
