@@ -44,7 +44,7 @@ class Operation(msgspec.Struct):
     ) -> OutcomeUnknownError:
         """The error for ``exc`` ending a call an earlier attempt of which may be stored."""
         return OutcomeUnknownError(
-            f"outcome unknown after {self.attempts} attempt(s): {exc.message}; {advice}",
+            f"outcome unknown after {self.attempts} HTTP attempt(s): {exc.message}; {advice}",
             message_id=message_id,
             status=exc.status,
             **self.context(),

@@ -27,6 +27,7 @@ from ._input import (
 from ._journal import Journal, JournalError, PlannedRow, SqliteJournal
 from ._memory import MemoryJournal
 from ._stores import is_postgres_url, open_journal
+from ._stores._postgres import PostgresJournal
 
 if TYPE_CHECKING:
     from ._runner import BulkCounts
@@ -191,10 +192,15 @@ def plan_input(
 
 
 def _not_recorded(
-    rows: Iterator[PlannedRow], recorded: dict[str, str], *, skip_invalid: bool
+    rows: Iterator[PlannedRow],
+    recorded: dict[str, str],
+    *,
+    skip_invalid: bool,
+    refuse_input: bool = False,
 ) -> Iterator[PlannedRow]:
     """The planned rows, less those whose payment has a recorded cancellation: planned
-    ``invalid`` with ``skip_invalid``, else `BulkInputError` once all are found."""
+    ``invalid`` with ``skip_invalid``, else `BulkInputError` once all are found; with
+    ``refuse_input`` (a new run not asked for with ``new_run``) `JournalError` instead."""
     refused: list[RowError] = []
     for row in rows:
         earlier = recorded.get(row.original_end_to_end_id or "")
@@ -205,10 +211,20 @@ def _not_recorded(
             f"payment {row.original_end_to_end_id} already has a cancellation recorded in "
             f"this journal ({earlier}); it is not sent again"
         )
-        if skip_invalid:
+        if skip_invalid and not refuse_input:
             yield PlannedRow(row.line, row.original_end_to_end_id, None, None, None, error=why)
         else:
             refused.append(RowError(row.line, "original_end_to_end_id", why))
+    if refused and refuse_input:
+        first = refused[0]
+        raise JournalError(
+            f"{len(refused)} payment(s) of this input already have a cancellation recorded "
+            f"in another run of the journal (first at line {first.line}: {first.message}): "
+            "the input was edited after a stop, or repeats another run's payments; nothing "
+            "was sent. Resume with the original file (its rows keep their ids), or start a "
+            "new run with --new-run: rows whose payment already has a cancellation recorded "
+            "in the journal are refused"
+        )
     if refused:
         raise BulkInputError(refused)
 
@@ -253,9 +269,11 @@ def open_run(
             memory only (no resume after a crash).
         events: told how much of the file has been read while planning.
         new_run: a journal file of another input gets a new run for this one instead of
-            being refused. A row whose payment has a cancellation recorded in that file
-            is never sent again: it is refused (`BulkInputError`, nothing written), or
-            with ``skip_invalid`` planned as ``invalid`` with the reason.
+            being refused; in a PostgreSQL journal, a new run is allowed to list payments
+            that another run of the database records a cancellation for. A row whose
+            payment has a cancellation recorded in that journal is never sent again: it
+            is refused (`BulkInputError`, nothing written), or with ``skip_invalid``
+            planned as ``invalid`` with the reason.
         skip_invalid: see ``new_run``.
 
     Returns:
@@ -266,8 +284,10 @@ def open_run(
         BulkInputError: with ``new_run``, rows whose payment already has a cancellation
             recorded in the journal (and no ``skip_invalid``); nothing was written.
         JournalBusyError: another run holds the journal.
-        JournalError: the journal belongs to another input (without ``new_run``), cannot
-            be opened or written, or the input changed since it was checked.
+        JournalError: the journal belongs to another input, or (PostgreSQL) a new run
+            lists payments another run of the database records a cancellation for, both
+            without ``new_run``; or the journal cannot be opened or written, or the input
+            changed since it was checked. Nothing was sent.
     """
     events = events or BulkEvents()
     journal: Journal
@@ -289,8 +309,16 @@ def open_run(
             if isinstance(journal, SqliteJournal) and journal.replaces_run:
                 recorded = journal.recorded_cancellations()
                 rows = _not_recorded(rows, recorded, skip_invalid=skip_invalid)
+            elif isinstance(journal, PostgresJournal):
+                recorded = journal.recorded_cancellations()
+                if recorded:
+                    rows = _not_recorded(
+                        rows, recorded, skip_invalid=skip_invalid, refuse_input=not new_run
+                    )
             journal.plan(rows)
     except BaseException:
+        if isinstance(journal, PostgresJournal):
+            journal.forget_unplanned()
         journal.close()
         raise
     return journal, resumed

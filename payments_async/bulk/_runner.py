@@ -477,8 +477,10 @@ async def bulk_cancel(
         stop: when set, the run stops promptly (state stays committed) and the report
             says ``interrupted``.
         new_run: a journal file of another input gets a new run for this input rather
-            than being refused; rows whose payment has a cancellation recorded in it are
-            refused, or with ``skip_invalid`` reported ``invalid`` (see `open_run`).
+            than being refused (in a PostgreSQL journal: a new run may list payments
+            another run of the database records); rows whose payment has a cancellation
+            recorded in the journal are refused, or with ``skip_invalid`` reported
+            ``invalid`` (see `open_run`).
 
     Returns:
         The report; the results file is written even when the run was interrupted.
@@ -488,7 +490,9 @@ async def bulk_cancel(
             valid is left), or with ``new_run`` rows already cancelled in the journal;
             nothing was sent (and no journal was created for a bad input).
         JournalBusyError: another run holds the journal; nothing was sent.
-        JournalError: the journal belongs to another input, or cannot be written.
+        JournalError: the journal belongs to another input, or (PostgreSQL) another run
+            of the database records a cancellation for some of this input's payments,
+            both without ``new_run``; or it cannot be written.
         ResultsWriteError: the results cannot be written (an ``OSError``); the run is
             over and the journal keeps every outcome.
         OSError: the input cannot be read.

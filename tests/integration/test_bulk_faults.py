@@ -281,4 +281,8 @@ def test_under_30_percent_faults_the_first_run_leaves_no_row_in_flight(tmp_path:
         resent = sum(int(r["attempts"]) > 1 for r in results)
         assert resent > 0  # the run did resend rows itself (same id: answered 200)
         assert int(summary["this_run"]["sent"]) == sum(int(r["attempts"]) for r in results)  # type: ignore[index]
+        outcomes = Counter(r["outcome"] for r in results)
+        for name in ("accepted", "rejected", "unknown", "refused", "not_sent", "in_flight"):
+            assert summary[name] == outcomes.get(name, 0), (name, summary)  # totals = rows
+        assert all(int(r["attempts"]) >= 1 for r in results)  # every row was submitted
         print(f"30% faults, {rows} rows: {took:.1f} s; {resent} rows resent; {stats}")

@@ -19,6 +19,7 @@ from payments_async.bulk import (
     Journal,
     JournalBusyError,
     JournalError,
+    JournalUnavailableError,
     MemoryJournal,
     PlannedRow,
     RowState,
@@ -366,3 +367,15 @@ async def test_single_process_runner_with_the_postgres_journal(
                 "SELECT COUNT(*) FROM payments_bulk_rows WHERE state = 'final'"
             ).fetchone()
         assert stored == (60,)
+
+
+def test_a_server_stopping_or_starting_is_unavailable_not_a_refusal() -> None:
+    dsn = "postgresql://u:Pw@h/db"
+    for said in ("the database system is shutting down", "the database system is starting up"):
+        err = pg.connect_error(dsn, psycopg.OperationalError(f'socket "/s" failed: FATAL:  {said}'))
+        assert isinstance(err, JournalUnavailableError), said  # a rerun once it is back works
+    refused = pg.connect_error(
+        dsn, psycopg.OperationalError('FATAL:  password authentication failed for user "u"')
+    )
+    assert not isinstance(refused, JournalUnavailableError)
+    assert "Pw" not in str(refused)

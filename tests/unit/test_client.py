@@ -201,6 +201,8 @@ async def test_5xx_until_exhausted_is_outcome_unknown(
         await client.request_cancellation(cancellation)
     assert info.value.message_id == cancellation.message_id
     assert info.value.attempt == 3
+    # The HTTP requests of this one call, named so: not a bulk row's submissions.
+    assert "outcome unknown after 3 HTTP attempt(s)" in str(info.value)
     assert isinstance(info.value.__cause__, ServerError)
     assert len(_calls(mocked, "POST", CAMT056_URL)) == 3
 

@@ -38,7 +38,9 @@ def open_journal(
         new_run_id: the run id to record when the journal is new.
         input_name: the input's file name, kept by the PostgreSQL store for status.
         new_run: a file journal of another input starts a new run rather than being
-            refused (see `SqliteJournal.open`); a database keeps a run per input anyway.
+            refused (see `SqliteJournal.open`); a database keeps a run per input, and
+            the planner (``payments_async.bulk.open_run``) checks a new run's payments
+            against the other runs' recorded cancellations.
 
     Raises:
         JournalError: the journal cannot be opened, or belongs to another input.

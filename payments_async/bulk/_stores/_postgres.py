@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..._urls import redact_url
 from .._defaults import JOURNAL_OUTAGE_WINDOW
 from .._journal import (
     READ_BATCH,
@@ -36,6 +35,7 @@ from .._journal import (
 )
 from .._lock import JournalBusyError, holder_text, run_holder
 from .._rows import RowOutcome, Stage, one_line
+from ._connect import CONNECT_TIMEOUT, connect, connect_error, require_psycopg
 
 if TYPE_CHECKING:
     import psycopg
@@ -98,8 +98,6 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
 CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
 """
 
-_CONNECT_TIMEOUT: Final = 5
-"""Seconds libpq tries to connect (it has no limit of its own)."""
 _RECONNECT_INITIAL: Final = 0.2
 _RECONNECT_MAX: Final = 2.0
 """The pause between two reconnections grows from the first to the second, in seconds."""
@@ -152,67 +150,14 @@ _SQL_ERROR: Final = (
 )
 _IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = %s"
 _SELECT_ROW: Final = f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows WHERE run_id = %s AND line = %s"  # noqa: S608
-
-
-def require_psycopg() -> None:
-    """Raise a clear error naming the extra when psycopg is not installed.
-
-    Raises:
-        JournalError: psycopg is missing.
-    """
-    try:
-        import psycopg  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise JournalError(
-            "a PostgreSQL journal needs psycopg: pip install 'payments-async[scale]'"
-        ) from exc
-
-
-_ADDRESS_FORM: Final = (
-    "postgresql://[user[:password]@][host][:port]/dbname[?param=value&...], "
-    "with special characters percent-encoded"
+# Rows of other runs that may have reached the service: sent, acknowledged, or final with
+# an outcome from the service (as the SQLite file's recorded cancellations).
+_SELECT_RECORDED_ELSEWHERE: Final = (
+    "SELECT original_end_to_end_id, run_id, line, outcome FROM payments_bulk_rows "
+    "WHERE run_id <> %s AND original_end_to_end_id IS NOT NULL AND (state IN "
+    "('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
+    "('accepted', 'rejected', 'unknown')))"
 )
-
-
-def connect_error(dsn: str, exc: Exception) -> JournalError:
-    """The error of a connection that could not be made, without the password.
-
-    libpq's message about an address it cannot read quotes the part it could not read,
-    which may be the password (or the whole address): that message is not shown.
-    """
-    require_psycopg()
-    import psycopg
-
-    try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return JournalError(
-            f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
-        )
-    # A server that answered (a refused password, no such database) is quoted by libpq
-    # with its severity ("FATAL:  ..."); a refused or timed-out connection reached no
-    # server, and a rerun once it is back can work.
-    kind = JournalError if "FATAL:" in str(exc) else JournalUnavailableError
-    return kind(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
-
-
-def connect(dsn: str) -> psycopg.Connection[Any]:
-    """A synchronous autocommit connection, with a clear error when it cannot be made.
-
-    Raises:
-        JournalError: the server cannot be reached or refuses us (the password is never
-            part of the message).
-    """
-    require_psycopg()
-    import psycopg
-
-    try:
-        conn: psycopg.Connection[Any] = psycopg.connect(
-            dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-        )
-    except psycopg.Error as exc:
-        raise connect_error(dsn, exc) from None
-    return conn
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
@@ -492,7 +437,7 @@ class GroupCommitter:
             try:
                 if self._aconn is None or self._aconn.closed:
                     self._aconn = await psycopg.AsyncConnection.connect(
-                        self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+                        self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
                     )
                     await self._aconn.execute("SET synchronous_commit = off")
                 conn = self._aconn
@@ -657,6 +602,10 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
     ) -> PostgresJournal:
         """Open the run of this input in the database (creating tables and run if missing).
 
+        A new run's rows whose payment already has a cancellation recorded in another run
+        of the database (`recorded_cancellations`) are for the planner to refuse: see
+        ``payments_async.bulk.open_run``.
+
         Args:
             dsn: a ``postgresql://`` address (libpq form).
             input_sha256: the input's digest: the key of its run.
@@ -702,6 +651,43 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             raise JournalError("the journal already holds a plan")
         self._planned = True
         self._plan_commits += 1
+
+    def recorded_cancellations(self) -> dict[str, str]:
+        """The payments another run of this database records a cancellation for, which
+        the service may hold (rows sent at least once, in flight, acknowledged, or final
+        with an outcome from the service).
+
+        Returns:
+            ``{original_end_to_end_id: "run R, line N, outcome"}``.
+
+        Raises:
+            JournalError: the database cannot be read.
+        """
+        import psycopg
+
+        try:
+            found = self._reading(
+                lambda conn: conn.execute(_SELECT_RECORDED_ELSEWHERE, (self._run_id,)).fetchall()
+            )
+        except psycopg.Error as exc:
+            raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
+        return {
+            str(e2e): f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
+            for e2e, r, line, outcome in found
+        }
+
+    def forget_unplanned(self) -> None:
+        """Drop this run from the database while it holds no plan (a refused new run), so
+        ``bulk-status`` does not show it; nothing happens once it is planned."""
+        import psycopg
+
+        with contextlib.suppress(psycopg.Error, JournalError):
+            self._reading(
+                lambda conn: conn.execute(
+                    "DELETE FROM payments_bulk_runs WHERE run_id = %s AND NOT planned",
+                    (self._run_id,),
+                )
+            )
 
     def state_counts(self) -> dict[str, int]:
         """Rows per state, counted by the database.

@@ -108,8 +108,9 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
 @click.option(
     "--new-run",
     is_flag=True,
-    help="When the journal belongs to another input (the file was edited after a stop): "
-    "start a new run in it. Rows whose payment already has a cancellation recorded in "
+    help="When the journal belongs to another input (the file was edited after a stop), "
+    "or another run in a PostgreSQL journal holds some of its payments: start a new run "
+    "in it. Rows whose payment already has a cancellation recorded in "
     "the journal are refused (or, with --skip-invalid, reported invalid): never sent again.",
 )
 @click.option("--skip-invalid", is_flag=True, help="Send the valid rows; report invalid ones.")

@@ -1,0 +1,90 @@
+"""Connections to a PostgreSQL journal: made with a bound, and their errors told without
+the password, a server that cannot be reached now kept apart from one that refuses us."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from ..._urls import redact_url
+from .._journal import JournalError, JournalUnavailableError
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["CONNECT_TIMEOUT", "connect", "connect_error", "require_psycopg"]
+
+CONNECT_TIMEOUT: Final = 5
+"""Seconds libpq tries to connect (it has no limit of its own)."""
+
+
+def require_psycopg() -> None:
+    """Raise a clear error naming the extra when psycopg is not installed.
+
+    Raises:
+        JournalError: psycopg is missing.
+    """
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise JournalError(
+            "a PostgreSQL journal needs psycopg: pip install 'payments-async[scale]'"
+        ) from exc
+
+
+_ADDRESS_FORM: Final = (
+    "postgresql://[user[:password]@][host][:port]/dbname[?param=value&...], "
+    "with special characters percent-encoded"
+)
+
+
+_RESTARTING: Final = (
+    "the database system is shutting down",
+    "the database system is starting up",
+    "the database system is not yet accepting connections",
+    "the database system is in recovery mode",
+)
+"""What a server says while it stops or starts (SQLSTATE 57P01, 57P03): not a refusal."""
+
+
+def connect_error(dsn: str, exc: Exception) -> JournalError:
+    """The error of a connection that could not be made, without the password.
+
+    libpq's message about an address it cannot read quotes the part it could not read,
+    which may be the password (or the whole address): that message is not shown.
+    """
+    require_psycopg()
+    import psycopg
+
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return JournalError(
+            f"cannot connect to PostgreSQL: the address cannot be read; write {_ADDRESS_FORM}"
+        )
+    # A server that answered (a refused password, no such database) is quoted by libpq
+    # with its severity ("FATAL:  ..."); a refused or timed-out connection reached no
+    # server, and neither did one a server shutting down or starting up turned away: a
+    # rerun once it is back can work.
+    text = str(exc)
+    restarting = any(words in text for words in _RESTARTING)
+    kind = JournalError if "FATAL:" in text and not restarting else JournalUnavailableError
+    return kind(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
+
+
+def connect(dsn: str) -> psycopg.Connection[Any]:
+    """A synchronous autocommit connection, with a clear error when it cannot be made.
+
+    Raises:
+        JournalError: the server cannot be reached or refuses us (the password is never
+            part of the message).
+    """
+    require_psycopg()
+    import psycopg
+
+    try:
+        conn: psycopg.Connection[Any] = psycopg.connect(
+            dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        )
+    except psycopg.Error as exc:
+        raise connect_error(dsn, exc) from None
+    return conn
