@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import zlib
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -42,7 +42,7 @@ from ._defaults import (
     WORKER_CONCURRENCY,
     WORKER_ROWS,
 )
-from ._journal import JournalError, RowState
+from ._journal import JournalError, JournalUnavailableError, RowState
 from ._rate import RunRates, ensure_rate_table, store_run_rate
 from ._results import write_run_results
 from ._rows import (
@@ -56,6 +56,7 @@ from ._rows import (
 )
 from ._steps import connection_limit_for, record, send_row, wait_for_outcome
 from ._stores import _postgres as pg
+from ._worker_loops import through_outages
 
 if TYPE_CHECKING:
     import procrastinate
@@ -168,9 +169,7 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
         assert isinstance(state, _WorkerState)
         todo = lines if lines is not None else [] if line is None else [line]
         try:
-            rates = state.rates
-            with limit_rate(None if rates is None else await rates.limiter(run_id)):
-                await process_rows(state, run_id, todo)
+            await _through_database_outages(state, run_id, todo)
         except asyncio.CancelledError:
             # A stopping worker cancels its rows after the grace period. Failing the job
             # (instead of letting procrastinate mark it aborted) puts it back in the
@@ -184,6 +183,32 @@ _SELECT_ROWS: Final = (
     f"SELECT {pg.ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608
     "WHERE run_id = %s AND line = ANY(%s)"
 )
+
+
+async def _through_database_outages(state: _WorkerState, run_id: str, lines: list[int]) -> None:
+    """Run a job's rows; while the database is away, wait and run the open ones again.
+
+    An outage uses none of the job's attempts (a restart could otherwise spend them all
+    and leave its rows without a job); the rows resume from their recorded states, as a
+    retry by procrastinate would. The worker says once per outage that it waits.
+    """
+    pause = _OUTAGE_PAUSE
+    while True:
+        try:
+            rates = state.rates
+            with limit_rate(None if rates is None else await rates.limiter(run_id)):
+                await process_rows(state, run_id, lines)
+            return
+        except Exception as exc:
+            if not (isinstance(exc, JournalUnavailableError) or pg.is_connection_lost(exc)):
+                raise
+            logger.debug("rows %s of run %s wait for the database: %s", lines, run_id, exc)
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, _OUTAGE_PAUSE_MAX)
+
+
+_OUTAGE_PAUSE: Final = 0.5
+_OUTAGE_PAUSE_MAX: Final = 5.0
 
 
 async def process_rows(state: _WorkerState, run_id: str, lines: list[int]) -> None:
@@ -604,7 +629,7 @@ async def run_worker(
                     if maybe is not None:
                         await maybe
                 loops = min(_FETCHERS, jobs)
-                await _through_outages(
+                await through_outages(
                     dsn,
                     lambda: [
                         app.run_worker_async(
@@ -635,138 +660,6 @@ async def run_worker(
         await rates.aclose()
         await writer.aclose()
         await pool.close()
-
-
-async def _through_outages(
-    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
-) -> None:
-    """Run the fetch loops; when the database goes away, wait for it and start them again.
-
-    A worker never exits for a database outage (a restart, a failover): it waits,
-    reconnecting with a growing pause, logged once when the database goes and once when
-    it is back. Its rows are then put back in the queue by the stalled-job check (this
-    worker's or another's) and resent with their recorded ids. With ``wait=False`` the
-    outage's error is raised instead.
-    """
-    import procrastinate
-
-    loop = asyncio.get_running_loop()
-    handler = loop.get_exception_handler()
-
-    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        # procrastinate's job tasks whose end could not be recorded during an outage:
-        # said once by `pg.Outage`, not one traceback each.
-        if isinstance(context.get("exception"), procrastinate.exceptions.ConnectorException):
-            logger.debug("%s: %s", context.get("message"), context.get("exception"))
-        elif handler is not None:
-            handler(loop, context)
-        else:
-            loop.default_exception_handler(context)
-
-    # A logger's filters see only its own records, not its children's: every one.
-    logs = [
-        logging.getLogger(name)
-        for name in list(logging.Logger.manager.loggerDict)
-        if name.split(".")[0] in ("procrastinate", "psycopg")
-    ]
-    loop.set_exception_handler(quiet)
-    for log in logs:
-        log.addFilter(_not_outage)
-    try:
-        await _until_loops_end(dsn, loops, wait=wait)
-    finally:
-        loop.set_exception_handler(handler)
-        for log in logs:
-            log.removeFilter(_not_outage)
-
-
-def _not_outage(record: logging.LogRecord) -> bool:
-    """False for what psycopg's pool and procrastinate log about a database that is away
-    (every failed connection, every failed query, with its traceback): `pg.Outage` says
-    it once per outage."""
-    import procrastinate
-    import psycopg
-
-    if str(record.msg).startswith(("error connecting in", "discarding closed connection")):
-        return False
-    exc = record.exc_info[1] if record.exc_info else None
-    lost = (procrastinate.exceptions.ConnectorException, psycopg.OperationalError)
-    return not isinstance(exc, lost)
-
-
-async def _until_loops_end(
-    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
-) -> None:
-    import procrastinate
-    import psycopg
-
-    while True:
-        try:
-            await _all_loops(loops())
-        except (procrastinate.exceptions.ConnectorException, psycopg.OperationalError) as exc:
-            if not wait:
-                raise
-            await _until_reachable(dsn, exc)
-            continue
-        return
-
-
-async def _until_reachable(dsn: str, exc: Exception) -> None:
-    """Wait until a connection to the database can be made again (no time limit)."""
-    outage = pg.Outage(window=float("inf"))
-    while True:
-        await asyncio.sleep(outage.failed(exc))
-        try:
-            conn = await asyncio.to_thread(pg.connect, dsn)
-        except JournalError as err:
-            exc = err
-            continue
-        conn.close()
-        outage.ended()
-        return
-
-
-async def _all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
-    """Run the fetch loops until every one of them has ended, whatever ends first.
-
-    When the worker stops, an idle loop ends at once while a busy one still gives its row
-    the grace period and puts it back in the queue; the app and client they share are
-    closed only after this returns, so it never returns while a loop runs. Each loop is
-    cancelled at most once (a second cancel would cut its grace): when this coroutine is
-    cancelled (once or more), or when a loop fails or ends cancelled on its own, the
-    others are stopped and awaited. Then the cancellation of this coroutine is raised if
-    there was one, else the first loop's failure.
-    """
-    tasks = [asyncio.ensure_future(loop) for loop in loops]
-    stopped: set[asyncio.Future[None]] = set()
-    cancelled = False
-
-    def stop_all() -> None:
-        for task in tasks:
-            if task not in stopped and not task.done():
-                stopped.add(task)
-                task.cancel()
-
-    pending = set(tasks)
-    while pending:
-        try:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            cancelled = True  # remembered, raised once every loop has ended
-            stop_all()
-            continue
-        if any(task.cancelled() or task.exception() is not None for task in done):
-            stop_all()
-    # Every loop's failure is read (so none is reported as "never retrieved"); the
-    # first one is raised.
-    failures = [None if task.cancelled() else task.exception() for task in tasks]
-    if cancelled:
-        raise asyncio.CancelledError
-    for task, failure in zip(tasks, failures, strict=True):
-        if task.cancelled() and task not in stopped:
-            raise asyncio.CancelledError  # a loop ended cancelled on its own
-        if failure is not None:
-            raise failure
 
 
 async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: float) -> None:

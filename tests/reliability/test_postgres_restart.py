@@ -56,11 +56,12 @@ def journal_dsn(postgres_server: Any) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.mark.xfail(
-    reason="known gap, not yet fixed: in some runs one queued row is left `planned` with no "
-    "job after the restart (bulk-status: queued 0, exit 3), so the queued run never finishes",
-    strict=False,
-)
+def _by_run(sb: Any) -> dict[str, int]:
+    """Cancellations stored by the sandbox for the queued run and for the local run."""
+    stored = _stored(sb)
+    return {p: sum(k.startswith(p) for k in stored) for p in ("E2E-RSQ", "E2E-RSL")}
+
+
 def test_workers_and_a_journal_ride_out_a_postgres_restart(
     pg_dsn: str, journal_dsn: str, postgres_server: Any, tmp_path: Path
 ) -> None:
@@ -91,7 +92,7 @@ def test_workers_and_a_journal_ride_out_a_postgres_restart(
         stopped = False
         try:
             deadline = time.monotonic() + 60
-            while sb.stats()["cancellations_stored"] < ROWS // 2:
+            while min(_by_run(sb).values()) < ROWS // 4:  # both runs are sending
                 assert time.monotonic() < deadline, "the runs never got going"
                 time.sleep(0.05)
             _stop(postgres_server)
@@ -121,11 +122,11 @@ def test_workers_and_a_journal_ride_out_a_postgres_restart(
         st = json.loads(status.stdout)
         assert status.returncode == 1, st  # every row final: no such payments, rejected
         assert st["outcomes"] == {"rejected": ROWS}
-        assert local.returncode == 1, err  # finished by itself, every row rejected
+        assert local.returncode == 1, (err, out)  # finished by itself, every row rejected
         assert json.loads(out or "{}").get("rejected") == ROWS, err
         assert "Traceback" not in err, err
         stored = _stored(sb)
-        by_run = {p: sum(k.startswith(p) for k in stored) for p in ("E2E-RSQ", "E2E-RSL")}
+        by_run = _by_run(sb)
         assert by_run == {"E2E-RSQ": ROWS, "E2E-RSL": ROWS}, (by_run, sb.stats(), st, out)
         assert max(stored.values()) == 1  # each stored exactly once
         for w, werr in zip(workers, worker_errs, strict=True):

@@ -1,4 +1,4 @@
-"""A stopping worker's fetch loops: ``_all_loops`` returns only once every loop has ended.
+"""A stopping worker's fetch loops: ``all_loops`` returns only once every loop has ended.
 
 The app, pool and client the loops share are closed as soon as it returns, so returning
 while one loop still gives its row the grace period would close them under it. The fake
@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from payments_async.bulk._queue import _all_loops
+from payments_async.bulk._worker_loops import all_loops
 
 
 class Loops:
@@ -38,7 +38,7 @@ class Loops:
 
 async def test_one_cancel_waits_for_the_busy_loop() -> None:
     loops = Loops()
-    run = asyncio.ensure_future(_all_loops([loops.worker("idle"), loops.worker("busy", 0.2)]))
+    run = asyncio.ensure_future(all_loops([loops.worker("idle"), loops.worker("busy", 0.2)]))
     await asyncio.sleep(0.02)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -48,14 +48,14 @@ async def test_one_cancel_waits_for_the_busy_loop() -> None:
 
 async def test_a_second_cancel_still_waits_for_the_busy_loop() -> None:
     loops = Loops()
-    run = asyncio.ensure_future(_all_loops([loops.worker("idle"), loops.worker("busy", 0.3)]))
+    run = asyncio.ensure_future(all_loops([loops.worker("idle"), loops.worker("busy", 0.3)]))
     await asyncio.sleep(0.02)
     run.cancel()
     await asyncio.sleep(0.05)
     run.cancel()  # an outer timeout or task group cancelling again
     with pytest.raises(asyncio.CancelledError):
         await run
-    assert "busy done" in loops.log  # before _all_loops returned
+    assert "busy done" in loops.log  # before all_loops returned
 
 
 async def test_a_loop_that_ends_cancelled_on_its_own_stops_the_others() -> None:
@@ -65,9 +65,9 @@ async def test_a_loop_that_ends_cancelled_on_its_own_stops_the_others() -> None:
         await asyncio.sleep(0.02)
         raise asyncio.CancelledError
 
-    run = asyncio.ensure_future(_all_loops([gives_up(), loops.worker("idle")]))
+    run = asyncio.ensure_future(all_loops([gives_up(), loops.worker("idle")]))
     done, _ = await asyncio.wait({run}, timeout=5)
-    assert done, "_all_loops hung"
+    assert done, "all_loops hung"
     with pytest.raises(asyncio.CancelledError):
         run.result()
     assert loops.log == ["idle done"]
@@ -82,7 +82,7 @@ async def test_a_failure_while_stopping_keeps_the_others_grace_and_the_cancellat
         except asyncio.CancelledError:
             raise RuntimeError("unregister_worker failed") from None
 
-    run = asyncio.ensure_future(_all_loops([fails_on_stop(), loops.worker("busy", 0.2)]))
+    run = asyncio.ensure_future(all_loops([fails_on_stop(), loops.worker("busy", 0.2)]))
     await asyncio.sleep(0.02)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):  # the stop asked for, not the loop's error
@@ -98,7 +98,7 @@ async def test_a_failing_loop_stops_the_others_and_its_error_is_raised() -> None
         raise RuntimeError("database gone")
 
     with pytest.raises(RuntimeError, match="database gone"):
-        await _all_loops([fails(), loops.worker("busy", 0.1)])
+        await all_loops([fails(), loops.worker("busy", 0.1)])
     assert loops.log == ["busy done"]
 
 
@@ -106,4 +106,4 @@ async def test_loops_that_end_by_themselves_end_the_run() -> None:
     async def drained() -> None:
         await asyncio.sleep(0.01)
 
-    await asyncio.wait_for(_all_loops([drained(), drained()]), 5)
+    await asyncio.wait_for(all_loops([drained(), drained()]), 5)

@@ -612,20 +612,44 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             new_run_id: the run id to record when the input has no run yet.
             input_name: the input file's name, shown by ``bulk-status``.
 
+        A connection lost while the run is being opened (the server restarting) is waited
+        out like any outage (`Outage`), and the run opened again.
+
         Raises:
             JournalError: the server cannot be reached, or holds another schema version.
+            JournalUnavailableError: the connection was lost and the server stayed out of
+                reach for the outage window.
         """
-        conn = connect(dsn)
-        try:
-            ensure_schema(conn)
-            run_id, planned = open_run(
-                conn, input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
-            )
-            lock_run(conn, run_id)
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, dsn, run_id, planned=planned)
+        import psycopg
+
+        outage: Outage | None = None
+        while True:
+            try:
+                conn = connect(dsn)
+            except JournalUnavailableError as exc:
+                if outage is None:  # unreachable from the start: said at once
+                    raise
+                time.sleep(outage.failed(exc))
+                continue
+            try:
+                ensure_schema(conn)
+                run_id, planned = open_run(
+                    conn, input_sha256=input_sha256, new_run_id=new_run_id, input_name=input_name
+                )
+                lock_run(conn, run_id)
+            except psycopg.Error as exc:
+                conn.close()
+                if not is_connection_lost(exc):
+                    raise
+                outage = outage or Outage()
+                time.sleep(outage.failed(exc))
+                continue
+            except BaseException:
+                conn.close()
+                raise
+            if outage is not None:
+                outage.ended()
+            return cls(conn, dsn, run_id, planned=planned)
 
     @property
     def path(self) -> None:

@@ -1,0 +1,147 @@
+"""A worker's fetch loops through database outages: wait, reconnect, start them again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from ._journal import JournalError
+from ._stores import _postgres as pg
+
+__all__ = ["all_loops", "through_outages"]
+
+logger = logging.getLogger("payments_async.bulk.queue")
+
+
+async def through_outages(
+    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
+) -> None:
+    """Run the fetch loops; when the database goes away, wait for it and start them again.
+
+    A worker never exits for a database outage (a restart, a failover): it waits,
+    reconnecting with a growing pause, logged once when the database goes and once when
+    it is back. Its rows are then put back in the queue by the stalled-job check (this
+    worker's or another's) and resent with their recorded ids. With ``wait=False`` the
+    outage's error is raised instead.
+    """
+    import procrastinate
+
+    loop = asyncio.get_running_loop()
+    handler = loop.get_exception_handler()
+
+    def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        # procrastinate's job tasks whose end could not be recorded during an outage:
+        # said once by `pg.Outage`, not one traceback each.
+        if isinstance(context.get("exception"), procrastinate.exceptions.ConnectorException):
+            logger.debug("%s: %s", context.get("message"), context.get("exception"))
+        elif handler is not None:
+            handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    # A logger's filters see only its own records, not its children's: every one.
+    logs = [
+        logging.getLogger(name)
+        for name in list(logging.Logger.manager.loggerDict)
+        if name.split(".")[0] in ("procrastinate", "psycopg")
+    ]
+    loop.set_exception_handler(quiet)
+    for log in logs:
+        log.addFilter(_not_outage)
+    try:
+        await _until_loops_end(dsn, loops, wait=wait)
+    finally:
+        loop.set_exception_handler(handler)
+        for log in logs:
+            log.removeFilter(_not_outage)
+
+
+def _not_outage(record: logging.LogRecord) -> bool:
+    """False for what psycopg's pool and procrastinate log about a database that is away
+    (every failed connection, every failed query, with its traceback): `pg.Outage` says
+    it once per outage."""
+    import procrastinate
+    import psycopg
+
+    if str(record.msg).startswith(("error connecting in", "discarding closed connection")):
+        return False
+    exc = record.exc_info[1] if record.exc_info else None
+    lost = (procrastinate.exceptions.ConnectorException, psycopg.OperationalError)
+    return not isinstance(exc, lost)
+
+
+async def _until_loops_end(
+    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
+) -> None:
+    import procrastinate
+    import psycopg
+
+    while True:
+        try:
+            await all_loops(loops())
+        except (procrastinate.exceptions.ConnectorException, psycopg.OperationalError) as exc:
+            if not wait:
+                raise
+            await _until_reachable(dsn, exc)
+            continue
+        return
+
+
+async def _until_reachable(dsn: str, exc: Exception) -> None:
+    """Wait until a connection to the database can be made again (no time limit)."""
+    outage = pg.Outage(window=float("inf"))
+    while True:
+        await asyncio.sleep(outage.failed(exc))
+        try:
+            conn = await asyncio.to_thread(pg.connect, dsn)
+        except JournalError as err:
+            exc = err
+            continue
+        conn.close()
+        outage.ended()
+        return
+
+
+async def all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
+    """Run the fetch loops until every one of them has ended, whatever ends first.
+
+    When the worker stops, an idle loop ends at once while a busy one still gives its row
+    the grace period and puts it back in the queue; the app and client they share are
+    closed only after this returns, so it never returns while a loop runs. Each loop is
+    cancelled at most once (a second cancel would cut its grace): when this coroutine is
+    cancelled (once or more), or when a loop fails or ends cancelled on its own, the
+    others are stopped and awaited. Then the cancellation of this coroutine is raised if
+    there was one, else the first loop's failure.
+    """
+    tasks = [asyncio.ensure_future(loop) for loop in loops]
+    stopped: set[asyncio.Future[None]] = set()
+    cancelled = False
+
+    def stop_all() -> None:
+        for task in tasks:
+            if task not in stopped and not task.done():
+                stopped.add(task)
+                task.cancel()
+
+    pending = set(tasks)
+    while pending:
+        try:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            cancelled = True  # remembered, raised once every loop has ended
+            stop_all()
+            continue
+        if any(task.cancelled() or task.exception() is not None for task in done):
+            stop_all()
+    # Every loop's failure is read (so none is reported as "never retrieved"); the
+    # first one is raised.
+    failures = [None if task.cancelled() else task.exception() for task in tasks]
+    if cancelled:
+        raise asyncio.CancelledError
+    for task, failure in zip(tasks, failures, strict=True):
+        if task.cancelled() and task not in stopped:
+            raise asyncio.CancelledError  # a loop ended cancelled on its own
+        if failure is not None:
+            raise failure
