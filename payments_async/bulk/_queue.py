@@ -341,6 +341,27 @@ ORDER BY 1
 _ANALYZE_JOBS: Final = "ANALYZE procrastinate_jobs"
 
 
+def _not_recorded(rows: Iterator[Any], recorded: dict[str, str]) -> Iterator[Any]:
+    """The rows of a new queued run; `JournalError` (nothing planned, nothing queued) once
+    all are read when some payment already has a cancellation in another run."""
+    refused: list[tuple[int, str]] = []
+    for row in rows:
+        earlier = recorded.get(row.original_end_to_end_id or "")
+        if earlier is None:
+            yield row
+        else:
+            refused.append((row.line, f"{row.original_end_to_end_id} ({earlier})"))
+    if refused:
+        line, what = refused[0]
+        raise JournalError(
+            f"{len(refused)} payment(s) of this input already have a cancellation recorded in "
+            f"another run of the queue's database (first at line {line}: {what}): the input "
+            "was edited after it was queued, or repeats another run's payments; nothing was "
+            "queued. Queue the original file again to resume its run (its rows keep their "
+            "ids), or leave those payments out"
+        )
+
+
 async def enqueue_run(
     dsn: str,
     *,
@@ -363,7 +384,8 @@ async def enqueue_run(
             None leaves the run's stored rate, if any, as it is.
 
     Raises:
-        JournalError: the database cannot be reached or holds another schema.
+        JournalError: the database cannot be reached or holds another schema, or some
+            payment of a new run already has a cancellation in another run (nothing queued).
     """
     app = make_app(dsn)
     await ensure_queue_schema(app, dsn)
@@ -377,7 +399,18 @@ async def enqueue_run(
             new_run_id=new_run_id,
             input_name=input_name,
         )
-        wrote = await asyncio.to_thread(lambda: pg.plan_run(conn, run_id, plan(run_id)))
+        recorded = await asyncio.to_thread(pg.recorded_elsewhere, conn, run_id)
+        try:
+            wrote = await asyncio.to_thread(
+                lambda: pg.plan_run(conn, run_id, _not_recorded(plan(run_id), recorded))
+            )
+        except JournalError:
+            await asyncio.to_thread(
+                conn.execute,
+                "DELETE FROM payments_bulk_runs WHERE run_id = %s AND NOT planned",
+                (run_id,),
+            )
+            raise
         if rate is not None:
             await asyncio.to_thread(ensure_rate_table, conn, _lock_id("schema"))
             await asyncio.to_thread(store_run_rate, conn, run_id, rate)

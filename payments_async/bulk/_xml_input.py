@@ -98,7 +98,7 @@ def _rows(message: Camt056, check: Callable[[BulkRow], list[RowError]]) -> Itera
         for j, tx in enumerate(und.tx_inf)
     ]
     declared = body.ctrl_data.nb_of_txs if body.ctrl_data is not None else None
-    if declared is not None and str(declared) != str(len(txs)):
+    if declared is not None and (not str(declared).isdigit() or int(declared) != len(txs)):
         yield _document_error(
             f"says {declared} transaction(s), holds {len(txs)}",
             "$.fitoFIPmtCxlReq.ctrlData.nbOfTxs",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 
 import msgspec
 
+from .. import redact_url
 from .._errors import ConfigurationError, PaymentsError
 from ..iso20022 import (
     Camt029,
@@ -76,6 +77,8 @@ EventHandler = Callable[["NotificationEvent"], Awaitable[None]]
 _ACCEPTED_BODY: Final = b'{"accepted":true}'
 _QUEUE_FULL_BODY: Final = b'{"error":"queue full, retry later"}'
 _STORE_DOWN_BODY: Final = b'{"error":"cannot store the notification, retry later"}'
+
+_ERROR_CHARS: Final = 500  # a parked callback's error, as kept in the inbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -627,7 +630,10 @@ class NotificationReceiver:
                 ", parked as failed" if park else "",
             )
             await self.inbox.retry(
-                item, delay=self._wait_before(attempts), park=park, error=f"{exc!r}"
+                item,
+                delay=self._wait_before(attempts),
+                park=park,
+                error=redact_url(f"{exc!r}")[:_ERROR_CHARS],
             )
             if park:
                 self.stats.parked += 1

@@ -135,3 +135,57 @@ async def test_another_input_with_other_payments_uses_the_same_database(
         assert not second.resumed
         assert len(_stored_per_payment(sb)) == 40
         assert _runs(pg_dsn) == 2
+
+
+def test_an_edited_input_queued_again_is_refused_before_anything_is_queued(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A queued run's rows are planned, not yet sent (no worker): an edited copy of its
+    input would give its payments new ids; it is refused and nothing of it is queued."""
+    from tests.integration.test_bulk_queue import _cli, _run
+
+    with threaded_sandbox(SandboxConfig(processing_delay=3600)) as sb:
+        rows = bulk_rows(30, prefix="E2E-QEDIT")
+        first = _run(
+            _cli(
+                sb,
+                "bulk-cancel",
+                str(write_csv(tmp_path / "a.csv", rows)),
+                "--queue",
+                pg_dsn,
+                "--no-wait",
+            )
+        )
+        assert first.returncode == 0, first.stderr
+        rows[3]["amount"] = "99.99"
+        edited = _run(
+            _cli(
+                sb,
+                "bulk-cancel",
+                str(write_csv(tmp_path / "b.csv", rows)),
+                "--queue",
+                pg_dsn,
+                "--no-wait",
+            )
+        )
+        assert edited.returncode == 2, edited.stderr
+        assert "already have a cancellation recorded" in edited.stderr
+        assert "nothing was queued" in edited.stderr
+        again = _run(
+            _cli(sb, "bulk-cancel", str(tmp_path / "a.csv"), "--queue", pg_dsn, "--no-wait")
+        )
+        assert again.returncode == 0, again.stderr  # the original file resumes its run
+    with psycopg.connect(pg_dsn) as conn:
+        runs = conn.execute("SELECT count(*) FROM payments_bulk_runs").fetchone()
+    assert runs == (1,)  # the refused run left nothing behind
+
+
+def test_only_a_lost_connection_is_waited_out_not_an_answer() -> None:
+    from payments_async.bulk._stores._connect import is_connection_lost
+
+    assert is_connection_lost(psycopg.OperationalError("server closed the connection"))
+    assert is_connection_lost(psycopg.errors.AdminShutdown())
+    assert is_connection_lost(psycopg.InterfaceError("the connection is closed"))
+    assert not is_connection_lost(psycopg.errors.DiskFull())
+    assert not is_connection_lost(psycopg.errors.QueryCanceled())
+    assert not is_connection_lost(psycopg.errors.DeadlockDetected())

@@ -180,6 +180,22 @@ def test_a_wrong_transaction_count_is_fatal(tmp_path: Path) -> None:
     ]
 
 
+def test_a_count_written_with_leading_zeros_is_the_same_count(tmp_path: Path) -> None:
+    rows = _csv_rows(tmp_path)
+    messages = [
+        build_row_message(r, assignment_id=r.assignment_id, cancellation_id=r.assignment_id)
+        for r in rows
+    ]
+    body = msgspec.structs.replace(
+        messages[0].body, undrlyg=[u for m in messages for u in m.body.undrlyg]
+    )
+    data = xml.to_xml(msgspec.structs.replace(messages[0], fito_fi_pmt_cxl_req=body))
+    data = data.replace(b"<NbOfTxs>1</NbOfTxs>", f"<NbOfTxs>0{len(rows)}</NbOfTxs>".encode())
+    assert f"<NbOfTxs>0{len(rows)}</NbOfTxs>".encode() in data  # the schema allows it
+    bulk = read_input(_write(tmp_path, data))
+    assert not bulk.fatal, [str(e) for e in bulk.errors]
+
+
 def test_a_payment_type_other_than_sepa_is_refused_not_dropped(tmp_path: Path) -> None:
     data = _rows_document(_csv_rows(tmp_path))
     data = _tamper(data, 1, b"<Prtry>SEPA</Prtry>", b"<Prtry>URGP</Prtry>")

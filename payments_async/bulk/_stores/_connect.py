@@ -11,7 +11,13 @@ from .._journal import JournalError, JournalUnavailableError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["CONNECT_TIMEOUT", "connect", "connect_error", "require_psycopg"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "connect",
+    "connect_error",
+    "is_connection_lost",
+    "require_psycopg",
+]
 
 CONNECT_TIMEOUT: Final = 5
 """Seconds libpq tries to connect (it has no limit of its own)."""
@@ -88,3 +94,18 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     except psycopg.Error as exc:
         raise connect_error(dsn, exc) from None
     return conn
+
+
+def is_connection_lost(exc: Exception) -> bool:
+    """True when ``exc`` says the database went away (not that a statement is wrong)."""
+    import psycopg
+
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    # A full disk, a cancelled statement or a deadlock is an answer, not a lost server:
+    # only no SQLSTATE (the socket went), class 08 (connection) and the server shutting
+    # down or starting (57P01-57P03) are waited out.
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")

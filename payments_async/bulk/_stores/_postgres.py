@@ -35,7 +35,13 @@ from .._journal import (
 )
 from .._lock import JournalBusyError, holder_text, run_holder
 from .._rows import RowOutcome, Stage, one_line
-from ._connect import CONNECT_TIMEOUT, connect, connect_error, require_psycopg
+from ._connect import (
+    CONNECT_TIMEOUT,
+    connect,
+    connect_error,
+    is_connection_lost,
+    require_psycopg,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -150,14 +156,24 @@ _SQL_ERROR: Final = (
 )
 _IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = %s"
 _SELECT_ROW: Final = f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows WHERE run_id = %s AND line = %s"  # noqa: S608
-# Rows of other runs that may have reached the service: sent, acknowledged, or final with
-# an outcome from the service (as the SQLite file's recorded cancellations).
+# Rows of other runs that have reached or may still reach the service: planned (that run
+# can resume and send them), sent, acknowledged, or final with an outcome from the service.
 _SELECT_RECORDED_ELSEWHERE: Final = (
     "SELECT original_end_to_end_id, run_id, line, outcome FROM payments_bulk_rows "
     "WHERE run_id <> %s AND original_end_to_end_id IS NOT NULL AND (state IN "
-    "('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
+    "('planned', 'sent', 'acknowledged') OR (state = 'final' AND outcome IN "
     "('accepted', 'rejected', 'unknown')))"
 )
+
+
+def recorded_elsewhere(conn: psycopg.Connection[Any], run_id: str) -> dict[str, str]:
+    """The payments another run of the database records a cancellation for, which the
+    service holds or may yet receive: ``{original_end_to_end_id: "run R, line N, ..."}``."""
+    found = conn.execute(_SELECT_RECORDED_ELSEWHERE, (run_id,)).fetchall()
+    return {
+        str(e2e): f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
+        for e2e, r, line, outcome in found
+    }
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
@@ -356,13 +372,6 @@ class Outage:
             )
         self._since = None
         self._pause = _RECONNECT_INITIAL
-
-
-def is_connection_lost(exc: Exception) -> bool:
-    """True when ``exc`` says the database went away (not that a statement is wrong)."""
-    import psycopg
-
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 class GroupCommitter:
@@ -690,15 +699,9 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
         import psycopg
 
         try:
-            found = self._reading(
-                lambda conn: conn.execute(_SELECT_RECORDED_ELSEWHERE, (self._run_id,)).fetchall()
-            )
+            return self._reading(lambda conn: recorded_elsewhere(conn, self._run_id))
         except psycopg.Error as exc:
             raise JournalError(f"cannot read the PostgreSQL journal: {exc}") from exc
-        return {
-            str(e2e): f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
-            for e2e, r, line, outcome in found
-        }
 
     def forget_unplanned(self) -> None:
         """Drop this run from the database while it holds no plan (a refused new run), so
