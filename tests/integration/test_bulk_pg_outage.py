@@ -124,3 +124,30 @@ async def test_past_its_window_the_run_stops_and_a_rerun_resumes(
         assert again.complete
         assert again.totals["rejected"] == ROWS
         _stored_once(sb)
+
+
+def test_reading_rows_in_batches_goes_on_after_a_reconnect(
+    pg_dsn: str, postgres_server: object
+) -> None:
+    """The sessions end between two batches of `iter_rows`: the next batch is read on
+    the journal's new connection, not on the one that was closed."""
+    from payments_async.bulk import PlannedRow
+    from payments_async.bulk._journal import READ_BATCH
+    from payments_async.bulk._stores._postgres import PostgresJournal
+
+    admin: str = postgres_server.get_uri()  # type: ignore[attr-defined]
+    n = 2 * READ_BATCH + 5  # three batches: the second reconnects, the third must follow
+    journal = PostgresJournal.open(pg_dsn, input_sha256="b" * 64, new_run_id="R-BATCH")
+    try:
+        journal.plan(
+            PlannedRow(i, f"E2E-B-{i}", f"BC-{i}", f"CX-{i}", b"{}") for i in range(1, n + 1)
+        )
+        lines = []
+        for row in journal.iter_rows():
+            lines.append(row.line)
+            if len(lines) == READ_BATCH:  # the first batch is read: end every session
+                _cut_off(pg_dsn, admin)
+                _restore(pg_dsn, admin)
+        assert lines == list(range(1, n + 1))
+    finally:
+        journal.close()

@@ -774,7 +774,8 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
         sql = _SELECT_UNFINISHED_AFTER if unfinished else _SELECT_AFTER
         params = (self._run_id, after, READ_BATCH)
         try:
-            if conn is self._conn:
+            # The journal's own connection, or the one it had before `_reading` reconnected.
+            if conn is self._conn or (conn.closed and not self._conn.closed):
                 records = self._reading(lambda c: c.execute(sql, params).fetchall())
             else:
                 records = conn.execute(sql, params).fetchall()
