@@ -354,11 +354,11 @@ def _not_recorded(rows: Iterator[Any], recorded: dict[str, str]) -> Iterator[Any
     if refused:
         line, what = refused[0]
         raise JournalError(
-            f"{len(refused)} payment(s) of this input already have a cancellation recorded in "
-            f"another run of the queue's database (first at line {line}: {what}): the input "
-            "was edited after it was queued, or repeats another run's payments; nothing was "
-            "queued. Queue the original file again to resume its run (its rows keep their "
-            "ids), or leave those payments out"
+            f"{len(refused)} payment(s) of this input already have a cancellation recorded "
+            f"in another run of the queue's database (first at line {line}: {what}): the "
+            "input was edited after it was queued, or repeats another run's payments; "
+            "nothing was queued. Queue the original file again to resume its run (its rows "
+            "keep their ids), or leave those payments out"
         )
 
 

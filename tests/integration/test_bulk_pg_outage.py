@@ -102,7 +102,7 @@ async def test_past_its_window_the_run_stops_and_a_rerun_resumes(
     pg_dsn: str, postgres_server: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("payments_async.bulk._stores._postgres.JOURNAL_OUTAGE_WINDOW", 1.5)
+    monkeypatch.setattr("payments_async.bulk._stores._connect.JOURNAL_OUTAGE_WINDOW", 1.5)
     admin: str = postgres_server.get_uri()  # type: ignore[attr-defined]
     config = SandboxConfig(processing_delay=3600, settlement_delay=1.5)
     with threaded_sandbox(config) as sb:

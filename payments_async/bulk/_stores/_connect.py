@@ -3,16 +3,21 @@ the password, a server that cannot be reached now kept apart from one that refus
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 from ..._urls import redact_url
+from .._defaults import JOURNAL_OUTAGE_WINDOW
 from .._journal import JournalError, JournalUnavailableError
+from .._rows import one_line
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "Outage",
     "connect",
     "connect_error",
     "is_connection_lost",
@@ -109,3 +114,58 @@ def is_connection_lost(exc: Exception) -> bool:
     # down or starting (57P01-57P03) are waited out.
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+_RECONNECT_INITIAL: Final = 0.2
+_RECONNECT_MAX: Final = 2.0
+"""The pause between two reconnections grows from the first to the second, in seconds."""
+
+logger = logging.getLogger("payments_async.bulk")
+
+
+class Outage:
+    """A database that cannot be reached: how long to wait for it, logged once.
+
+    Args:
+        window: seconds to wait from the first failure before giving up
+            (`JOURNAL_OUTAGE_WINDOW` if None).
+    """
+
+    def __init__(self, window: float | None = None) -> None:
+        self._window = JOURNAL_OUTAGE_WINDOW if window is None else window
+        self._since: float | None = None
+        self._since_wall = 0.0
+        self._pause = _RECONNECT_INITIAL
+
+    def failed(self, exc: Exception) -> float:
+        """Note a failure; return the pause before the next try.
+
+        Raises:
+            JournalUnavailableError: the window has passed since the first failure.
+        """
+        now = time.monotonic()
+        if self._since is None:
+            self._since, self._since_wall = now, time.time()
+            logger.warning(
+                "the PostgreSQL database cannot be reached (%s); reconnecting%s",
+                one_line(exc),
+                f" for up to {self._window:g} s" if self._window != float("inf") else "",
+            )
+        elif now - self._since >= self._window:
+            since = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
+            raise JournalUnavailableError(
+                f"the PostgreSQL journal cannot be reached since {since} (waited "
+                f"{self._window:g} s: {one_line(exc)}); every change made before is kept: "
+                "run the same command again once the database is back"
+            ) from None
+        pause, self._pause = self._pause, min(2 * self._pause, _RECONNECT_MAX)
+        return pause
+
+    def ended(self) -> None:
+        """The database answered again."""
+        if self._since is not None:
+            logger.warning(
+                "the PostgreSQL database is back after %.1f s", time.monotonic() - self._since
+            )
+        self._since = None
+        self._pause = _RECONNECT_INITIAL

@@ -19,11 +19,10 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from .._defaults import JOURNAL_OUTAGE_WINDOW
 from .._journal import (
     READ_BATCH,
     JournalError,
@@ -34,9 +33,10 @@ from .._journal import (
     row_from_record,
 )
 from .._lock import JournalBusyError, holder_text, run_holder
-from .._rows import RowOutcome, Stage, one_line
+from .._rows import RowOutcome, Stage
 from ._connect import (
     CONNECT_TIMEOUT,
+    Outage,
     connect,
     connect_error,
     is_connection_lost,
@@ -103,10 +103,6 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
 );
 CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
 """
-
-_RECONNECT_INITIAL: Final = 0.2
-_RECONNECT_MAX: Final = 2.0
-"""The pause between two reconnections grows from the first to the second, in seconds."""
 
 _T = TypeVar("_T")
 logger = logging.getLogger("payments_async.bulk")
@@ -246,6 +242,17 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
     same run one writes and the other, once the first commits, finds it planned. ``rows``
     may be a generator: it is consumed only when this process writes the plan.
     """
+    import psycopg
+
+    failed: list[Exception] = []
+
+    def given() -> Iterator[PlannedRow]:
+        try:
+            yield from rows
+        except Exception as exc:  # psycopg before 3.2 reports it as a cancelled COPY
+            failed.append(exc)
+            raise
+
     now = time.time()
     with conn.transaction():
         rec = conn.execute(
@@ -256,28 +263,33 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
         if rec[0]:
             return False
         n = 0
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                "COPY payments_bulk_rows (run_id, line, original_end_to_end_id, assignment_id, "
-                "cancellation_id, body, state, error, updated_at) FROM STDIN"
-            ) as copy,
-        ):
-            for r in rows:
-                copy.write_row(
-                    (
-                        run_id,
-                        r.line,
-                        r.original_end_to_end_id,
-                        r.assignment_id,
-                        r.cancellation_id,
-                        r.body,
-                        (Stage.INVALID if r.error is not None else Stage.PLANNED).value,
-                        r.error,
-                        now,
+        try:
+            with (
+                conn.cursor() as cur,
+                cur.copy(
+                    "COPY payments_bulk_rows (run_id, line, original_end_to_end_id, "
+                    "assignment_id, cancellation_id, body, state, error, updated_at) FROM STDIN"
+                ) as copy,
+            ):
+                for r in given():
+                    copy.write_row(
+                        (
+                            run_id,
+                            r.line,
+                            r.original_end_to_end_id,
+                            r.assignment_id,
+                            r.cancellation_id,
+                            r.body,
+                            (Stage.INVALID if r.error is not None else Stage.PLANNED).value,
+                            r.error,
+                            now,
+                        )
                     )
-                )
-                n += 1
+                    n += 1
+        except psycopg.Error:
+            if failed:  # what the rows raised, not how the COPY reports it
+                raise failed[0] from None
+            raise
         conn.execute(
             "UPDATE payments_bulk_runs SET planned = TRUE, rows_total = %s WHERE run_id = %s",
             (n, run_id),
@@ -324,54 +336,6 @@ def lock_run(conn: psycopg.Connection[Any], run_id: str) -> None:
         with contextlib.suppress(ValueError):
             holder = holder_text({"pid": pid, "host": host, "started": float(started)})
     raise JournalBusyError(f"run {run_id}", holder)
-
-
-class Outage:
-    """A database that cannot be reached: how long to wait for it, logged once.
-
-    Args:
-        window: seconds to wait from the first failure before giving up
-            (`JOURNAL_OUTAGE_WINDOW` if None).
-    """
-
-    def __init__(self, window: float | None = None) -> None:
-        self._window = JOURNAL_OUTAGE_WINDOW if window is None else window
-        self._since: float | None = None
-        self._since_wall = 0.0
-        self._pause = _RECONNECT_INITIAL
-
-    def failed(self, exc: Exception) -> float:
-        """Note a failure; return the pause before the next try.
-
-        Raises:
-            JournalUnavailableError: the window has passed since the first failure.
-        """
-        now = time.monotonic()
-        if self._since is None:
-            self._since, self._since_wall = now, time.time()
-            logger.warning(
-                "the PostgreSQL database cannot be reached (%s); reconnecting%s",
-                one_line(exc),
-                f" for up to {self._window:g} s" if self._window != float("inf") else "",
-            )
-        elif now - self._since >= self._window:
-            since = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
-            raise JournalUnavailableError(
-                f"the PostgreSQL journal cannot be reached since {since} (waited "
-                f"{self._window:g} s: {one_line(exc)}); every change made before is kept: "
-                "run the same command again once the database is back"
-            ) from None
-        pause, self._pause = self._pause, min(2 * self._pause, _RECONNECT_MAX)
-        return pause
-
-    def ended(self) -> None:
-        """The database answered again."""
-        if self._since is not None:
-            logger.warning(
-                "the PostgreSQL database is back after %.1f s", time.monotonic() - self._since
-            )
-        self._since = None
-        self._pause = _RECONNECT_INITIAL
 
 
 class GroupCommitter:
