@@ -107,6 +107,12 @@ UPDATE payments_notify_inbox SET
     error = %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
 WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
 """  # noqa: S608
+# A failed confirming read is no failed callback: the attempts stay as they are.
+_DEFER: Final = f"""
+UPDATE payments_notify_inbox SET
+    not_before = {_NOW} + %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
+WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
+"""  # noqa: S608
 _DELIVERED: Final = (
     "INSERT INTO payments_notify_delivered (key, delivered_at) "  # noqa: S608
     f"VALUES (%s, {_NOW}) ON CONFLICT (key) DO NOTHING"
@@ -302,6 +308,16 @@ class PostgresInbox(GroupCommit):
 
         async def op(cur: psycopg.AsyncCursor[Any]) -> None:
             await cur.execute(_RETRY, params)
+
+        await self._submit(op)
+
+    async def defer(self, item: InboxItem, *, delay: float) -> None:
+        """Due again later, its attempts unchanged."""
+        kind, psid = item.key
+        params = (delay, kind, psid, self._owner)
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(_DEFER, params)
 
         await self._submit(op)
 
