@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from payments_async import PaymentsError, PaymentStatus
+from payments_async import PaymentsClient, PaymentsError, PaymentStatus
 from payments_async._constants import PACS002_PATH
 from payments_async.iso20022 import summarize_status_report
 from payments_async.notifications import (
+    BasicAuth,
     Inbox,
     InboxError,
     InboxItem,
     MemoryInbox,
+    Notification,
+    NotificationKind,
+    NotificationReceiver,
     PostgresInbox,
     SqliteInbox,
 )
@@ -154,3 +159,104 @@ async def test_failed_confirming_reads_do_not_count_toward_parking_a_callback(
         assert (stats.callback_errors, stats.parked, stats.callbacks) == (1, 0, 1)
         status = await st.receiver.inbox.status()
         assert (status.depth, status.failed, status.delivered) == (0, 0, 1)
+
+
+async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
+    pg_dsn: str,
+) -> None:
+    lease = 0.6
+    calls: list[str] = []
+
+    async def slow(psid: str, status: PaymentStatus) -> None:
+        calls.append(psid)
+        await asyncio.sleep(lease * 4)  # the lease is renewed meanwhile
+
+    async with notifying_stack(
+        inbox=PostgresInbox(pg_dsn, lease=lease),
+        faults=SILENT,
+        on_payment_status=slow,
+        track_submissions=False,
+    ) as st:
+        assert st.sandbox.credentials is not None
+        async with (
+            PaymentsClient(st.sandbox.credentials, base_url=st.sandbox.url) as client,
+            NotificationReceiver(
+                client,
+                auth=BasicAuth(HOOK_USER, HOOK_PASSWORD),
+                inbox=PostgresInbox(pg_dsn, lease=lease),
+                on_payment_status=slow,
+                track_submissions=False,
+            ) as other,
+        ):
+            psid = await settled_payment(st)
+            await notify(st, psid)
+            await asyncio.wait_for(asyncio.gather(st.receiver.join(), other.join()), 15.0)
+            await asyncio.sleep(lease * 2)  # nothing left for either to take
+            assert calls == [psid]
+            assert st.receiver.stats.delivered + other.stats.delivered == 1
+            status = await st.receiver.inbox.status()
+            assert (status.depth, status.delivered) == (0, 1)
+
+
+# A receiver process that takes items and dies holding them: nothing renews its leases.
+_DIES_HOLDING = """
+import asyncio, os, sys
+from payments_async.notifications import PostgresInbox
+
+async def main() -> None:
+    inbox = PostgresInbox(sys.argv[1], lease=float(sys.argv[2]))
+    await inbox.open()
+    print(len(await inbox.claim(int(sys.argv[3]))), flush=True)
+    os._exit(0)
+
+asyncio.run(main())
+"""
+
+
+async def dies_holding(dsn: str, lease: float, limit: int) -> int:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _DIES_HOLDING, dsn, str(lease), str(limit),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), 30.0)
+    assert proc.returncode == 0
+    return int(out)
+
+
+@pytest.fixture
+async def live_inbox(pg_dsn: str) -> AsyncIterator[PostgresInbox]:
+    inbox = PostgresInbox(pg_dsn, lease=0.5)
+    await inbox.open()
+    try:
+        yield inbox
+    finally:
+        await inbox.aclose()
+
+
+async def test_a_live_receiver_keeps_its_items_and_a_dead_ones_lease_expires(
+    pg_dsn: str, live_inbox: PostgresInbox
+) -> None:
+    for i in range(20):
+        await live_inbox.put(Notification(f"p{i}", NotificationKind.PAYMENT, "short"))
+    mine = await live_inbox.claim(5)
+    assert await dies_holding(pg_dsn, 0.5, 15) == 15
+    assert await live_inbox.claim(40) == []  # the dead one's leases still run
+    await asyncio.sleep(1.2)  # more than twice the lease
+    again = await live_inbox.claim(40)
+    # The dead receiver's items come back; the live one's own are still renewed and held.
+    assert len(again) == 15
+    assert not {i.key for i in again} & {i.key for i in mine}
+
+
+async def test_an_item_held_past_a_lost_lease_is_not_taken_again_by_its_holder(
+    pg_dsn: str, live_inbox: PostgresInbox
+) -> None:
+    import psycopg
+
+    await live_inbox.put(Notification("p0", NotificationKind.PAYMENT, "short"))
+    (held,) = await live_inbox.claim(5)
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:  # renewals failed meanwhile
+        admin.execute("UPDATE payments_notify_inbox SET lease_until = 0")
+    assert await live_inbox.claim(5) == []  # its worker still has it: no second worker
+    assert await live_inbox.complete(held, "payment:p0:ACSC")
+    assert (await live_inbox.status()).depth == 0
