@@ -24,6 +24,8 @@ __all__ = [
     "NOTIFY_SWEEP_GRACE",
     "NOTIFY_SWEEP_RATE",
     "NOTIFY_WORKERS",
+    "NOTIFY_WRITE_WAIT",
+    "NOTIFY_WRITE_WAIT_MAX",
 ]
 
 NOTIFY_MAX_BODY_BYTES: Final = 256 * 1024  # a notification body above this is refused (413)
@@ -36,7 +38,9 @@ NOTIFY_CALLBACK_ATTEMPTS: Final = 5  # a callback that raises is tried this ofte
 NOTIFY_CALLBACK_WAIT: Final = 1.0  # seconds before the first retry of a failed callback
 NOTIFY_CALLBACK_WAIT_MAX: Final = 60.0  # retries wait twice as long each time, up to this
 NOTIFY_INBOX_POLL: Final = 0.5  # seconds between looks for due items nobody announced
-NOTIFY_LEASE: Final = 60.0  # seconds a shared inbox's item stays held by one receiver
+NOTIFY_LEASE: Final = 60.0  # seconds a shared inbox's item stays held unless renewed
+NOTIFY_WRITE_WAIT: Final = 0.1  # seconds before a failed write of a delivery is tried again
+NOTIFY_WRITE_WAIT_MAX: Final = 5.0  # those retries wait twice as long each time, up to this
 NOTIFY_SWEEP_GRACE: Final = 60.0  # seconds a tracked id may go unnotified before it is read
 NOTIFY_SWEEP_RATE: Final = 10.0  # tracked ids read per second at most by the sweep
 NOTIFY_JWKS_CACHE_SECONDS: Final = 300.0  # fetched JWKS keys are used this long, then refetched

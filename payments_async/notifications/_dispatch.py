@@ -55,6 +55,8 @@ from ._defaults import (
     NOTIFY_SWEEP_GRACE,
     NOTIFY_SWEEP_RATE,
     NOTIFY_WORKERS,
+    NOTIFY_WRITE_WAIT,
+    NOTIFY_WRITE_WAIT_MAX,
 )
 from ._inbox import Inbox, InboxError, InboxFull, InboxItem, MemoryInbox, open_inbox
 
@@ -122,6 +124,9 @@ class ReceiverStats:
         delivered: of those, the ones whose "delivered" mark is committed.
         callback_errors: callback attempts that raised (each is retried, then parked).
         parked: items parked as failed after ``callback_attempts`` failed attempts.
+        write_retries: writes of a delivery's outcome (the completion after its callback
+            returned, or the retry after it raised) that failed and were tried again; the
+            item stays held meanwhile, so its callback never runs again for it.
         tracked: submissions of the attached client tracked for the sweep.
         track_failures: submissions that could not be tracked (the inbox was not
             writable); their outcomes reach the callbacks only by a notification.
@@ -139,6 +144,7 @@ class ReceiverStats:
     delivered: int = 0
     callback_errors: int = 0
     parked: int = 0
+    write_retries: int = 0
     tracked: int = 0
     track_failures: int = 0
 
@@ -257,6 +263,10 @@ class NotificationReceiver:
         self._more = asyncio.Event()  # something may be due: a put, a worker freed
         self._busy = 0  # items claimed and not finished
         self._tasks: list[asyncio.Task[None]] = []
+        # (kind, id) -> confirming reads failed in a row: their own backoff, kept apart
+        # from the callback attempts that lead to parking (bounded like the finals)
+        self._read_failures: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._write_failing = False  # a delivery's write failed and is being retried
         # Confirmed finals, kept encoded: bytes are one object the garbage collector never
         # traverses, where a decoded message is a tree of ~15 tracked objects; 10,000 of
         # those were enough to start a full collection (a 0.5-1 s pause) mid-stream.
@@ -594,10 +604,13 @@ class NotificationReceiver:
         else:
             message = await self._confirm(notification)
             if message is None:  # the read failed: try again later, never parked
-                await self.inbox.retry(
-                    item, delay=self._wait_before(item.attempts + 1), park=False, error="read"
-                )
+                failures = self._read_failures.pop(key, 0) + 1
+                self._read_failures[key] = failures
+                if len(self._read_failures) > self._capacity:
+                    self._read_failures.popitem(last=False)
+                await self.inbox.defer(item, delay=self._wait_before(failures))
                 return
+            self._read_failures.pop(key, None)
         if isinstance(message, Camt029):
             summary: Any = summarize_resolution(message)
         else:
@@ -629,19 +642,50 @@ class NotificationReceiver:
                 self._callback_attempts,
                 ", parked as failed" if park else "",
             )
-            await self.inbox.retry(
-                item,
-                delay=self._wait_before(attempts),
-                park=park,
-                error=redact_url(f"{exc!r}")[:_ERROR_CHARS],
+            error = redact_url(f"{exc!r}")[:_ERROR_CHARS]
+            await self._write_held(
+                psid,
+                lambda: self.inbox.retry(
+                    item, delay=self._wait_before(attempts), park=park, error=error
+                ),
             )
             if park:
                 self.stats.parked += 1
             return
         self.stats.callbacks += 1
-        await self.inbox.complete(item, mark)
+        await self._write_held(psid, lambda: self.inbox.complete(item, mark))
         self.stats.delivered += 1
         await self._emit(notification, message, first=True)
+
+    async def _write_held(self, psid: str, write: Callable[[], Awaitable[object]]) -> None:
+        """Write what a callback's run decided, keeping the item held until it is written.
+
+        Releasing the item instead would make it due again, and its callback would run
+        again for a status it already handled (or, after it raised, at once and
+        uncounted). So a failed write is tried again with backoff, logged once per outage;
+        only stopping the receiver lets the item go (the documented crash window).
+        """
+        wait = NOTIFY_WRITE_WAIT
+        while True:
+            try:
+                await write()
+            except InboxError as exc:
+                self.stats.write_retries += 1
+                if not self._write_failing:
+                    self._write_failing = True
+                    logger.error(
+                        "cannot write the delivery of %s to the inbox: %s; items whose "
+                        "callbacks ran are held and their writes retried until they succeed",
+                        psid,
+                        exc,
+                    )
+                await asyncio.sleep(wait)
+                wait = min(wait * 2, NOTIFY_WRITE_WAIT_MAX)
+                continue
+            if self._write_failing:
+                self._write_failing = False
+                logger.warning("the inbox is writable again: the deliveries held are written")
+            return
 
     async def _confirm(self, notification: Notification) -> Pacs002 | Camt029 | None:
         psid = notification.payments_service_id

@@ -136,16 +136,26 @@ class Inbox(Protocol):
 
         Returns:
             True when ``delivered`` was not marked before (False also when it is None).
+
+        Raises:
+            InboxError: nothing was written; ``item`` is still held.
         """
         ...
 
     async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
-        """Release ``item`` after a failed callback: due again after ``delay`` seconds,
-        or parked as failed when ``park``."""
+        """Release ``item`` after a failed callback (counted in its ``attempts``): due
+        again after ``delay`` seconds, or parked as failed when ``park``. When it raises,
+        ``item`` is still held."""
+        ...
+
+    async def defer(self, item: InboxItem, *, delay: float) -> None:
+        """Release ``item`` after a failed confirming read: due again after ``delay``
+        seconds, its ``attempts`` unchanged (only failed callbacks lead to parking)."""
         ...
 
     def release(self, item: InboxItem) -> None:
-        """Give up the hold on ``item`` without writing (the receiver is stopping)."""
+        """Give up the hold on ``item`` without writing (the receiver is stopping, or
+        processing it failed before any callback ran)."""
         ...
 
     async def status(self) -> InboxStatus:
@@ -298,6 +308,13 @@ class MemoryInbox:
             self._waiting -= entry.folded
             entry.folded = 0
             self._last_error = error
+
+    async def defer(self, item: InboxItem, *, delay: float) -> None:
+        """Due again after ``delay``; its attempts unchanged."""
+        self._claimed.discard(item.key)
+        entry = self._items.get(item.key)
+        if entry is not None:
+            entry.not_before = time.time() + delay
 
     def release(self, item: InboxItem) -> None:
         """Let another worker take it."""

@@ -1,18 +1,22 @@
 """The inbox in PostgreSQL (psycopg 3): shared by several receiver processes.
 
 An item is processed by one receiver at a time: a receiver takes due items with
-``FOR UPDATE SKIP LOCKED`` and holds each under a lease (its owner and an expiry); an item
-whose receiver died is taken again once its lease expires. Writes are group-committed on
-one connection, as in the SQLite file. Times are the server's clock.
+``FOR UPDATE SKIP LOCKED`` and holds each under a lease (its owner and an expiry), which
+it renews while it processes the item; an item whose receiver died is taken again once its
+lease expires. Writes are group-committed on one connection, as in the SQLite file. Times
+are the server's clock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import secrets
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from .._errors import ConfigurationError
 from .._urls import redact_url
 from ._core import Notification
 from ._defaults import NOTIFY_LEASE
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["PostgresInbox"]
+
+logger = logging.getLogger("payments_async.notifications")
 
 _NOW: Final = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 # Table names carry a prefix: the database is often shared with the bulk journal's tables.
@@ -107,6 +113,19 @@ UPDATE payments_notify_inbox SET
     error = %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
 WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
 """  # noqa: S608
+# A failed confirming read is no failed callback: the attempts stay as they are.
+_DEFER: Final = f"""
+UPDATE payments_notify_inbox SET
+    not_before = {_NOW} + %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
+WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
+"""  # noqa: S608
+# Only items this receiver still holds: one taken by another receiver stays theirs.
+_RENEW: Final = f"""
+UPDATE payments_notify_inbox SET lease_until = {_NOW} + %s
+WHERE lease_owner = %s
+    AND (kind, payments_service_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+RETURNING 1
+"""  # noqa: S608
 _DELIVERED: Final = (
     "INSERT INTO payments_notify_delivered (key, delivered_at) "  # noqa: S608
     f"VALUES (%s, {_NOW}) ON CONFLICT (key) DO NOTHING"
@@ -147,19 +166,26 @@ class PostgresInbox(GroupCommit):
 
     Args:
         dsn: the ``postgresql://`` address (its password is never shown).
-        lease: seconds an item stays held by the receiver that took it; one that died
-            holding it lets it go after this long. Longer than your slowest callback.
+        lease: seconds an item stays held by the receiver that took it unless renewed.
+            While the receiver processes the item (however long its callback takes), the
+            lease is renewed every ``lease / 3`` seconds; a receiver that died holding
+            it, or could not reach the database for ``lease`` seconds, lets it go after
+            this long.
     """
 
     durable = True
 
     def __init__(self, dsn: str, *, lease: float = NOTIFY_LEASE) -> None:
         super().__init__()
+        if not lease > 0:
+            raise ConfigurationError("lease must be a positive number of seconds")
         self._dsn = dsn
         self._lease = float(lease)
         self._owner = secrets.token_hex(8)
         self._conn: psycopg.AsyncConnection[Any] | None = None
         self._reader: psycopg.AsyncConnection[Any] | None = None
+        self._held: set[tuple[str, str]] = set()  # items whose leases are renewed
+        self._renewer: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"PostgresInbox({redact_url(self._dsn)!r})"
@@ -196,9 +222,15 @@ class PostgresInbox(GroupCommit):
         except psycopg.Error as exc:
             raise self._error("open", exc) from None
         self._conn, self._reader = conn, reader
+        self._renewer = asyncio.create_task(self._renew(), name="notifications-lease")
 
     async def aclose(self) -> None:
         """Write what is queued and disconnect (items held are let go at once)."""
+        renewer, self._renewer = self._renewer, None
+        if renewer is not None:
+            renewer.cancel()
+            await asyncio.gather(renewer, return_exceptions=True)
+        self._held.clear()
         await self._drain()
         conn, reader = self._conn, self._reader
         self._conn = self._reader = None
@@ -263,12 +295,35 @@ class PostgresInbox(GroupCommit):
             raise self._error("read", exc) from None
 
     async def claim(self, limit: int) -> list[InboxItem]:
-        """Due items nobody holds, taken under this receiver's lease."""
+        """Due items nobody holds, taken under this receiver's lease (renewed until the
+        item is completed, retried, deferred or released)."""
         rows = await self._read(_CLAIM, (self._owner, self._lease, limit))
-        return [
+        items = [
             InboxItem(decode_notification(raw), seq, attempts, received_at)
             for raw, seq, attempts, received_at in rows
         ]
+        # One still held here, whose lease ran out while the database could not be
+        # reached, is leased again and stays with the worker processing it.
+        items = [item for item in items if item.key not in self._held]
+        self._held.update(item.key for item in items)
+        return items
+
+    async def _renew(self) -> None:
+        """Every ``lease / 3`` seconds, extend the leases of the items held."""
+        failing = False
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            if not self._held:
+                continue
+            kinds, ids = zip(*self._held, strict=True)
+            try:
+                await self._read(_RENEW, (self._lease, self._owner, list(kinds), list(ids)))
+            except InboxError as exc:
+                if not failing:  # once per outage
+                    logger.warning("cannot renew the leases of the items held: %s", exc)
+                failing = True
+            else:
+                failing = False
 
     async def is_delivered(self, key: str) -> bool:
         """Read from the database."""
@@ -293,6 +348,7 @@ class PostgresInbox(GroupCommit):
             return first
 
         result: bool = await self._submit(op)
+        self._held.discard(item.key)  # not before: a failed write leaves it held
         return result
 
     async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
@@ -304,9 +360,25 @@ class PostgresInbox(GroupCommit):
             await cur.execute(_RETRY, params)
 
         await self._submit(op)
+        self._held.discard(item.key)
+
+    async def defer(self, item: InboxItem, *, delay: float) -> None:
+        """Due again later, its attempts unchanged."""
+        kind, psid = item.key
+        params = (delay, kind, psid, self._owner)
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(_DEFER, params)
+
+        try:
+            await self._submit(op)
+        finally:
+            self._held.discard(item.key)
 
     def release(self, item: InboxItem) -> None:
-        """Nothing written now: `aclose` lets every held item go, or the lease expires."""
+        """No longer renewed, nothing written now: `aclose` lets every held item go, or
+        the lease expires."""
+        self._held.discard(item.key)
 
     async def status(self) -> InboxStatus:
         """Counted by the database."""

@@ -89,6 +89,11 @@ _RETRY: Final = (
     "UPDATE inbox SET attempts = attempts + 1, not_before = ?, state = ?, error = ?, "
     "updated_at = ? WHERE kind = ? AND payments_service_id = ?"
 )
+# A failed confirming read is no failed callback: the attempts stay as they are.
+_DEFER: Final = (
+    "UPDATE inbox SET not_before = ?, updated_at = ? "
+    "WHERE kind = ? AND payments_service_id = ? AND state = 'pending'"
+)
 
 
 class SqliteInbox(GroupCommit):
@@ -245,10 +250,8 @@ class SqliteInbox(GroupCommit):
             db.execute(_DONE, (now, kind, psid, item.seq))
             return first
 
-        try:
-            first: bool = await self._submit(write)
-        finally:
-            self._claimed.discard(item.key)
+        first: bool = await self._submit(write)
+        self._claimed.discard(item.key)  # not before: a failed write leaves it held
         return first
 
     async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
@@ -256,8 +259,16 @@ class SqliteInbox(GroupCommit):
         kind, psid = item.key
         now = time.time()
         params = (now + delay, "failed" if park else "pending", error, now, kind, psid)
+        await self._submit(lambda db: db.execute(_RETRY, params))
+        self._claimed.discard(item.key)
+
+    async def defer(self, item: InboxItem, *, delay: float) -> None:
+        """Due again later, its attempts unchanged."""
+        kind, psid = item.key
+        now = time.time()
+        params = (now + delay, now, kind, psid)
         try:
-            await self._submit(lambda db: db.execute(_RETRY, params))
+            await self._submit(lambda db: db.execute(_DEFER, params))
         finally:
             self._claimed.discard(item.key)
 

@@ -1,0 +1,262 @@
+"""A delivery survives the inbox failing around it: one callback run per final status."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from payments_async import PaymentsClient, PaymentsError, PaymentStatus
+from payments_async._constants import PACS002_PATH
+from payments_async.iso20022 import summarize_status_report
+from payments_async.notifications import (
+    BasicAuth,
+    Inbox,
+    InboxError,
+    InboxItem,
+    MemoryInbox,
+    Notification,
+    NotificationKind,
+    NotificationReceiver,
+    PostgresInbox,
+    SqliteInbox,
+)
+from payments_async.sandbox._notify import NotificationFaults
+from tests.factories import credit_transfer
+from tests.support.notifications import HOOK_PASSWORD, HOOK_USER, Stack, notifying_stack
+from tests.support.sandbox import basic
+
+SILENT = NotificationFaults(loss=1.0)  # the sandbox sends nothing: the test notifies
+
+
+async def settled_payment(st: Stack) -> str:
+    """A payment whose final status the service already holds."""
+    s = await st.client.submit_credit_transfer(credit_transfer())
+    for _ in range(200):
+        report = await st.client.get_credit_transfer_status(s.payments_service_id)
+        if summarize_status_report(report).is_final:
+            return s.payments_service_id
+        await asyncio.sleep(0.05)
+    raise AssertionError("the payment never settled")
+
+
+async def notify(st: Stack, psid: str) -> None:
+    """The service's short notice for ``psid``, answered 202 by the receiver."""
+    body = msgspec.json.encode(
+        {
+            "paymentsServiceId": psid,
+            "statusReportMessage": f"{st.sandbox.url}{PACS002_PATH}/{psid}",
+        }
+    )
+    headers = {"Content-Type": "application/json", "Authorization": basic(HOOK_USER, HOOK_PASSWORD)}
+    status, _ = await st.receiver.handle("POST", headers, body)
+    assert status == 202
+
+
+class FailingCompletions(SqliteInbox):
+    """A SQLite inbox whose first ``failures`` completions with a delivered mark fail in
+    the write itself (a full disk), as the store reports it."""
+
+    def __init__(self, path: Path, failures: int) -> None:
+        super().__init__(path)
+        self.failures = failures
+        self._fail_next_write = False
+
+    async def complete(self, item: InboxItem, delivered: str | None) -> bool:
+        if delivered is not None and self.failures:
+            self.failures -= 1
+            self._fail_next_write = True
+        return await super().complete(item, delivered)
+
+    async def _write(self, ops: Sequence[Callable[[Any], Any]]) -> list[Any]:
+        if self._fail_next_write:
+            self._fail_next_write = False
+            raise InboxError("database or disk is full")
+        return await super()._write(ops)
+
+
+async def test_a_completion_that_cannot_be_written_never_runs_the_callback_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[str] = []
+
+    async def on_status(psid: str, status: PaymentStatus) -> None:
+        calls.append(psid)
+
+    inbox = FailingCompletions(tmp_path / "inbox.db", failures=3)
+    async with notifying_stack(
+        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+    ) as st:
+        psid = await settled_payment(st)
+        with caplog.at_level(logging.WARNING, logger="payments_async.notifications"):
+            await notify(st, psid)
+            await asyncio.wait_for(st.receiver.join(), 10.0)
+        assert calls == [psid]  # held while its completion was retried: never run again
+        stats = st.receiver.stats
+        assert (stats.callbacks, stats.delivered, stats.write_retries) == (1, 1, 3)
+        assert inbox.failures == 0
+        status = await inbox.status()
+        assert (status.depth, status.failed, status.delivered) == (0, 0, 1)
+        # One error for the outage, one line when it is over: not one per try.
+        assert caplog.text.count("cannot write the delivery") == 1
+        assert caplog.text.count("is writable again") == 1
+        await notify(st, psid)  # a redelivery afterwards finds the mark
+        await asyncio.wait_for(st.receiver.join(), 10.0)
+        assert calls == [psid]
+        assert st.receiver.stats.known_final == 1
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def inbox_store(request: pytest.FixtureRequest, tmp_path: Path) -> Inbox:
+    if request.param == "memory":
+        return MemoryInbox(100, 100)
+    if request.param == "sqlite":
+        return SqliteInbox(tmp_path / "inbox.db")
+    return PostgresInbox(request.getfixturevalue("pg_dsn"), lease=30.0)
+
+
+async def test_failed_confirming_reads_do_not_count_toward_parking_a_callback(
+    inbox_store: Inbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+
+    async def flaky(psid: str, status: PaymentStatus) -> None:
+        calls.append(psid)
+        if len(calls) == 1:
+            raise RuntimeError("user bug, once")
+
+    async with notifying_stack(
+        inbox=inbox_store,
+        faults=SILENT,
+        on_payment_status=flaky,
+        callback_attempts=2,
+        callback_wait=0.05,
+        track_submissions=False,
+    ) as st:
+        psid = await settled_payment(st)
+        read = st.client.get_credit_transfer_status
+        reads_to_fail = [3]
+
+        async def failing_read(payments_service_id: str) -> Any:
+            if reads_to_fail[0]:
+                reads_to_fail[0] -= 1
+                raise PaymentsError("the service is unavailable")
+            return await read(payments_service_id)
+
+        monkeypatch.setattr(st.client, "get_credit_transfer_status", failing_read)
+        await notify(st, psid)
+        await asyncio.wait_for(st.receiver.join(), 10.0)
+        stats = st.receiver.stats
+        assert stats.confirm_failures == 3
+        # One failed callback attempt of two: retried, not parked.
+        assert calls == [psid, psid]
+        assert (stats.callback_errors, stats.parked, stats.callbacks) == (1, 0, 1)
+        status = await st.receiver.inbox.status()
+        assert (status.depth, status.failed, status.delivered) == (0, 0, 1)
+
+
+async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
+    pg_dsn: str,
+) -> None:
+    lease = 0.6
+    calls: list[str] = []
+
+    async def slow(psid: str, status: PaymentStatus) -> None:
+        calls.append(psid)
+        await asyncio.sleep(lease * 4)  # the lease is renewed meanwhile
+
+    async with notifying_stack(
+        inbox=PostgresInbox(pg_dsn, lease=lease),
+        faults=SILENT,
+        on_payment_status=slow,
+        track_submissions=False,
+    ) as st:
+        assert st.sandbox.credentials is not None
+        async with (
+            PaymentsClient(st.sandbox.credentials, base_url=st.sandbox.url) as client,
+            NotificationReceiver(
+                client,
+                auth=BasicAuth(HOOK_USER, HOOK_PASSWORD),
+                inbox=PostgresInbox(pg_dsn, lease=lease),
+                on_payment_status=slow,
+                track_submissions=False,
+            ) as other,
+        ):
+            psid = await settled_payment(st)
+            await notify(st, psid)
+            await asyncio.wait_for(asyncio.gather(st.receiver.join(), other.join()), 15.0)
+            await asyncio.sleep(lease * 2)  # nothing left for either to take
+            assert calls == [psid]
+            assert st.receiver.stats.delivered + other.stats.delivered == 1
+            status = await st.receiver.inbox.status()
+            assert (status.depth, status.delivered) == (0, 1)
+
+
+# A receiver process that takes items and dies holding them: nothing renews its leases.
+_DIES_HOLDING = """
+import asyncio, os, sys
+from payments_async.notifications import PostgresInbox
+
+async def main() -> None:
+    inbox = PostgresInbox(sys.argv[1], lease=float(sys.argv[2]))
+    await inbox.open()
+    print(len(await inbox.claim(int(sys.argv[3]))), flush=True)
+    os._exit(0)
+
+asyncio.run(main())
+"""
+
+
+async def dies_holding(dsn: str, lease: float, limit: int) -> int:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _DIES_HOLDING, dsn, str(lease), str(limit),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), 30.0)
+    assert proc.returncode == 0
+    return int(out)
+
+
+@pytest.fixture
+async def live_inbox(pg_dsn: str) -> AsyncIterator[PostgresInbox]:
+    inbox = PostgresInbox(pg_dsn, lease=0.5)
+    await inbox.open()
+    try:
+        yield inbox
+    finally:
+        await inbox.aclose()
+
+
+async def test_a_live_receiver_keeps_its_items_and_a_dead_ones_lease_expires(
+    pg_dsn: str, live_inbox: PostgresInbox
+) -> None:
+    for i in range(20):
+        await live_inbox.put(Notification(f"p{i}", NotificationKind.PAYMENT, "short"))
+    mine = await live_inbox.claim(5)
+    assert await dies_holding(pg_dsn, 0.5, 15) == 15
+    assert await live_inbox.claim(40) == []  # the dead one's leases still run
+    await asyncio.sleep(1.2)  # more than twice the lease
+    again = await live_inbox.claim(40)
+    # The dead receiver's items come back; the live one's own are still renewed and held.
+    assert len(again) == 15
+    assert not {i.key for i in again} & {i.key for i in mine}
+
+
+async def test_an_item_held_past_a_lost_lease_is_not_taken_again_by_its_holder(
+    pg_dsn: str, live_inbox: PostgresInbox
+) -> None:
+    import psycopg
+
+    await live_inbox.put(Notification("p0", NotificationKind.PAYMENT, "short"))
+    (held,) = await live_inbox.claim(5)
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:  # renewals failed meanwhile
+        admin.execute("UPDATE payments_notify_inbox SET lease_until = 0")
+    assert await live_inbox.claim(5) == []  # its worker still has it: no second worker
+    assert await live_inbox.complete(held, "payment:p0:ACSC")
+    assert (await live_inbox.status()).depth == 0
