@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import sys
 import time
+from array import array
 from calendar import timegm
 from decimal import Decimal
 from pathlib import Path
@@ -69,6 +71,115 @@ def allowed_polls(wait_s: float, policy: PollPolicy) -> int:
         base = min(policy.maximum, base * policy.multiplier)
 
 
+class PollTrace:
+    """Per waiter, when its polls were sent and answered, from ``Hooks.on_request``.
+
+    Everything is preallocated (``array`` slots hold no objects) before the waiting phase,
+    so recording adds nothing to the RSS measured. The hook runs when an attempt ends:
+    its start is that instant minus ``elapsed`` (which includes the wait for a free
+    connection). A poll is attempt 1 of a read; its retries belong to it.
+    """
+
+    def __init__(self, waiters: int, policy: PollPolicy, max_polls: int) -> None:
+        self.index: dict[str, int] = {}
+        self.max_polls = max_polls
+        self.polls = array("l", bytes(8 * waiters))
+        self.poll_start = array("d", bytes(8 * waiters))  # the last poll's first attempt
+        self.end = array("d", bytes(8 * waiters))  # the last attempt's end
+        self.before_end = array("d", bytes(8 * waiters))  # the end of the poll before it
+        # lateness of poll n (n >= 2) past the latest instant its interval allows: its
+        # start minus (the previous poll's end + that interval's base x (1 + jitter))
+        self.late = array("d", [float("nan")]) * (waiters * max_polls)
+        self.upper = array("d", bytes(8 * (max_polls + 1)))  # upper[n]: longest sleep before n
+        self.base = array("d", bytes(8 * (max_polls + 1)))  # base[n]: the sleep's base
+        base = policy.initial
+        for n in range(2, max_polls + 1):
+            self.base[n] = base
+            self.upper[n] = base * (1 + policy.jitter)
+            base = min(policy.maximum, base * policy.multiplier)
+
+    def record(self, ev: RequestEvent) -> None:
+        i = self.index.get(ev.path)
+        if i is None:
+            return
+        now = time.time()
+        if ev.attempt == 1:
+            n = self.polls[i] + 1
+            self.polls[i] = n
+            start = now - ev.elapsed
+            if n >= 2 and n <= self.max_polls:
+                self.late[i * self.max_polls + n - 1] = start - self.end[i] - self.upper[n]
+            self.before_end[i] = self.end[i]
+            self.poll_start[i] = start
+        self.end[i] = now
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    v = sorted(values)
+    return {
+        "p50": round(percentile(v, 50), 3),
+        "p99": round(percentile(v, 99), 3),
+        "max": round(v[-1], 3),
+    }
+
+
+def attribute(trace: PollTrace, done: list[float], settles: list[float]) -> dict[str, Any]:
+    """Each waiter's lag (return - settlement) split at the first poll after settlement.
+
+    * ``schedule_wait``: that poll's start - settlement. At most the interval then in force
+      (x (1 + jitter)), plus the poll's lateness; negative when a poll sent just before
+      settlement was answered after it.
+    * ``of_which_late``: how far that poll started past the latest instant its interval
+      allows (0 when on time).
+    * ``client_service``: waiter return - that poll's start: the GET in the burst (queue for
+      a connection, the sandbox, decoding) and the waiter's return.
+    * ``poll_lateness``: the same lateness over every poll of every waiter.
+    """
+    k = trace.max_polls
+    waiters = len(done)
+    sched, late_final, client, get_s, interval = [], [], [], [], []
+    finals: dict[int, int] = {}
+    for i in range(waiters):
+        n = trace.polls[i]
+        start = trace.poll_start[i]
+        sched.append(start - settles[i])
+        client.append(done[i] - start)
+        get_s.append(trace.end[i] - start)
+        lat = trace.late[i * k + n - 1] if 2 <= n <= k else float("nan")
+        late_final.append(max(0.0, lat) if lat == lat else 0.0)
+        interval.append(trace.base[n] if 2 <= n <= k else 0.0)
+        finals[n] = finals.get(n, 0) + 1
+    every = [x for x in trace.late if x == x]
+    late = [x for x in every if x > 0]
+    last = max(range(waiters), key=done.__getitem__)
+    worst = max(range(waiters), key=lambda i: done[i] - settles[i])
+
+    def one(i: int) -> dict[str, float]:
+        return {
+            "lag_s": round(done[i] - settles[i], 3),
+            "schedule_wait_s": round(sched[i], 3),
+            "of_which_late_s": round(late_final[i], 3),
+            "client_service_s": round(client[i], 3),
+            "final_poll": trace.polls[i],
+            "interval_base_s": round(interval[i], 3),
+        }
+
+    return {
+        "schedule_wait_s": _spread(sched),
+        "schedule_wait_of_which_late_s": _spread(late_final),
+        "client_service_s": _spread(client),
+        "final_get_elapsed_s": _spread(get_s),
+        "final_poll_number": dict(sorted(finals.items())),
+        "poll_lateness_s": _spread([max(0.0, x) for x in every]),
+        "polls_late": len(late),
+        "polls_traced": len(every) + waiters,  # the first polls have no due time
+        "polls_late_over_0_1s": sum(1 for x in late if x > 0.1),
+        "polls_late_over_1s": sum(1 for x in late if x > 1.0),
+        "last_waiter": one(last),
+        "worst_waiter": one(worst),
+    }
+
+
 async def run(
     sb: SandboxProcess,
     waiters: int,
@@ -81,10 +192,13 @@ async def run(
     retries = 0
 
     attempt_errors: dict[str, int] = {}
+    policy = PollPolicy()
+    trace = PollTrace(waiters, policy, allowed_polls(wait_timeout, policy) + 1)
 
     def on_request(ev: RequestEvent) -> None:
         if ev.method == "GET":
             counts[ev.path] = counts.get(ev.path, 0) + 1
+            trace.record(ev)
             if ev.error is not None:
                 kind = ev.error.message.split(":")[0][:60]
                 attempt_errors[kind] = attempt_errors.get(kind, 0) + 1
@@ -93,7 +207,6 @@ async def run(
         nonlocal retries
         retries += 1
 
-    policy = PollPolicy()
     client = PaymentsClient(
         Credentials.sandbox(),
         base_url=sb.url,
@@ -121,8 +234,9 @@ async def run(
         t0 = time.perf_counter()
         subs = await asyncio.gather(*(submit(i) for i in range(waiters)))
         setup_s = time.perf_counter() - t0
-        for psid, _ in subs:  # allocated now, so the hook adds no memory while measured
+        for i, (psid, _) in enumerate(subs):  # allocated now: the hook adds no memory
             counts[f"{CAMT029_PATH}/{psid}"] = 0
+            trace.index[f"{CAMT029_PATH}/{psid}"] = i
         stats0 = sb.stats()
         done: list[float] = [0.0] * waiters
         outcomes: dict[str, int] = {}
@@ -183,6 +297,7 @@ async def run(
         n - allowed_polls(d - start_wall, policy) for n, d in zip(per_waiter, done, strict=True)
     ]
     sandbox_gets = stats1["requests"].get("camt029", 0) - stats0["requests"].get("camt029", 0)
+    attribution = attribute(trace, done, settles)
     return {
         "waiters": waiters,
         "settlement_delay_s": delay,
@@ -212,6 +327,7 @@ async def run(
         "outcomes": outcomes,
         "errors": errors,
         "first_error": first_error[0] if first_error else None,
+        "attribution": attribution,
         "wait_timeout_s": wait_timeout,
         "client_options": client_kwargs,
         "poll_policy": {
@@ -261,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [{"metric": k, "value": v} for k, v in r.items() if not isinstance(v, dict)]
     rows.append({"metric": "get_attempt_errors", "value": r["get_attempt_errors"] or "-"})
     print(format_table(rows, ["metric", "value"], title="Polling at scale"))
+    print("Attribution:", json.dumps(r["attribution"], indent=1))
     print("Targets:", targets)
     name = NAME if not client_kwargs and not args.waiters else NAME + "-diagnostic"
     path = write_result(args.out, name, result)
