@@ -99,15 +99,14 @@ class PollTrace:
     def __init__(self, waiters: int, policy: PollPolicy, max_polls: int) -> None:
         self.index: dict[str, int] = {}
         self.max_polls = max_polls
-        self.polls = array("l", bytes(8 * waiters))
-        self.poll_start = array("d", bytes(8 * waiters))  # the last poll's first attempt
-        self.end = array("d", bytes(8 * waiters))  # the last attempt's end
-        self.before_end = array("d", bytes(8 * waiters))  # the end of the poll before it
+        self.polls = array("l", [0]) * waiters
+        self.poll_start = array("d", [0.0]) * waiters  # the last poll's first attempt
+        self.end = array("d", [0.0]) * waiters  # the last attempt's end
         # lateness of poll n (n >= 2) past the latest instant its interval allows: its
         # start minus (the previous poll's end + that interval's base x (1 + jitter))
         self.late = array("d", [float("nan")]) * (waiters * max_polls)
-        self.upper = array("d", bytes(8 * (max_polls + 1)))  # upper[n]: longest sleep before n
-        self.base = array("d", bytes(8 * (max_polls + 1)))  # base[n]: the sleep's base
+        self.upper = array("d", [0.0]) * (max_polls + 1)  # upper[n]: longest sleep before n
+        self.base = array("d", [0.0]) * (max_polls + 1)  # base[n]: the sleep's base
         base = policy.initial
         for n in range(2, max_polls + 1):
             self.base[n] = base
@@ -125,7 +124,6 @@ class PollTrace:
             start = now - ev.elapsed
             if n >= 2 and n <= self.max_polls:
                 self.late[i * self.max_polls + n - 1] = start - self.end[i] - self.upper[n]
-            self.before_end[i] = self.end[i]
             self.poll_start[i] = start
         self.end[i] = now
 
