@@ -191,6 +191,10 @@ def test_polling(tmp_path: Path) -> None:
     assert r["errors"] == {}
     assert r["gets"] == r["gets_seen_by_sandbox"]
     assert {"rss_growth_mb", "cpu_us_per_poll", "requests_per_waiter_mean", "lag_max_s"} <= set(r)
+    # every poll (attempt 1 of a read) was traced, and each waiter's lag is split
+    a = r["attribution"]
+    assert a["polls_traced"] == r["gets"] - r["retries"]
+    assert sum(a["final_poll_number"].values()) == r["waiters"]
 
 
 def test_notifications(tmp_path: Path) -> None:
