@@ -78,10 +78,15 @@ async def middleware(request: web.Request, handler: Handler) -> web.StreamRespon
         status = request.get(STATUS) or response.status
         return response
     except web.HTTPException as exc:
-        # aiohttp's own answers (unknown route, wrong method...): the same envelope.
+        # aiohttp's own answers (unknown route, wrong method...): the same envelope. A
+        # 405 names the methods the route has (RFC 9110, 15.5.6: Allow is required).
         status = exc.status
+        allow = exc.headers.get("Allow")
         return error_response(
-            exc.status, _HTTP_CODES.get(exc.status, ErrorCode.INVALID_REQUEST), exc.reason
+            exc.status,
+            _HTTP_CODES.get(exc.status, ErrorCode.INVALID_REQUEST),
+            exc.reason,
+            headers=None if allow is None else {"Allow": allow},
         )
     finally:
         state.stats.responses[str(status)] += 1

@@ -240,3 +240,4 @@ async def test_unknown_route_gets_the_error_envelope(client: RawClient) -> None:
     assert (reply.status, reply.codes) == (404, ["NOT_FOUND"])
     wrong_method = await client.request("GET", PACS008_PATH)
     assert (wrong_method.status, wrong_method.codes) == (405, ["METHOD_NOT_ALLOWED"])
+    assert wrong_method.headers["Allow"] == "POST"  # RFC 9110, 15.5.6
