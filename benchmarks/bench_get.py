@@ -11,7 +11,9 @@ balanced order (each variant right after each other one equally often):
   floor for a read.
 * ``peer``: httpx + ``resp.json()`` + pydantic ``model_validate`` (``_peer.py``).
 
-The CPU ratio ours / bare is taken within each round; the median over rounds is reported.
+The CPU ratio ours / bare is taken within each round; the median over rounds is reported,
+with the lowest and highest of the rounds beside it (whether the rounds resolve a
+difference from the target). ``bench_instructions.py`` counts the same reads.
 ``--profile`` samples ``ours`` (camt.029, c=16) with py-spy.
 """
 
@@ -35,6 +37,7 @@ from _harness import (
     median_rows,
     parse_args,
     pin_client,
+    ratio,
     raw_server_process,
     write_result,
 )
@@ -142,6 +145,23 @@ async def run(
     return rows, extra
 
 
+def round_range(rows: list[dict[str, Any]], concurrency: int) -> list[float] | None:
+    """The lowest and highest per-round CPU ratio ours / bare at ``concurrency``."""
+    by = {(r["variant"], r["round"]): r for r in rows if r["concurrency"] == concurrency}
+    vals = []
+    for (variant, rnd), row in by.items():
+        if variant == "ours" and ("bare", rnd) in by:
+            v = ratio(row["cpu_us_per_req"], by[("bare", rnd)]["cpu_us_per_req"])
+            if v is not None:
+                vals.append(v)
+    return [min(vals), max(vals)] if vals else None
+
+
+def _span(case: dict[str, Any]) -> str | None:
+    span = case["ours_cpu_over_bare_cpu_rounds"]
+    return None if span is None else f"{span[0]:.3f}-{span[1]:.3f}"
+
+
 def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, help="rounds per case")
     p.add_argument(
@@ -180,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in LEVELS:
             ratios[f"{route}/c{c}"] = {
                 "ours_cpu_over_bare_cpu": median_ratio(mine, "ours", "bare", "cpu_us_per_req", c),
+                "ours_cpu_over_bare_cpu_rounds": round_range(mine, c),
                 "ours_over_bare_rps": median_ratio(mine, "ours", "bare", "rps", c),
                 "peer_cpu_over_bare_cpu": median_ratio(mine, "peer", "bare", "cpu_us_per_req", c),
                 "ours_over_peer_rps": median_ratio(mine, "ours", "peer", "rps", c),
@@ -234,9 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         format_table(
-            [{"case": k, **v} for k, v in ratios.items()],
+            [
+                {"case": k, **v, "ours_cpu_over_bare_cpu_rounds": _span(v)}
+                for k, v in ratios.items()
+            ],
             ["case", *next(iter(ratios.values())).keys()],
-            title="Ratios (median over rounds of the per-round ratio)",
+            title="Ratios (median over rounds of the per-round ratio; CPU: lowest-highest round)",
         )
     )
     print("Targets:", targets)

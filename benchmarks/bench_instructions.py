@@ -18,8 +18,10 @@ POST (camt.056):
 * ``ours-builder``: ``build_cancellation`` inside the loop, then the client; its
   baseline does the same build before the hand-written client (``hand-builder``).
 
-GET (camt.029 by id): ``bare`` (the baseline of ``bench_get.py``) and ``ours``
-(``PaymentsClient.get_cancellation_outcome``).
+GET by id, the two routes of ``bench_get.py``: camt.029, ``bare`` (the baseline of
+``bench_get.py``: aiohttp, a status check, a typed ``msgspec`` decoder built once) and
+``ours`` (``PaymentsClient.get_cancellation_outcome``); pacs.002, ``bare-pacs002`` and
+``ours-pacs002`` (``PaymentsClient.get_credit_transfer_status``).
 
 By default every POST variant alike signs with a SHA-256 stand-in instead of the RSA key
 (the raw server does not verify signatures): the signature is the same work in all of
@@ -45,12 +47,13 @@ NAME = "instructions"
 CONCURRENCY = 16
 WARMUP = 200
 POST_VARIANTS = ("hand", "hand-our-session", "ours-prebuilt", "hand-builder", "ours-builder")
-GET_VARIANTS = ("bare", "ours")
+GET_VARIANTS = ("bare", "ours", "bare-pacs002", "ours-pacs002")
 RATIOS = (  # (ours, its baseline)
     ("hand-our-session", "hand"),
     ("ours-prebuilt", "hand"),
     ("ours-builder", "hand-builder"),
     ("ours", "bare"),
+    ("ours-pacs002", "bare-pacs002"),
 )
 
 
@@ -65,8 +68,8 @@ def child(url: str, variant: str, n: int, pool_size: int, rsa: bool, concurrency
     from bench_post import CLIENT_ID, CLIENT_SECRET, HandWritten, new_cancellation
 
     from payments_async import Credentials, PaymentsClient
-    from payments_async._constants import CAMT029_PATH
-    from payments_async.iso20022 import Camt029
+    from payments_async._constants import CAMT029_PATH, PACS002_PATH
+    from payments_async.iso20022 import Camt029, Pacs002
     from payments_async.testing import generate_test_keypair
 
     async def main() -> None:
@@ -88,16 +91,20 @@ def child(url: str, variant: str, n: int, pool_size: int, rsa: bool, concurrency
             # Built before the counted part, as many in the N1 run as in the N2 run.
             pool = [new_cancellation(i) for i in range(pool_size)]
             ids = [f"PS-{i:06d}" for i in range(200)]
-            base = url + CAMT029_PATH + "/"
             get_headers = {k: v for k, v in hand.headers.items() if k != "Content-Type"}
-            decode = msgspec.json.Decoder(Camt029).decode
 
-            async def bare(i: int) -> None:
-                async with hand.session.get(base + ids[i % 200], headers=get_headers) as r:
-                    body = await r.read()
-                    if r.status != 200:
-                        raise RuntimeError(f"GET answered {r.status}")
-                decode(body)
+            def bare_get(path: str, message: type[Any]) -> Any:
+                base = url + path + "/"
+                decode = msgspec.json.Decoder(message).decode
+
+                async def bare(i: int) -> None:
+                    async with hand.session.get(base + ids[i % 200], headers=get_headers) as r:
+                        body = await r.read()
+                        if r.status != 200:
+                            raise RuntimeError(f"GET answered {r.status}")
+                    decode(body)
+
+                return bare
 
             ops: dict[str, Any] = {
                 "hand": lambda i: hand.request_cancellation(pool.pop()),
@@ -105,8 +112,10 @@ def child(url: str, variant: str, n: int, pool_size: int, rsa: bool, concurrency
                 "ours-prebuilt": lambda i: ours.request_cancellation(pool.pop()),
                 "hand-builder": lambda i: hand.request_cancellation(new_cancellation(i)),
                 "ours-builder": lambda i: ours.request_cancellation(new_cancellation(i)),
-                "bare": bare,
+                "bare": bare_get(CAMT029_PATH, Camt029),
                 "ours": lambda i: ours.get_cancellation_outcome(ids[i % 200]),
+                "bare-pacs002": bare_get(PACS002_PATH, Pacs002),
+                "ours-pacs002": lambda i: ours.get_credit_transfer_status(ids[i % 200]),
             }
             op = ops[variant]
             await closed_loop(op, WARMUP, concurrency)
