@@ -124,17 +124,25 @@ class RunRates:
             kwargs={"autocommit": True, "options": "-c synchronous_commit=off"},
         )
         self._opened = False
-        self._limiters: dict[str, RunLimiter | None] = {}
+        self._limiters: dict[str, RunLimiter] = {}
 
     async def limiter(self, run_id: str) -> RunLimiter | None:
-        """The run's limiter, or None when the run has no rate (looked up once per run)."""
-        if run_id not in self._limiters:
+        """The run's limiter, or None when the run has no rate.
+
+        A run's limiter is kept once found (it reads the run's rate with every slot, so
+        a changed rate is obeyed from the next request). A run without a rate is looked
+        up again on every call (once per job), so a rate given to it later, by queueing
+        the run again with one, is obeyed from this worker's next job of the run.
+        """
+        found = self._limiters.get(run_id)
+        if found is None:
             if not self._opened:
                 await self._pool.open()
                 self._opened = True
-            rec = await _ask(self._pool, _RATE_OF, lambda: (run_id,))
-            self._limiters[run_id] = None if rec is None else RunLimiter(self._pool, run_id)
-        return self._limiters[run_id]
+            if await _ask(self._pool, _RATE_OF, lambda: (run_id,)) is None:
+                return None
+            found = self._limiters[run_id] = RunLimiter(self._pool, run_id)
+        return found
 
     async def aclose(self) -> None:
         """Close the connections."""
