@@ -3,7 +3,7 @@
 A SQLite journal is locked with an exclusive ``flock`` on a file beside it
 (``<journal>.lock``), which names the holder; the kernel releases it when the process
 ends, however it ends, so a killed run never leaves a journal locked. A PostgreSQL
-journal is locked with a session advisory lock per run (see the PostgreSQL store).
+journal is locked with session advisory locks per run (see the PostgreSQL store).
 """
 
 from __future__ import annotations
