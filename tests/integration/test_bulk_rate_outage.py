@@ -14,23 +14,7 @@ import pytest
 from payments_async import RateLimit
 from payments_async.bulk import JournalUnavailableError
 from payments_async.bulk._rate import RunRates, ensure_rate_table, store_run_rate
-
-
-def _cut_off(dsn: str, admin: str) -> None:
-    """Refuse new connections to the database and end every session in it."""
-    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-            (name,),
-        )
-
-
-def _restore(dsn: str, admin: str) -> None:
-    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+from tests.support.postgres import cut_off, restore
 
 
 def _rated(dsn: str, run_id: str) -> None:
@@ -49,22 +33,22 @@ async def test_a_lost_connection_is_waited_out_within_the_window(
         limiter = await rates.limiter("R-RATE")
         assert limiter is not None
         assert await limiter.acquire(5.0)
-        _cut_off(pg_dsn, admin)
-        back = threading.Timer(1.0, _restore, (pg_dsn, admin))
+        cut_off(pg_dsn, admin)
+        back = threading.Timer(1.0, restore, (pg_dsn, admin))
         back.start()
         try:
             start = time.monotonic()
             assert await limiter.acquire(10.0)  # waited for the database, then took a slot
             assert time.monotonic() - start >= 0.9
-            _cut_off(pg_dsn, admin)
+            cut_off(pg_dsn, admin)
             await asyncio.to_thread(back.join)
-            back = threading.Timer(1.0, _restore, (pg_dsn, admin))
+            back = threading.Timer(1.0, restore, (pg_dsn, admin))
             back.start()
             await limiter.admit(1.0)
             assert await rates.limiter("R-OTHER") is None
         finally:
             back.join()
-            _restore(pg_dsn, admin)
+            restore(pg_dsn, admin)
     finally:
         await rates.aclose()
 
@@ -79,14 +63,14 @@ async def test_past_the_window_the_limiter_stops_and_other_errors_are_raised_as_
     try:
         limiter = await rates.limiter("R-GONE")
         assert limiter is not None
-        _cut_off(pg_dsn, admin)
+        cut_off(pg_dsn, admin)
         try:
             with pytest.raises(JournalUnavailableError, match="cannot be reached since"):
                 await limiter.acquire(30.0)
             # A budget shorter than the outage: no slot, nothing raised.
             assert not await limiter.acquire(0.5)
         finally:
-            _restore(pg_dsn, admin)
+            restore(pg_dsn, admin)
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute("DROP TABLE payments_bulk_rates")
         with pytest.raises(psycopg.errors.UndefinedTable):
