@@ -3,7 +3,7 @@
 A SQLite journal is locked with an exclusive ``flock`` on a file beside it
 (``<journal>.lock``), which names the holder; the kernel releases it when the process
 ends, however it ends, so a killed run never leaves a journal locked. A PostgreSQL
-journal is locked with a session advisory lock per run (see the PostgreSQL store).
+journal is locked with session advisory locks per run (see the PostgreSQL store).
 """
 
 from __future__ import annotations
@@ -26,18 +26,31 @@ _LOCK_SUFFIX: Final = ".lock"
 class JournalBusyError(JournalError):
     """Another run holds the journal: nothing was sent.
 
+    With ``lost``, the run had started: its connection to a PostgreSQL journal was lost
+    and another run took the journal before it reconnected; it stopped before writing or
+    sending anything more, and what it recorded is kept.
+
     Attributes:
         holder: who holds it, as people read it (``pid 123 on host, since 12:03:04 UTC``),
             or an empty string when it cannot be told.
     """
 
-    def __init__(self, journal: str, holder: str) -> None:
+    def __init__(self, journal: str, holder: str, *, lost: bool = False) -> None:
         self.holder = holder
         who = f" ({holder})" if holder else ""
-        super().__init__(
-            f"journal {journal} is in use by another run{who}; nothing was sent: wait for "
-            "that run to end (or stop it), then run the same command again to resume"
-        )
+        if lost:
+            said = (
+                f"journal {journal} was taken by another run{who} while this run's "
+                "connection to it was lost; this run stopped and every change it made is "
+                "kept: wait for that run to end (or stop it), then run the same command "
+                "again to resume"
+            )
+        else:
+            said = (
+                f"journal {journal} is in use by another run{who}; nothing was sent: wait "
+                "for that run to end (or stop it), then run the same command again to resume"
+            )
+        super().__init__(said)
 
 
 def run_holder() -> dict[str, Any]:

@@ -5,14 +5,21 @@ rate algorithm that ``RateLimit``'s in-process bucket runs). Each request of eac
 reserves the next slot with one atomic ``UPDATE ... RETURNING`` and sleeps until it, so
 ten workers on five hosts send N requests per second together. The database's clock
 orders the slots; each worker only sleeps the difference it is told.
+
+A lost connection is waited out like the journal's (`Outage`): the limiter reconnects and
+asks again, for up to `JOURNAL_OUTAGE_WINDOW` and never past a slot's budget; any other
+database error is raised as it is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import RateLimit, RateLimiter
+from ._stores._connect import CONNECT_TIMEOUT, Outage, is_connection_lost
 
 if TYPE_CHECKING:
     import psycopg
@@ -66,6 +73,35 @@ def store_run_rate(conn: psycopg.Connection[Any], run_id: str, rate: RateLimit) 
     )
 
 
+async def _ask(
+    pool: psycopg_pool.AsyncConnectionPool[Any],
+    sql: str,
+    params: Callable[[], Sequence[object] | Mapping[str, object]],
+) -> tuple[Any, ...] | None:
+    """The first row ``sql`` returns with ``params()``; while the database cannot be
+    reached, reconnect with a growing pause and ask again (`Outage`).
+
+    Raises:
+        JournalUnavailableError: the database stayed out of reach for the outage window.
+        psycopg.Error: any other failure, as it is.
+    """
+    import psycopg
+
+    outage = Outage()
+    while True:
+        try:
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, params())
+                rec: tuple[Any, ...] | None = await cur.fetchone()
+        except psycopg.Error as exc:
+            if not is_connection_lost(exc):
+                raise
+            await asyncio.sleep(outage.failed(exc))
+            continue
+        outage.ended()
+        return rec
+
+
 class RunRates:
     """A worker's view of every run's rate: a limiter per run that has one.
 
@@ -83,23 +119,30 @@ class RunRates:
             dsn,
             min_size=1,
             max_size=2,
+            timeout=CONNECT_TIMEOUT,  # a database out of reach is told, not waited for
             open=False,
             kwargs={"autocommit": True, "options": "-c synchronous_commit=off"},
         )
         self._opened = False
-        self._limiters: dict[str, RunLimiter | None] = {}
+        self._limiters: dict[str, RunLimiter] = {}
 
     async def limiter(self, run_id: str) -> RunLimiter | None:
-        """The run's limiter, or None when the run has no rate (looked up once per run)."""
-        if run_id not in self._limiters:
+        """The run's limiter, or None when the run has no rate.
+
+        A run's limiter is kept once found (it reads the run's rate with every slot, so
+        a changed rate is obeyed from the next request). A run without a rate is looked
+        up again on every call (once per job), so a rate given to it later, by queueing
+        the run again with one, is obeyed from this worker's next job of the run.
+        """
+        found = self._limiters.get(run_id)
+        if found is None:
             if not self._opened:
                 await self._pool.open()
                 self._opened = True
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(_RATE_OF, (run_id,))
-                rec = await cur.fetchone()
-            self._limiters[run_id] = None if rec is None else RunLimiter(self._pool, run_id)
-        return self._limiters[run_id]
+            if await _ask(self._pool, _RATE_OF, lambda: (run_id,)) is None:
+                return None
+            found = self._limiters[run_id] = RunLimiter(self._pool, run_id)
+        return found
 
     async def aclose(self) -> None:
         """Close the connections."""
@@ -120,21 +163,28 @@ class RunLimiter(RateLimiter):
         every worker; this worker's rows ask one at a time."""
         async with self._admitting:
             while True:
-                async with self._pool.connection() as conn:
-                    cur = await conn.execute(_BOOKED_AHEAD, (self._run_id,))
-                    rec = await cur.fetchone()
+                rec = await _ask(self._pool, _BOOKED_AHEAD, lambda: (self._run_id,))
                 ahead = 0.0 if rec is None else float(rec[0])
                 if ahead <= backlog:
                     return
                 await asyncio.sleep(ahead - backlog)
 
     async def acquire(self, budget: float) -> bool:
-        """Reserve the run's next slot and sleep until it; False when none is in ``budget``."""
+        """Reserve the run's next slot and sleep until it; False when none is in ``budget``
+        (a database that cannot be reached within it included).
+
+        Raises:
+            JournalUnavailableError: the database stayed out of reach for the outage
+                window (shorter than the budget); nothing was reserved.
+        """
+        deadline = time.monotonic() + budget
+
+        def slot() -> dict[str, object]:  # the budget left when the slot is asked for
+            return {"run": self._run_id, "budget": max(deadline - time.monotonic(), 0.0)}
+
         try:
             async with asyncio.timeout(budget):
-                async with self._pool.connection() as conn:
-                    cur = await conn.execute(_TAKE_SLOT, {"run": self._run_id, "budget": budget})
-                    rec = await cur.fetchone()
+                rec = await _ask(self._pool, _TAKE_SLOT, slot)
         except TimeoutError:
             return False
         if rec is None:

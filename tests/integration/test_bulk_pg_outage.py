@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from payments_async import Credentials, PaymentsClient
@@ -17,25 +16,9 @@ from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import JournalUnavailableError, bulk_cancel
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
+from tests.support.postgres import cut_off, restore
 
 ROWS = 300
-
-
-def _cut_off(dsn: str, admin: str) -> None:
-    """Refuse new connections to the database and end every session in it."""
-    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-            (name,),
-        )
-
-
-def _restore(dsn: str, admin: str) -> None:
-    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
 
 
 class _Outage(threading.Thread):
@@ -51,10 +34,10 @@ class _Outage(threading.Thread):
         sb, dsn, admin, seconds = self._args
         try:
             _when_stored(sb, ROWS // 3)
-            _cut_off(dsn, admin)
+            cut_off(dsn, admin)
             if seconds is not None:
                 time.sleep(seconds)
-                _restore(dsn, admin)
+                restore(dsn, admin)
         except BaseException as exc:  # raised again by the test
             self.error = exc
 
@@ -116,10 +99,10 @@ async def test_past_its_window_the_run_stops_and_a_rerun_resumes(
                 assert "cannot be reached since" in str(caught.value)
                 assert "run the same command again" in str(caught.value)
                 await cut.finished()
-                _restore(pg_dsn, admin)
+                restore(pg_dsn, admin)
                 again = await bulk_cancel(client, src, journal_path=pg_dsn, concurrency=8)
         finally:
-            _restore(pg_dsn, admin)
+            restore(pg_dsn, admin)
         assert again.resumed
         assert again.complete
         assert again.totals["rejected"] == ROWS
@@ -146,8 +129,8 @@ def test_reading_rows_in_batches_goes_on_after_a_reconnect(
         for row in journal.iter_rows():
             lines.append(row.line)
             if len(lines) == READ_BATCH:  # the first batch is read: end every session
-                _cut_off(pg_dsn, admin)
-                _restore(pg_dsn, admin)
+                cut_off(pg_dsn, admin)
+                restore(pg_dsn, admin)
         assert lines == list(range(1, n + 1))
     finally:
         journal.close()

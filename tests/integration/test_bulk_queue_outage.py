@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 from payments_async.sandbox import SandboxConfig
-from tests.integration.test_bulk_pg_outage import _cut_off, _restore
 from tests.integration.test_bulk_queue import _cli, _run, _stored, _worker
 from tests.support.cli import bulk_rows, threaded_sandbox, write_csv
+from tests.support.postgres import cut_off, restore
 
 ROWS = 400
 
@@ -30,9 +30,9 @@ def test_workers_ride_out_a_database_outage(
             while sb.stats()["cancellations_stored"] < ROWS // 4:
                 assert time.monotonic() < deadline, "the workers never got going"
                 time.sleep(0.05)
-            _cut_off(pg_dsn, admin)
+            cut_off(pg_dsn, admin)
             time.sleep(5)
-            _restore(pg_dsn, admin)
+            restore(pg_dsn, admin)
             deadline = time.monotonic() + 60
             while True:
                 for w in workers:

@@ -141,3 +141,27 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
     # And about the rate in any second of the run (slack: the log's times are taken as
     # each answer leaves, less the time the sandbox measured).
     assert max_in_window(times, 1.0) <= RATE * 1.2
+
+
+async def test_a_rate_given_later_to_a_queued_run_is_obeyed_by_a_running_worker(
+    pg_dsn: str,
+) -> None:
+    from payments_async import RateLimit
+    from payments_async.bulk._rate import RunRates, ensure_rate_table, store_run_rate
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        ensure_rate_table(conn, 1)
+    rates = RunRates(pg_dsn)
+    try:
+        assert await rates.limiter("R-LATER") is None  # queued without a rate
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            store_run_rate(conn, "R-LATER", RateLimit(per_second=2, burst=1))
+        limiter = await rates.limiter("R-LATER")
+        assert limiter is not None
+        assert await limiter.acquire(5.0)
+        start = time.monotonic()
+        assert await limiter.acquire(5.0)
+        assert time.monotonic() - start >= 0.4  # the second slot is half a second on
+        assert await rates.limiter("R-LATER") is limiter
+    finally:
+        await rates.aclose()

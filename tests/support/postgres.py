@@ -48,3 +48,26 @@ def pg_dsn(postgres_server: object) -> Iterator[str]:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def cut_off(dsn: str, admin: str) -> None:
+    """Refuse new connections to ``dsn``'s database and end every session in it (as a
+    restart would), through the administrator's address ``admin``."""
+    import psycopg
+
+    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (name,),
+        )
+
+
+def restore(dsn: str, admin: str) -> None:
+    """Accept connections to ``dsn``'s database again (after `cut_off`)."""
+    import psycopg
+
+    name = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')

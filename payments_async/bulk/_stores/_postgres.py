@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -32,7 +31,6 @@ from .._journal import (
     StoreReads,
     row_from_record,
 )
-from .._lock import JournalBusyError, holder_text, run_holder
 from .._rows import RowOutcome, Stage
 from ._connect import (
     CONNECT_TIMEOUT,
@@ -42,6 +40,7 @@ from ._connect import (
     is_connection_lost,
     require_psycopg,
 )
+from ._run_lock import lock_run, lock_writer
 
 if TYPE_CHECKING:
     import psycopg
@@ -297,47 +296,6 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
     return True
 
 
-# Advisory locks of runs: (this namespace, a 31-bit key of the run id).
-_RUN_LOCK_SPACE: Final = 0x70A7_B01D
-_HOLDER_PREFIX: Final = "payments-async run "
-
-
-def _run_lock_key(run_id: str) -> int:
-    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") >> 1
-
-
-def lock_run(conn: psycopg.Connection[Any], run_id: str) -> None:
-    """Hold the run's advisory lock on this session (until it closes): one run at a time.
-
-    The session's ``application_name`` names this process, so a second run can say who
-    holds the lock.
-
-    Raises:
-        JournalBusyError: another session holds the run's lock.
-    """
-    key = _run_lock_key(run_id)
-    got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_RUN_LOCK_SPACE, key)).fetchone()
-    if got is not None and got[0]:
-        me = run_holder()
-        # At most 63 characters are kept: the host goes last, so only it can be cut short.
-        name = f"{_HOLDER_PREFIX}{me['pid']}@{int(me['started'])}@{me['host']}"
-        conn.execute("SELECT set_config('application_name', %s, false)", (name[:63],))
-        return
-    rec = conn.execute(
-        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
-        "AND l.objsubid = 2",
-        (_RUN_LOCK_SPACE, key),
-    ).fetchone()
-    holder = ""
-    if rec is not None and str(rec[0]).startswith(_HOLDER_PREFIX):
-        pid, _, rest = str(rec[0]).removeprefix(_HOLDER_PREFIX).partition("@")
-        started, _, host = rest.partition("@")
-        with contextlib.suppress(ValueError):
-            holder = holder_text({"pid": pid, "host": host, "started": float(started)})
-    raise JournalBusyError(f"run {run_id}", holder)
-
-
 class GroupCommitter:
     """Group commit of single-row changes on one asyncio connection.
 
@@ -350,12 +308,20 @@ class GroupCommitter:
     few hundred milliseconds of changes, which a resume redoes safely with the recorded
     ids.
 
+    With ``run_lock``, the connection holds that run's writer lock: taken when the
+    connection is made, and again on every reconnect before anything is written (see
+    `lock_writer`); while another session holds it, every change fails with
+    `JournalBusyError` and nothing is written.
+
     Args:
         dsn: the database's address.
+        run_lock: the run whose writer lock to hold, or None (changes of any run).
     """
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, *, run_lock: str | None = None) -> None:
         self._dsn = dsn
+        self._run_lock = run_lock
+        self._locked = False  # the writer lock was held once: a new one is a reconnect
         self._aconn: psycopg.AsyncConnection[Any] | None = None
         self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -364,7 +330,8 @@ class GroupCommitter:
     def write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
         """Queue one change; the future resolves once it is committed.
 
-        The future fails with `JournalError` when its transaction cannot be written.
+        The future fails with `JournalError` when its transaction cannot be written
+        (`JournalBusyError` when another session holds the run's writer lock).
         """
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._pending.append((sql, params, fut))
@@ -380,7 +347,7 @@ class GroupCommitter:
             batch, self._pending = self._pending, []
             try:
                 await self._commit(batch)
-            except (psycopg.Error, JournalUnavailableError) as exc:
+            except (psycopg.Error, JournalError) as exc:
                 error = (
                     exc
                     if isinstance(exc, JournalError)
@@ -401,6 +368,7 @@ class GroupCommitter:
 
         Raises:
             JournalUnavailableError: the database stayed out of reach for the window.
+            JournalBusyError: another session holds the run's writer lock.
             psycopg.Error: the batch itself failed.
         """
         import psycopg
@@ -408,12 +376,10 @@ class GroupCommitter:
         outage = Outage()
         while True:
             try:
-                if self._aconn is None or self._aconn.closed:
-                    self._aconn = await psycopg.AsyncConnection.connect(
-                        self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
-                    )
-                    await self._aconn.execute("SET synchronous_commit = off")
                 conn = self._aconn
+                if conn is None or conn.closed:
+                    conn = await self._connect()
+                    self._aconn = conn
                 async with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
                     for sql, params, _ in batch:
                         await cur.execute(sql, params)
@@ -427,6 +393,23 @@ class GroupCommitter:
                 continue
             outage.ended()
             return
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
+        """A new connection, holding the run's writer lock before it writes anything."""
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(
+            self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        )
+        try:
+            await conn.execute("SET synchronous_commit = off")
+            if self._run_lock is not None:
+                await lock_writer(conn, self._run_lock, again=self._locked)
+                self._locked = True
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     async def aclose(self) -> None:
         """Wait for queued changes, then close the connection."""
@@ -563,7 +546,7 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
     def __init__(
         self, conn: psycopg.Connection[Any], dsn: str, run_id: str, *, planned: bool
     ) -> None:
-        super().__init__(GroupCommitter(dsn), run_id)
+        super().__init__(GroupCommitter(dsn, run_lock=run_id), run_id)
         self._conn = conn
         self._dsn = dsn
         self._planned = planned
@@ -699,10 +682,11 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
 
     def _reading(self, read: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """``read(connection)``; while the database cannot be reached, reconnect (and
-        take the run's lock again) with a growing pause, then read again.
+        take the run lock again before reading) with a growing pause, then read again.
 
         Raises:
             JournalUnavailableError: the database stayed out of reach for the window.
+            JournalBusyError: another session took the run lock while this one was lost.
         """
         outage = Outage()
         while True:
@@ -712,7 +696,14 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
                 except JournalError as exc:  # refused, or a server still starting up
                     time.sleep(outage.failed(exc))
                     continue
-                lock_run(self._conn, self._run_id)
+                try:
+                    lock_run(self._conn, self._run_id, again=True)
+                except Exception as exc:  # never read on a session without the lock
+                    self._conn.close()
+                    if not is_connection_lost(exc):
+                        raise
+                    time.sleep(outage.failed(exc))
+                    continue
             try:
                 result = read(self._conn)
             except Exception as exc:

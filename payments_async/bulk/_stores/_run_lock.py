@@ -1,0 +1,101 @@
+"""The advisory locks of a PostgreSQL journal's run: one run at a time, and no writes
+from a run that has lost its lock.
+
+A run holds two session advisory locks keyed by its id. The *run lock* is taken by the
+session that opens the run (a second run is refused before it plans or sends anything);
+the *writer lock* by the session that records the rows' states, before its first write.
+A session lock ends with its session: each session takes its lock again when it
+reconnects, before it reads or writes anything more, and when another session holds it
+by then the run stops with `JournalBusyError`. Every state change is written by the
+session holding the writer lock, so a run that lost it cannot mark a row sent, and
+never sends a row another run sends.
+
+Each locking session's ``application_name`` names its process, so a refused run can say
+who holds the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import TYPE_CHECKING, Any, Final
+
+from .._lock import JournalBusyError, holder_text, run_holder
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["RUN_LOCK", "WRITER_LOCK", "lock_run", "lock_writer"]
+
+RUN_LOCK: Final = 0x70A7_B01D
+"""The namespace (first key) of the run locks."""
+WRITER_LOCK: Final = 0x70A7_B01E
+"""The namespace (first key) of the writer locks."""
+
+_HOLDER_PREFIX: Final = "payments-async run "
+_TRY: Final = "SELECT pg_try_advisory_lock(%s, %s)"
+_NAME: Final = "SELECT set_config('application_name', %s, false)"
+_HOLDER: Final = (
+    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
+    "AND l.objsubid = 2"
+)
+
+
+def _key(run_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") >> 1
+
+
+def _session_name() -> str:
+    me = run_holder()
+    # At most 63 characters are kept: the host goes last, so only it can be cut short.
+    return f"{_HOLDER_PREFIX}{me['pid']}@{int(me['started'])}@{me['host']}"[:63]
+
+
+def _busy(run_id: str, record: tuple[Any, ...] | None, *, again: bool) -> JournalBusyError:
+    holder = ""
+    if record is not None and str(record[0]).startswith(_HOLDER_PREFIX):
+        pid, _, rest = str(record[0]).removeprefix(_HOLDER_PREFIX).partition("@")
+        started, _, host = rest.partition("@")
+        with contextlib.suppress(ValueError):
+            holder = holder_text({"pid": pid, "host": host, "started": float(started)})
+    return JournalBusyError(f"run {run_id}", holder, lost=again)
+
+
+def lock_run(conn: psycopg.Connection[Any], run_id: str, *, again: bool = False) -> None:
+    """Hold the run lock on this session (until it closes): one run at a time.
+
+    Args:
+        conn: an autocommit connection.
+        run_id: the run.
+        again: the run had it on a session that was lost (it may have sent rows).
+
+    Raises:
+        JournalBusyError: another session holds it.
+    """
+    key = _key(run_id)
+    conn.execute(_NAME, (_session_name(),))
+    got = conn.execute(_TRY, (RUN_LOCK, key)).fetchone()
+    if not (got is not None and got[0]):
+        raise _busy(run_id, conn.execute(_HOLDER, (RUN_LOCK, key)).fetchone(), again=again)
+
+
+async def lock_writer(
+    aconn: psycopg.AsyncConnection[Any], run_id: str, *, again: bool = False
+) -> None:
+    """Hold the run's writer lock on this asyncio session (until it closes).
+
+    Args:
+        aconn: an autocommit connection.
+        run_id: the run.
+        again: the run had it on a session that was lost (it may have sent rows).
+
+    Raises:
+        JournalBusyError: another session holds it.
+    """
+    key = _key(run_id)
+    await aconn.execute(_NAME, (_session_name(),))
+    got = await (await aconn.execute(_TRY, (WRITER_LOCK, key))).fetchone()
+    if not (got is not None and got[0]):
+        holder = await (await aconn.execute(_HOLDER, (WRITER_LOCK, key))).fetchone()
+        raise _busy(run_id, holder, again=again)
