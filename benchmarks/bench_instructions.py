@@ -16,7 +16,11 @@ POST (camt.056):
 * ``hand-our-session``: its code on the session our transport builds;
 * ``ours-prebuilt``: ``PaymentsClient.request_cancellation`` of a message built before;
 * ``ours-builder``: ``build_cancellation`` inside the loop, then the client; its
-  baseline does the same build before the hand-written client (``hand-builder``).
+  baseline does the same build before the hand-written client (``hand-builder``);
+* ``ours-prebuilt-no-limiter`` and ``ours-builder-no-limiter`` (diagnostic): the same
+  with the transport's ``asyncio.Semaphore`` (the in-flight limit, with the deadline
+  held while a request queues) replaced by C callables that never wait: the difference
+  to ``ours-prebuilt`` / ``ours-builder`` is what the standard semaphore costs.
 
 GET by id, the two routes of ``bench_get.py``: camt.029, ``bare`` (the baseline of
 ``bench_get.py``: aiohttp, a status check, a typed ``msgspec`` decoder built once) and
@@ -35,23 +39,36 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import itertools
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 NAME = "instructions"
 CONCURRENCY = 16
 WARMUP = 200
-POST_VARIANTS = ("hand", "hand-our-session", "ours-prebuilt", "hand-builder", "ours-builder")
+POST_VARIANTS = (
+    "hand",
+    "hand-our-session",
+    "ours-prebuilt",
+    "ours-prebuilt-no-limiter",
+    "hand-builder",
+    "ours-builder",
+    "ours-builder-no-limiter",
+)
 GET_VARIANTS = ("bare", "ours", "bare-pacs002", "ours-pacs002")
 RATIOS = (  # (ours, its baseline)
     ("hand-our-session", "hand"),
     ("ours-prebuilt", "hand"),
     ("ours-builder", "hand-builder"),
+    ("ours-prebuilt-no-limiter", "hand"),
+    ("ours-builder-no-limiter", "hand-builder"),
     ("ours", "bare"),
     ("ours-pacs002", "bare-pacs002"),
 )
@@ -88,6 +105,16 @@ def child(url: str, variant: str, n: int, pool_size: int, rsa: bool, concurrency
             if variant == "hand-our-session":
                 await hand.session.close()
                 hand.session = ours._transport._get_session()  # measured: our session
+            if variant.endswith("-no-limiter"):
+                # Diagnostic: a limiter that costs (almost) nothing: locked() is bool(),
+                # acquire() hands out a future already done, release() is int().
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(True)
+                ours._transport._semaphore = SimpleNamespace(  # type: ignore[assignment]
+                    locked=bool,
+                    acquire=functools.partial(next, itertools.repeat(done)),
+                    release=int,
+                )
             # Built before the counted part, as many in the N1 run as in the N2 run.
             pool = [new_cancellation(i) for i in range(pool_size)]
             ids = [f"PS-{i:06d}" for i in range(200)]
@@ -112,6 +139,8 @@ def child(url: str, variant: str, n: int, pool_size: int, rsa: bool, concurrency
                 "ours-prebuilt": lambda i: ours.request_cancellation(pool.pop()),
                 "hand-builder": lambda i: hand.request_cancellation(new_cancellation(i)),
                 "ours-builder": lambda i: ours.request_cancellation(new_cancellation(i)),
+                "ours-prebuilt-no-limiter": lambda i: ours.request_cancellation(pool.pop()),
+                "ours-builder-no-limiter": lambda i: ours.request_cancellation(new_cancellation(i)),
                 "bare": bare_get(CAMT029_PATH, Camt029),
                 "ours": lambda i: ours.get_cancellation_outcome(ids[i % 200]),
                 "bare-pacs002": bare_get(PACS002_PATH, Pacs002),
