@@ -214,7 +214,11 @@ async def run(
     delay: float,
     wait_timeout: float,
     client_kwargs: dict[str, Any] | None = None,
+    last_settlement_at: float | None = None,
 ) -> dict[str, Any]:
+    """One run; with ``last_settlement_at`` the waiters start that many seconds before
+    the last settlement (the sandbox settles ``delay`` after each store), so that the
+    settlements fall at the same place in the poll schedule whatever the stores took."""
     client_kwargs = client_kwargs or {}
     counts: dict[str, int] = {}
     retries = 0
@@ -299,6 +303,9 @@ async def run(
                 )
                 last, t_last = now_gets, now
 
+        if last_settlement_at is not None:
+            last = max(s for _, s in subs)
+            await asyncio.sleep(max(0.0, last - last_settlement_at - time.time()))
         gc.collect()
         with RssSampler() as rss:
             start_wall = time.time()
@@ -340,6 +347,7 @@ async def run(
         "lag_p99_s": round(percentile(lags, 99), 3),
         "lag_max_s": round(lags[-1], 3),
         "settlement_spread_s": round(max(settles) - min(settles), 2),
+        "last_settlement_into_waiting_s": round(max(settles) - start_wall, 2),
         "rss_before_mb": round(rss.start_rss / 2**20, 1),
         "rss_peak_mb": round(rss.peak / 2**20, 1),
         "rss_growth_mb": round((rss.peak - rss.start_rss) / 2**20, 1),

@@ -10,6 +10,11 @@ puts the chosen tree's ``payments_async`` first (it checks that it imported that
 The client uses only what both trees offer: ``PaymentsClient(Credentials.sandbox(),
 base_url=..., poll=PollPolicy(), hooks=...)``, the defaults otherwise.
 
+Every run starts its waiters ``--phase`` seconds before its last settlement (7/8 of the
+settlement delay: 17.5 s, where a default run's stores put it). Without this the time the
+10,000 POSTs took, which differs between trees, would decide where the settlements fall
+in the poll schedule, and with it whether the last waiter waits for an 8.5-second interval.
+
 It prints and writes every run (the load average before it, from ``uptime``), the
 medians per tree and the new/old ratio of each median.
 
@@ -70,7 +75,11 @@ def client_main(args: argparse.Namespace) -> int:
         print(f"imported {package}, wanted {wanted}", file=sys.stderr)
         return 2
     sb = AttachedSandbox(args.url, args.pid)
-    r = asyncio.run(bench_polling.run(sb, args.waiters, args.delay, args.delay + 60))
+    r = asyncio.run(
+        bench_polling.run(
+            sb, args.waiters, args.delay, args.delay + 60, last_settlement_at=args.phase
+        )
+    )
     r["package"] = str(package)
     Path(args.json).write_text(json.dumps(r, default=str))
     return 0
@@ -91,7 +100,7 @@ def _uptime() -> str:
     return proc.stdout.strip()
 
 
-def one_run(tree: Path, waiters: int, delay: float) -> dict[str, Any]:
+def one_run(tree: Path, waiters: int, delay: float, phase: float) -> dict[str, Any]:
     """Start a sandbox of this checkout, run the client of ``tree`` against it."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     with (
@@ -101,7 +110,7 @@ def one_run(tree: Path, waiters: int, delay: float) -> dict[str, Any]:
         out = Path(tmp) / "run.json"
         cmd = [sys.executable, str(HERE), "--client", "--tree", str(tree), "--url", sb.url]
         cmd += ["--pid", str(sb.proc.pid), "--waiters", str(waiters), "--delay", str(delay)]
-        cmd += ["--json", str(out)]
+        cmd += ["--phase", str(phase), "--json", str(out)]
         proc = subprocess.run(cmd, env=env, cwd=ROOT, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"the client of {tree} failed ({proc.returncode})")
@@ -112,6 +121,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     """The figures compared, from one run's result."""
     a = r["attribution"]
     return {
+        "last_settlement_into_waiting_s": r["last_settlement_into_waiting_s"],
         "last_final_after_last_settlement_s": r["all_final_after_last_settlement_s"],
         "lag_p50_s": r["lag_p50_s"],
         "lag_p99_s": r["lag_p99_s"],
@@ -135,6 +145,12 @@ def _extra_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new", type=Path, default=ROOT, help="the new tree (default: this one)")
     p.add_argument("--runs", type=int, default=3, help="runs per tree")
     p.add_argument("--waiters", type=int, help="override the number of waiters")
+    p.add_argument(
+        "--phase",
+        type=float,
+        help="seconds from the waiters' start to the last settlement, the same in every run "
+        "(default: 7/8 of the settlement delay, 17.5 s)",
+    )
     # the client side of one run (started by this script)
     p.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--tree", help=argparse.SUPPRESS)
@@ -154,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     waiters, delay = (200, 2.0) if args.quick else (10_000, 20.0)
     if args.waiters:
         waiters = args.waiters
+    # where a default run's stores (about 2.5 s of 10,000 POSTs) put the last settlement
+    phase = args.phase if args.phase is not None else delay * 0.875
+    if not 0 < phase < delay:
+        print(f"--phase must be between 0 and {delay} s", file=sys.stderr)
+        return 2
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
     heads = {label: _git_head(tree) for label, tree in trees.items()}
     info = machine_info()
@@ -162,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         for label in ("old", "new"):
             before = _uptime()
             print(f"run {k + 1}/{args.runs} {label} ({heads[label]}): {before}", flush=True)
-            r = one_run(trees[label], waiters, delay)
+            r = one_run(trees[label], waiters, delay, phase)
             load_end = [round(x, 2) for x in os.getloadavg()]
             runs.append(
                 {
@@ -198,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info,
         "waiters": waiters,
         "settlement_delay_s": delay,
+        "last_settlement_at_s": phase,
         "trees": {label: {"path": str(t), "head": heads[label]} for label, t in trees.items()},
         "runs": runs,
         "medians": medians,
