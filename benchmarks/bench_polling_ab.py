@@ -73,7 +73,7 @@ def client_main(args: argparse.Namespace) -> int:
     wanted = (Path(args.tree) / "payments_async").resolve()
     if package != wanted:
         print(f"imported {package}, wanted {wanted}", file=sys.stderr)
-        return 2
+        return 3  # not argparse's 2
     sb = AttachedSandbox(args.url, args.pid)
     r = asyncio.run(
         bench_polling.run(

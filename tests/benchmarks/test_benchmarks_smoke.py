@@ -230,8 +230,10 @@ def test_polling_ab_client_refuses_a_package_from_another_tree(tmp_path: Path) -
         cwd=ROOT,
         check=False,
     )
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "wanted" in proc.stderr
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert f"imported {ROOT / 'payments_async'}, wanted {tmp_path / 'payments_async'}" in (
+        proc.stderr
+    )
 
 
 def test_notifications(tmp_path: Path) -> None:
