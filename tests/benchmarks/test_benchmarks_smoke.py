@@ -197,6 +197,45 @@ def test_polling(tmp_path: Path) -> None:
     assert sum(a["final_poll_number"].values()) == r["waiters"]
 
 
+def test_polling_ab_alternates_the_trees_and_imports_each_one(tmp_path: Path) -> None:
+    # This checkout as both trees: what is checked is the alternation, that each client
+    # imported the tree it was given, and the medians and ratios of the same keys.
+    proc = run("bench_polling_ab.py", "--old", str(ROOT), "--runs", "2", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "old tree vs new tree" in proc.stdout
+    data = load(tmp_path / "polling-ab.json")
+    assert [(x["round"], x["tree"]) for x in data["runs"]] == [
+        (1, "old"),
+        (1, "new"),
+        (2, "old"),
+        (2, "new"),
+    ]
+    for x in data["runs"]:
+        assert x["uptime_before"]
+        assert x["result"]["package"] == str(ROOT / "payments_async")
+        assert x["result"]["errors"] == {}
+        assert x["result"]["gets"] == x["result"]["gets_seen_by_sandbox"]
+    keys = set(data["medians"]["old"])
+    assert {"last_final_after_last_settlement_s", "burst_p99_s", "rss_growth_mb"} <= keys
+    assert set(data["medians"]["new"]) == set(data["new_over_old"]) == keys
+
+
+def test_polling_ab_client_refuses_a_package_from_another_tree(tmp_path: Path) -> None:
+    # PYTHONPATH is unset here, so the client imports this checkout, not the tree named.
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench_polling_ab.py"), "--client", "--tree", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=ROOT,
+        check=False,
+    )
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert f"imported {ROOT / 'payments_async'}, wanted {tmp_path / 'payments_async'}" in (
+        proc.stderr
+    )
+
+
 def test_notifications(tmp_path: Path) -> None:
     proc = run("bench_notifications.py", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
