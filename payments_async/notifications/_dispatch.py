@@ -608,7 +608,11 @@ class NotificationReceiver:
                 self._read_failures[key] = failures
                 if len(self._read_failures) > self._capacity:
                     self._read_failures.popitem(last=False)
-                await self.inbox.defer(item, delay=self._wait_before(failures))
+                wait = self._wait_before(failures)
+                await self._write_held(
+                    notification.payments_service_id,
+                    lambda: self.inbox.defer(item, delay=wait),
+                )
                 return
             self._read_failures.pop(key, None)
         if isinstance(message, Camt029):
@@ -616,7 +620,9 @@ class NotificationReceiver:
         else:
             summary = summarize_status_report(message)
         if not summary.is_final:
-            await self.inbox.complete(item, None)
+            await self._write_held(
+                notification.payments_service_id, lambda: self.inbox.complete(item, None)
+            )
             await self._emit(notification, message, first=False)
             return
         psid = notification.payments_service_id
@@ -626,7 +632,8 @@ class NotificationReceiver:
         self._wake(psid)
         mark = f"{notification.kind.value}:{psid}:{summary.status}"
         if await self.inbox.is_delivered(mark):
-            await self.inbox.complete(item, mark)  # not first: the mark is there
+            # Not the first: the mark is there.
+            await self._write_held(psid, lambda: self.inbox.complete(item, mark))
             await self._emit(notification, message, first=False)
             return
         try:
@@ -642,7 +649,8 @@ class NotificationReceiver:
                 self._callback_attempts,
                 ", parked as failed" if park else "",
             )
-            error = redact_url(f"{exc!r}")[:_ERROR_CHARS]
+            # Stored as text: no NUL (PostgreSQL refuses it, and the write would never pass).
+            error = redact_url(f"{exc!r}")[:_ERROR_CHARS].replace("\x00", "\\x00")
             await self._write_held(
                 psid,
                 lambda: self.inbox.retry(
@@ -658,12 +666,13 @@ class NotificationReceiver:
         await self._emit(notification, message, first=True)
 
     async def _write_held(self, psid: str, write: Callable[[], Awaitable[object]]) -> None:
-        """Write what a callback's run decided, keeping the item held until it is written.
+        """Write what processing the item decided, keeping it held until it is written.
 
-        Releasing the item instead would make it due again, and its callback would run
-        again for a status it already handled (or, after it raised, at once and
-        uncounted). So a failed write is tried again with backoff, logged once per outage;
-        only stopping the receiver lets the item go (the documented crash window).
+        Releasing the item instead would make it due again at once: its callback would run
+        again for a status it already handled (or, after it raised, uncounted), and any
+        other write that keeps failing would loop, with a confirming GET and a log record
+        on every pass. So a failed write is tried again with backoff, logged once per
+        outage; only stopping the receiver lets the item go (the documented crash window).
         """
         wait = NOTIFY_WRITE_WAIT
         while True:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -177,8 +178,8 @@ class PostgresInbox(GroupCommit):
 
     def __init__(self, dsn: str, *, lease: float = NOTIFY_LEASE) -> None:
         super().__init__()
-        if not lease > 0:
-            raise ConfigurationError("lease must be a positive number of seconds")
+        if not 0 < lease <= sys.float_info.max:  # also NaN and inf
+            raise ConfigurationError("lease must be a positive, finite number of seconds")
         self._dsn = dsn
         self._lease = float(lease)
         self._owner = secrets.token_hex(8)

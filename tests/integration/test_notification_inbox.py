@@ -316,6 +316,13 @@ async def test_a_receiver_prunes_its_inbox_when_it_starts(tmp_path: Path) -> Non
         NotificationReceiver(st.client, auth=BasicAuth(HOOK_USER, HOOK_PASSWORD), retention=0)
 
 
+@pytest.mark.parametrize("lease", [0, -1.0, math.inf, math.nan])
+def test_a_postgres_lease_is_a_positive_finite_number(lease: float) -> None:
+    # Renewed every lease / 3: an infinite one would never expire a dead receiver's items.
+    with pytest.raises(ConfigurationError, match="lease must be a positive, finite number"):
+        PostgresInbox("postgresql://127.0.0.1:1/none", lease=lease)
+
+
 async def test_a_deferred_item_waits_with_its_failed_attempts_unchanged(inbox: Inbox) -> None:
     await inbox.put(notice("a"))
     (item,) = await inbox.claim(1)

@@ -112,6 +112,33 @@ async def test_a_completion_that_cannot_be_written_never_runs_the_callback_again
         assert st.receiver.stats.known_final == 1
 
 
+async def test_a_duplicates_completion_that_cannot_be_written_is_held_not_looped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[str] = []
+
+    async def on_status(psid: str, status: PaymentStatus) -> None:
+        calls.append(psid)
+
+    inbox = FailingCompletions(tmp_path / "inbox.db", failures=0)
+    async with notifying_stack(
+        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+    ) as st:
+        psid = await settled_payment(st)
+        await notify(st, psid)
+        await asyncio.wait_for(st.receiver.join(), 10.0)
+        inbox.failures = 2  # the duplicate's completion (mark already there) fails twice
+        with caplog.at_level(logging.WARNING, logger="payments_async.notifications"):
+            await notify(st, psid)
+            await asyncio.wait_for(st.receiver.join(), 10.0)
+        assert calls == [psid]
+        stats = st.receiver.stats
+        assert (stats.known_final, stats.write_retries) == (1, 2)
+        # Held and written again, not released and claimed again (a traceback per pass).
+        assert "could not be processed" not in caplog.text
+        assert (await inbox.status()).depth == 0
+
+
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
 def inbox_store(request: pytest.FixtureRequest, tmp_path: Path) -> Inbox:
     if request.param == "memory":
