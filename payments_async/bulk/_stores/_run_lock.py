@@ -8,7 +8,7 @@ A session lock ends with its session: each session takes its lock again when it
 reconnects, before it reads or writes anything more, and when another session holds it
 by then the run stops with `JournalBusyError`. Every state change is written by the
 session holding the writer lock, so a run that lost it cannot mark a row sent, and
-never sends a row another run sends.
+never sends a row another run sends. The workers of a queued run take neither lock.
 
 Each locking session's ``application_name`` names its process, so a refused run can say
 who holds the lock.
