@@ -184,3 +184,48 @@ async def test_a_run_whose_lock_was_taken_mid_run_stops_and_sends_nothing_twice(
         assert len(per_payment) == ROWS
         assert max(per_payment.values()) == 1
         assert sb.stats()["replays_changed_body"] == 0
+
+
+async def test_a_lock_its_own_lost_session_still_holds_is_taken_back(pg_dsn: str) -> None:
+    # The server has not noticed the run's old connection is gone (a network reset): its
+    # session still holds the locks under this process's name. A reconnect ends it and
+    # takes them; a first open (not a reconnect) is still refused.
+    from payments_async.bulk._stores._run_lock import lock_run, lock_writer
+
+    run_id = "lost-session-run"
+    old = psycopg.connect(pg_dsn, autocommit=True)
+    old_async = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
+    new = psycopg.connect(pg_dsn, autocommit=True)
+    new_async = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
+    try:
+        lock_run(old, run_id)
+        await lock_writer(old_async, run_id)
+        with pytest.raises(JournalBusyError):
+            lock_run(new, run_id)  # not a reconnect: another session of ours may run it
+        lost = {pid for pid, _, _ in _held(pg_dsn)}
+        assert len(lost) == 2
+        lock_run(new, run_id, again=True)
+        await lock_writer(new_async, run_id, again=True)
+        held = {pid for pid, _, _ in _held(pg_dsn)}
+        assert held == {new.info.backend_pid, new_async.info.backend_pid}
+        with pytest.raises(psycopg.OperationalError):
+            old.execute("SELECT 1")  # its session was ended
+    finally:
+        for conn in (old, new):
+            conn.close()
+        for aconn in (old_async, new_async):
+            await aconn.close()
+
+
+def test_a_lock_another_run_holds_is_not_taken_on_a_reconnect(pg_dsn: str) -> None:
+    from payments_async.bulk._stores._run_lock import RUN_LOCK, _key, lock_run
+
+    other = _grab(pg_dsn, {(RUN_LOCK, _key("other-run"))})
+    mine = psycopg.connect(pg_dsn, autocommit=True)
+    try:
+        with pytest.raises(JournalBusyError, match="4242"):
+            lock_run(mine, "other-run", again=True)
+        assert other.execute("SELECT 1").fetchone() == (1,)  # left alone
+    finally:
+        mine.close()
+        other.close()

@@ -11,13 +11,17 @@ session holding the writer lock, so a run that lost it cannot mark a row sent, a
 never sends a row another run sends. The workers of a queued run take neither lock.
 
 Each locking session's ``application_name`` names its process, so a refused run can say
-who holds the lock.
+who holds the lock. On a reconnect, a lock still held under this process's own name is
+its lost session's (the server has not noticed the connection is gone, as after a
+network reset): that session is ended and the lock taken again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 from .._lock import JournalBusyError, holder_text, run_holder
@@ -36,10 +40,23 @@ _HOLDER_PREFIX: Final = "payments-async run "
 _TRY: Final = "SELECT pg_try_advisory_lock(%s, %s)"
 _NAME: Final = "SELECT set_config('application_name', %s, false)"
 _HOLDER: Final = (
-    "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+    "SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
     "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s "
     "AND l.objsubid = 2"
 )
+
+
+_END: Final = "SELECT pg_terminate_backend(%s)"
+# Ending this process's lost session: the lock is free once that backend has exited.
+_END_TRIES: Final = 50
+_END_PAUSE: Final = 0.1
+
+
+def _our_lost(record: tuple[Any, ...] | None, me: str, again: bool) -> int | None:
+    """The backend pid holding the lock under this process's own name, on a reconnect."""
+    if again and record is not None and record[0] == me:
+        return int(record[1])
+    return None
 
 
 def _key(run_id: str) -> int:
@@ -73,11 +90,22 @@ def lock_run(conn: psycopg.Connection[Any], run_id: str, *, again: bool = False)
     Raises:
         JournalBusyError: another session holds it.
     """
-    key = _key(run_id)
-    conn.execute(_NAME, (_session_name(),))
-    got = conn.execute(_TRY, (RUN_LOCK, key)).fetchone()
-    if not (got is not None and got[0]):
-        raise _busy(run_id, conn.execute(_HOLDER, (RUN_LOCK, key)).fetchone(), again=again)
+    key, me = _key(run_id), _session_name()
+    conn.execute(_NAME, (me,))
+    ended = False
+    for _ in range(_END_TRIES):
+        got = conn.execute(_TRY, (RUN_LOCK, key)).fetchone()
+        if got is not None and got[0]:
+            return
+        holder = conn.execute(_HOLDER, (RUN_LOCK, key)).fetchone()
+        pid = _our_lost(holder, me, again)
+        if pid is None and (holder is not None or not ended):  # another's, or no lost one
+            raise _busy(run_id, holder, again=again)
+        if pid is not None:
+            conn.execute(_END, (pid,))
+            ended = True
+        time.sleep(_END_PAUSE)  # the lock is released as the ended backend exits
+    raise _busy(run_id, holder, again=again)
 
 
 async def lock_writer(
@@ -93,9 +121,19 @@ async def lock_writer(
     Raises:
         JournalBusyError: another session holds it.
     """
-    key = _key(run_id)
-    await aconn.execute(_NAME, (_session_name(),))
-    got = await (await aconn.execute(_TRY, (WRITER_LOCK, key))).fetchone()
-    if not (got is not None and got[0]):
+    key, me = _key(run_id), _session_name()
+    await aconn.execute(_NAME, (me,))
+    ended = False
+    for _ in range(_END_TRIES):
+        got = await (await aconn.execute(_TRY, (WRITER_LOCK, key))).fetchone()
+        if got is not None and got[0]:
+            return
         holder = await (await aconn.execute(_HOLDER, (WRITER_LOCK, key))).fetchone()
-        raise _busy(run_id, holder, again=again)
+        pid = _our_lost(holder, me, again)
+        if pid is None and (holder is not None or not ended):  # another's, or no lost one
+            raise _busy(run_id, holder, again=again)
+        if pid is not None:
+            await aconn.execute(_END, (pid,))
+            ended = True
+        await asyncio.sleep(_END_PAUSE)  # the lock is released as the ended backend exits
+    raise _busy(run_id, holder, again=again)
