@@ -19,6 +19,7 @@ afterwards, and hands each final status of an id to the callbacks exactly once. 
 from .._constants import NOTIFY_PATH
 from .._serving import ServerLimits
 from ._app import RECEIVER_KEY, ReceiverServer, create_app
+from ._config import Retries
 from ._core import (
     Authenticator,
     BasicAuth,
@@ -64,6 +65,7 @@ __all__ = [
     "PostgresInbox",
     "ReceiverServer",
     "ReceiverStats",
+    "Retries",
     "ServerLimits",
     "SqliteInbox",
     "authenticate",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, Self
 import msgspec
 
 from .. import redact_url
-from .._errors import ConfigurationError, PaymentsError
+from .._errors import ConfigurationError, NotFoundError, PaymentsError
 from ..iso20022 import (
     Camt029,
     Outcome,
@@ -34,6 +34,7 @@ from ..iso20022 import (
     summarize_resolution,
     summarize_status_report,
 )
+from ._config import Retries
 from ._core import (
     Authenticator,
     Notification,
@@ -43,9 +44,6 @@ from ._core import (
     parse,
 )
 from ._defaults import (
-    NOTIFY_CALLBACK_ATTEMPTS,
-    NOTIFY_CALLBACK_WAIT,
-    NOTIFY_CALLBACK_WAIT_MAX,
     NOTIFY_INBOX_POLL,
     NOTIFY_MAX_BODY_BYTES,
     NOTIFY_PRUNE_EVERY,
@@ -123,7 +121,10 @@ class ReceiverStats:
         callbacks: final statuses whose callbacks returned (one per final status per id).
         delivered: of those, the ones whose "delivered" mark is committed.
         callback_errors: callback attempts that raised (each is retried, then parked).
-        parked: items parked as failed after ``callback_attempts`` failed attempts.
+        parked: items parked as failed: after ``Retries.callback_attempts`` failed
+            callback attempts, or ``Retries.not_found_reads`` reads answered 404.
+        not_found: items parked because the service answered 404 to every read (an id
+            it does not know).
         write_retries: writes of a delivery's outcome (the completion after its callback
             returned, or the retry after it raised) that failed and were tried again; the
             item stays held meanwhile, so its callback never runs again for it.
@@ -144,6 +145,7 @@ class ReceiverStats:
     delivered: int = 0
     callback_errors: int = 0
     parked: int = 0
+    not_found: int = 0
     write_retries: int = 0
     tracked: int = 0
     track_failures: int = 0
@@ -182,10 +184,10 @@ class NotificationReceiver:
         seen_capacity: delivered marks the in-memory inbox keeps, and the size of the
             confirmed-final cache.
         max_body_bytes: larger bodies are refused with 413.
-        callback_attempts: attempts of a delivery callback that raises (logged each
-            time) before its item is parked as failed (``stats.parked``, ``inbox status``).
-        callback_wait: seconds before the first retry; each retry waits twice as long as
-            the one before, up to ``NOTIFY_CALLBACK_WAIT_MAX``.
+        retries: how failed callbacks and confirming reads are tried again, and when a
+            notification is parked as failed (``stats.parked``, ``inbox status``):
+            ``Retries()`` tries a raising callback 5 times, and parks a notification whose
+            id the service answers 404 after 3 reads over 6 s.
         sweep_grace: seconds an id given to ``track`` may go without its final status
             before the sweep reads it (and again every ``sweep_grace`` until it is final).
         sweep_rate: reads per second the sweep makes at most.
@@ -213,8 +215,7 @@ class NotificationReceiver:
         workers: int = NOTIFY_WORKERS,
         seen_capacity: int = NOTIFY_SEEN_CAPACITY,
         max_body_bytes: int = NOTIFY_MAX_BODY_BYTES,
-        callback_attempts: int = NOTIFY_CALLBACK_ATTEMPTS,
-        callback_wait: float = NOTIFY_CALLBACK_WAIT,
+        retries: Retries | None = None,
         sweep_grace: float = NOTIFY_SWEEP_GRACE,
         sweep_rate: float = NOTIFY_SWEEP_RATE,
         track_submissions: bool = True,
@@ -225,19 +226,14 @@ class NotificationReceiver:
                 "a receiver needs auth=BasicAuth(...) or BearerAuth(...): notifications "
                 "are never accepted unauthenticated"
             )
-        if min(queue_size, workers, seen_capacity, max_body_bytes, callback_attempts) < 1:
+        if min(queue_size, workers, seen_capacity, max_body_bytes) < 1:
             raise ConfigurationError(
-                "queue_size, workers, seen_capacity, max_body_bytes and callback_attempts "
-                "must be >= 1"
+                "queue_size, workers, seen_capacity and max_body_bytes must be >= 1"
             )
         if not (0 < sweep_grace < float("inf") and 0 < sweep_rate < float("inf")):
             raise ConfigurationError("sweep_grace and sweep_rate must be positive and finite")
         if not retention > 0:
             raise ConfigurationError("retention must be a positive number of seconds")
-        if not 0 <= callback_wait <= NOTIFY_CALLBACK_WAIT_MAX:
-            raise ConfigurationError(
-                f"callback_wait must be between 0 and {NOTIFY_CALLBACK_WAIT_MAX} seconds"
-            )
         self._client = client
         self._auth = auth
         self._on_payment = on_payment_status
@@ -251,8 +247,7 @@ class NotificationReceiver:
         self.inbox: Inbox = inbox
         self._capacity = seen_capacity
         self.max_body_bytes = max_body_bytes
-        self._callback_attempts = callback_attempts
-        self._callback_wait = float(callback_wait)
+        self._retries = retries or Retries()
         self._sweep_grace = float(sweep_grace)
         self._sweep_rate = float(sweep_rate)
         self._track_submissions = bool(track_submissions)
@@ -266,6 +261,7 @@ class NotificationReceiver:
         # (kind, id) -> confirming reads failed in a row: their own backoff, kept apart
         # from the callback attempts that lead to parking (bounded like the finals)
         self._read_failures: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._not_found: OrderedDict[tuple[str, str], int] = OrderedDict()  # 404s, likewise
         self._write_failing = False  # a delivery's write failed and is being retried
         # Confirmed finals, kept encoded: bytes are one object the garbage collector never
         # traverses, where a decoded message is a tree of ~15 tracked objects; 10,000 of
@@ -590,10 +586,6 @@ class NotificationReceiver:
                 self._busy -= 1
                 self._more.set()
 
-    def _wait_before(self, attempts: int) -> float:
-        wait: float = self._callback_wait * 2.0 ** max(attempts - 1, 0)
-        return min(wait, NOTIFY_CALLBACK_WAIT_MAX)
-
     async def _process(self, item: InboxItem) -> None:
         notification = item.notification
         key = item.key
@@ -602,19 +594,21 @@ class NotificationReceiver:
             # A duplicate, or a late/out-of-order delivery: final statuses are terminal.
             self.stats.known_final += 1
         else:
-            message = await self._confirm(notification)
-            if message is None:  # the read failed: try again later, never parked
-                failures = self._read_failures.pop(key, 0) + 1
-                self._read_failures[key] = failures
-                if len(self._read_failures) > self._capacity:
-                    self._read_failures.popitem(last=False)
-                wait = self._wait_before(failures)
+            read = await self._confirm(notification)
+            if isinstance(read, NotFoundError):
+                await self._not_known(item, read)
+                return
+            if isinstance(read, PaymentsError):  # try again later, never parked
+                failures = self._count(self._read_failures, key)
+                wait = self._retries.backoff(failures)
                 await self._write_held(
                     notification.payments_service_id,
                     lambda: self.inbox.defer(item, delay=wait),
                 )
                 return
+            message = read
             self._read_failures.pop(key, None)
+            self._not_found.pop(key, None)
         if isinstance(message, Camt029):
             summary: Any = summarize_resolution(message)
         else:
@@ -641,12 +635,12 @@ class NotificationReceiver:
         except Exception as exc:
             self.stats.callback_errors += 1
             attempts = item.attempts + 1
-            park = attempts >= self._callback_attempts
+            park = attempts >= self._retries.callback_attempts
             logger.exception(
                 "callback failed for %s (attempt %d of %d%s)",
                 psid,
                 attempts,
-                self._callback_attempts,
+                self._retries.callback_attempts,
                 ", parked as failed" if park else "",
             )
             # Stored as text: no NUL (PostgreSQL refuses it, and the write would never pass).
@@ -654,7 +648,7 @@ class NotificationReceiver:
             await self._write_held(
                 psid,
                 lambda: self.inbox.retry(
-                    item, delay=self._wait_before(attempts), park=park, error=error
+                    item, delay=self._retries.backoff(attempts), park=park, error=error
                 ),
             )
             if park:
@@ -664,6 +658,37 @@ class NotificationReceiver:
         await self._write_held(psid, lambda: self.inbox.complete(item, mark))
         self.stats.delivered += 1
         await self._emit(notification, message, first=True)
+
+    def _count(self, counts: OrderedDict[tuple[str, str], int], key: tuple[str, str]) -> int:
+        """One more failure of ``key`` in ``counts`` (bounded like the confirmed finals)."""
+        failures = counts.pop(key, 0) + 1
+        counts[key] = failures
+        if len(counts) > self._capacity:
+            counts.popitem(last=False)
+        return failures
+
+    async def _not_known(self, item: InboxItem, error: NotFoundError) -> None:
+        """A read answered 404: read again a few times (the service's read side may lag
+        its notifier), then park the item with the reason and never read it again."""
+        psid = item.notification.payments_service_id
+        reads = self._count(self._not_found, item.key)
+        if reads < self._retries.not_found_reads:
+            wait = self._retries.not_found_backoff(reads)
+            await self._write_held(psid, lambda: self.inbox.defer(item, delay=wait))
+            return
+        self._not_found.pop(item.key, None)
+        self._read_failures.pop(item.key, None)
+        reason = (
+            f"the service does not know {item.notification.kind.value} {psid}: "
+            f"{reads} confirming reads answered {error.status}"
+        )
+        logger.error("notification for %s parked as failed: %s", psid, reason)
+        stored = redact_url(reason)[:_ERROR_CHARS].replace("\x00", "\\x00")
+        await self._write_held(
+            psid, lambda: self.inbox.retry(item, delay=0.0, park=True, error=stored)
+        )
+        self.stats.parked += 1
+        self.stats.not_found += 1
 
     async def _write_held(self, psid: str, write: Callable[[], Awaitable[object]]) -> None:
         """Write what processing the item decided, keeping it held until it is written.
@@ -696,7 +721,8 @@ class NotificationReceiver:
                 logger.warning("the inbox is writable again: the deliveries held are written")
             return
 
-    async def _confirm(self, notification: Notification) -> Pacs002 | Camt029 | None:
+    async def _confirm(self, notification: Notification) -> Pacs002 | Camt029 | PaymentsError:
+        """The status the client's signed GET reads, or the error it raised."""
         psid = notification.payments_service_id
         self.stats.confirm_reads += 1
         try:
@@ -710,7 +736,7 @@ class NotificationReceiver:
                 self._on_event,
                 NotificationEvent(notification, None, Outcome.UNKNOWN, False, False, exc),
             )
-            return None
+            return exc
 
     async def _deliver(self, psid: str, message: Pacs002 | Camt029, summary: Any) -> None:
         """Run the delivery callback of a final status; what it raises propagates."""

@@ -25,6 +25,7 @@ from payments_async.notifications import (
     NotificationKind,
     NotificationReceiver,
     PostgresInbox,
+    Retries,
     SqliteInbox,
 )
 from payments_async.sandbox._notify import NotificationFaults
@@ -162,8 +163,7 @@ async def test_failed_confirming_reads_do_not_count_toward_parking_a_callback(
         inbox=inbox_store,
         faults=SILENT,
         on_payment_status=flaky,
-        callback_attempts=2,
-        callback_wait=0.05,
+        retries=Retries(callback_attempts=2, wait=0.05),
         track_submissions=False,
     ) as st:
         psid = await settled_payment(st)
