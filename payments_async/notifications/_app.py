@@ -16,7 +16,7 @@ from .._errors import ConfigurationError
 from .._serving import AppServer, ServerLimits
 from ._core import NotificationRejected
 from ._defaults import NOTIFY_BODY_READ_TIMEOUT
-from ._dispatch import NotificationReceiver
+from ._receiver import NotificationReceiver
 
 __all__ = ["RECEIVER_KEY", "ReceiverServer", "create_app"]
 

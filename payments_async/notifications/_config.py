@@ -1,4 +1,4 @@
-"""The receiver's configuration as values: how it tries again, and when it gives up."""
+"""The receiver's configuration as values: its bounds, how it tries again, its sweep."""
 
 from __future__ import annotations
 
@@ -10,11 +10,74 @@ from ._defaults import (
     NOTIFY_CALLBACK_ATTEMPTS,
     NOTIFY_CALLBACK_WAIT,
     NOTIFY_CALLBACK_WAIT_MAX,
+    NOTIFY_MAX_BODY_BYTES,
     NOTIFY_NOT_FOUND_READS,
     NOTIFY_NOT_FOUND_WAIT,
+    NOTIFY_QUEUE_SIZE,
+    NOTIFY_SEEN_CAPACITY,
+    NOTIFY_SWEEP_GRACE,
+    NOTIFY_SWEEP_RATE,
+    NOTIFY_WORKERS,
 )
 
-__all__ = ["Retries"]
+__all__ = ["ReceiverLimits", "Retries", "Sweep"]
+
+
+def _at_least_one(owner: str, value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"{owner}.{name} must be an integer >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverLimits:
+    """How much a receiver takes on at once.
+
+    Attributes:
+        workers: notifications processed at once (confirming reads in flight).
+        max_body_bytes: a larger notification body is refused with 413.
+        queue_size: notifications the default in-memory inbox holds unprocessed; when it
+            is full, 503 (the service redelivers). A durable inbox has no such bound.
+        seen_capacity: confirmed final statuses remembered for the waiters and against
+            duplicates, and delivered marks the in-memory inbox keeps.
+
+    Raises:
+        ConfigurationError: a value that is not an integer >= 1.
+    """
+
+    workers: int = NOTIFY_WORKERS
+    max_body_bytes: int = NOTIFY_MAX_BODY_BYTES
+    queue_size: int = NOTIFY_QUEUE_SIZE
+    seen_capacity: int = NOTIFY_SEEN_CAPACITY
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "max_body_bytes", "queue_size", "seen_capacity"):
+            _at_least_one("ReceiverLimits", getattr(self, name), name)
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """The reconciling sweep: how a tracked id whose notification never came is read.
+
+    Attributes:
+        grace: seconds an id given to ``track`` may go without its final status before
+            the sweep reads it (and again every ``grace`` until it is final).
+        rate: reads per second the sweep makes at most, over all tracked ids.
+        track_submissions: track every pacs.008 and camt.056 the attached client submits
+            while the receiver is started; False leaves tracking to ``receiver.track``.
+
+    Raises:
+        ConfigurationError: ``grace`` or ``rate`` not positive and finite.
+    """
+
+    grace: float = NOTIFY_SWEEP_GRACE
+    rate: float = NOTIFY_SWEEP_RATE
+    track_submissions: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("grace", "rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (value > 0 and math.isfinite(value)):
+                raise ConfigurationError(f"Sweep.{name} must be positive and finite")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +120,7 @@ class Retries:
 
     def __post_init__(self) -> None:
         for name in ("callback_attempts", "not_found_reads"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"Retries.{name} must be an integer >= 1")
+            _at_least_one("Retries", getattr(self, name), name)
         if not 0 <= self.wait <= NOTIFY_CALLBACK_WAIT_MAX:
             raise ConfigurationError(
                 f"Retries.wait must be between 0 and {NOTIFY_CALLBACK_WAIT_MAX} seconds"

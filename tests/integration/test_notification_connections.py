@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from payments_async._constants import PACS002_PATH, PACS008_PATH
-from payments_async.notifications import ReceiverServer
+from payments_async.notifications import ReceiverLimits, ReceiverServer
 from tests.factories import credit_transfer
 from tests.support.notifications import HOOK_PASSWORD, HOOK_USER, notifying_stack
 
@@ -114,7 +114,7 @@ async def test_a_refusal_closes_its_connection_so_the_next_notice_on_it_lands(
     refusal: Callable[[], Refusal], status: int
 ) -> None:
     async with (
-        notifying_stack(max_body_bytes=LIMIT) as st,
+        notifying_stack(limits=ReceiverLimits(max_body_bytes=LIMIT)) as st,
         ReceiverServer(st.receiver, body_read_timeout=0.3) as server,
     ):
         psid = (await st.client.submit_credit_transfer(credit_transfer())).payments_service_id

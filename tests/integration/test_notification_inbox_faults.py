@@ -27,6 +27,7 @@ from payments_async.notifications import (
     PostgresInbox,
     Retries,
     SqliteInbox,
+    Sweep,
 )
 from payments_async.sandbox._notify import NotificationFaults
 from tests.factories import credit_transfer
@@ -92,7 +93,10 @@ async def test_a_completion_that_cannot_be_written_never_runs_the_callback_again
 
     inbox = FailingCompletions(tmp_path / "inbox.db", failures=3)
     async with notifying_stack(
-        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+        inbox=inbox,
+        faults=SILENT,
+        on_payment_status=on_status,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         with caplog.at_level(logging.WARNING, logger="payments_async.notifications"):
@@ -123,7 +127,10 @@ async def test_a_duplicates_completion_that_cannot_be_written_is_held_not_looped
 
     inbox = FailingCompletions(tmp_path / "inbox.db", failures=0)
     async with notifying_stack(
-        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+        inbox=inbox,
+        faults=SILENT,
+        on_payment_status=on_status,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         await notify(st, psid)
@@ -164,7 +171,7 @@ async def test_failed_confirming_reads_do_not_count_toward_parking_a_callback(
         faults=SILENT,
         on_payment_status=flaky,
         retries=Retries(callback_attempts=2, wait=0.05),
-        track_submissions=False,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         read = st.client.get_credit_transfer_status
@@ -202,7 +209,7 @@ async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
         inbox=PostgresInbox(pg_dsn, lease=lease),
         faults=SILENT,
         on_payment_status=slow,
-        track_submissions=False,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         assert st.sandbox.credentials is not None
         async with (
@@ -212,7 +219,7 @@ async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
                 auth=BasicAuth(HOOK_USER, HOOK_PASSWORD),
                 inbox=PostgresInbox(pg_dsn, lease=lease),
                 on_payment_status=slow,
-                track_submissions=False,
+                sweep=Sweep(track_submissions=False),
             ) as other,
         ):
             psid = await settled_payment(st)

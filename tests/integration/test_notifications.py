@@ -34,6 +34,7 @@ from payments_async.notifications import (
     BearerAuth,
     JwtBearerVerifier,
     NotificationReceiver,
+    ReceiverLimits,
     ReceiverServer,
     Retries,
     create_app,
@@ -384,7 +385,7 @@ async def test_a_notification_naming_a_foreign_host_is_never_fetched() -> None:
 async def test_oversized_or_malformed_bodies_are_4xx_never_500(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async with notifying_stack(max_body_bytes=4096) as st:
+    async with notifying_stack(limits=ReceiverLimits(max_body_bytes=4096)) as st:
         auth = {"Authorization": basic(HOOK_USER, HOOK_PASSWORD)}
         json_ct = {**auth, "Content-Type": "application/json"}
 
@@ -500,7 +501,7 @@ async def test_a_caller_gone_before_its_body_arrived_logs_no_traceback(
 
 
 async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
-    async with notifying_stack(queue_size=1, workers=1) as st:
+    async with notifying_stack(limits=ReceiverLimits(queue_size=1, workers=1)) as st:
         s = await st.client.submit_credit_transfer(credit_transfer())
         body = msgspec.json.encode(
             {
@@ -706,7 +707,7 @@ async def test_confirmed_finals_are_kept_encoded_out_of_the_collectors_way() -> 
     async with notifying_stack() as st:
         c = st.client
         payment, cancellation = await _cancel_a_pending_payment(st)
-        cached = st.receiver._final  # white box: what the cache holds
+        cached = st.receiver.waiters._final  # white box: what the cache holds
         assert len(cached) == 2
         assert all(isinstance(v, bytes) and not gc.is_tracked(v) for v in cached.values())
         assert st.receiver.confirmed(
