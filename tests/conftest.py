@@ -68,6 +68,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test of a module that uses aioresponses: `make test` runs those (and only
+    those) again in .venv, on the aiohttp that aioresponses supports (``-m aioresponses``)."""
+    uses: dict[Path, bool] = {}
+    for item in items:
+        path = item.path
+        if path not in uses:
+            uses[path] = bool(_USES_AIORESPONSES.search(path.read_bytes()))
+        if uses[path]:
+            item.add_marker(pytest.mark.aioresponses)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     """Name the aiohttp the run uses, and what was left out for want of aioresponses."""
     import aiohttp
