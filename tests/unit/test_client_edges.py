@@ -409,13 +409,13 @@ async def test_each_read_of_a_waiter_stays_within_the_policys_timeout(fake: Serv
 
     url = await fake({("GET", "/payments/camt029/v09/{id}"): silent})
     async with _client(
-        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=0.3)
+        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=0.1)
     ) as c:
         await c.access_token_lifetime()
         with pytest.raises(PollTimeoutError):
-            await c.wait_for_cancellation_outcome("PS-1", timeout=2)
-    # Each read gave up at the policy's 0.3 s and the waiter polled again; a read allowed
-    # the waiter's whole 2 s would have been the only one.
+            await c.wait_for_cancellation_outcome("PS-1", timeout=0.6)
+    # Each read gave up at the policy's 0.1 s and the waiter polled again (about six
+    # times); a read allowed the waiter's whole 0.6 s would have been the only one.
     assert len(reads) >= 3
 
 
