@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -19,6 +21,7 @@ from tests.support.http_servers import serve  # noqa: F401
 
 # A real PostgreSQL started by the suite (see support/postgres.py), for the tests that ask.
 from tests.support.postgres import pg_dsn, postgres_server  # noqa: F401
+from tests.support.reliability import FIGURES, merge_figures
 
 # Property tests without a count of their own run `dev`'s examples (quick, for `make unit`
 # and a developer's runs) or `ci`'s (`make test` sets HYPOTHESIS_PROFILE=ci). No example
@@ -91,11 +94,30 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"aiohttp {aiohttp.__version__}, without aioresponses: its test modules are not run"
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker, hand the reliability figures to the controlling process."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["reliability_figures"] = json.loads(json.dumps(FIGURES, default=str))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist: a worker finished; keep its reliability figures for the summary."""
+    merge_figures(getattr(node, "workeroutput", {}).get("reliability_figures", {}))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """List the modules left out (the header is printed before collection)."""
+    """List the modules left out (the header is printed before collection), and every
+    figure the reliability tests measured (from every worker)."""
     if _left_out:
         names = ", ".join(sorted(_left_out))
         terminalreporter.write_line(f"not collected (they need aioresponses): {names}")
+    if FIGURES:
+        terminalreporter.section("reliability figures")
+        for section in sorted(FIGURES):
+            figures = ", ".join(f"{k}={v}" for k, v in FIGURES[section].items())
+            terminalreporter.write_line(f"{section}: {figures}")
 
 
 @pytest.fixture(autouse=True)
