@@ -75,7 +75,8 @@ unit: $(STAMP)
 # (1,000 examples a property). Part of `make test-all`; `make test` runs the whole suite in
 # .venv-latest instead, and here only what needs aioresponses (test-aioresponses).
 suite: $(STAMP)
-	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q $(PARALLEL) -m "not soak"
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q $(PARALLEL) -m "not soak and not alone"
+	$(BIN)/pytest -q -m "alone and not soak"
 
 # The tests of the modules that use aioresponses (tests/conftest.py marks them), on the
 # aiohttp it supports: aioresponses cannot build aiohttp 3.14 responses, so these are the
@@ -117,9 +118,13 @@ $(LATEST_STAMP): pyproject.toml
 		-e '.[$(LATEST_EXTRAS)]'
 	touch $(LATEST_STAMP)
 
+# The tests marked `alone` bound a latency or a rate under load they make themselves (3,000
+# slow connections, three workers sharing a rate): another test on the other core turned
+# their bounds into a measure of that test, so they run after the others, one at a time.
 test-latest: $(LATEST_STAMP)
 	$(LATEST_VENV)/bin/python -c "import aiohttp; print('aiohttp', aiohttp.__version__)"
-	HYPOTHESIS_PROFILE=ci $(LATEST_VENV)/bin/pytest -q $(PARALLEL) $(DURATIONS) -m "not soak"
+	HYPOTHESIS_PROFILE=ci $(LATEST_VENV)/bin/pytest -q $(PARALLEL) $(DURATIONS) -m "not soak and not alone"
+	$(LATEST_VENV)/bin/pytest -q -m "alone and not soak"
 
 # The declared floors, tested: tools/floors.py turns every `>=` of the runtime dependencies
 # and of the extras below (the test tools' extras included) into an `==` constraint, so the
@@ -190,7 +195,9 @@ test-min: min-demo
 
 # The floors, exhaustively: every test but tests/benchmarks and tests/reliability.
 test-min-all: min-demo
-	$(MIN_VENV)/bin/pytest -q $(PARALLEL) -m "not soak" --ignore tests/benchmarks --ignore tests/reliability
+	$(MIN_VENV)/bin/pytest -q $(PARALLEL) -m "not soak and not alone" --ignore tests/benchmarks \
+		--ignore tests/reliability
+	$(MIN_VENV)/bin/pytest -q -m "alone and not soak" --ignore tests/benchmarks --ignore tests/reliability
 
 # What CI runs (.ci/run) and the README promises: lint, strict types, the docs site, every
 # test once on the newest dependencies, the aioresponses tests on the aiohttp they support,
