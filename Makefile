@@ -153,7 +153,8 @@ MIN_INTEGRATION := \
 	tests/integration/test_cli.py \
 	tests/integration/test_cli_faults.py \
 	tests/integration/test_bulk_stores.py \
-	tests/integration/test_bulk_queue.py \
+	tests/integration/test_bulk_queue.py::test_queue_run_end_to_end_with_status_and_results \
+	tests/integration/test_bulk_queue_rows.py \
 	tests/integration/test_notification_inbox.py \
 	tests/integration/test_cli_xml.py \
 	tests/integration/test_telemetry_client.py \
@@ -165,8 +166,10 @@ MIN_INTEGRATION := \
 #   aiohttp client and server over real sockets (HTTP/1.1 keep-alive, TLS, shutdown):
 #     test_client_sandbox, test_sandbox_lifecycle
 #   click and rich as the installed command and through CliRunner: test_cli, test_cli_faults
-#   psycopg, procrastinate and PostgreSQL: test_bulk_stores (journal), test_bulk_queue
-#     (jobs and workers), test_notification_inbox (the inbox, SQLite and PostgreSQL)
+#   psycopg, procrastinate and PostgreSQL: test_bulk_stores (journal), a queued run end to
+#     end (jobs deferred in batches, a worker, status, results) and test_bulk_queue_rows (a
+#     row's job), test_notification_inbox (the inbox, SQLite and PostgreSQL); the rest of
+#     test_bulk_queue (kills, races, refused addresses: about sixty CLI processes) is ours
 #   xmlschema and lxml through the command line: test_cli_xml
 #   the OpenTelemetry SDK's in-memory exporters: test_telemetry_client
 #   starlette and uvicorn: test_example_receiver_starlette
