@@ -184,7 +184,8 @@ def _cli(url: str, *options: str) -> list[str]:
 
 
 def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: Path) -> None:
-    sandbox, url = _sandbox_process(tmp_path / "sandbox.log")
+    log = tmp_path / "sandbox.log"
+    sandbox, url = _sandbox_process(log)
     try:
         row = tmp_path / "one.json"
         row.write_text(json.dumps(bulk_rows(1, prefix="E2E-DEAD")[0]), encoding="utf-8")
@@ -195,7 +196,13 @@ def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: P
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(3)  # submitted, and polling a cancellation that stays pending
+        # Submitted, and polling a cancellation that stays pending: the sandbox's access log
+        # shows the poll (a fixed 3 s was once too short for the command to start).
+        deadline = time.monotonic() + 120
+        while "GET /payments/camt029/" not in log.read_text(encoding="utf-8"):
+            assert waiter.poll() is None, waiter.communicate()
+            assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
+            time.sleep(0.05)
         assert waiter.poll() is None, waiter.communicate()
         sandbox.send_signal(signal.SIGKILL)
         killed = time.monotonic()
