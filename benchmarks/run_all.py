@@ -173,7 +173,7 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     if pol:
         p = pol["result"]
         add(
-            "Polling: RSS growth, 10k waiters (MB)",
+            f"Polling: RSS growth, {p['waiters']:,} waiters (MB)",
             p["rss_growth_mb"],
             "< 35",
             p["rss_growth_mb"] < 35,
