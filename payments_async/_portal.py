@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Coroutine
@@ -100,23 +101,25 @@ class LoopThread:
 
         self._pending[future] = coro
         try:
-            if loop is None or self._stopped:
-                raise LoopStopped("the loop thread is stopped")
-            loop.call_soon_threadsafe(start)
-        except RuntimeError as exc:  # LoopStopped, or the loop is closed
-            del self._pending[future]
-            coro.close()
-            raise LoopStopped("the loop thread is stopped") from exc
-        try:
+            try:
+                if loop is None or self._stopped:
+                    raise LoopStopped("the loop thread is stopped")
+                loop.call_soon_threadsafe(start)
+            except RuntimeError as exc:  # LoopStopped, or the loop is closed
+                coro.close()
+                raise LoopStopped("the loop thread is stopped") from exc
             return future.result()
         except BaseException as interrupt:
-            if future.done():
+            if isinstance(interrupt, LoopStopped) or future.done():
                 raise  # the coroutine's own outcome
             if future.cancel():
-                raise  # not started, and now it never will be
+                coro.close()  # not started, and now it never will be
+                raise
             # Cancel it on the loop (after ``start``: callbacks run in order), wait until it
             # has unwound, then let the interrupt go on.
-            loop.call_soon_threadsafe(lambda: tasks[0].cancel())
+            if loop is not None:
+                with contextlib.suppress(RuntimeError):  # closed: ``stop`` settles it
+                    loop.call_soon_threadsafe(lambda: tasks[0].cancel())
             concurrent.futures.wait([future])
             _explain(interrupt, future, when_cut)
             raise
