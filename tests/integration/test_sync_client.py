@@ -38,6 +38,7 @@ from payments_async import (
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_in_thread, sandbox_server
 from tests.factories import cancellation_for, credit_transfer
+from tests.support.requests_log import max_in_window, recording_requests
 
 FAST_POLL = PollPolicy(initial=0.02, maximum=0.05, not_found_grace=0.5)
 
@@ -190,6 +191,21 @@ async def test_the_services_rate_limit_ends_as_rate_limited(way: Way) -> None:
     assert stats["payments_stored"] == 0
 
 
+async def test_concurrent_callers_share_the_clients_rate(way: Way) -> None:
+    async with (
+        sandbox_server(SandboxConfig(processing_delay=3600)) as sb,
+        way(sb, rate_limit=20) as call,
+    ):
+        sub = await call("submit_credit_transfer", credit_transfer())
+        with recording_requests() as log:
+            await asyncio.gather(
+                *(call("get_credit_transfer_status", sub.payments_service_id) for _ in range(40))
+            )
+    times = log.times()
+    assert len(times) == 40
+    assert max_in_window(times, 1.0) <= 21  # at most 20 in any second (+1: clock edges)
+
+
 async def test_many_concurrent_callers_share_one_token_request(way: Way) -> None:
     async with sandbox_server() as sb, way(sb) as call:
         subs = await asyncio.gather(
@@ -312,7 +328,7 @@ def test_close_leaves_no_thread_socket_or_task(sandbox: SandboxHandle) -> None:
     deadline = time.monotonic() + 5
     while _socket_fds() > sockets and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert _socket_fds() == sockets
+    assert _socket_fds() <= sockets
 
 
 def test_an_unclosed_client_is_closed_at_interpreter_exit(sandbox: SandboxHandle) -> None:
@@ -344,7 +360,7 @@ def test_a_calls_timeout_holds_as_on_the_async_client(sandbox: SandboxHandle) ->
                 cancellation_for(credit_transfer()), timeout=Timeout(total=0.4, read=0.1)
             )
         elapsed = time.monotonic() - start
-    assert 0.4 <= elapsed < 0.8
+    assert 0.4 <= elapsed < 1.5  # not the client's 10 s: the call's own deadline held
 
 
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
