@@ -6,7 +6,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import os
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -19,6 +21,28 @@ class LoopStopped(RuntimeError):
     """The loop thread is stopped: nothing more runs on it."""
 
 
+# Every loop thread of this process: a forked child marks them stopped (their threads did
+# not come along), so that a call in the child raises instead of waiting forever.
+_LOOP_THREADS: weakref.WeakSet[LoopThread] = weakref.WeakSet()
+
+
+_fork_hook = threading.Lock()
+_fork_hook_registered = False
+
+
+def _after_fork_in_child() -> None:
+    for thread in list(_LOOP_THREADS):
+        thread._forked()
+
+
+def _register_fork_hook() -> None:
+    global _fork_hook_registered
+    with _fork_hook:
+        if not _fork_hook_registered:
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _fork_hook_registered = True
+
+
 class LoopThread:
     """One ``asyncio.Runner`` on a thread of its own; ``run`` blocks the caller until a
     coroutine has finished on it.
@@ -27,7 +51,9 @@ class LoopThread:
     the one loop. The thread is a daemon: the interpreter joins non-daemon threads before
     it runs ``atexit`` handlers, so an owner that stops the thread at exit (a weakref
     finalizer does) needs it to be one. ``stop`` cancels what is still running, shuts the
-    loop down as ``asyncio.run`` does, and joins the thread.
+    loop down as ``asyncio.run`` does, and joins the thread. In a child forked from this
+    process the loop thread is stopped (its thread was not copied): ``run`` raises
+    ``LoopStopped`` and ``stop`` returns at once, touching nothing of the parent's.
 
     Args:
         name: the thread's name.
@@ -46,6 +72,13 @@ class LoopThread:
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
         self._ready.wait()
+        _register_fork_hook()
+        _LOOP_THREADS.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: stopped; the parent's loop is kept, never closed here."""
+        self._stop_lock = threading.Lock()  # another thread may have held it at the fork
+        self._stopped = True
 
     @property
     def thread(self) -> threading.Thread:
@@ -138,7 +171,7 @@ class LoopThread:
             if self._stopped:
                 return
             self._stopped = True
-        loop, stopping = self._loop, self._stopping
+            loop, stopping = self._loop, self._stopping
         if loop is not None and stopping is not None:
             loop.call_soon_threadsafe(stopping.set)
         self._thread.join()

@@ -25,6 +25,7 @@ them works.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import uuid
@@ -37,7 +38,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from ._constants import MIN_RSA_BITS
 from ._credentials import Credentials
 from ._keys import generate_private_key, public_key_pem
-from ._portal import LoopThread
+from ._portal import LoopStopped, LoopThread
 from .sandbox import SandboxConfig, SandboxServer
 from .sync import SyncPaymentsClient
 
@@ -215,7 +216,8 @@ def sandbox_in_thread(config: SandboxConfig | None = None) -> Iterator[SandboxHa
         try:
             yield handle
         finally:
-            thread.run(server.__aexit__(None, None, None))
+            with contextlib.suppress(LoopStopped):  # in a forked child: the parent's sandbox
+                thread.run(server.__aexit__(None, None, None))
     finally:
         thread.stop()
 
