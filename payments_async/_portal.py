@@ -26,21 +26,12 @@ class LoopStopped(RuntimeError):
 _LOOP_THREADS: weakref.WeakSet[LoopThread] = weakref.WeakSet()
 
 
-_fork_hook = threading.Lock()
-_fork_hook_registered = False
-
-
 def _after_fork_in_child() -> None:
     for thread in list(_LOOP_THREADS):
         thread._forked()
 
 
-def _register_fork_hook() -> None:
-    global _fork_hook_registered
-    with _fork_hook:
-        if not _fork_hook_registered:
-            os.register_at_fork(after_in_child=_after_fork_in_child)
-            _fork_hook_registered = True
+os.register_at_fork(after_in_child=_after_fork_in_child)  # a no-op until a thread exists
 
 
 class LoopThread:
@@ -72,7 +63,6 @@ class LoopThread:
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
         self._ready.wait()
-        _register_fork_hook()
         _LOOP_THREADS.add(self)
 
     def _forked(self) -> None:

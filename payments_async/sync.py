@@ -78,8 +78,6 @@ _CLIENTS: weakref.WeakSet[SyncPaymentsClient] = weakref.WeakSet()
 # A forked child keeps its parent's engines referenced, never touched: collecting them would
 # close sockets and a loop that are the parent's.
 _PARENTS_ENGINES: list[_Engine] = []
-_fork_hook_lock = threading.Lock()
-_fork_hook_registered = False
 
 
 def _after_fork_in_child() -> None:
@@ -87,12 +85,7 @@ def _after_fork_in_child() -> None:
         client._forget_engine()
 
 
-def _register_fork_hook() -> None:
-    global _fork_hook_registered
-    with _fork_hook_lock:
-        if not _fork_hook_registered:
-            os.register_at_fork(after_in_child=_after_fork_in_child)
-            _fork_hook_registered = True
+os.register_at_fork(after_in_child=_after_fork_in_child)  # a no-op until a client exists
 
 
 def _refuse_inside_a_loop(name: str) -> None:
@@ -282,7 +275,6 @@ class SyncPaymentsClient:
         self._finalizer: weakref.finalize[[], SyncPaymentsClient] | None = None
         self._engine: _Engine | None = None
         self._engine = self._start()  # here: a bad setting raises from the constructor
-        _register_fork_hook()
         _CLIENTS.add(self)
 
     # --- the engine ----------------------------------------------------------------------
