@@ -274,7 +274,9 @@ class SyncPaymentsClient:
         self._closed = False
         self._finalizer: weakref.finalize[[], SyncPaymentsClient] | None = None
         self._engine: _Engine | None = None
-        self._engine = self._start()  # here: a bad setting raises from the constructor
+        self._engine = engine = self._start()  # here: a bad setting raises
+        self._base_url = engine.client.base_url
+        self._profile = engine.client.profile
         _CLIENTS.add(self)
 
     # --- the engine ----------------------------------------------------------------------
@@ -364,7 +366,7 @@ class SyncPaymentsClient:
 
     def __repr__(self) -> str:
         return (
-            f"SyncPaymentsClient(base_url={self.base_url!r}, "
+            f"SyncPaymentsClient(base_url={self._base_url!r}, "
             f"client_id={self._credentials.client_id!r})"
         )
 
@@ -373,12 +375,12 @@ class SyncPaymentsClient:
     @property
     def profile(self) -> ServiceProfile:
         """The service edition's paths and client-id header this client uses."""
-        return self._running().client.profile
+        return self._profile
 
     @property
     def base_url(self) -> str:
         """The service's base address."""
-        return self._running().client.base_url
+        return self._base_url
 
     @property
     def clock_offset(self) -> float:

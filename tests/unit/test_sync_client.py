@@ -105,6 +105,10 @@ def test_close_stops_the_thread_and_later_calls_are_refused() -> None:
     client.close()
     client.close()  # idempotent
     assert set(threading.enumerate()) == before
+    assert (
+        repr(client)
+        == "SyncPaymentsClient(base_url='http://127.0.0.1:9', client_id='sandbox-client')"
+    )
     with pytest.raises(ConfigurationError, match="closed"):
         client.get_cancellation_outcome("PS-1", timeout=Timeout(total=1))
 
