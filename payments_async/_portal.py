@@ -16,6 +16,11 @@ __all__ = ["LoopStopped", "LoopThread"]
 
 R = TypeVar("R")
 
+# Seconds a caller blocks at most before its thread looks at pending signals. A blocked
+# lock wait is woken by a signal only if the signal arrives during the wait; one that
+# arrives just before it would otherwise go unseen until the call ends.
+_SIGNAL_CHECK = 0.2
+
 
 class LoopStopped(RuntimeError):
     """The loop thread is stopped: nothing more runs on it."""
@@ -131,7 +136,12 @@ class LoopThread:
             except RuntimeError as exc:  # LoopStopped, or the loop is closed
                 coro.close()
                 raise LoopStopped("the loop thread is stopped") from exc
-            return future.result()
+            while True:
+                try:
+                    future.exception(_SIGNAL_CHECK)  # returns once done, whatever the outcome
+                except TimeoutError:
+                    continue  # back in Python for a moment: a pending Ctrl-C is raised here
+                return future.result()
         except BaseException as interrupt:
             if isinstance(interrupt, LoopStopped) or future.done():
                 raise  # the coroutine's own outcome

@@ -227,3 +227,24 @@ def test_an_interrupt_cancels_the_call_and_waits_for_it_to_unwind(
     assert isinstance(info.value.__cause__, ValueError)
     assert loop_thread.run(_other_tasks()) == tasks
     assert threading.active_count() == threads
+
+
+@pytest.mark.usefixtures("sigint_raises")
+def test_a_ctrl_c_delivered_to_another_thread_still_interrupts_the_caller(
+    loop_thread: LoopThread,
+) -> None:
+    """A terminal's Ctrl-C goes to the process, and the kernel may hand it to any thread:
+    here the loop thread. Python runs the handler in the main thread, which is blocked in
+    its wait and is not woken by a signal another thread took: it must look by itself."""
+    unwound = threading.Event()
+
+    async def interrupt_then_hang() -> None:
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this, the loop thread
+        try:
+            await asyncio.Event().wait()
+        finally:
+            unwound.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        loop_thread.run(interrupt_then_hang())
+    assert unwound.is_set()
