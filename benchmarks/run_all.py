@@ -36,6 +36,7 @@ SCRIPTS = {
     "bulk": "bench_bulk.py",
     "signing": "bench_signing.py",
     "notifications": "bench_notifications.py",
+    "sync": "bench_sync.py",
 }
 TIMEOUT_S = {"quick": 180, "full": 1800}
 
@@ -217,6 +218,15 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "<= 150",
                 s["input_peak_rss_mb"] <= 150,
             )
+    sync = results.get("sync")
+    if sync:
+        w = sync["worst_sync_cpu_over_async_cpu"]
+        add(
+            "Sync client: CPU per call / async client's (worst of POST, GET at c=1, 8)",
+            w,
+            "<= 1.10",
+            w is not None and w <= 1.10,
+        )
     notif = results.get("notifications")
     if notif:
         # with --rounds, the worst round counts
@@ -253,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         runs[name] = run_script(name, args.out, args.quick)
         data = load(args.out, name)
         if data is not None:
-            if name in ("post", "get", "loop"):
+            if name in ("post", "get", "loop", "sync"):
                 data.pop("rows", None)  # every round's row is kept in <name>.json only
             results[name] = data
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]

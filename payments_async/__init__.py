@@ -57,6 +57,7 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
         build_credit_transfer,
     )
     from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
+    from .sync import SyncPaymentsClient
 
 __all__ = [
     "DEFAULT_KEYGEN_BITS",
@@ -103,6 +104,7 @@ __all__ = [
     "Signer",
     "SigningError",
     "Submission",
+    "SyncPaymentsClient",
     "Telemetry",
     "ThreadPoolSigner",
     "Timeout",
@@ -164,6 +166,7 @@ _LAZY: dict[str, str] = {
     "Signer": ".signing",
     "SigningError": "._errors",
     "Submission": "._models",
+    "SyncPaymentsClient": ".sync",
     "Telemetry": "._telemetry",
     "ThreadPoolSigner": ".signing",
     "Timeout": "._config",
