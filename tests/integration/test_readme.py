@@ -1,4 +1,5 @@
-"""The README's first example runs as written: extracted by its marker, run as a file."""
+"""The README's first example, async and blocking, runs as written: extracted by its marker,
+run as a file."""
 
 from __future__ import annotations
 
@@ -7,28 +8,33 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = "<!-- readme-example: first-payment"
+EXAMPLES = ["first-payment", "first-payment-sync"]
 
 
-def readme_example() -> str:
-    """The ```python block right after the marker, exactly as a reader copies it."""
+def readme_example(name: str) -> str:
+    """The ```python block right after the marker ``name``, exactly as a reader copies it."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    _, marker, after = text.partition(MARKER)
-    assert marker, f"README.md lost its {MARKER!r} marker"
+    marker = f"<!-- readme-example: {name} ("
+    _, found, after = text.partition(marker)
+    assert found, f"README.md lost its {marker!r} marker"
     # The marker's comment, then ruff's "fmt: off" (two arguments a line keep it short).
     block = re.match(r"[^\n]*-->\n<!-- fmt: off -->\n```python\n(.*?)\n```\n", after, re.S)
     assert block, "the README's marker is not followed by a ```python block"
     return block.group(1) + "\n"
 
 
-def test_the_first_example_is_short() -> None:
-    assert len(readme_example().splitlines()) <= 20
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_first_example_is_short(name: str) -> None:
+    assert len(readme_example(name).splitlines()) <= 20
 
 
-def test_the_first_example_runs_as_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_first_example_runs_as_written(tmp_path: Path, name: str) -> None:
     script = tmp_path / "first_payment.py"
-    script.write_text(readme_example(), encoding="utf-8")
+    script.write_text(readme_example(name), encoding="utf-8")
     # Run from a directory of its own, as a user's file would be; the package comes from the
     # environment (PYTHONPATH when a worktree is tested), never from the script's directory.
     done = subprocess.run(
