@@ -10,8 +10,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from ._config import Timeout
 from ._constants import (
     POLL_INITIAL,
     POLL_JITTER,
@@ -20,13 +21,12 @@ from ._constants import (
     POLL_NOT_FOUND_GRACE,
 )
 from ._errors import ConfigurationError, NotFoundError, PaymentsError, PollTimeoutError
+from ._instrument import Call
+from ._models import Submission
+from ._operation import Operation
+from ._pipeline import Pipeline
 from ._retry import is_retryable
 from .iso20022.codes import Outcome
-
-if TYPE_CHECKING:
-    from ._config import Timeout
-    from ._instrument import Call, Instruments
-    from ._models import Submission
 
 __all__ = ["MessagePoll", "NotificationSource", "Poll", "PollPolicy", "Summary", "poll_until_final"]
 
@@ -289,16 +289,6 @@ class Poll(Generic[T]):
         return self._rng
 
 
-class MessageReader(Protocol):
-    """What a waiter reads with: one GET of ``path`` (with retries) until ``deadline``."""
-
-    def _read_message(
-        self, path: str, decoder: Callable[[bytes], M], deadline: float, timeouts: Timeout
-    ) -> Awaitable[M]:
-        """The decoded message at ``path``."""
-        ...
-
-
 class Summary(Protocol):
     """The classification of a status message a waiter polls (pacs.002 or camt.029)."""
 
@@ -318,7 +308,7 @@ S = TypeVar("S", bound=Summary)
 class MessagePoll(Poll[tuple[M, S]]):
     """One ``wait_for_*`` call: what its poll loop reads, held in slots (no closures).
 
-    ``fetch`` is one ``read`` of ``path`` (with its retries) within the client's
+    ``fetch`` is one ``Pipeline.read`` of ``path`` (with its retries) within the client's
     ``timeouts.total`` and never past the wait's deadline; ``peek`` takes a final message
     the notification source has confirmed, when it is of the awaited type.
     """
@@ -327,10 +317,9 @@ class MessagePoll(Poll[tuple[M, S]]):
         "_call",
         "_deadline",
         "_decoder",
-        "_instruments",
         "_kind",
         "_path",
-        "_reader",
+        "_pipeline",
         "_summarize",
         "_timeouts",
         "_type",
@@ -338,22 +327,20 @@ class MessagePoll(Poll[tuple[M, S]]):
 
     def __init__(
         self,
-        reader: MessageReader,
+        pipeline: Pipeline,
         path: str,
         decoder: Callable[[bytes], M],
         summarize: Callable[[M], S],
         message_type: type[M],
         kind: str,
         timeouts: Timeout,
-        instruments: Instruments,
         call: Call | None,
         payments_service_id: str,
         **options: Any,
     ) -> None:
         super().__init__(payments_service_id, **options)
-        self._instruments = instruments
         self._call = call
-        self._reader = reader
+        self._pipeline = pipeline
         self._path = path
         self._decoder = decoder
         self._summarize = summarize
@@ -364,9 +351,8 @@ class MessagePoll(Poll[tuple[M, S]]):
 
     async def fetch(self) -> tuple[M, S]:
         deadline = min(self._deadline, time.monotonic() + self._timeouts.total)
-        message = await self._reader._read_message(
-            self._path, self._decoder, deadline, self._timeouts
-        )
+        op = Operation("GET", self._path, self._timeouts)
+        message = await self._pipeline.read(op, self._decoder, deadline)
         return message, self._summarize(message)
 
     def status_of(self, result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:
@@ -374,7 +360,7 @@ class MessagePoll(Poll[tuple[M, S]]):
         return summary.outcome, summary.codes
 
     def operation(self) -> AbstractContextManager[object]:
-        return self._instruments.operation(self._call)
+        return self._pipeline.instruments.operation(self._call)
 
     def settled(self, result: tuple[M, S]) -> tuple[M, S]:
         if self._call is not None:

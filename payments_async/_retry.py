@@ -199,74 +199,32 @@ class RetryPolicy:
         *,
         retry_on: Callable[[BaseException], bool] = is_retryable,
         rng: random.Random | None = None,
-        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+        on_retry: Callable[[int, BaseException, float], None] | None = None,
         deadline: float | None = None,
     ) -> T:
         """Await ``fn()``, retrying it under this policy.
-
-        The first attempt runs outside tenacity, so a call that succeeds at once passes
-        through none of its machinery. After a retryable failure, tenacity takes over with
-        that failure as its attempt 1, so waits, stops and the budget see exactly what
-        they would have seen.
 
         Args:
             fn: one attempt.
             retry_on: which exceptions earn another attempt; each operation states it.
             rng: random source for the jitter.
-            before_sleep: called before each sleep (logging, metrics hooks).
+            on_retry: told ``(attempt number, its error, seconds to sleep)`` before each
+                sleep (logging, metrics hooks).
             deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
         """
-        try:
-            result = await fn()
-        except Exception as exc:
-            if not retry_on(exc):
-                raise
-            return await self.retry_after(
-                exc, fn, retry_on=retry_on, rng=rng, before_sleep=before_sleep, deadline=deadline
-            )
-        if self.budget is not None:
-            self.budget.record_success()
-        return result
+        before_sleep = None
+        if on_retry is not None:
+            notify = on_retry
 
-    async def retry_after(
-        self,
-        failure: BaseException,
-        fn: Callable[[], Awaitable[T]],
-        *,
-        retry_on: Callable[[BaseException], bool] = is_retryable,
-        rng: random.Random | None = None,
-        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
-        deadline: float | None = None,
-    ) -> T:
-        """Go on retrying ``fn()`` after its first attempt, run by the caller, failed.
-
-        For a caller that runs attempt 1 itself, so that a call that succeeds at once
-        passes through no retry frame at all (it then calls ``budget.record_success()``
-        itself). ``failure`` becomes tenacity's attempt 1, exactly as in `run`.
-
-        Args:
-            failure: what the first attempt raised; raised again when not retryable.
-            fn: one attempt (the second and later ones).
-            retry_on: which exceptions earn another attempt; each operation states it.
-            rng: random source for the jitter.
-            before_sleep: called before each sleep (logging, metrics hooks).
-            deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
-        """
-        if not retry_on(failure):
-            raise failure
-        first: BaseException | None = failure
-
-        async def again() -> T:
-            nonlocal first
-            if first is not None:
-                failed, first = first, None
-                raise failed  # tenacity's attempt 1 is the one that already failed
-            return await fn()
+            def before_sleep(state: tenacity.RetryCallState) -> None:
+                exc = state.outcome.exception() if state.outcome is not None else None
+                assert exc is not None  # tenacity sleeps only after a failed attempt
+                notify(state.attempt_number, exc, state.upcoming_sleep)
 
         retrying = self.retrying(
             retry_on=retry_on, rng=rng, before_sleep=before_sleep, deadline=deadline
         )
-        return await retrying(again)
+        return await retrying(fn)
 
     def retrying(
         self,

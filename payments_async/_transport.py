@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import ssl
 import time
@@ -34,7 +33,7 @@ from ._retry import parse_retry_after
 from ._urls import is_loopback
 from .iso20022._common import decode_error_envelope
 
-__all__ = ["Response", "Transport", "check_base_url", "error_from_response", "new_request_id"]
+__all__ = ["Response", "Transport", "check_base_url", "error_from_response"]
 
 _STATUS_ERRORS: dict[int, tuple[type[ApiError], str]] = {
     401: (AuthenticationError, "not authenticated"),
@@ -62,15 +61,6 @@ class Response(msgspec.Struct):
     headers: Mapping[str, str]
     body: bytes
     elapsed: float
-
-
-def new_request_id() -> str:
-    """A fresh ``X-Request-ID``: 128 random bits in 32 hex digits (unique, not a secret).
-
-    ``os.urandom`` rather than ``uuid4().hex``: the same randomness and format without
-    building a UUID object per request (``benchmarks/bench_instructions.py``).
-    """
-    return os.urandom(16).hex()
 
 
 def check_base_url(base_url: str | URL) -> URL:

@@ -6,7 +6,7 @@ The rules (each test says which it checks):
   module runs when it is imported); imports inside functions and under ``if TYPE_CHECKING:``
   run later or never, so they cannot make importing fail. A ``from package import name``
   counts as an import of ``package.name`` when that is a module, else of ``package``.
-- **No module over 800 lines.**
+- **No module over 1,500 lines.**
 - **Layers, arrows pointing down** (every import counts, deferred ones included):
   0. the foundation: ``iso20022/``, ``_errors``, ``_constants``, and the pure helpers
      ``_urls`` (stdlib only) and ``_serving`` (aiohttp only);
@@ -41,7 +41,7 @@ import pytest
 
 PACKAGE: Final = "payments_async"
 ROOT: Final = Path(__file__).resolve().parents[1] / PACKAGE
-MAX_LINES: Final = 800
+MAX_LINES: Final = 1500
 
 # (rule, importing module or package prefix, imported module or ""): what may still break
 # a rule until the room it belongs to is rebuilt. Each names its issue. None today.
@@ -227,7 +227,7 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_module_over_800_lines() -> None:
+def test_no_module_over_1500_lines() -> None:
     used: set[tuple[str, str, str]] = set()
     big = {}
     for module, path in MODULES.items():

@@ -132,13 +132,13 @@ async def test_the_signed_bytes_are_the_sent_bytes(sandbox: SandboxHandle) -> No
         message = cancellation_for(credit_transfer())
         body = encode(message)
         reserialised = json.dumps(json.loads(body), indent=1).encode()
-        token = await client._tokens.get()
+        token = await client._pipeline.tokens.get()
         headers = {
             "Authorization": f"Bearer {token.value}",
             "X-Service-Client-Id": sandbox.credentials.client_id,
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "sca-token": signer.sign_sca_token(body).value,
+            "sca-token": (await signer.sign_sca_token(body)).value,
         }
         async with (
             aiohttp.ClientSession() as http,

@@ -426,9 +426,9 @@ def test_request_ids_are_unique_32_hex_digits() -> None:
 
 
 def _next_request_id() -> str:
-    from payments_async._client import _Operation
+    from payments_async._operation import Operation
 
-    return _Operation("GET", "/payments/pacs002/v10/x", Timeout()).request_id
+    return Operation("GET", "/payments/pacs002/v10/x", Timeout()).request_id
 
 
 def test_an_sca_token_signed_with_the_known_digest_carries_the_same_hd() -> None:
