@@ -609,7 +609,7 @@ class PaymentsClient:
         with instruments.operation(call):
             # Validated before any I/O and encoded once: these bytes are signed and sent,
             # every attempt.
-            body, _ = encode_validated(message)
+            body = encode_validated(message)
             op = Operation("POST", path, timeouts, body, message_id, capture=capture)
             try:
                 resp = await self._pipeline.send(op, deadline)

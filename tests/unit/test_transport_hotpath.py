@@ -331,23 +331,6 @@ async def test_paths_below_a_base_path_and_paths_that_need_encoding(serve: Serve
     assert seen == ["/api/payments/camt056/v08", "/api/payments/camt029/v09/PS-1_a", "/api/x%20y"]
 
 
-def test_urls_are_kept_per_path_in_a_bounded_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    import payments_async._transport as transport_module
-
-    monkeypatch.setattr(transport_module, "URL_CACHE_SIZE", 8)
-    transport = Transport("http://127.0.0.1:9/api")
-    first = transport._url("/payments/camt029/v09/PS-1")
-    assert transport._url("/payments/camt029/v09/PS-1") is first  # aiohttp's caches on it
-    for i in range(20):
-        assert str(transport._url(f"/payments/pacs002/v12/PS-{i}")).endswith(f"/PS-{i}")
-    assert len(transport._urls) <= 8
-    # The fixed paths survive a full table being cleared.
-    assert "/payments/camt056/v08" in transport._urls
-    assert str(transport._url("/payments/camt056/v08")) == (
-        "http://127.0.0.1:9/api/payments/camt056/v08"
-    )
-
-
 # --- cookies -----------------------------------------------------------------------------------
 
 
