@@ -43,8 +43,6 @@ __all__ = ["Pipeline"]
 _log = logging.getLogger("payments_async")
 T = TypeVar("T")
 
-_MIN_ATTEMPT_TIMEOUT = 0.05  # seconds: an attempt started at the deadline still gets a try
-
 
 class Pipeline:
     """Sends one operation's attempts: what every call of a client goes through.
@@ -182,15 +180,14 @@ class Pipeline:
         """One attempt; a 401 invalidates that exact token and resends once with a new one."""
         op.attempts += 1
         # Each step gets what is left of the deadline, counted again after every wait (a
-        # token, a signature, a rate slot, a 401), so it holds even if the service stalls.
-        timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-        token = await self.access_token(op, timeout)
-        timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
+        # token, a signature, a rate slot, a 401), so it holds even if the service stalls;
+        # once it has passed, nothing more is sent.
+        token = await self.access_token(op, deadline - time.monotonic())
         headers = (self._post_headers if op.body is not None else self._base_headers).copy()
         headers[REQUEST_ID_HEADER] = op.request_id
         for resend in (False, True):
             if (limiter := scoped_limiter() or self.rate) is not None:  # before signing
-                timeout = await take_slot(limiter, deadline, op.context(), _MIN_ATTEMPT_TIMEOUT)
+                await take_slot(limiter, deadline, op.context(), 0.0)
             headers["Authorization"] = "Bearer " + token.value
             signed_with = self.clock.offset
             if op.body is not None and op.sca:
@@ -200,14 +197,21 @@ class Pipeline:
                 signer = token.signer or self._signer
                 sca = await _signed_within(
                     signer.sign_sca_token(op.body, payment_id=op.payment_id, now=self.clock.now()),
-                    timeout,
+                    deadline - time.monotonic(),
                 )
-                timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
                 headers[SCA_HEADER] = sca.value
             # Every send of this call after the first is a resend, whatever its cause.
             exchange = Exchange(
                 op.method, op.path, op.request_id, op.attempts, resend_count=op.sends
             )
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                raise TransportError(
+                    "the call's deadline passed before the request was sent",
+                    request_sent=False,
+                    retryable=False,
+                    **op.context(),
+                )
             op.sends += 1
             try:
                 resp = await self.transport.request(
@@ -236,14 +240,11 @@ class Pipeline:
                     op.path,
                     self.clock.offset - signed_with,
                 )
-                timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
                 continue
             # The token may have been revoked or expired early: one refresh, one resend.
             self.tokens.invalidate(token)
             _log.debug("%s %s -> 401; refreshing the token once", op.method, op.path)
-            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-            token = await self.access_token(op, timeout)
-            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
+            token = await self.access_token(op, deadline - time.monotonic())
         if 200 <= resp.status < 300:
             if op.capture:
                 op.response = resp
@@ -259,12 +260,20 @@ class Pipeline:
         """The cached token at no cost, or a fetch bounded by ``timeout`` seconds.
 
         Raises:
-            TransportError: no token before ``timeout`` (nothing was sent).
+            TransportError: no token before ``timeout`` (nothing was sent; no fetch is
+                started when ``timeout`` has already run out).
             PaymentsError: the token endpoint's own error.
         """
         token = self.tokens.current
         if token is not None:
             return token
+        if timeout <= 0:
+            raise TransportError(
+                "the call's deadline passed before an access token was fetched",
+                request_sent=False,
+                retryable=False,
+                **op.context(),
+            )
         started = time.monotonic()
         try:
             async with asyncio.timeout(timeout):

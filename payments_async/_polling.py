@@ -20,7 +20,13 @@ from ._constants import (
     POLL_MULTIPLIER,
     POLL_NOT_FOUND_GRACE,
 )
-from ._errors import ConfigurationError, NotFoundError, PaymentsError, PollTimeoutError
+from ._errors import (
+    ConfigurationError,
+    NotFoundError,
+    PaymentsError,
+    PollTimeoutError,
+    TransportError,
+)
 from ._instrument import Call
 from ._models import Submission
 from ._operation import Operation
@@ -222,7 +228,10 @@ class Poll(Generic[T]):
                         failed = None
                         logger.debug("poll %s %s: not visible yet", self._what, self._id)
                     except Exception as exc:
-                        if not is_retryable(exc):
+                        # A read the wait's deadline left no time to send ends the wait
+                        # as the deadline does (below); other errors as they are.
+                        unsent = isinstance(exc, TransportError) and not exc.request_sent
+                        if not is_retryable(exc) and not (unsent and time.monotonic() >= deadline):
                             raise
                         failed = exc if isinstance(exc, PaymentsError) else None
                         logger.debug("poll %s %s: transient %s", self._what, self._id, exc)
