@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
@@ -673,7 +673,7 @@ class PaymentsClient:
             answer = op.response
             return message, _raw(answer, op) if answer is not None else None
 
-    async def _wait_for(
+    def _wait_for(
         self,
         name: str,
         prefix: str,
@@ -682,14 +682,18 @@ class PaymentsClient:
         summarize: Callable[[M], S],
         timeout: float,
         what: str,
-    ) -> tuple[M, S]:
-        """Poll ``prefix/{id}`` until the summary of its message is settled; both waiters."""
+    ) -> Coroutine[Any, Any, tuple[M, S]]:
+        """Poll ``prefix/{id}`` until the summary of its message is settled; both waiters.
+
+        Not a coroutine itself: the wait's one coroutine below the caller is ``Poll.run``
+        (thousands of waiters may be alive at once).
+        """
         path = f"{prefix}/{check_payments_service_id(payments_service_id)}"
         seconds = check_seconds("timeout", timeout)
         notices = self._notices
         message_type: type[Any] = Camt029 if prefix == self._profile.camt029_path else Pacs002
         instruments = self._pipeline.instruments
-        return await MessagePoll(
+        return MessagePoll(
             self._pipeline,
             path,
             decoder,

@@ -182,7 +182,8 @@ class Pipeline:
         # Each step gets what is left of the deadline, counted again after every wait (a
         # token, a signature, a rate slot, a 401), so it holds even if the service stalls;
         # once it has passed, nothing more is sent.
-        token = await self.access_token(op, deadline - time.monotonic())
+        # The cached token without a coroutine; a fetch's failures: this call was not sent.
+        token = self.tokens.current or await self.access_token(op, deadline - time.monotonic())
         headers = (self._post_headers if op.body is not None else self._base_headers).copy()
         headers[REQUEST_ID_HEADER] = op.request_id
         for resend in (False, True):

@@ -126,7 +126,7 @@ async def test_retrying_stops_on_attempts() -> None:
         raise ServerError("boom", status=503)
 
     with pytest.raises(ServerError):
-        await RetryPolicy.for_testing(attempts=3).retrying()(failing)
+        await RetryPolicy.for_testing(attempts=3).run(failing)
     assert calls == 3
 
 
@@ -139,7 +139,7 @@ async def test_retrying_does_not_retry_client_errors() -> None:
         raise ApiError("bad", status=400)
 
     with pytest.raises(ApiError):
-        await RetryPolicy.for_testing(attempts=5).retrying()(failing)
+        await RetryPolicy.for_testing(attempts=5).run(failing)
     assert calls == 1
 
 
@@ -154,7 +154,7 @@ async def test_exhausted_budget_stops_retrying() -> None:
         raise ServerError("boom", status=500)
 
     with pytest.raises(ServerError):
-        await policy.retrying()(failing)
+        await policy.run(failing)
     assert calls == 2  # one paid retry, then the bucket is empty
 
 
@@ -168,7 +168,7 @@ async def test_deadline_stops_before_a_sleep_that_would_pass_it() -> None:
         raise RateLimitedError("slow down", status=429, retry_after=2.0)
 
     with pytest.raises(RateLimitedError):
-        await policy.retrying(deadline=time.monotonic() + 0.5)(failing)
+        await policy.run(failing, deadline=time.monotonic() + 0.5)
     assert calls == 1  # the 2 s Retry-After would pass the 0.5 s deadline
 
 
