@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import string
+import threading
 from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from functools import cache
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import msgspec
 import msgspec.inspect as mi
@@ -485,6 +487,37 @@ def find_problems(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> li
     return out
 
 
+class _Passed:
+    """The messages that passed validation under today's rules: their encodings by
+    identity, the most recent ``size`` of them.
+
+    Validity is a pure function of a message's content, and its encoding states that
+    content in full: a message whose encoding equals the one that passed has not changed
+    since (a list changed deep inside included), so the client does not walk it again. A
+    message changed since, or another one that got the same ``id()`` after the first was
+    freed, encodes differently and is checked.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._bodies: dict[int, bytes] = {}
+        self._lock = threading.Lock()
+
+    def holds(self, msg: object, body: bytes) -> bool:
+        return self._bodies.get(id(msg)) == body
+
+    def add(self, msg: object, body: bytes) -> None:
+        with self._lock:
+            bodies = self._bodies
+            bodies.pop(id(msg), None)
+            bodies[id(msg)] = body
+            if len(bodies) > self._size:
+                del bodies[next(iter(bodies))]
+
+
+_PASSED: Final = _Passed(4096)
+
+
 def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     """Check a message against every ISO 20022 / SEPA / service rule before it is sent.
 
@@ -500,8 +533,8 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     ``EPC_ADDRESS_CUTOVER``, 15 November 2026, town name and country in their own fields,
     so lines alone are refused; EPC 153-22 v2.1, SCT rulebook 2025 v1.1).
 
-    The client checks every message again when it sends it (`encode_validated`), under
-    the rules in force then.
+    A message that passes under the rules in force now is not walked again by
+    `encode_validated` (and so by the client) unless it has changed since.
 
     Args:
         msg: a pacs.008 or camt.056 message.
@@ -517,13 +550,17 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     problems = find_problems(msg, rules_on=rules_on)
     if problems:
         raise ValidationError(problems)
+    if rules_on is None:
+        with contextlib.suppress(TypeError, ValueError, msgspec.EncodeError):
+            _PASSED.add(msg, encode(msg))
 
 
 def encode_validated(msg: Pacs008 | Camt056) -> bytes:
-    """Validate a message under the rules in force now, then encode it for sending.
+    """Encode a message for sending, validated under the rules in force now.
 
     The client calls this for every POST: the bytes it returns are the ones signed and
-    sent.
+    sent. A message that passed `validate` (a builder's does) and has not changed since
+    is not walked again.
 
     Args:
         msg: a pacs.008 or camt.056 message.
@@ -535,8 +572,16 @@ def encode_validated(msg: Pacs008 | Camt056) -> bytes:
         ValidationError: the message breaks a rule (see `validate`), or cannot be encoded.
         TypeError: ``msg`` is not a message with validation rules.
     """
-    validate(msg)
+    if not isinstance(msg, _MESSAGES):
+        raise TypeError(f"no validation rules for {type(msg).__name__}")
     try:
-        return encode(msg)
+        body = encode(msg)
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        validate(msg)  # names the field that cannot be encoded, with its path
         raise ValidationError.single("$", f"cannot be encoded: {exc}") from exc
+    if not _PASSED.holds(msg, body):
+        problems = find_problems(msg)
+        if problems:
+            raise ValidationError(problems)
+        _PASSED.add(msg, body)
+    return body

@@ -478,3 +478,26 @@ def test_encode_validated_refuses_what_is_not_a_message() -> None:
 
 def test_every_iso_4217_code_is_three_upper_case_letters() -> None:
     assert all(re.fullmatch("[A-Z]{3}", code) for code in ISO_4217)
+
+
+def test_a_message_that_passed_is_not_walked_again_until_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from payments_async.iso20022 import _validate
+
+    walks: list[object] = []
+
+    def counting(msg: Any, **kwargs: Any) -> Any:
+        walks.append(msg)
+        return find_problems(msg, **kwargs)
+
+    msg = build_cancellation(**_CANCELLATION)
+    monkeypatch.setattr(_validate, "find_problems", counting)
+    encode_validated(msg)
+    assert walks == []  # the builder validated it; unchanged since
+    msg.body.assgnmt.id = "ASG-2"
+    encode_validated(msg)
+    assert walks == [msg]  # changed: walked once more
+    copy = msgspec.structs.replace(msg)
+    encode_validated(copy)
+    assert walks == [msg, copy]  # another object: walked on its own
