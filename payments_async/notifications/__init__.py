@@ -33,10 +33,12 @@ from ._core import (
 from ._dispatch import NotificationEvent, NotificationReceiver, ReceiverStats
 from ._inbox import (
     Inbox,
+    InboxBusyError,
     InboxError,
     InboxFull,
     InboxItem,
     InboxStatus,
+    InboxUnavailableError,
     MemoryInbox,
     open_inbox,
 )
@@ -50,10 +52,12 @@ __all__ = [
     "BasicAuth",
     "BearerAuth",
     "Inbox",
+    "InboxBusyError",
     "InboxError",
     "InboxFull",
     "InboxItem",
     "InboxStatus",
+    "InboxUnavailableError",
     "JwtBearerVerifier",
     "MemoryInbox",
     "Notification",
