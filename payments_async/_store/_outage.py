@@ -67,12 +67,22 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+_REPEATS: Final = (
+    # closing a pipeline or a copy failed too, logged only while the failure that closed
+    # it is being raised
+    "error ignored terminating",
+    # a cancelled task's query could not be cancelled in a server that is gone or hung:
+    # psycopg closes the connection, and the loss is told by the outage policy
+    "query cancellation interrupted",
+    "query not terminated after cancellation",
+)
+
+
 class _NotTwice(logging.Filter):
-    """Drops psycopg's warning that closing a pipeline or a copy failed too, which it
-    logs only while the failure that closed it is being raised: the same failure twice."""
+    """Drops psycopg's warnings that repeat a failure told anyway (see `_REPEATS`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("error ignored terminating")
+        return not str(record.msg).startswith(_REPEATS)
 
 
 def quiet_psycopg() -> None:

@@ -72,3 +72,20 @@ async def test_changes_queued_together_share_one_transaction(tmp_path: Path) -> 
     with pytest.raises(JournalError, match="cannot write journal"):
         await bad  # the whole transaction rolled back, its callers told
     db.close()
+
+
+def test_psycopg_repeating_a_told_failure_stays_off_stderr(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from payments_async._store import quiet_psycopg
+
+    quiet_psycopg()
+    quiet_psycopg()  # once is enough, twice changes nothing
+    log = logging.getLogger("psycopg")
+    with caplog.at_level(logging.WARNING, "psycopg"):
+        log.warning("error ignored terminating %r: %s", "<AsyncPipeline [BAD]>", "lost")
+        log.warning("query cancellation interrupted (%s): closing connection", "AdminShutdown")
+        log.warning("something psycopg has not said before")
+    assert [r.getMessage() for r in caplog.records] == ["something psycopg has not said before"]
