@@ -50,7 +50,13 @@ from payments_async import (
     build_cancellation,
 )
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
-from payments_async.notifications import InboxError, InboxFull, NotificationRejected
+from payments_async.notifications import (
+    InboxBusyError,
+    InboxError,
+    InboxFull,
+    InboxUnavailableError,
+    NotificationRejected,
+)
 from payments_async.signing import KeySigner
 from tests.support.http_servers import Handler, Serve
 from tests.support.otel import Otel
@@ -617,6 +623,8 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     NotificationRejected: lambda: NotificationRejected("refused", status=401),
     InboxError: lambda: InboxError("the inbox is down", **_CTX),
     InboxFull: lambda: InboxFull("the inbox is full", **_CTX),
+    InboxBusyError: lambda: InboxBusyError("inbox 'in.db' is in use", **_CTX),
+    InboxUnavailableError: lambda: InboxUnavailableError("the disk is full", **_CTX),
 }
 
 
