@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+import unicodedata
 from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
@@ -17,7 +18,9 @@ import msgspec.inspect as mi
 from .._errors import Problem, ValidationError
 from ._addresses import check_postal_address, drop_cutover_problems, rules_apply
 from ._common import encode
+from ._parties import NAME_RULE, check_lei, check_organisation_id
 from ._registry import BIC_COUNTRIES, CURRENCIES, IBAN_FORMATS
+from ._sepa_text import outside_sepa_set
 from .camt056 import (
     Camt056,
     CancellationRequest,
@@ -30,8 +33,10 @@ from .pacs008 import (
     CreditTransfer,
     FinancialInstitutionIdentification,
     Pacs008,
+    PartyOrganisationIdentification,
     PostalAddress,
 )
+from .pacs028 import Pacs028
 
 __all__ = [
     "CANCELLATION_REASONS",
@@ -124,15 +129,23 @@ _EUR_MIN = Decimal("0.01")
 _EUR_MAX = Decimal("999999999.99")
 
 
-def _text(max_len: int, *, identifier: bool = False) -> Check:
+_CONVERT_HINT = "; payments_async.iso20022.transliterate() converts text to the set"
+
+
+def _text(max_len: int, *, identifier: bool = False, rule: str = "") -> Check:
+    cited = f" ({rule})" if rule else ""
+
     def check(v: Any) -> str | None:
         if not isinstance(v, str):
             return f"expected a string, got {type(v).__name__}"
-        if not 1 <= len(v) <= max_len:
-            return f"must be 1..{max_len} characters, got {len(v)}"
         if _SEPA_TEXT.fullmatch(v) is None:
-            bad = sorted({c for c in v if _SEPA_TEXT.fullmatch(c) is None})
-            return f"characters outside the SEPA set: {''.join(bad)!r}"
+            v = unicodedata.normalize("NFC", v)  # a decomposed 'José' is judged as 'José'
+        if not 1 <= len(v) <= max_len:
+            return f"must be 1..{max_len} characters{cited}, got {len(v)}"
+        bad = outside_sepa_set(v)
+        if bad:
+            hint = "" if identifier else _CONVERT_HINT
+            return f"characters outside the SEPA set: {bad!r}{hint}"
         if identifier and (v.startswith("/") or v.endswith("/") or "//" in v):
             return "an identifier must not start or end with '/' nor contain '//'"
         return None
@@ -275,6 +288,8 @@ RULES: dict[str, Check] = {
     "Max35Id": _text(35, identifier=True),
     "Max70Text": _text(70),
     "Max140Text": _text(140),
+    "PartyName": _text(70, rule=NAME_RULE),
+    "Lei": check_lei,
     "BicFi": _bic,
     "Iban": check_iban,
     "Uetr": _pattern(_UETR, "a lowercase UUID v4"),
@@ -362,6 +377,7 @@ STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
     OriginalTransactionReference: (_original_tx_ref,),
     Originator: (_originator,),
     PostalAddress: (check_postal_address,),
+    PartyOrganisationIdentification: (check_organisation_id,),
 }
 
 
@@ -379,6 +395,7 @@ _FAST: dict[str, Callable[[str], object]] = {
     "Max35Id": re.compile(r"[A-Za-z0-9\-?:().,'+ ]{1,35}").fullmatch,
     "Max70Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,70}").fullmatch,
     "Max140Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,140}").fullmatch,
+    "PartyName": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,70}").fullmatch,
     "BicFi": _BICFI_REGISTERED.fullmatch,
     "Uetr": _UETR.fullmatch,
     "CurrencyCode": ISO_4217.__contains__,
@@ -529,7 +546,7 @@ def _node(t: mi.Type) -> _Node | None:
     return None
 
 
-_MESSAGES = (Pacs008, Camt056)
+_MESSAGES = (Pacs008, Camt056, Pacs028)
 """The message classes with validation rules."""
 
 
@@ -539,11 +556,13 @@ def _struct(cls: type[msgspec.Struct]) -> _Struct:
     return _Struct(cls)
 
 
-def find_problems(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> list[Problem]:
+def find_problems(
+    msg: Pacs008 | Camt056 | Pacs028, *, rules_on: date | None = None
+) -> list[Problem]:
     """Every ISO/SEPA/service rule the message breaks, each with its JSON path.
 
     Args:
-        msg: a pacs.008 or camt.056 message (built here or decoded from a request).
+        msg: a pacs.008, camt.056 or pacs.028 message (built here or decoded).
         rules_on: apply the rules in force on this date; None: the rules in force now.
             A date before ``EPC_ADDRESS_CUTOVER`` leaves out the EPC rule that an
             address names its town and country.
@@ -578,7 +597,7 @@ _VALID_AS = "_payments_async_valid_as"
 """The key under which a message keeps the encoding that passed."""
 
 
-def mark_valid(msg: Pacs008 | Camt056) -> None:
+def mark_valid(msg: Pacs008 | Camt056 | Pacs028) -> None:
     """Record a message as validated without checking it: for the builders only.
 
     A builder calls it for a message whose inputs it checked with the same rules (the
@@ -587,7 +606,7 @@ def mark_valid(msg: Pacs008 | Camt056) -> None:
     vars(msg)[_VALID_AS] = encode(msg)
 
 
-def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
+def validate(msg: Pacs008 | Camt056 | Pacs028, *, rules_on: date | None = None) -> None:
     """Check a message against every ISO 20022 / SEPA / service rule before it is sent.
 
     Rules: Max35/70/140Text lengths and the SEPA character set, slash rules on
@@ -607,7 +626,7 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     because ``rules_on`` left a rule out is checked again there, under today's rules.
 
     Args:
-        msg: a pacs.008 or camt.056 message.
+        msg: a pacs.008, camt.056 or pacs.028 message.
         rules_on: apply the rules in force on this date instead of today's: a date before
             ``EPC_ADDRESS_CUTOVER`` accepts an address of lines alone (for messages of
             that time, in tests). None: the rules in force now.
@@ -628,7 +647,7 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     mark_valid(msg)
 
 
-def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
+def encode_validated(msg: Pacs008 | Camt056 | Pacs028) -> tuple[bytes, bytes]:
     """Encode a message for sending, validating it unless it passed unchanged before.
 
     The client calls this for every POST: a message that `validate` (or a builder)
@@ -636,7 +655,7 @@ def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
     message is checked before its bytes are returned, and then counts as accepted.
 
     Args:
-        msg: a pacs.008 or camt.056 message.
+        msg: a pacs.008, camt.056 or pacs.028 message.
 
     Returns:
         The JSON bytes to send and their SHA-256 digest.

@@ -235,7 +235,9 @@ def _accepts(iso_type: str) -> Callable[[object], bool]:
 
 _ID = _accepts("Max35Id")
 _TEXT35 = _accepts("Max35Text")
+_TEXT70 = _accepts("Max70Text")
 _TEXT140 = _accepts("Max140Text")
+_NAME = _accepts("PartyName")
 _BIC = _accepts("BicFi")
 _IBAN_OK = _accepts("Iban")
 _UETR_OK = _accepts("Uetr")
@@ -251,7 +253,7 @@ _CANCELLATION_FAST = fast_fields(
     "Max35Id", "BicFi", "BicFi", "BicFi", "CancellationReasonCode", "Max35Text", "Iban"
 )
 _TRANSFER_FAST = fast_fields(
-    "Max140Text", "Max140Text", "Max35Text", "Max35Text", "Max35Text", "Iban", "Iban"
+    "PartyName", "PartyName", "Max35Text", "Max35Text", "Max35Text", "Iban", "Iban"
 )
 
 
@@ -305,7 +307,7 @@ def build_credit_transfer(
     IBANs lose their spaces and are upper-cased.
 
     Args:
-        debtor_name: who pays (Max140Text, SEPA characters).
+        debtor_name: who pays (at most 70 SEPA characters, EPC implementation guidelines).
         debtor_iban: the debtor's IBAN, sent as ``dbtrAcct.id.othr.id``.
         debtor_agent_id: the debtor's bank, sent as ``clrSysMmbId.mmbId``.
         creditor_name: who is paid.
@@ -324,7 +326,7 @@ def build_credit_transfer(
         ultimate_debtor_name: ``ultmtDbtr.nm``: on whose behalf the debtor pays.
         ultimate_creditor_name: ``ultmtCdtr.nm``: for whom the creditor is paid.
         purpose: ``purp.cd``: an ISO external purpose code (``SALA``, ``SUPP``...).
-        debtor_account_name: ``dbtrAcct.nm``.
+        debtor_account_name: ``dbtrAcct.nm`` (Max70Text).
         creditor_account_name: ``cdtrAcct.nm``.
         creditor_reference: a structured creditor reference (``rmtInf.strd``).
         charge_bearer: ``chrgBr``; SEPA uses SLEV.
@@ -367,8 +369,8 @@ def build_credit_transfer(
     else:
         dbtr_iban, cdtr_iban = _iban(debtor_iban), _iban(creditor_iban)
         inputs_ok = (
-            _TEXT140(debtor_name)
-            and _TEXT140(creditor_name)
+            _NAME(debtor_name)
+            and _NAME(creditor_name)
             and _TEXT35(debtor_agent_id)
             and _TEXT35(creditor_agent_id)
             and _TEXT35(service_level)
@@ -388,8 +390,8 @@ def build_credit_transfer(
         and (end_to_end_id is None or _ID(end_to_end_id))
         and (tx_id is None or _ID(tx_id))
         and (uetr is None or _UETR_OK(uetr))
-        and (debtor_account_name is None or _TEXT140(debtor_account_name))
-        and (creditor_account_name is None or _TEXT140(creditor_account_name))
+        and (debtor_account_name is None or _TEXT70(debtor_account_name))
+        and (creditor_account_name is None or _TEXT70(creditor_account_name))
         and debtor_address is None
         and creditor_address is None
         and ultimate_debtor_name is None
@@ -581,7 +583,7 @@ def build_cancellation(
             or (money is None and (currency is None or _CURRENCY(currency)))
         )
         and (originator is assigner or _BIC(originator))
-        and (originator_name is None or _TEXT140(originator_name))
+        and (originator_name is None or _NAME(originator_name))
         and (assignment_id is None or _ID(assignment_id))
         and (cancellation_id is None or _ID(cancellation_id))
     )

@@ -12,8 +12,8 @@ from ._types import (
     CancellationReasonCode,
     IsoDateTime,
     Max35Id,
-    Max140Text,
     NbOfTxs,
+    PartyName,
 )
 from .pacs008 import ActiveCurrencyAndAmount, Agent, CashAccount, PaymentTypeInformation
 
@@ -99,9 +99,10 @@ class OriginatorIdentification(OutboundStruct, kw_only=True):
 
 
 class Originator(OutboundStruct, kw_only=True):
-    """``orgtr``: who asks for the cancellation (name and/or BIC)."""
+    """``orgtr``: who asks for the cancellation (name and/or BIC); a name has at most 70
+    characters (EPC implementation guidelines)."""
 
-    nm: Max140Text | None = None
+    nm: PartyName | None = None
     id: OriginatorIdentification | None = None
 
 

@@ -91,6 +91,7 @@ bad_addresses = (
     | st.lists(edgy, min_size=1, max_size=2)
 )
 text140 = sepa_text(140)
+text70 = sepa_text(70)
 text35 = sepa_text(35)
 bad_text = edgy | junk
 
@@ -103,7 +104,7 @@ cancellation_inputs = _inputs(
         "assigner_bic": bics,
         "assignee_bic": bics,
         "reason": st.sampled_from(["DUPL", "TECH", "FRAD", "AC03", "AM09", "CUST"]),
-        "originator_name": st.none() | text140,
+        "originator_name": st.none() | text70,
         "originator_bic": st.none() | st.just("") | bics,
         "assignment_id": ids,
         "cancellation_id": ids,
@@ -133,10 +134,10 @@ cancellation_inputs = _inputs(
 
 transfer_inputs = _inputs(
     {
-        "debtor_name": text140,
+        "debtor_name": text70,
         "debtor_iban": ibans,
         "debtor_agent_id": text35,
-        "creditor_name": text140,
+        "creditor_name": text70,
         "creditor_iban": ibans,
         "creditor_agent_id": text35,
         "amount": amounts,
@@ -148,8 +149,8 @@ transfer_inputs = _inputs(
         "uetr": st.none() | uetr,
         "debtor_address": addresses,
         "creditor_address": addresses,
-        "debtor_account_name": st.none() | text140,
-        "creditor_account_name": st.none() | text140,
+        "debtor_account_name": st.none() | text70,
+        "creditor_account_name": st.none() | text70,
         "creditor_reference": st.none() | text35,
         "charge_bearer": st.sampled_from(["SLEV", "DEBT", "CRED", "SHAR", None]),
         "service_level": st.just("SEPA") | text35,

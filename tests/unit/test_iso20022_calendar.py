@@ -1,0 +1,189 @@
+"""TARGET2 banking days and the SEPA recall deadlines counted on them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import payments_async
+from payments_async.iso20022 import (
+    RECALL_WINDOWS,
+    add_banking_days,
+    is_banking_day,
+    recall_deadline,
+)
+from payments_async.iso20022._calendar import easter_sunday
+
+D = dt.date
+
+
+@pytest.mark.parametrize(
+    ("year", "easter"),
+    [
+        (2024, D(2024, 3, 31)),
+        (2025, D(2025, 4, 20)),
+        (2026, D(2026, 4, 5)),
+        (2027, D(2027, 3, 28)),
+        (2028, D(2028, 4, 16)),
+        (2038, D(2038, 4, 25)),  # the latest date Easter can fall on
+        (2285, D(2285, 3, 22)),  # the earliest
+    ],
+)
+def test_easter_by_the_gregorian_computus(year: int, easter: dt.date) -> None:
+    assert easter_sunday(year) == easter
+
+
+@pytest.mark.parametrize(
+    ("day", "open_"),
+    [
+        # Easter 2026: Good Friday 3 April and Easter Monday 6 April closed
+        (D(2026, 4, 2), True),
+        (D(2026, 4, 3), False),
+        (D(2026, 4, 4), False),
+        (D(2026, 4, 5), False),
+        (D(2026, 4, 6), False),
+        (D(2026, 4, 7), True),
+        # Easter 2027: Good Friday 26 March and Easter Monday 29 March closed
+        (D(2027, 3, 25), True),
+        (D(2027, 3, 26), False),
+        (D(2027, 3, 29), False),
+        (D(2027, 3, 30), True),
+        # Christmas and New Year 2026/27
+        (D(2026, 12, 24), True),
+        (D(2026, 12, 25), False),
+        (D(2026, 12, 26), False),  # a Saturday anyway
+        (D(2026, 12, 28), True),
+        (D(2026, 12, 31), True),
+        (D(2027, 1, 1), False),
+        (D(2027, 1, 4), True),
+        # Christmas 2025 falls on weekdays: both closed; 1 May 2026 a Friday
+        (D(2025, 12, 25), False),
+        (D(2025, 12, 26), False),
+        (D(2026, 5, 1), False),
+        (D(2026, 5, 4), True),
+        # other public holidays are TARGET2 banking days
+        (D(2026, 10, 3), False),  # a Saturday
+        (D(2026, 12, 8), True),
+        (D(2026, 11, 1), False),  # a Sunday
+        (D(2027, 11, 1), True),
+    ],
+)
+def test_target2_closing_days(day: dt.date, open_: bool) -> None:
+    assert is_banking_day(day) is open_
+    assert payments_async.is_banking_day(day) is open_
+
+
+def test_a_datetime_counts_by_its_date_and_a_string_is_refused() -> None:
+    assert is_banking_day(dt.datetime(2026, 4, 3, 23, 59)) is False
+    with pytest.raises(TypeError, match="expected a date"):
+        is_banking_day("2026-04-03")  # type: ignore[arg-type]
+
+
+def test_banking_days_step_over_easter_and_christmas() -> None:
+    # Thursday before Easter 2026 + 1 banking day: Tuesday after Easter Monday
+    assert add_banking_days(D(2026, 4, 2), 1) == D(2026, 4, 7)
+    assert add_banking_days(D(2026, 4, 7), -1) == D(2026, 4, 2)
+    # 24 December 2026 + 1: the 28th; + 4: the 31st (open); + 5: 4 January (1st closed)
+    assert add_banking_days(D(2026, 12, 24), 1) == D(2026, 12, 28)
+    assert add_banking_days(D(2026, 12, 24), 4) == D(2026, 12, 31)
+    assert add_banking_days(D(2026, 12, 24), 5) == D(2027, 1, 4)
+    assert add_banking_days(D(2026, 12, 25), 0) == D(2026, 12, 25)
+
+
+# --- recall deadlines: both ends of each window ---------------------------------------------
+
+
+@pytest.mark.parametrize("reason", ["DUPL", "TECH"])
+def test_ten_banking_days_for_a_duplicate_or_a_technical_problem(reason: str) -> None:
+    # Settled Friday 27 March 2026: the window spans Easter (3 and 6 April closed).
+    settled = D(2026, 3, 27)
+    deadline = recall_deadline(reason, settled)
+    assert deadline == D(2026, 4, 14)
+    assert payments_async.recall_deadline(reason, settled) == deadline
+    # the last day in time is the 10th banking day; the next banking day is late
+    assert add_banking_days(settled, 10) == deadline
+    assert add_banking_days(settled, 11) == D(2026, 4, 15)
+    # across Christmas and New Year 2026/27
+    assert recall_deadline(reason, D(2026, 12, 21)) == D(2027, 1, 6)
+
+
+@pytest.mark.parametrize("reason", ["FRAD", "AC03", "AM09", "CUST"])
+def test_thirteen_months_for_fraud_and_the_originators_requests(reason: str) -> None:
+    # 13 months after Tuesday 27 April 2027 ... a day in time, the next one late
+    assert recall_deadline(reason, D(2026, 3, 27)) == D(2027, 4, 27)
+    # the end falls on Good Friday 2027 (26 March): the Thursday before
+    assert recall_deadline(reason, D(2026, 2, 26)) == D(2027, 3, 25)
+    # 31 January + 13 months: 28 February 2026, a Saturday: Friday the 27th
+    assert recall_deadline(reason, D(2025, 1, 31)) == D(2026, 2, 27)
+    # 30 November 2025 + 13 months: 30 December 2026, a Wednesday
+    assert recall_deadline(reason, D(2025, 11, 30)) == D(2026, 12, 30)
+    # ... and 25 November 2025 lands on Christmas 2026: the 24th
+    assert recall_deadline(reason, D(2025, 11, 25)) == D(2026, 12, 24)
+
+
+def test_unknown_reason_and_bad_date_are_refused() -> None:
+    with pytest.raises(ValueError, match="'AC04' is not a SEPA recall reason"):
+        recall_deadline("AC04", D(2026, 1, 5))
+    with pytest.raises(TypeError, match="expected a date"):
+        recall_deadline("DUPL", "2026-01-05")  # type: ignore[arg-type]
+
+
+def test_each_window_says_where_the_rulebook_sets_it() -> None:
+    assert set(RECALL_WINDOWS) == {"DUPL", "TECH", "FRAD", "AC03", "AM09", "CUST"}
+    assert RECALL_WINDOWS["DUPL"].describe() == (
+        "10 banking days after settlement (EPC125-05 SCT rulebook 2025, section 4.4: Recall)"
+    )
+    assert "13 months" in RECALL_WINDOWS["CUST"].describe()
+    assert "Request for Recall by the Originator" in RECALL_WINDOWS["AM09"].describe()
+
+
+# --- properties ---------------------------------------------------------------------------
+
+days = st.dates(min_value=D(2000, 1, 1), max_value=D(2099, 12, 31))
+reasons = st.sampled_from(sorted(RECALL_WINDOWS))
+
+
+@given(day=days, reason=reasons)
+def test_a_deadline_is_a_banking_day_after_the_settlement(day: dt.date, reason: str) -> None:
+    deadline = recall_deadline(reason, day)
+    assert is_banking_day(deadline)
+    assert deadline > day
+
+
+@given(day=days, reason=st.sampled_from(["DUPL", "TECH"]))
+def test_ten_banking_days_lie_in_the_window(day: dt.date, reason: str) -> None:
+    deadline = recall_deadline(reason, day)
+    span = (deadline - day).days
+    between = [day + dt.timedelta(days=i) for i in range(1, span + 1)]
+    assert sum(map(is_banking_day, between)) == 10
+    assert span <= 19  # at most 19 calendar days (checked day by day over 2000-2099)
+
+
+@given(day=days, reason=st.sampled_from(["FRAD", "AC03", "AM09", "CUST"]))
+def test_thirteen_months_end_within_days_of_the_same_date(day: dt.date, reason: str) -> None:
+    deadline = recall_deadline(reason, day)
+    months = (deadline.year - day.year) * 12 + deadline.month - day.month
+    assert months in (12, 13)
+    assert 389 <= (deadline - day).days <= 397
+
+
+@given(a=days, b=days, reason=reasons)
+def test_a_later_settlement_never_has_an_earlier_deadline(
+    a: dt.date, b: dt.date, reason: str
+) -> None:
+    first, second = sorted((a, b))
+    assert recall_deadline(reason, first) <= recall_deadline(reason, second)
+
+
+@given(day=days, count=st.integers(min_value=-30, max_value=30))
+def test_banking_days_added_and_taken_away_return_to_a_banking_day(
+    day: dt.date, count: int
+) -> None:
+    there = add_banking_days(day, count)
+    if count:
+        assert is_banking_day(there)
+        if is_banking_day(day):
+            assert add_banking_days(there, -count) == day
