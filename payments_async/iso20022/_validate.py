@@ -609,9 +609,12 @@ def mark_valid(msg: Pacs008 | Camt056 | Pacs028) -> None:
 def validate(msg: Pacs008 | Camt056 | Pacs028, *, rules_on: date | None = None) -> None:
     """Check a message against every ISO 20022 / SEPA / service rule before it is sent.
 
-    Rules: Max35/70/140Text lengths and the SEPA character set, slash rules on
-    identifiers, BICFI (its country an ISO 3166 one), IBAN (its country's format in the
-    IBAN registry and mod-97; pacs.008 accounts ``…Acct.id.othr.id`` included), lowercase
+    Rules: Max35/70/140Text lengths and the SEPA character set (text judged in Unicode
+    normal form C), party names of at most 70 characters (EPC implementation
+    guidelines), slash rules on identifiers, LEIs with their ISO 17442 check digits and
+    an ``orgId`` naming an identifier with at most one ``othr``, BICFI (its country an
+    ISO 3166 one), IBAN (its country's format in the IBAN registry and mod-97; pacs.008
+    accounts ``…Acct.id.othr.id`` included), lowercase
     UUID v4 UETR, ISO 4217 currency, ``grpHdr.creDtTm`` in UTC with ``Z``, EUR amounts
     0.01..999,999,999.99 with at most 2 decimals (floats refused),
     ``nbOfTxs`` digits and equal to the number of transactions, required fields present,
