@@ -20,6 +20,7 @@ from ._common import (
     encode,
 )
 from ._parties import check_lei
+from ._recall import recall_window_problems
 from ._sepa_text import outside_sepa_set, transliterate
 from ._validate import encode_validated, find_problems, validate
 from .builders import build_cancellation, build_credit_transfer
@@ -107,6 +108,7 @@ __all__ = [
     "is_banking_day",
     "outside_sepa_set",
     "recall_deadline",
+    "recall_window_problems",
     "return_request_needed",
     "summarize_resolution",
     "summarize_status_report",

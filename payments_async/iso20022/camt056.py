@@ -10,6 +10,7 @@ from ._common import OutboundStruct, decode_with
 from ._types import (
     BicFi,
     CancellationReasonCode,
+    IsoDate,
     IsoDateTime,
     Max35Id,
     NbOfTxs,
@@ -122,6 +123,9 @@ class CancellationReasonInformation(OutboundStruct, kw_only=True):
 class OriginalTransactionReference(OutboundStruct, kw_only=True):
     """``orgnlTxRef``: what the original payment looked like.
 
+    ``intr_bk_sttlm_dt``, the original payment's interbank settlement date, is day 0 of
+    the recall's window (see `payments_async.recall_deadline`).
+
     The service's field list spells the amount ``intrBkSttlAmt`` and its sample body
     ``intrBkSttlmAmt``. Both decode; ``intr_bk_sttl_amt`` exists only to receive the first
     spelling and is moved into ``intr_bk_sttlm_amt`` at once, so encoding always writes
@@ -132,6 +136,7 @@ class OriginalTransactionReference(OutboundStruct, kw_only=True):
     intr_bk_sttl_amt: ActiveCurrencyAndAmount | None = msgspec.field(
         default=None, name="intrBkSttlAmt"
     )
+    intr_bk_sttlm_dt: IsoDate | None = None
     pmt_tp_inf: PaymentTypeInformation | None = None
     cdtr_agt: Agent | None = None
     cdtr_acct: CashAccount | None = None

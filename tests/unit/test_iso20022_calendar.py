@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,11 +12,17 @@ from hypothesis import strategies as st
 import payments_async
 from payments_async.iso20022 import (
     RECALL_WINDOWS,
+    Camt056,
     add_banking_days,
+    decode_camt056,
+    encode,
     is_banking_day,
     recall_deadline,
+    recall_window_problems,
+    validate,
 )
 from payments_async.iso20022._calendar import easter_sunday
+from tests.factories import cancellation
 
 D = dt.date
 
@@ -187,3 +194,43 @@ def test_banking_days_added_and_taken_away_return_to_a_banking_day(
         assert is_banking_day(there)
         if is_banking_day(day):
             assert add_banking_days(there, -count) == day
+
+
+# --- a camt.056 against its window ----------------------------------------------------------
+
+
+def _recall(reason: str, settled: str) -> Camt056:
+    document = msgspec.json.decode(encode(cancellation("E2E-W", reason=reason)))
+    tx = document["fitoFIPmtCxlReq"]["undrlyg"][0]["txInf"][0]
+    tx["orgnlTxRef"]["intrBkSttlmDt"] = settled
+    return decode_camt056(msgspec.json.encode(document))
+
+
+@pytest.mark.parametrize(
+    ("reason", "settled", "deadline"),
+    [
+        ("DUPL", "2026-03-27", D(2026, 4, 14)),
+        ("TECH", "2026-12-21", D(2027, 1, 6)),
+        ("FRAD", "2026-03-27", D(2027, 4, 27)),
+        ("CUST", "2025-01-31", D(2026, 2, 27)),
+    ],
+)
+def test_a_recall_on_its_deadline_passes_and_one_day_late_is_named(
+    reason: str, settled: str, deadline: dt.date
+) -> None:
+    msg = _recall(reason, settled)
+    validate(msg)  # the field is ISO's orgnlTxRef.intrBkSttlmDt
+    assert recall_window_problems(msg, deadline) == []
+    (late,) = recall_window_problems(msg, deadline + dt.timedelta(days=1))
+    assert late.path == "$.fitoFIPmtCxlReq.undrlyg[0].txInf[0].orgnlTxRef.intrBkSttlmDt"
+    assert late.message.startswith(
+        f"a {reason} recall of a payment settled on {settled} had to be sent by "
+        f"{deadline.isoformat()} ("
+    )
+    assert "EPC125-05 SCT rulebook 2025, section 4.4" in late.message
+
+
+def test_a_recall_without_a_settlement_date_is_not_judged() -> None:
+    msg = cancellation("E2E-N", reason="DUPL")
+    assert msg.body.undrlyg[0].tx_inf[0].orgnl_tx_ref.intr_bk_sttlm_dt is None
+    assert recall_window_problems(msg, D(2099, 1, 1)) == []

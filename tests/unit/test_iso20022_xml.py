@@ -33,6 +33,7 @@ from payments_async.iso20022 import (
 from payments_async.iso20022 import xml as iso_xml
 from payments_async.iso20022.pacs008 import PostalAddress
 from payments_async.iso20022.xml import NAMESPACES, check_xml, from_xml, json_key, to_xml
+from tests.factories import cancellation
 from tests.support.strategies_iso import (
     any_camt029,
     any_pacs002,
@@ -473,3 +474,14 @@ def test_without_the_extra_the_import_names_it_and_the_core_never_loads_it() -> 
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_recalls_settlement_date_is_iso_xml_of_camt056() -> None:
+    document = msgspec.json.decode(encode(cancellation("E2E-SETTLED")))
+    document["fitoFIPmtCxlReq"]["undrlyg"][0]["txInf"][0]["orgnlTxRef"]["intrBkSttlmDt"] = (
+        "2026-11-20"
+    )
+    msg = decode_camt056(msgspec.json.encode(document))
+    data = to_xml(msg, xsd=CAMT056_XSD)
+    assert b"<IntrBkSttlmDt>2026-11-20</IntrBkSttlmDt>" in data
+    assert encode(from_xml(data, xsd=CAMT056_XSD)) == encode(msg)
