@@ -36,11 +36,10 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     )
     from ._instrument import Hooks, RequestEvent
     from ._keys import generate_key_pair
-    from ._models import CancellationOutcome, Submission
+    from ._models import Answered, CancellationOutcome, RawResponse, Submission
     from ._polling import PollPolicy
     from ._profile import ServiceProfile
     from ._rate import RateLimit, RateLimiter, limit_rate
-    from ._response import Answered, RawResponse
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
     from ._urls import redact_url
@@ -61,6 +60,7 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
         recall_deadline,
     )
     from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
+    from .sync import SyncPaymentsClient
 
 __all__ = [
     "DEFAULT_KEYGEN_BITS",
@@ -108,6 +108,7 @@ __all__ = [
     "Signer",
     "SigningError",
     "Submission",
+    "SyncPaymentsClient",
     "Telemetry",
     "ThreadPoolSigner",
     "Timeout",
@@ -134,7 +135,7 @@ _LAZY: dict[str, str] = {
     "POLL_TIMEOUT": "._constants",
     "TOKEN_PATH": "._constants",
     "Address": ".iso20022",
-    "Answered": "._response",
+    "Answered": "._models",
     "ApiError": "._errors",
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",
@@ -163,7 +164,7 @@ _LAZY: dict[str, str] = {
     "RateLimit": "._rate",
     "RateLimitedError": "._errors",
     "RateLimiter": "._rate",
-    "RawResponse": "._response",
+    "RawResponse": "._models",
     "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
     "RetryPolicy": "._retry",
@@ -173,6 +174,7 @@ _LAZY: dict[str, str] = {
     "Signer": ".signing",
     "SigningError": "._errors",
     "Submission": "._models",
+    "SyncPaymentsClient": ".sync",
     "Telemetry": "._telemetry",
     "ThreadPoolSigner": ".signing",
     "Timeout": "._config",

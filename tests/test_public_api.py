@@ -48,6 +48,7 @@ INTENDED = {
     "Signer",
     "SigningError",
     "Submission",
+    "SyncPaymentsClient",
     "Telemetry",
     "ThreadPoolSigner",
     "Timeout",
@@ -101,6 +102,7 @@ def test_no_private_module_leaks_into_the_namespace() -> None:
         "cli",
         "signing",
         "notifications",
+        "sync",
     }
 
 

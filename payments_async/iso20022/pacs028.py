@@ -87,8 +87,7 @@ class StatusRequest(OutboundStruct, kw_only=True):
     ]
 
 
-# dict=True: validation keeps the encoding that passed on the instance.
-class Pacs028(OutboundStruct, kw_only=True, dict=True):
+class Pacs028(OutboundStruct, kw_only=True):
     """A pacs.028 request for status update, root ``fitoFIPmtStsReq``.
 
     Build one with `build_status_request`; check one with

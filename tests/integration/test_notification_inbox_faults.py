@@ -25,7 +25,9 @@ from payments_async.notifications import (
     NotificationKind,
     NotificationReceiver,
     PostgresInbox,
+    Retries,
     SqliteInbox,
+    Sweep,
 )
 from payments_async.sandbox._notify import NotificationFaults
 from tests.factories import credit_transfer
@@ -91,7 +93,10 @@ async def test_a_completion_that_cannot_be_written_never_runs_the_callback_again
 
     inbox = FailingCompletions(tmp_path / "inbox.db", failures=3)
     async with notifying_stack(
-        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+        inbox=inbox,
+        faults=SILENT,
+        on_payment_status=on_status,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         with caplog.at_level(logging.WARNING, logger="payments_async.notifications"):
@@ -122,7 +127,10 @@ async def test_a_duplicates_completion_that_cannot_be_written_is_held_not_looped
 
     inbox = FailingCompletions(tmp_path / "inbox.db", failures=0)
     async with notifying_stack(
-        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+        inbox=inbox,
+        faults=SILENT,
+        on_payment_status=on_status,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         await notify(st, psid)
@@ -162,9 +170,8 @@ async def test_failed_confirming_reads_do_not_count_toward_parking_a_callback(
         inbox=inbox_store,
         faults=SILENT,
         on_payment_status=flaky,
-        callback_attempts=2,
-        callback_wait=0.05,
-        track_submissions=False,
+        retries=Retries(callback_attempts=2, wait=0.05),
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         read = st.client.get_credit_transfer_status
@@ -202,7 +209,7 @@ async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
         inbox=PostgresInbox(pg_dsn, lease=lease),
         faults=SILENT,
         on_payment_status=slow,
-        track_submissions=False,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         assert st.sandbox.credentials is not None
         async with (
@@ -212,7 +219,7 @@ async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
                 auth=BasicAuth(HOOK_USER, HOOK_PASSWORD),
                 inbox=PostgresInbox(pg_dsn, lease=lease),
                 on_payment_status=slow,
-                track_submissions=False,
+                sweep=Sweep(track_submissions=False),
             ) as other,
         ):
             psid = await settled_payment(st)

@@ -4,7 +4,9 @@ the password, a server that cannot be reached now kept apart from one that refus
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..._urls import redact_url
@@ -21,6 +23,8 @@ __all__ = [
     "connect",
     "connect_error",
     "is_connection_lost",
+    "is_passing",
+    "quiet_psycopg",
     "require_psycopg",
 ]
 
@@ -48,13 +52,20 @@ _ADDRESS_FORM: Final = (
 )
 
 
-_RESTARTING: Final = (
+_WAIT_OUT: Final = (
     "the database system is shutting down",
     "the database system is starting up",
     "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
     "the database system is in recovery mode",
+    "is not currently accepting connections",
+    "sorry, too many clients already",
+    "remaining connection slots are reserved",
 )
-"""What a server says while it stops or starts (SQLSTATE 57P01, 57P03): not a refusal."""
+"""What a server says while it stops, starts, recovers, is closed to new sessions
+(``ALLOW_CONNECTIONS false``) or full (SQLSTATE 57P01, 57P03, 55000, 53300): not a
+refusal, an outage to wait out. libpq gives a failed connection no SQLSTATE: its words
+are all there is."""
 
 
 def connect_error(dsn: str, exc: Exception) -> JournalError:
@@ -77,9 +88,13 @@ def connect_error(dsn: str, exc: Exception) -> JournalError:
     # server, and neither did one a server shutting down or starting up turned away: a
     # rerun once it is back can work.
     text = str(exc)
-    restarting = any(words in text for words in _RESTARTING)
-    kind = JournalError if "FATAL:" in text and not restarting else JournalUnavailableError
+    kind = JournalError if "FATAL:" in text and not is_passing(text) else JournalUnavailableError
     return kind(f"cannot connect to PostgreSQL ({redact_url(dsn)}): {exc}")
+
+
+def is_passing(text: str) -> bool:
+    """True when a server's refusal ``text`` is one that ends by itself (see `_WAIT_OUT`)."""
+    return any(words in text for words in _WAIT_OUT)
 
 
 def connect(dsn: str) -> psycopg.Connection[Any]:
@@ -101,6 +116,21 @@ def connect(dsn: str) -> psycopg.Connection[Any]:
     return conn
 
 
+class _NotTwice(logging.Filter):
+    """Drops psycopg's warning that closing a pipeline or a copy failed too, which it
+    logs only while the failure that closed it is being raised: the same failure twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("error ignored terminating")
+
+
+def quiet_psycopg() -> None:
+    """Keep psycopg's repeats of a failure that is raised anyway off stderr (idempotent)."""
+    log = logging.getLogger("psycopg")
+    if not any(isinstance(f, _NotTwice) for f in log.filters):
+        log.addFilter(_NotTwice())
+
+
 def is_connection_lost(exc: Exception) -> bool:
     """True when ``exc`` says the database went away (not that a statement is wrong)."""
     import psycopg
@@ -110,10 +140,11 @@ def is_connection_lost(exc: Exception) -> bool:
     if not isinstance(exc, psycopg.OperationalError):
         return False
     # A full disk, a cancelled statement or a deadlock is an answer, not a lost server:
-    # only no SQLSTATE (the socket went), class 08 (connection) and the server shutting
-    # down or starting (57P01-57P03) are waited out.
+    # only no SQLSTATE (the socket went, or a connection was refused), class 08
+    # (connection), the server shutting down or starting (57P01-57P03) and a server full
+    # of sessions (53300) are waited out.
     state = exc.sqlstate
-    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03", "53300")
 
 
 _RECONNECT_INITIAL: Final = 0.2
@@ -123,18 +154,41 @@ _RECONNECT_MAX: Final = 2.0
 logger = logging.getLogger("payments_async.bulk")
 
 
+@dataclass(slots=True)
+class _Away:
+    """One database's outage as this process sees it (said when it began), shared by every
+    connection to it."""
+
+    since: float  # monotonic time of the first failure
+    since_wall: float
+
+
+_away: dict[str, _Away] = {}
+_away_lock = threading.Lock()  # journals read from threads as well as from the event loop
+
+
 class Outage:
-    """A database that cannot be reached: how long to wait for it, logged once.
+    """A database that cannot be reached: how long to wait for it, said once per process.
+
+    Every connection of the process to one database (a journal's writer and reader, a
+    worker's pools, the rate limiter) has its own `Outage`, and they share what they
+    see: the first that cannot reconnect says, in one line naming the database (without
+    its password) and the cause, that it is away; the first that reaches it again says
+    once that it is back, with the time since the first failure. A connection lost while
+    the server is up (a server that ended idle sessions, or was restarted between two
+    uses) is made again at once and says nothing.
 
     Args:
+        dsn: the database's address (shown without its password).
         window: seconds to wait from the first failure before giving up
             (`JOURNAL_OUTAGE_WINDOW` if None).
     """
 
-    def __init__(self, window: float | None = None) -> None:
+    def __init__(self, dsn: str, window: float | None = None) -> None:
+        self._dsn = dsn
         self._window = JOURNAL_OUTAGE_WINDOW if window is None else window
-        self._since: float | None = None
-        self._since_wall = 0.0
+        self._failures = 0
+        self._first = 0.0
         self._pause = _RECONNECT_INITIAL
 
     def failed(self, exc: Exception) -> float:
@@ -144,17 +198,31 @@ class Outage:
             JournalUnavailableError: the window has passed since the first failure.
         """
         now = time.monotonic()
-        if self._since is None:
-            self._since, self._since_wall = now, time.time()
+        self._failures += 1
+        with _away_lock:
+            away = _away.get(self._dsn)
+            if self._failures == 1:
+                self._first = now
+                if away is None:
+                    return 0.0  # a lost connection: try once more at once, silently
+            tell = away is None
+            if away is None:
+                away = _away[self._dsn] = _Away(self._first, time.time() - (now - self._first))
+            since_wall = away.since_wall
+        if tell:
             logger.warning(
-                "the PostgreSQL database cannot be reached (%s); reconnecting%s",
+                "the PostgreSQL database %s cannot be reached (%s); waiting for it%s",
+                redact_url(self._dsn),
                 one_line(exc),
                 f" for up to {self._window:g} s" if self._window != float("inf") else "",
             )
-        elif now - self._since >= self._window:
-            since = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
+        if now - self._first >= self._window:
+            with _away_lock:  # the command stops and says why: a later outage is new
+                if _away.get(self._dsn) is away:
+                    del _away[self._dsn]
+            at = time.strftime("%H:%M:%S", time.localtime(since_wall))
             raise JournalUnavailableError(
-                f"the PostgreSQL journal cannot be reached since {since} (waited "
+                f"the PostgreSQL journal cannot be reached since {at} (waited "
                 f"{self._window:g} s: {one_line(exc)}); every change made before is kept: "
                 "run the same command again once the database is back"
             ) from None
@@ -163,9 +231,15 @@ class Outage:
 
     def ended(self) -> None:
         """The database answered again."""
-        if self._since is not None:
-            logger.warning(
-                "the PostgreSQL database is back after %.1f s", time.monotonic() - self._since
-            )
-        self._since = None
+        if not self._failures:
+            return
+        self._failures = 0
         self._pause = _RECONNECT_INITIAL
+        with _away_lock:
+            away = _away.pop(self._dsn, None)
+        if away is not None:
+            logger.warning(
+                "the PostgreSQL database %s is back after %.1f s",
+                redact_url(self._dsn),
+                time.monotonic() - away.since,
+            )

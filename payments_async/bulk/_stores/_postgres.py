@@ -38,6 +38,7 @@ from ._connect import (
     connect,
     connect_error,
     is_connection_lost,
+    quiet_psycopg,
     require_psycopg,
 )
 from ._run_lock import lock_run, lock_writer
@@ -61,6 +62,7 @@ __all__ = [
     "lock_run",
     "open_run",
     "plan_run",
+    "quiet_psycopg",
     "read_row",
     "require_psycopg",
     "row_from_record",
@@ -373,7 +375,7 @@ class GroupCommitter:
         """
         import psycopg
 
-        outage = Outage()
+        outage = Outage(self._dsn)
         while True:
             try:
                 conn = self._aconn
@@ -398,6 +400,7 @@ class GroupCommitter:
         """A new connection, holding the run's writer lock before it writes anything."""
         import psycopg
 
+        quiet_psycopg()
         conn = await psycopg.AsyncConnection.connect(
             self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
         )
@@ -597,7 +600,7 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
                 conn.close()
                 if not is_connection_lost(exc):
                     raise
-                outage = outage or Outage()
+                outage = outage or Outage(dsn)
                 time.sleep(outage.failed(exc))
                 continue
             except BaseException:
@@ -688,7 +691,7 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             JournalUnavailableError: the database stayed out of reach for the window.
             JournalBusyError: another session took the run lock while this one was lost.
         """
-        outage = Outage()
+        outage = Outage(self._dsn)
         while True:
             if self._conn.closed:
                 try:

@@ -20,6 +20,7 @@ from payments_async.notifications import (
     NotificationEvent,
     NotificationReceiver,
     ReceiverServer,
+    Sweep,
     open_inbox,
 )
 
@@ -233,7 +234,7 @@ def listen(
 
         async with connected(settings) as client:  # credentials checked before listening
             receiver = NotificationReceiver(
-                client, auth=auth, on_event=on_event, inbox=inbox, sweep_grace=sweep_grace
+                client, auth=auth, on_event=on_event, inbox=inbox, sweep=Sweep(grace=sweep_grace)
             )
             try:
                 server = ReceiverServer(receiver, host=host, port=port, path=path)
