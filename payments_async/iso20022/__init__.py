@@ -8,6 +8,7 @@ from ._calendar import (
     add_banking_days,
     is_banking_day,
     recall_deadline,
+    target2_today,
 )
 from ._common import (
     ErrorEnvelope,
@@ -112,6 +113,7 @@ __all__ = [
     "return_request_needed",
     "summarize_resolution",
     "summarize_status_report",
+    "target2_today",
     "transliterate",
     "validate",
 ]

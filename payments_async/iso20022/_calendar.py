@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
 from typing import Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = [
     "RECALL_WINDOWS",
@@ -39,6 +40,7 @@ __all__ = [
     "easter_sunday",
     "is_banking_day",
     "recall_deadline",
+    "target2_today",
 ]
 
 
@@ -231,3 +233,31 @@ def recall_deadline(reason: str, settlement_date: dt.date) -> dt.date:
     if isinstance(settlement_date, dt.datetime):
         settlement_date = settlement_date.date()
     return window.deadline(settlement_date)
+
+
+# TARGET2's business day follows Central European Time. Without the time zone database,
+# UTC+2 (summer time, the larger offset) is used: a day then ends an hour early in winter,
+# never late.
+try:
+    _CET: dt.tzinfo = ZoneInfo("Europe/Brussels")
+except ZoneInfoNotFoundError:  # pragma: no cover - a system without tzdata
+    _CET = dt.timezone(dt.timedelta(hours=2))
+
+
+def target2_today(now: dt.datetime | None = None) -> dt.date:
+    """The calendar day in TARGET2's time zone (Central European Time) at ``now``.
+
+    Args:
+        now: an aware datetime; None: the current time.
+
+    Returns:
+        The date in Brussels at that moment.
+
+    Raises:
+        ValueError: ``now`` is naive.
+    """
+    if now is None:
+        now = dt.datetime.now(dt.UTC)
+    elif now.tzinfo is None:
+        raise ValueError("a naive datetime has no time zone: give an aware one")
+    return now.astimezone(_CET).date()

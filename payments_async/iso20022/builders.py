@@ -8,7 +8,9 @@ from decimal import Decimal, InvalidOperation
 
 from .._errors import Problem, ValidationError
 from ._addresses import Address, to_postal_address
-from ._validate import validate
+from ._calendar import target2_today
+from ._recall import recall_window_problems
+from ._validate import find_problems, validate
 from .camt056 import (
     Assignment,
     AssignmentAgent,
@@ -316,6 +318,8 @@ def build_cancellation(
     creditor_agent_address: Address | PostalAddress | None = None,
     created_at: datetime | None = None,
     rules_on: date | None = None,
+    original_settlement_date: date | None = None,
+    sent_on: date | None = None,
 ) -> Camt056:
     """Build and validate a camt.056 request to cancel one SEPA credit transfer.
 
@@ -343,13 +347,21 @@ def build_cancellation(
             `Address`, structured or hybrid.
         created_at: aware datetime for ``assgnmt.creDtTm``; now when None; naive is refused.
         rules_on: validate with the rules in force on this date (see ``validate()``).
+        original_settlement_date: the original payment's interbank settlement date, sent
+            as ``orgnlTxRef.intrBkSttlmDt``. When given, a recall past its reason's window
+            (see `payments_async.recall_deadline`) is refused.
+        sent_on: the day the recall is sent, for that check; None: today in TARGET2's
+            time zone (Central European Time).
 
     Returns:
         A valid message, ready for ``encode()``.
 
     Raises:
-        ValidationError: any input breaks a rule; every problem is listed with its path.
+        ValidationError: any input breaks a rule, or the recall is past its window (the
+            problem names the reason, the deadline and the rulebook's window); every
+            problem is listed with its path.
     """
+    settled = _settlement_date(original_settlement_date)
     money = None
     if amount is not None:
         money = ActiveCurrencyAndAmount(value=_to_decimal(amount, _CAMT056_AMOUNT), ccy=currency)
@@ -375,6 +387,7 @@ def build_cancellation(
         ],
         orgnl_tx_ref=OriginalTransactionReference(
             intr_bk_sttlm_amt=money,
+            intr_bk_sttlm_dt=settled,
             pmt_tp_inf=PaymentTypeInformation(svc_lvl=[ServiceLevel(prtry=service_level)]),
             cdtr_agt=Agent(
                 fin_instn_id=FinancialInstitutionIdentification(
@@ -400,5 +413,21 @@ def build_cancellation(
             undrlyg=[UnderlyingTransaction(tx_inf=[tx])],
         )
     )
+    if settled is not None:
+        late = recall_window_problems(msg, sent_on if sent_on is not None else target2_today())
+        if late:
+            raise ValidationError([*find_problems(msg, rules_on=rules_on), *late])
     validate(msg, rules_on=rules_on)
     return msg
+
+
+def _settlement_date(value: object) -> str | None:
+    """``intrBkSttlmDt`` from a date (a datetime counts by its date)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        value = value.date()
+    if not isinstance(value, date):
+        path = f"{_CAMT056}.undrlyg[0].txInf[0].orgnlTxRef.intrBkSttlmDt"
+        raise ValidationError.single(path, f"expected a date, got {type(value).__name__}")
+    return value.isoformat()

@@ -19,6 +19,7 @@ from payments_async.iso20022 import (
     is_banking_day,
     recall_deadline,
     recall_window_problems,
+    target2_today,
     validate,
 )
 from payments_async.iso20022._calendar import easter_sunday
@@ -234,3 +235,43 @@ def test_a_recall_without_a_settlement_date_is_not_judged() -> None:
     msg = cancellation("E2E-N", reason="DUPL")
     assert msg.body.undrlyg[0].tx_inf[0].orgnl_tx_ref.intr_bk_sttlm_dt is None
     assert recall_window_problems(msg, D(2099, 1, 1)) == []
+
+
+# --- the builder refuses a late recall ------------------------------------------------------
+
+
+def test_the_builder_sends_the_settlement_date_and_refuses_a_recall_one_day_late() -> None:
+    on_time = cancellation(
+        "E2E-B", reason="DUPL", original_settlement_date=D(2026, 3, 27), sent_on=D(2026, 4, 14)
+    )
+    assert on_time.body.undrlyg[0].tx_inf[0].orgnl_tx_ref.intr_bk_sttlm_dt == "2026-03-27"
+    with pytest.raises(payments_async.ValidationError) as info:
+        cancellation(
+            "E2E-B",
+            reason="DUPL",
+            original_settlement_date=D(2026, 3, 27),
+            sent_on=D(2026, 4, 15),
+        )
+    (problem,) = info.value.problems
+    assert problem.path == "$.fitoFIPmtCxlReq.undrlyg[0].txInf[0].orgnlTxRef.intrBkSttlmDt"
+    assert "had to be sent by 2026-04-14" in problem.message
+    assert "it is 2026-04-15" in problem.message
+
+
+def test_the_builder_counts_today_in_target2s_time_zone() -> None:
+    # a 13-month window settled long ago is closed today; one settled today is open
+    with pytest.raises(payments_async.ValidationError, match="had to be sent by 2020-"):
+        cancellation("E2E-T", reason="FRAD", original_settlement_date=D(2019, 1, 2))
+    today = target2_today()
+    assert cancellation("E2E-T", reason="FRAD", original_settlement_date=today)
+    with pytest.raises(payments_async.ValidationError, match="expected a date, got str"):
+        cancellation("E2E-T", original_settlement_date="2026-01-05")
+
+
+def test_target2_today_is_the_date_in_brussels() -> None:
+    utc = dt.UTC
+    assert target2_today(dt.datetime(2026, 12, 31, 23, 30, tzinfo=utc)) == D(2027, 1, 1)
+    assert target2_today(dt.datetime(2026, 6, 30, 21, 59, tzinfo=utc)) == D(2026, 6, 30)
+    assert target2_today(dt.datetime(2026, 6, 30, 22, 0, tzinfo=utc)) == D(2026, 7, 1)
+    with pytest.raises(ValueError, match="naive"):
+        target2_today(dt.datetime(2026, 6, 30, 22, 0))
