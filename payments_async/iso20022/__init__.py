@@ -22,7 +22,7 @@ from ._common import (
 )
 from ._parties import check_lei
 from ._recall import recall_window_problems
-from ._sepa_text import outside_sepa_set, transliterate
+from ._sepa_text import Transliteration, outside_sepa_set, transliterate
 from ._validate import encode_validated, find_problems, validate
 from .builders import build_cancellation, build_credit_transfer
 from .camt029 import Camt029, Resolution, decode_camt029
@@ -88,6 +88,7 @@ __all__ = [
     "StatusRequest",
     "SubmissionResult",
     "TokenResponse",
+    "Transliteration",
     "add_banking_days",
     "build_cancellation",
     "build_credit_transfer",

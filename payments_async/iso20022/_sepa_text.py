@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = [
     "SEPA_CHARACTERS",
+    "TRANSLITERATIONS",
+    "Transliteration",
     "outside_sepa_set",
     "transliterate",
 ]
+
+TRANSLITERATIONS: Final = "_transliterations"
+"""The key under which a built message keeps its `Transliteration` records."""
 
 SEPA_CHARACTERS: Final = "a-z A-Z 0-9 / - ? : ( ) . , ' + and space"
 """The SEPA character set in words, for messages."""
@@ -139,3 +144,20 @@ def transliterate(text: str) -> tuple[str, bool]:
     composed = unicodedata.normalize("NFC", text)
     converted = "".join(_convert(c) for c in composed)
     return converted, converted != text
+
+
+class Transliteration(NamedTuple):
+    """One field a builder converted to the SEPA set (``transliterate=True``).
+
+    Attributes:
+        field: the builder's argument, e.g. ``"debtor_name"`` or ``"debtor_address.town"``.
+        old: the text given.
+        new: the text sent.
+    """
+
+    field: str
+    old: str
+    new: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old!r} -> {self.new!r}"

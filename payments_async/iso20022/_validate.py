@@ -114,7 +114,9 @@ _EUR_MIN = Decimal("0.01")
 _EUR_MAX = Decimal("999999999.99")
 
 
-_CONVERT_HINT = "; payments_async.iso20022.transliterate() converts text to the set"
+_CONVERT_HINT = (
+    "; the builders' transliterate=True (or iso20022.transliterate()) converts text to the set"
+)
 
 
 def _text(max_len: int, *, identifier: bool = False, rule: str = "") -> Check:

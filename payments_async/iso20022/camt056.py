@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 
 from ._common import OutboundStruct, decode_with
+from ._sepa_text import TRANSLITERATIONS, Transliteration
 from ._types import (
     BicFi,
     CancellationReasonCode,
@@ -180,7 +181,8 @@ class CancellationRequest(OutboundStruct, kw_only=True):
     ]
 
 
-class Camt056(OutboundStruct, kw_only=True):
+# dict=True: a builder records there the text it transliterated (``transliterations``).
+class Camt056(OutboundStruct, kw_only=True, dict=True):
     """A camt.056 cancellation request, root ``fitoFIPmtCxlReq``.
 
     Build one with `payments_async.iso20022.build_cancellation`; check one with
@@ -193,6 +195,13 @@ class Camt056(OutboundStruct, kw_only=True):
     def body(self) -> CancellationRequest:
         """The message under the root key."""
         return self.fito_fi_pmt_cxl_req
+
+    @property
+    def transliterations(self) -> tuple[Transliteration, ...]:
+        """The text fields the builder converted to the SEPA set (``transliterate=True``),
+        each with its old and new text; empty when none was converted."""
+        changes: tuple[Transliteration, ...] = vars(self).get(TRANSLITERATIONS, ())
+        return changes
 
     @property
     def message_id(self) -> str:

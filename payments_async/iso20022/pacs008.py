@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 
 from ._common import OutboundStruct, decode_with
+from ._sepa_text import TRANSLITERATIONS, Transliteration
 from ._types import (
     AddressLines,
     Amount,
@@ -329,7 +330,8 @@ class CreditTransfer(OutboundStruct, kw_only=True):
     ]
 
 
-class Pacs008(OutboundStruct, kw_only=True):
+# dict=True: a builder records there the text it transliterated (``transliterations``).
+class Pacs008(OutboundStruct, kw_only=True, dict=True):
     """A pacs.008 credit transfer request, root ``fitoFICstmrCdtTrf``.
 
     Build one with `payments_async.iso20022.build_credit_transfer`; check one with
@@ -342,6 +344,13 @@ class Pacs008(OutboundStruct, kw_only=True):
     def body(self) -> CreditTransfer:
         """The message under the root key."""
         return self.fito_fi_cstmr_cdt_trf
+
+    @property
+    def transliterations(self) -> tuple[Transliteration, ...]:
+        """The text fields the builder converted to the SEPA set (``transliterate=True``),
+        each with its old and new text; empty when none was converted."""
+        changes: tuple[Transliteration, ...] = vars(self).get(TRANSLITERATIONS, ())
+        return changes
 
     @property
     def message_id(self) -> str:

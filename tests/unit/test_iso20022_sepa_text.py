@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payments_async import ValidationError
+from payments_async import Address, ValidationError
 from payments_async.iso20022 import outside_sepa_set, transliterate
 from tests.factories import cancellation, credit_transfer
 
@@ -64,7 +64,7 @@ def test_a_decomposed_name_is_judged_as_its_composed_form() -> None:
     (problem,) = info.value.problems
     assert problem.path.endswith(".dbtr.nm")
     assert "characters outside the SEPA set: 'é'" in problem.message  # not a lone accent
-    assert "transliterate()" in problem.message
+    assert "transliterate=True" in problem.message
 
 
 def test_the_refusal_names_each_character_and_the_way_out() -> None:
@@ -73,7 +73,7 @@ def test_the_refusal_names_each_character_and_the_way_out() -> None:
     messages = {p.path.rsplit(".", 2)[-2]: p.message for p in info.value.problems}
     assert "'&öü'" in messages["dbtr"]
     assert "'ëóŁź'" in messages["cdtr"]  # in code point order
-    assert all("payments_async.iso20022.transliterate()" in m for m in messages.values())
+    assert all("the builders' transliterate=True" in m for m in messages.values())
 
 
 def test_an_identifier_outside_the_set_is_not_offered_a_conversion() -> None:
@@ -105,3 +105,37 @@ def test_an_originator_name_longer_than_70_characters_is_refused() -> None:
     (problem,) = info.value.problems
     assert problem.path.endswith(".cxlRsnInf[0].orgtr.nm")
     assert "1..70 characters" in problem.message
+
+
+def test_the_builders_transliterate_names_and_addresses_and_report_each_change() -> None:
+    msg = credit_transfer(
+        debtor_name="Müller & Söhne",
+        creditor_name="Bob",
+        remittance="Rechnung Nr. 7 – Straße",
+        debtor_address=Address(street="Königstraße", town="Köln", country="DE"),
+        transliterate=True,
+    )
+    tx = msg.body.cdt_trf_tx_inf[0]
+    assert tx.dbtr.nm == "Muller + Sohne"
+    assert tx.cdtr.nm == "Bob"
+    assert tx.dbtr.pstl_adr is not None
+    assert (tx.dbtr.pstl_adr.strt_nm, tx.dbtr.pstl_adr.twn_nm) == ("Konigstrasse", "Koln")
+    assert [str(c) for c in msg.transliterations] == [
+        "debtor_name: 'Müller & Söhne' -> 'Muller + Sohne'",
+        "remittance: 'Rechnung Nr. 7 – Straße' -> 'Rechnung Nr. 7 - Strasse'",
+        "debtor_address.street: 'Königstraße' -> 'Konigstrasse'",
+        "debtor_address.town: 'Köln' -> 'Koln'",
+    ]
+    assert credit_transfer().transliterations == ()
+
+
+def test_transliteration_never_touches_identifiers() -> None:
+    with pytest.raises(ValidationError) as info:
+        cancellation("E2E-ü", originator_name="Zoë Núñez", transliterate=True)
+    (problem,) = info.value.problems
+    assert problem.path.endswith(".orgnlEndToEndId")
+    recall = cancellation("E2E-1", originator_name="Zoë Núñez", transliterate=True)
+    assert recall.body.undrlyg[0].tx_inf[0].cxl_rsn_inf[0].orgtr is not None
+    assert [tuple(c) for c in recall.transliterations] == [
+        ("originator_name", "Zoë Núñez", "Zoe Nunez")
+    ]
