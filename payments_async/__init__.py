@@ -51,9 +51,13 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
         Outcome,
         Pacs002,
         Pacs008,
+        Pacs028,
         PaymentStatus,
         build_cancellation,
         build_credit_transfer,
+        build_status_request,
+        is_banking_day,
+        recall_deadline,
     )
     from .signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
     from .sync import SyncPaymentsClient
@@ -82,6 +86,7 @@ __all__ = [
     "OutcomeUnknownError",
     "Pacs002",
     "Pacs008",
+    "Pacs028",
     "PaymentStatus",
     "PaymentsClient",
     "PaymentsError",
@@ -111,10 +116,13 @@ __all__ = [
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "build_status_request",
     "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
+    "is_banking_day",
     "limit_rate",
+    "recall_deadline",
     "redact_url",
 ]
 
@@ -144,6 +152,7 @@ _LAZY: dict[str, str] = {
     "OutcomeUnknownError": "._errors",
     "Pacs002": ".iso20022",
     "Pacs008": ".iso20022",
+    "Pacs028": ".iso20022",
     "PaymentStatus": ".iso20022",
     "PaymentsClient": "._client",
     "PaymentsError": "._errors",
@@ -173,10 +182,13 @@ _LAZY: dict[str, str] = {
     "ValidationError": "._errors",
     "build_cancellation": ".iso20022",
     "build_credit_transfer": ".iso20022",
+    "build_status_request": ".iso20022",
     "check_key_id_and_issuer": "._checks",
     "check_payments_service_id": "._checks",
     "generate_key_pair": "._keys",
+    "is_banking_day": ".iso20022",
     "limit_rate": "._rate",
+    "recall_deadline": ".iso20022",
     "redact_url": "._urls",
 }
 

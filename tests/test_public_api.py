@@ -26,6 +26,7 @@ INTENDED = {
     "OutcomeUnknownError",
     "Pacs002",
     "Pacs008",
+    "Pacs028",
     "PaymentStatus",
     "PaymentsClient",
     "PaymentsError",
@@ -55,10 +56,13 @@ INTENDED = {
     "ValidationError",
     "build_cancellation",
     "build_credit_transfer",
+    "build_status_request",
     "check_key_id_and_issuer",
     "check_payments_service_id",
     "generate_key_pair",
+    "is_banking_day",
     "limit_rate",
+    "recall_deadline",
     "redact_url",
 }
 

@@ -11,7 +11,7 @@ from typing import Any, Final
 import msgspec
 
 from .._errors import ValidationError
-from ..iso20022 import Address, Camt056
+from ..iso20022 import Address, Camt056, Pacs008
 from ..iso20022.camt056 import Assignment, CancellationTransaction
 from ._defaults import XML_INPUT_MAX_BYTES
 from ._input import _DOCUMENT_LINE as DOCUMENT_LINE
@@ -86,7 +86,8 @@ def scan_xml(
             _document_error(p.message, p.path if p.path != "$" else None) for p in exc.problems
         ]
     if not isinstance(message, Camt056):
-        return sha256, [_document_error("holds a pacs.008, not a camt.056.001.08 document")]
+        held = "pacs.008" if isinstance(message, Pacs008) else "pacs.028"
+        return sha256, [_document_error(f"holds a {held}, not a camt.056.001.08 document")]
     return sha256, list(_rows(message, check))
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "Iban",
     "IsoDate",
     "IsoDateTime",
+    "Lei",
     "Max4Text",
     "Max16Text",
     "Max35Id",
@@ -25,6 +26,7 @@ __all__ = [
     "Max70Text",
     "Max140Text",
     "NbOfTxs",
+    "PartyName",
     "SettlementMethodCode",
     "Uetr",
     "UtcDateTime",
@@ -59,6 +61,16 @@ Max70Text = Annotated[str, _tag("Max70Text", "ISO Max70Text: 1..70 SEPA characte
 
 Max140Text = Annotated[str, _tag("Max140Text", "ISO Max140Text: 1..140 SEPA characters")]
 """1..140 characters of the SEPA character set (names, remittance lines)."""
+
+PartyName = Annotated[
+    str, _tag("PartyName", "ISO Max140Text; a party's name, 1..70 SEPA characters (EPC IGs)")
+]
+"""A party's name (debtor, creditor, ultimate parties, originator): ISO allows 140
+characters, the EPC implementation guidelines limit a name to 70."""
+
+Lei = Annotated[str, _tag("Lei", "LEI (ISO 17442): [A-Z0-9]{18}[0-9]{2}, mod-97 check")]
+"""A Legal Entity Identifier: 20 characters whose two last digits are an ISO 7064
+mod-97 check, as an IBAN's."""
 
 BicFi = Annotated[str, _tag("BicFi", "BICFI: [A-Z0-9]{4}[A-Z]{2}[A-Z0-9]{2}([A-Z0-9]{3})?")]
 """A financial institution's BIC, 8 or 11 characters."""

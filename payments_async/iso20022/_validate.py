@@ -6,6 +6,7 @@ import contextlib
 import re
 import string
 import threading
+import unicodedata
 from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
@@ -18,7 +19,9 @@ import msgspec.inspect as mi
 from .._errors import Problem, ValidationError
 from ._addresses import check_postal_address, drop_cutover_problems, rules_apply
 from ._common import encode
+from ._parties import NAME_RULE, check_lei, check_organisation_id
 from ._registry import BIC_COUNTRIES, CURRENCIES, IBAN_FORMATS
+from ._sepa_text import outside_sepa_set
 from .camt056 import (
     Camt056,
     CancellationRequest,
@@ -31,8 +34,10 @@ from .pacs008 import (
     CreditTransfer,
     FinancialInstitutionIdentification,
     Pacs008,
+    PartyOrganisationIdentification,
     PostalAddress,
 )
+from .pacs028 import Pacs028
 
 __all__ = [
     "CANCELLATION_REASONS",
@@ -109,15 +114,25 @@ _EUR_MIN = Decimal("0.01")
 _EUR_MAX = Decimal("999999999.99")
 
 
-def _text(max_len: int, *, identifier: bool = False) -> Check:
+_CONVERT_HINT = (
+    "; the builders' transliterate=True (or iso20022.transliterate()) converts text to the set"
+)
+
+
+def _text(max_len: int, *, identifier: bool = False, rule: str = "") -> Check:
+    cited = f" ({rule})" if rule else ""
+
     def check(v: Any) -> str | None:
         if not isinstance(v, str):
             return f"expected a string, got {type(v).__name__}"
-        if not 1 <= len(v) <= max_len:
-            return f"must be 1..{max_len} characters, got {len(v)}"
         if _SEPA_TEXT.fullmatch(v) is None:
-            bad = sorted({c for c in v if _SEPA_TEXT.fullmatch(c) is None})
-            return f"characters outside the SEPA set: {''.join(bad)!r}"
+            v = unicodedata.normalize("NFC", v)  # a decomposed 'José' is judged as 'José'
+        if not 1 <= len(v) <= max_len:
+            return f"must be 1..{max_len} characters{cited}, got {len(v)}"
+        bad = outside_sepa_set(v)
+        if bad:
+            hint = "" if identifier else _CONVERT_HINT
+            return f"characters outside the SEPA set: {bad!r}{hint}"
         if identifier and (v.startswith("/") or v.endswith("/") or "//" in v):
             return "an identifier must not start or end with '/' nor contain '//'"
         return None
@@ -260,6 +275,8 @@ RULES: dict[str, Check] = {
     "Max35Id": _text(35, identifier=True),
     "Max70Text": _text(70),
     "Max140Text": _text(140),
+    "PartyName": _text(70, rule=NAME_RULE),
+    "Lei": check_lei,
     "BicFi": _bic,
     "Iban": check_iban,
     "Uetr": _pattern(_UETR, "a lowercase UUID v4"),
@@ -347,6 +364,7 @@ STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
     OriginalTransactionReference: (_original_tx_ref,),
     Originator: (_originator,),
     PostalAddress: (check_postal_address,),
+    PartyOrganisationIdentification: (check_organisation_id,),
 }
 
 
@@ -452,7 +470,7 @@ def _node(t: mi.Type) -> _Node | None:
     return None
 
 
-_MESSAGES = (Pacs008, Camt056)
+_MESSAGES = (Pacs008, Camt056, Pacs028)
 """The message classes with validation rules."""
 
 
@@ -462,11 +480,13 @@ def _struct(cls: type[msgspec.Struct]) -> _Struct:
     return _Struct(cls)
 
 
-def find_problems(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> list[Problem]:
+def find_problems(
+    msg: Pacs008 | Camt056 | Pacs028, *, rules_on: date | None = None
+) -> list[Problem]:
     """Every ISO/SEPA/service rule the message breaks, each with its JSON path.
 
     Args:
-        msg: a pacs.008 or camt.056 message (built here or decoded from a request).
+        msg: a pacs.008, camt.056 or pacs.028 message (built here or decoded).
         rules_on: apply the rules in force on this date; None: the rules in force now.
             A date before ``EPC_ADDRESS_CUTOVER`` leaves out the EPC rule that an
             address names its town and country.
@@ -518,12 +538,15 @@ class _Passed:
 _PASSED: Final = _Passed(4096)
 
 
-def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
+def validate(msg: Pacs008 | Camt056 | Pacs028, *, rules_on: date | None = None) -> None:
     """Check a message against every ISO 20022 / SEPA / service rule before it is sent.
 
-    Rules: Max35/70/140Text lengths and the SEPA character set, slash rules on
-    identifiers, BICFI (its country an ISO 3166 one), IBAN (its country's format in the
-    IBAN registry and mod-97; pacs.008 accounts ``…Acct.id.othr.id`` included), lowercase
+    Rules: Max35/70/140Text lengths and the SEPA character set (text judged in Unicode
+    normal form C), party names of at most 70 characters (EPC implementation
+    guidelines), slash rules on identifiers, LEIs with their ISO 17442 check digits and
+    an ``orgId`` naming an identifier with at most one ``othr``, BICFI (its country an
+    ISO 3166 one), IBAN (its country's format in the IBAN registry and mod-97; pacs.008
+    accounts ``…Acct.id.othr.id`` included), lowercase
     UUID v4 UETR, ISO 4217 currency, ``grpHdr.creDtTm`` in UTC with ``Z``, EUR amounts
     0.01..999,999,999.99 with at most 2 decimals (floats refused),
     ``nbOfTxs`` digits and equal to the number of transactions, required fields present,
@@ -537,7 +560,7 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     `encode_validated` (and so by the client) unless it has changed since.
 
     Args:
-        msg: a pacs.008 or camt.056 message.
+        msg: a pacs.008, camt.056 or pacs.028 message.
         rules_on: apply the rules in force on this date instead of today's: a date before
             ``EPC_ADDRESS_CUTOVER`` accepts an address of lines alone (for messages of
             that time, in tests). None: the rules in force now.
@@ -555,7 +578,7 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
             _PASSED.add(msg, encode(msg))
 
 
-def encode_validated(msg: Pacs008 | Camt056) -> bytes:
+def encode_validated(msg: Pacs008 | Camt056 | Pacs028) -> bytes:
     """Encode a message for sending, validated under the rules in force now.
 
     The client calls this for every POST: the bytes it returns are the ones signed and
@@ -563,7 +586,7 @@ def encode_validated(msg: Pacs008 | Camt056) -> bytes:
     is not walked again.
 
     Args:
-        msg: a pacs.008 or camt.056 message.
+        msg: a pacs.008, camt.056 or pacs.028 message.
 
     Returns:
         The JSON bytes to send.

@@ -6,9 +6,14 @@ import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 
+import msgspec
+
 from .._errors import Problem, ValidationError
 from ._addresses import Address, to_postal_address
-from ._validate import validate
+from ._calendar import target2_today
+from ._recall import recall_window_problems
+from ._sepa_text import TRANSLITERATIONS, Transliteration, transliterate
+from ._validate import find_problems, validate
 from .camt056 import (
     Assignment,
     AssignmentAgent,
@@ -153,6 +158,48 @@ def _bic(value: str) -> str:
     return value.strip().upper() if isinstance(value, str) else value
 
 
+class _Converter:
+    """Converts the text a caller gave to the SEPA set, recording each change."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.changes: list[Transliteration] = []
+
+    def text(self, field: str, value: str | None) -> str | None:
+        if not self.on or not isinstance(value, str):
+            return value
+        new, changed = transliterate(value)
+        if changed:
+            self.changes.append(Transliteration(field, value, new))
+        return new
+
+    def address(
+        self, field: str, value: Address | PostalAddress | None
+    ) -> Address | PostalAddress | None:
+        if not self.on or not isinstance(value, Address):
+            return value  # a PostalAddress is ISO's own struct: sent as the caller made it
+        updates: dict[str, object] = {}
+        for name in value.__struct_fields__:
+            old = getattr(value, name)
+            if name == "country":
+                continue  # a code, not text
+            if isinstance(old, str):
+                new = self.text(f"{field}.{name}", old)
+                if new != old:
+                    updates[name] = new
+            elif name == "lines" and old:
+                lines = tuple(
+                    self.text(f"{field}.lines[{i}]", line) or line for i, line in enumerate(old)
+                )
+                if lines != old:
+                    updates[name] = lines
+        return msgspec.structs.replace(value, **updates) if updates else value
+
+    def record(self, msg: Pacs008 | Camt056) -> None:
+        if self.changes:
+            vars(msg)[TRANSLITERATIONS] = tuple(self.changes)
+
+
 def build_credit_transfer(
     *,
     debtor_name: str,
@@ -181,6 +228,7 @@ def build_credit_transfer(
     local_instrument: str | None = None,
     created_at: datetime | None = None,
     rules_on: date | None = None,
+    transliterate: bool = False,
 ) -> Pacs008:
     """Build and validate a one-transaction SEPA credit transfer (pacs.008).
 
@@ -190,7 +238,7 @@ def build_credit_transfer(
     IBANs lose their spaces and are upper-cased.
 
     Args:
-        debtor_name: who pays (Max140Text, SEPA characters).
+        debtor_name: who pays (at most 70 SEPA characters, EPC implementation guidelines).
         debtor_iban: the debtor's IBAN, sent as ``dbtrAcct.id.othr.id``.
         debtor_agent_id: the debtor's bank, sent as ``clrSysMmbId.mmbId``.
         creditor_name: who is paid.
@@ -209,7 +257,7 @@ def build_credit_transfer(
         ultimate_debtor_name: ``ultmtDbtr.nm``: on whose behalf the debtor pays.
         ultimate_creditor_name: ``ultmtCdtr.nm``: for whom the creditor is paid.
         purpose: ``purp.cd``: an ISO external purpose code (``SALA``, ``SUPP``...).
-        debtor_account_name: ``dbtrAcct.nm``.
+        debtor_account_name: ``dbtrAcct.nm`` (Max70Text).
         creditor_account_name: ``cdtrAcct.nm``.
         creditor_reference: a structured creditor reference (``rmtInf.strd``).
         charge_bearer: ``chrgBr``; SEPA uses SLEV.
@@ -218,6 +266,11 @@ def build_credit_transfer(
         created_at: aware datetime for ``creDtTm``; now when None; a naive one is refused.
         rules_on: validate with the rules in force on this date (see ``validate()``); a
             date before `EPC_ADDRESS_CUTOVER` accepts an address of lines alone.
+        transliterate: convert the names, account names, remittance line and the text of
+            the `Address` values to the SEPA character set (see
+            `payments_async.iso20022.transliterate`) before checking them; identifiers
+            (IBANs, ids, codes, the creditor reference) are never changed. Each change
+            is on the result's ``transliterations``.
 
     Returns:
         A valid message, ready for ``encode()``.
@@ -225,6 +278,16 @@ def build_credit_transfer(
     Raises:
         ValidationError: any input breaks a rule; every problem is listed with its path.
     """
+    convert = _Converter(transliterate)
+    debtor_name = convert.text("debtor_name", debtor_name) or debtor_name
+    creditor_name = convert.text("creditor_name", creditor_name) or creditor_name
+    ultimate_debtor_name = convert.text("ultimate_debtor_name", ultimate_debtor_name)
+    ultimate_creditor_name = convert.text("ultimate_creditor_name", ultimate_creditor_name)
+    debtor_account_name = convert.text("debtor_account_name", debtor_account_name)
+    creditor_account_name = convert.text("creditor_account_name", creditor_account_name)
+    remittance = convert.text("remittance", remittance)
+    debtor_address = convert.address("debtor_address", debtor_address)
+    creditor_address = convert.address("creditor_address", creditor_address)
     value = _to_decimal(amount, _PACS008_AMOUNT)
     created = (
         format_utc() if created_at is None else _created(created_at, f"{_PACS008}.grpHdr.creDtTm")
@@ -295,6 +358,7 @@ def build_credit_transfer(
         )
     )
     validate(msg, rules_on=rules_on)
+    convert.record(msg)
     return msg
 
 
@@ -316,6 +380,9 @@ def build_cancellation(
     creditor_agent_address: Address | PostalAddress | None = None,
     created_at: datetime | None = None,
     rules_on: date | None = None,
+    original_settlement_date: date | None = None,
+    sent_on: date | None = None,
+    transliterate: bool = False,
 ) -> Camt056:
     """Build and validate a camt.056 request to cancel one SEPA credit transfer.
 
@@ -343,13 +410,27 @@ def build_cancellation(
             `Address`, structured or hybrid.
         created_at: aware datetime for ``assgnmt.creDtTm``; now when None; naive is refused.
         rules_on: validate with the rules in force on this date (see ``validate()``).
+        original_settlement_date: the original payment's interbank settlement date, sent
+            as ``orgnlTxRef.intrBkSttlmDt``. When given, a recall past its reason's window
+            (see `payments_async.recall_deadline`) is refused.
+        sent_on: the day the recall is sent, for that check; None: today in TARGET2's
+            time zone (Central European Time).
+        transliterate: convert ``originator_name`` and the text of an `Address` to the
+            SEPA character set before checking them (identifiers never change); each
+            change is on the result's ``transliterations``.
 
     Returns:
         A valid message, ready for ``encode()``.
 
     Raises:
-        ValidationError: any input breaks a rule; every problem is listed with its path.
+        ValidationError: any input breaks a rule, or the recall is past its window (the
+            problem names the reason, the deadline and the rulebook's window); every
+            problem is listed with its path.
     """
+    settled = _settlement_date(original_settlement_date)
+    convert = _Converter(transliterate)
+    originator_name = convert.text("originator_name", originator_name)
+    creditor_agent_address = convert.address("creditor_agent_address", creditor_agent_address)
     money = None
     if amount is not None:
         money = ActiveCurrencyAndAmount(value=_to_decimal(amount, _CAMT056_AMOUNT), ccy=currency)
@@ -375,6 +456,7 @@ def build_cancellation(
         ],
         orgnl_tx_ref=OriginalTransactionReference(
             intr_bk_sttlm_amt=money,
+            intr_bk_sttlm_dt=settled,
             pmt_tp_inf=PaymentTypeInformation(svc_lvl=[ServiceLevel(prtry=service_level)]),
             cdtr_agt=Agent(
                 fin_instn_id=FinancialInstitutionIdentification(
@@ -400,5 +482,22 @@ def build_cancellation(
             undrlyg=[UnderlyingTransaction(tx_inf=[tx])],
         )
     )
+    if settled is not None:
+        late = recall_window_problems(msg, sent_on if sent_on is not None else target2_today())
+        if late:
+            raise ValidationError([*find_problems(msg, rules_on=rules_on), *late])
     validate(msg, rules_on=rules_on)
+    convert.record(msg)
     return msg
+
+
+def _settlement_date(value: object) -> str | None:
+    """``intrBkSttlmDt`` from a date (a datetime counts by its date)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        value = value.date()
+    if not isinstance(value, date):
+        path = f"{_CAMT056}.undrlyg[0].txInf[0].orgnlTxRef.intrBkSttlmDt"
+        raise ValidationError.single(path, f"expected a date, got {type(value).__name__}")
+    return value.isoformat()

@@ -7,13 +7,15 @@ from typing import Annotated
 import msgspec
 
 from ._common import OutboundStruct, decode_with
+from ._sepa_text import TRANSLITERATIONS, Transliteration
 from ._types import (
     BicFi,
     CancellationReasonCode,
+    IsoDate,
     IsoDateTime,
     Max35Id,
-    Max140Text,
     NbOfTxs,
+    PartyName,
 )
 from .pacs008 import ActiveCurrencyAndAmount, Agent, CashAccount, PaymentTypeInformation
 
@@ -99,9 +101,10 @@ class OriginatorIdentification(OutboundStruct, kw_only=True):
 
 
 class Originator(OutboundStruct, kw_only=True):
-    """``orgtr``: who asks for the cancellation (name and/or BIC)."""
+    """``orgtr``: who asks for the cancellation (name and/or BIC); a name has at most 70
+    characters (EPC implementation guidelines)."""
 
-    nm: Max140Text | None = None
+    nm: PartyName | None = None
     id: OriginatorIdentification | None = None
 
 
@@ -121,6 +124,9 @@ class CancellationReasonInformation(OutboundStruct, kw_only=True):
 class OriginalTransactionReference(OutboundStruct, kw_only=True):
     """``orgnlTxRef``: what the original payment looked like.
 
+    ``intr_bk_sttlm_dt``, the original payment's interbank settlement date, is day 0 of
+    the recall's window (see `payments_async.recall_deadline`).
+
     The service's field list spells the amount ``intrBkSttlAmt`` and its sample body
     ``intrBkSttlmAmt``. Both decode; ``intr_bk_sttl_amt`` exists only to receive the first
     spelling and is moved into ``intr_bk_sttlm_amt`` at once, so encoding always writes
@@ -131,6 +137,7 @@ class OriginalTransactionReference(OutboundStruct, kw_only=True):
     intr_bk_sttl_amt: ActiveCurrencyAndAmount | None = msgspec.field(
         default=None, name="intrBkSttlAmt"
     )
+    intr_bk_sttlm_dt: IsoDate | None = None
     pmt_tp_inf: PaymentTypeInformation | None = None
     cdtr_agt: Agent | None = None
     cdtr_acct: CashAccount | None = None
@@ -174,7 +181,8 @@ class CancellationRequest(OutboundStruct, kw_only=True):
     ]
 
 
-class Camt056(OutboundStruct, kw_only=True):
+# dict=True: a builder records there the text it transliterated (``transliterations``).
+class Camt056(OutboundStruct, kw_only=True, dict=True):
     """A camt.056 cancellation request, root ``fitoFIPmtCxlReq``.
 
     Build one with `payments_async.iso20022.build_cancellation`; check one with
@@ -187,6 +195,13 @@ class Camt056(OutboundStruct, kw_only=True):
     def body(self) -> CancellationRequest:
         """The message under the root key."""
         return self.fito_fi_pmt_cxl_req
+
+    @property
+    def transliterations(self) -> tuple[Transliteration, ...]:
+        """The text fields the builder converted to the SEPA set (``transliterate=True``),
+        each with its old and new text; empty when none was converted."""
+        changes: tuple[Transliteration, ...] = vars(self).get(TRANSLITERATIONS, ())
+        return changes
 
     @property
     def message_id(self) -> str:

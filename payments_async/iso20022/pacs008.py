@@ -7,6 +7,7 @@ from typing import Annotated
 import msgspec
 
 from ._common import OutboundStruct, decode_with
+from ._sepa_text import TRANSLITERATIONS, Transliteration
 from ._types import (
     AddressLines,
     Amount,
@@ -16,6 +17,7 @@ from ._types import (
     CurrencyCode,
     Iban,
     IsoDate,
+    Lei,
     Max4Text,
     Max16Text,
     Max35Id,
@@ -23,6 +25,7 @@ from ._types import (
     Max70Text,
     Max140Text,
     NbOfTxs,
+    PartyName,
     SettlementMethodCode,
     Uetr,
     UtcDateTime,
@@ -42,10 +45,14 @@ __all__ = [
     "CreditorReferenceTypeCode",
     "FinancialInstitutionIdentification",
     "GenericAccountIdentification",
+    "GenericOrganisationIdentification",
     "GroupHeader",
     "LocalInstrument",
+    "OrganisationIdentificationSchemeName",
     "Pacs008",
     "Party",
+    "PartyIdentification",
+    "PartyOrganisationIdentification",
     "PaymentIdentification",
     "PaymentTypeInformation",
     "PostalAddress",
@@ -152,11 +159,56 @@ class PostalAddress(OutboundStruct, kw_only=True):
     adr_line: AddressLines | None = None
 
 
-class Party(OutboundStruct, kw_only=True):
-    """``dbtr`` / ``cdtr`` / ``ultmtDbtr`` / ``ultmtCdtr``: name and postal address."""
+class OrganisationIdentificationSchemeName(OutboundStruct, kw_only=True):
+    """``othr.schmeNm``: the kind of identifier, an ISO external code or a proprietary name."""
 
-    nm: Max140Text
+    cd: Max4Text | None = None
+    prtry: Max35Text | None = None
+
+
+class GenericOrganisationIdentification(OutboundStruct, kw_only=True):
+    """``orgId.othr``: an identifier of another scheme, its scheme and its issuer."""
+
+    id: Max35Text
+    schme_nm: OrganisationIdentificationSchemeName | None = None
+    issr: Max35Text | None = None
+
+
+class PartyOrganisationIdentification(OutboundStruct, kw_only=True):
+    """``id.orgId``: an organisation's identifiers (ISO OrganisationIdentification29).
+
+    The 2025 EPC rulebooks let a party carry its BIC (``anyBIC``), its LEI and one other
+    identifier together; ``validate()`` wants at least one of them and at most one
+    ``othr``.
+    """
+
+    any_bic: BicFi | None = msgspec.field(default=None, name="anyBIC")
+    lei: Lei | None = msgspec.field(default=None, name="lei")
+    othr: (
+        Annotated[
+            list[GenericOrganisationIdentification],
+            msgspec.Meta(description="At most one (EPC)", extra={"max_items": 1}),
+        ]
+        | None
+    ) = None
+
+
+class PartyIdentification(OutboundStruct, kw_only=True):
+    """A party's ``id``: ``{"orgId": {...}}`` for an organisation."""
+
+    org_id: PartyOrganisationIdentification
+
+
+class Party(OutboundStruct, kw_only=True):
+    """``dbtr`` / ``cdtr`` / ``ultmtDbtr`` / ``ultmtCdtr``: name, postal address, and an
+    organisation's identifiers.
+
+    The name has at most 70 characters (EPC implementation guidelines; ISO allows 140).
+    """
+
+    nm: PartyName
     pstl_adr: PostalAddress | None = None
+    id: PartyIdentification | None = None
 
 
 class GenericAccountIdentification(OutboundStruct, kw_only=True):
@@ -177,7 +229,7 @@ class CashAccount(OutboundStruct, kw_only=True):
 
     id: AccountIdentification
     ccy: CurrencyCode | None = None
-    nm: Max140Text | None = None
+    nm: Max70Text | None = None
 
 
 class ClearingSystemMemberIdentification(OutboundStruct, kw_only=True):
@@ -278,7 +330,8 @@ class CreditTransfer(OutboundStruct, kw_only=True):
     ]
 
 
-class Pacs008(OutboundStruct, kw_only=True):
+# dict=True: a builder records there the text it transliterated (``transliterations``).
+class Pacs008(OutboundStruct, kw_only=True, dict=True):
     """A pacs.008 credit transfer request, root ``fitoFICstmrCdtTrf``.
 
     Build one with `payments_async.iso20022.build_credit_transfer`; check one with
@@ -291,6 +344,13 @@ class Pacs008(OutboundStruct, kw_only=True):
     def body(self) -> CreditTransfer:
         """The message under the root key."""
         return self.fito_fi_cstmr_cdt_trf
+
+    @property
+    def transliterations(self) -> tuple[Transliteration, ...]:
+        """The text fields the builder converted to the SEPA set (``transliterate=True``),
+        each with its old and new text; empty when none was converted."""
+        changes: tuple[Transliteration, ...] = vars(self).get(TRANSLITERATIONS, ())
+        return changes
 
     @property
     def message_id(self) -> str:

@@ -6,9 +6,9 @@ first word of the tag is lower-cased (``StrtNm`` -> ``strtNm``, ``BICFI`` -> ``b
 form (``msgspec.to_builtins``), so every field a message struct has is carried without a
 table per field:
 
-- `to_xml` writes pacs.008, camt.056, pacs.002 and camt.029 as ISO documents in the
-  namespaces of the versions the service's paths name (`NAMESPACES`);
-- `from_xml` reads a pacs.008 or camt.056 document back into its struct;
+- `to_xml` writes pacs.008, camt.056, pacs.028, pacs.002 and camt.029 as ISO documents in
+  the namespaces of the versions the service's paths name (`NAMESPACES`);
+- `from_xml` reads a pacs.008, camt.056 or pacs.028 document back into its struct;
 - `check_xml` lists what an XSD finds wrong with a document.
 
 With ``xsd=`` (a path to the official schema of the message's version, which ISO
@@ -38,6 +38,7 @@ from .camt029 import Camt029
 from .camt056 import Camt056
 from .pacs002 import Pacs002
 from .pacs008 import Pacs008
+from .pacs028 import Pacs028
 
 try:
     import xmlschema
@@ -55,12 +56,13 @@ __all__ = [
     "to_xml",
 ]
 
-XmlMessage: TypeAlias = Pacs008 | Camt056 | Pacs002 | Camt029
+XmlMessage: TypeAlias = Pacs008 | Camt056 | Pacs028 | Pacs002 | Camt029
 """The messages `to_xml` writes."""
 
 NAMESPACES: Final[Mapping[type[XmlMessage], str]] = {
     Pacs008: "urn:iso:std:iso:20022:tech:xsd:pacs.008.001.10",
     Camt056: "urn:iso:std:iso:20022:tech:xsd:camt.056.001.08",
+    Pacs028: "urn:iso:std:iso:20022:tech:xsd:pacs.028.001.03",
     Pacs002: "urn:iso:std:iso:20022:tech:xsd:pacs.002.001.12",
     Camt029: "urn:iso:std:iso:20022:tech:xsd:camt.029.001.09",
 }
@@ -68,9 +70,11 @@ NAMESPACES: Final[Mapping[type[XmlMessage], str]] = {
 
 # XML text is all strings: the decoders read numbers and booleans from text (strict=False),
 # and are otherwise those of decode_pacs008 / decode_camt056 (unknown fields refused).
-_READERS: Final[Mapping[str, tuple[type[Pacs008] | type[Camt056], Any, str]]] = {
+_Readable: TypeAlias = Pacs008 | Camt056 | Pacs028
+_READERS: Final[Mapping[str, tuple[type[_Readable], Any, str]]] = {
     NAMESPACES[Pacs008]: (Pacs008, msgspec.json.Decoder(Pacs008, strict=False), "pacs.008 message"),
     NAMESPACES[Camt056]: (Camt056, msgspec.json.Decoder(Camt056, strict=False), "camt.056 message"),
+    NAMESPACES[Pacs028]: (Pacs028, msgspec.json.Decoder(Pacs028, strict=False), "pacs.028 message"),
 }
 
 _FIRST_WORD: Final = re.compile(r"[A-Z]+[a-z0-9]*")
@@ -278,8 +282,8 @@ def to_xml(message: XmlMessage, *, xsd: str | Path | None = None) -> bytes:
     """The message as an ISO 20022 XML document (UTF-8, indented).
 
     Args:
-        message: a pacs.008 or camt.056 (as built or decoded), or a pacs.002 or camt.029
-            answer of the service.
+        message: a pacs.008, camt.056 or pacs.028 (as built or decoded), or a pacs.002
+            or camt.029 answer of the service.
         xsd: the official XSD of the message's version (see `NAMESPACES`). When given,
             element names and order come from it and the document is validated against
             it; without it they come from the message struct and nothing is checked.
@@ -293,11 +297,12 @@ def to_xml(message: XmlMessage, *, xsd: str | Path | None = None) -> bytes:
             problem is listed with its JSON path. An
             answer that is not a complete ISO document (a pacs.002 without ``grpHdr``)
             is refused this way, naming what is missing.
-        TypeError: the message is not one of the four kinds.
+        TypeError: the message is not one of the five kinds.
     """
     kind = type(message)
     if kind not in NAMESPACES:
-        raise TypeError(f"to_xml takes Pacs008, Camt056, Pacs002 or Camt029, not {kind.__name__}")
+        names = ", ".join(k.__name__ for k in NAMESPACES)
+        raise TypeError(f"to_xml takes {names}, not {kind.__name__}")
     namespace = NAMESPACES[kind]
     schema = _schema(xsd) if xsd is not None else None
     node = _message_node(kind) if schema is None else _document_node(schema, namespace)
@@ -381,11 +386,12 @@ def _text(value: Any, path: str, problems: list[Problem]) -> str:
 # --- reading ----------------------------------------------------------------------------
 
 
-def from_xml(data: bytes, *, xsd: str | Path | None = None) -> Pacs008 | Camt056:
-    """Read a pacs.008.001.10 or camt.056.001.08 document into its message struct.
+def from_xml(data: bytes, *, xsd: str | Path | None = None) -> Pacs008 | Camt056 | Pacs028:
+    """Read a pacs.008.001.10, camt.056.001.08 or pacs.028.001.03 document into its struct.
 
     The namespace of ``<Document>`` says which message it is. The result is decoded as
-    `decode_pacs008` / `decode_camt056` decode JSON (a field the struct does not model is
+    `decode_pacs008` / `decode_camt056` / `decode_pacs028` decode JSON (a field the struct
+    does not model is
     refused), numbers read from their text; call ``validate()`` on it for the ISO/SEPA
     rules before sending it.
 
@@ -395,17 +401,18 @@ def from_xml(data: bytes, *, xsd: str | Path | None = None) -> Pacs008 | Camt056
             validated against it first and its content model reads the elements.
 
     Returns:
-        A `Pacs008` or a `Camt056`.
+        A `Pacs008`, a `Camt056` or a `Pacs028`.
 
     Raises:
-        ValidationError: the bytes are not XML, not one of the two documents, break the
+        ValidationError: the bytes are not XML, not one of the three documents, break the
             XSD, or hold an element the message struct does not model; every problem
             is listed with its JSON path.
     """
     root = _parse(data)
     namespace, _, local = str(root.tag)[1:].partition("}")
     if local != "Document" or namespace not in _READERS:
-        expected = " or ".join(_version(ns) for ns in _READERS)
+        *others, last = (_version(ns) for ns in _READERS)
+        expected = f"{', '.join(others)} or {last}"
         raise ValidationError(
             [
                 Problem(
@@ -429,7 +436,7 @@ def from_xml(data: bytes, *, xsd: str | Path | None = None) -> Pacs008 | Camt056
     tree = _read(root, node, "$", namespace, problems)
     if problems:
         raise ValidationError(problems, message=f"cannot read the {_version(namespace)} document")
-    message: Pacs008 | Camt056 = decode_with(decoder, msgspec.json.encode(tree), what)
+    message: _Readable = decode_with(decoder, msgspec.json.encode(tree), what)
     return message
 
 

@@ -10,7 +10,16 @@ from typing import TypeVar
 from aiohttp import web
 
 from .._errors import ValidationError
-from ..iso20022 import Camt056, Pacs008, decode_camt056, decode_pacs008, encode, find_problems
+from ..iso20022 import (
+    Camt056,
+    Pacs008,
+    decode_camt056,
+    decode_pacs008,
+    encode,
+    find_problems,
+    recall_window_problems,
+    target2_today,
+)
 from ._auth import authorize, check_sca
 from ._bodies import BODIES_KEY
 from ._lifecycle import CancellationRecord, PaymentRecord
@@ -52,8 +61,9 @@ async def _signed_message(
     """Check token and SCA over the raw body, then decode and check it.
 
     The body must pass the sandbox's strict reading (``_strict``) and ``validate()``'s
-    rules; every problem of both is listed. Returns the caller's client id and the
-    message, or the refusal (400/401).
+    rules, and a camt.056 that gives the original settlement date must be within its
+    recall window on the sandbox's date (SCT rulebook 2025, section 4.4); every problem
+    is listed. Returns the caller's client id and the message, or the refusal (400/401).
     """
     client_id = authorize(request, state, post=True, accept_required=accept_required)
     if isinstance(client_id, web.Response):
@@ -70,6 +80,9 @@ async def _signed_message(
     # (the EPC address rule) is how a test opts out of it
     rules_on = datetime.fromtimestamp(state.now(), UTC).date()
     problems = strict_problems(body, msg) + find_problems(msg, rules_on=rules_on)
+    if isinstance(msg, Camt056):
+        now = datetime.fromtimestamp(state.now(), UTC)
+        problems += recall_window_problems(msg, target2_today(now))
     if problems:
         return problems_response(problems, summary="invalid message")
     return client_id, msg

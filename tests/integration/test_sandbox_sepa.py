@@ -15,7 +15,7 @@ import pytest
 
 from payments_async import Camt056, Pacs008, PaymentsClient
 from payments_async._constants import CAMT056_PATH, PACS008_PATH, TOKEN_PATH
-from payments_async.iso20022 import encode
+from payments_async.iso20022 import encode, target2_today
 from payments_async.sandbox import ErrorCode
 from payments_async.testing import ManualClock, SandboxHandle
 from tests.factories import cancellation, credit_transfer
@@ -171,6 +171,14 @@ def _full_pacs008() -> dict[str, Any]:
         header["instdAgt"]["finInstnId"],
     ):
         party["pstlAdr"] = dict(HYBRID)
+    for party in (tx["dbtr"], tx["cdtr"], tx["ultmtDbtr"], tx["ultmtCdtr"]):
+        party["id"] = {
+            "orgId": {
+                "anyBIC": "COBADEFFXXX",
+                "lei": "7LTWFZYICNSX8D621K86",
+                "othr": [{"id": "HRB 1", "schmeNm": {"cd": "COID"}, "issr": "Registry"}],
+            }
+        }
     return body
 
 
@@ -179,6 +187,7 @@ def _full_camt056() -> dict[str, Any]:
     body: dict[str, Any] = msgspec.json.decode(encode(msg))
     ref = body["fitoFIPmtCxlReq"]["undrlyg"][0]["txInf"][0]["orgnlTxRef"]
     ref["cdtrAgt"]["finInstnId"]["pstlAdr"] = dict(HYBRID)
+    ref["intrBkSttlmDt"] = target2_today().isoformat()  # settled today: in every window
     return body
 
 

@@ -165,10 +165,10 @@ naive_datetime = st.datetimes()
 # builder argument -> (bad values, the JSON path prefix the error must name)
 PT = "$.fitoFICstmrCdtTrf.cdtTrfTxInf[0]"
 PACS008_ARGS: dict[str, tuple[st.SearchStrategy[Any], str]] = {
-    "debtor_name": (bad_text(140), f"{PT}.dbtr.nm"),
+    "debtor_name": (bad_text(70), f"{PT}.dbtr.nm"),
     "debtor_iban": (bad_iban(normalise=True), f"{PT}.dbtrAcct.id.othr.id"),
     "debtor_agent_id": (bad_text(35), f"{PT}.dbtrAgt.finInstnId.clrSysMmbId.mmbId"),
-    "creditor_name": (bad_text(140), f"{PT}.cdtr.nm"),
+    "creditor_name": (bad_text(70), f"{PT}.cdtr.nm"),
     "creditor_iban": (bad_iban(normalise=True), f"{PT}.cdtrAcct.id.othr.id"),
     "creditor_agent_id": (bad_text(35), f"{PT}.cdtrAgt.finInstnId.clrSysMmbId.mmbId"),
     "amount": (bad_amount, f"{PT}.intrBkSttlmAmt.value"),
@@ -180,8 +180,8 @@ PACS008_ARGS: dict[str, tuple[st.SearchStrategy[Any], str]] = {
     "uetr": (bad_uetr, f"{PT}.pmtId.uetr"),
     "debtor_address": (bad_address, f"{PT}.dbtr.pstlAdr"),
     "creditor_address": (bad_address, f"{PT}.cdtr.pstlAdr"),
-    "debtor_account_name": (bad_text(140), f"{PT}.dbtrAcct.nm"),
-    "creditor_account_name": (bad_text(140), f"{PT}.cdtrAcct.nm"),
+    "debtor_account_name": (bad_text(70), f"{PT}.dbtrAcct.nm"),
+    "creditor_account_name": (bad_text(70), f"{PT}.cdtrAcct.nm"),
     "creditor_reference": (bad_text(35), f"{PT}.rmtInf.strd[0].cdtrRefInf.ref"),
     "charge_bearer": (bad_code.filter(lambda s: s not in {"DEBT", "CRED", "SHAR", "SLEV"}), PT),
     "service_level": (bad_text(35), f"{PT}.pmtTpInf.svcLvl[0].prtry"),
@@ -201,7 +201,7 @@ CAMT056_ARGS: dict[str, tuple[st.SearchStrategy[Any], str]] = {
         bad_code.filter(lambda s: s not in {"DUPL", "TECH", "FRAD", "AC03", "AM09", "CUST"}),
         f"{CT}.cxlRsnInf[0].rsn.cd",
     ),
-    "originator_name": (bad_text(140), f"{CT}.cxlRsnInf[0].orgtr.nm"),
+    "originator_name": (bad_text(70), f"{CT}.cxlRsnInf[0].orgtr.nm"),
     "originator_bic": (
         bad_bic(normalise=True, empty=False),
         f"{CT}.cxlRsnInf[0].orgtr.id.orgId.anyBIC",
@@ -330,8 +330,8 @@ PACS008_FIELDS: tuple[tuple[tuple[str | int, ...], str, st.SearchStrategy[Any]],
     ),
     (("cdt_trf_tx_inf", 0, "intr_bk_sttlm_amt", "ccy"), f"{PT}.intrBkSttlmAmt.ccy", bad_currency),
     (("cdt_trf_tx_inf", 0, "chrg_br"), f"{PT}.chrgBr", bad_code),
-    (("cdt_trf_tx_inf", 0, "dbtr", "nm"), f"{PT}.dbtr.nm", bad_text(140)),
-    (("cdt_trf_tx_inf", 0, "cdtr", "nm"), f"{PT}.cdtr.nm", bad_text(140)),
+    (("cdt_trf_tx_inf", 0, "dbtr", "nm"), f"{PT}.dbtr.nm", bad_text(70)),
+    (("cdt_trf_tx_inf", 0, "cdtr", "nm"), f"{PT}.cdtr.nm", bad_text(70)),
     (
         ("cdt_trf_tx_inf", 0, "cdtr_acct", "id", "othr", "id"),
         f"{PT}.cdtrAcct.id.othr.id",

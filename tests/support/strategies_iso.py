@@ -76,6 +76,25 @@ any_pmt_tp_inf = st.builds(
     svc_lvl=_opt_list(st.builds(p08.ServiceLevel, prtry=any_text)),
     lcl_instrm=_opt(st.builds(p08.LocalInstrument, prtry=any_text)),
 )
+any_party_id = st.builds(
+    p08.PartyIdentification,
+    org_id=st.builds(
+        p08.PartyOrganisationIdentification,
+        any_bic=opt_text,
+        lei=opt_text,
+        othr=_opt_list(
+            st.builds(
+                p08.GenericOrganisationIdentification,
+                id=any_text,
+                schme_nm=_opt(
+                    st.builds(p08.OrganisationIdentificationSchemeName, cd=opt_text, prtry=opt_text)
+                ),
+                issr=opt_text,
+            )
+        ),
+    ),
+)
+any_party = st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address), id=_opt(any_party_id))
 any_credit_tx = st.builds(
     p08.CreditTransferTransaction,
     pmt_id=st.builds(
@@ -85,14 +104,14 @@ any_credit_tx = st.builds(
     intr_bk_sttlm_amt=any_amount,
     intr_bk_sttlm_dt=opt_text,
     chrg_br=opt_text,
-    ultmt_dbtr=_opt(st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address))),
-    dbtr=st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address)),
+    ultmt_dbtr=_opt(any_party),
+    dbtr=any_party,
     dbtr_acct=any_account,
     dbtr_agt=any_agent,
     cdtr_agt=any_agent,
-    cdtr=st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address)),
+    cdtr=any_party,
     cdtr_acct=any_account,
-    ultmt_cdtr=_opt(st.builds(p08.Party, nm=any_text, pstl_adr=_opt(any_address))),
+    ultmt_cdtr=_opt(any_party),
     purp=_opt(st.builds(p08.Purpose, cd=opt_text, prtry=opt_text)),
     rmt_inf=_opt(
         st.builds(

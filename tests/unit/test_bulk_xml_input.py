@@ -158,8 +158,8 @@ def test_a_document_that_is_not_a_camt056_is_fatal(tmp_path: Path) -> None:
     assert bulk.rows == ()
     assert all(e.line == 0 for e in bulk.errors)
     assert [str(e) for e in bulk.errors] == [
-        "document: not a pacs.008.001.10 or camt.056.001.08 document (root 'Document' in "
-        "namespace 'urn:x')"
+        "document: not a pacs.008.001.10, camt.056.001.08 or pacs.028.001.03 document (root "
+        "'Document' in namespace 'urn:x')"
     ]
 
 

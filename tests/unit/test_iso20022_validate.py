@@ -94,7 +94,8 @@ PACS008_RULES = [
     (f"{T}.pmtId.endToEndId", "E2E1/", "must not start or end with '/'"),
     (f"{T}.pmtId.txId", "TX//1", "'//'"),
     # Max140Text and Max70Text
-    (f"{T}.dbtr.nm", "A" * 141, "1..140 characters"),
+    (f"{T}.dbtr.nm", "A" * 71, "1..70 characters (EPC SCT inter-PSP implementation"),
+    (f"{T}.cdtrAcct.nm", "A" * 71, "1..70 characters"),
     (f"{T}.cdtr.nm", "Zoë Müller", "outside the SEPA set"),
     (f"{T}.rmtInf.ustrd[0]", "R" * 141, "1..140 characters"),
     (f"{T}.dbtr.pstlAdr.adrLine[0]", "L" * 71, "1..70 characters"),
@@ -158,7 +159,7 @@ CAMT056_RULES = [
     (f"{X}.cxlRsnInf[0].rsn.cd", "AC01", "SEPA recall reason"),
     (f"{X}.cxlRsnInf[0].orgtr", {}, "originator"),
     (f"{X}.cxlRsnInf[0].orgtr.id.orgId.anyBIC", "cobadeff", "BICFI"),
-    (f"{X}.cxlRsnInf[0].orgtr.nm", "N" * 141, "1..140 characters"),
+    (f"{X}.cxlRsnInf[0].orgtr.nm", "N" * 71, "1..70 characters"),
     (f"{X}.orgnlTxRef.intrBkSttlmAmt.ccy", "USD", "must be EUR"),
     (f"{X}.orgnlTxRef.intrBkSttlmAmt.value", Decimal("-5.00"), "positive"),
     (f"{X}.orgnlTxRef.intrBkSttlmAmt.value", Decimal("0"), "positive"),
@@ -287,7 +288,7 @@ def test_published_example_ibans_pass(value: str) -> None:
 @settings(max_examples=50, deadline=None)
 @given(
     msg_id=sepa_id,
-    name=sepa_text(140),
+    name=sepa_text(70),
     debtor=iban,
     creditor=iban,
     agent=bic,

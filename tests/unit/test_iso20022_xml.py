@@ -21,6 +21,7 @@ from payments_async.iso20022 import (
     Camt056,
     Pacs002,
     Pacs008,
+    Pacs028,
     build_cancellation,
     build_credit_transfer,
     decode_camt029,
@@ -32,6 +33,7 @@ from payments_async.iso20022 import (
 from payments_async.iso20022 import xml as iso_xml
 from payments_async.iso20022.pacs008 import PostalAddress
 from payments_async.iso20022.xml import NAMESPACES, check_xml, from_xml, json_key, to_xml
+from tests.factories import cancellation
 from tests.support.strategies_iso import (
     any_camt029,
     any_pacs002,
@@ -48,8 +50,13 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 XSD = FIXTURES / "xsd"
 PACS008_XSD = XSD / "pacs.008.001.10.xsd"
 CAMT056_XSD = XSD / "camt.056.001.08.xsd"
+PACS028_XSD = XSD / "pacs.028.001.03.xsd"
 PACS002_REDUCED_XSD = XSD / "pacs.002.001.12-reduced.xsd"
-OFFICIAL: dict[type[Any], Path] = {Pacs008: PACS008_XSD, Camt056: CAMT056_XSD}
+OFFICIAL: dict[type[Any], Path] = {
+    Pacs008: PACS008_XSD,
+    Camt056: CAMT056_XSD,
+    Pacs028: PACS028_XSD,
+}
 
 # The shapes users build: no address, structured, hybrid (town and country plus lines).
 addresses = st.none() | valid_address
@@ -249,9 +256,9 @@ def _struct_paths(node: Any, path: str, seen: set[int]) -> list[tuple[str, Any]]
     return out
 
 
-@pytest.mark.parametrize("kind", [Pacs008, Camt056])
+@pytest.mark.parametrize("kind", [Pacs008, Camt056, Pacs028])
 def test_every_struct_field_is_an_element_of_the_official_schema_in_its_order(
-    kind: type[Pacs008 | Camt056],
+    kind: type[Pacs008 | Camt056 | Pacs028],
 ) -> None:
     # What lets to_xml without an XSD write what the schema would: every field of the
     # structs, at every depth, has the schema's tag, list-ness and relative order.
@@ -389,7 +396,9 @@ def test_from_xml_refuses_what_it_cannot_read() -> None:
     with pytest.raises(ValidationError, match="malformed XML"):
         from_xml(b"<Document><unclosed></Document>")
     report = decode_pacs002((FIXTURES / "pacs002_accc.json").read_bytes())
-    with pytest.raises(ValidationError, match=r"pacs\.008\.001\.10 or camt\.056\.001\.08"):
+    with pytest.raises(
+        ValidationError, match=r"pacs\.008\.001\.10, camt\.056\.001\.08 or pacs\.028\.001\.03"
+    ):
         from_xml(to_xml(report))
     msg = decode_pacs008((FIXTURES / "pacs008_credit_transfer.json").read_bytes())
     data = to_xml(msg).replace(b"<ChrgBr>", b"<SttlmPrty>HIGH</SttlmPrty><ChrgBr>")
@@ -406,7 +415,7 @@ def test_from_xml_refuses_what_it_cannot_read() -> None:
         to_xml(msg, xsd=CAMT056_XSD)
     with pytest.raises(ValidationError, match="cannot read the XSD"):
         to_xml(msg, xsd=XSD / "missing.xsd")
-    with pytest.raises(TypeError, match="Pacs008, Camt056, Pacs002 or Camt029"):
+    with pytest.raises(TypeError, match="Pacs008, Camt056, Pacs028, Pacs002, Camt029"):
         to_xml(PostalAddress(twn_nm="Paris"))  # type: ignore[arg-type]
 
 
@@ -465,3 +474,14 @@ def test_without_the_extra_the_import_names_it_and_the_core_never_loads_it() -> 
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_recalls_settlement_date_is_iso_xml_of_camt056() -> None:
+    document = msgspec.json.decode(encode(cancellation("E2E-SETTLED")))
+    document["fitoFIPmtCxlReq"]["undrlyg"][0]["txInf"][0]["orgnlTxRef"]["intrBkSttlmDt"] = (
+        "2026-11-20"
+    )
+    msg = decode_camt056(msgspec.json.encode(document))
+    data = to_xml(msg, xsd=CAMT056_XSD)
+    assert b"<IntrBkSttlmDt>2026-11-20</IntrBkSttlmDt>" in data
+    assert encode(from_xml(data, xsd=CAMT056_XSD)) == encode(msg)
