@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -32,12 +34,19 @@ from payments_async.bulk import (
     JournalError,
     QueueStatus,
     ResultsWriteError,
+    RunPlan,
     check_run_input,
     connection_limit_for,
+    default_journal_path,
     default_results_path,
     is_postgres_url,
+    journal_counts,
     new_run_id,
     plan_input,
+    plan_summary,
+    read_results,
+    run_report,
+    write_attention,
 )
 
 from .._context import Settings, pass_settings
@@ -45,7 +54,7 @@ from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
-from .._render import bulk_summary, queue_summary
+from .._render import bulk_summary, plan_table, queue_summary
 from .._run import (
     describe_unreachable,
     make_client,
@@ -57,7 +66,7 @@ from .._run import (
 from .._watch import ConnectWatch
 from .._xml import check_bulk_xml, xsd_option
 
-__all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
+__all__ = ["bulk_cancel", "bulk_report", "bulk_results", "bulk_status", "journal_shown"]
 
 
 def _per_second(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -131,6 +140,18 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
     help="Send at most N requests per second (sends, resends and outcome reads); with "
     "--queue, N for every worker of the run together.",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check and add up the input, then stop: rows, amounts, reasons, rows refused and "
+    "why, the least time at --rate. Nothing is sent and no journal is made.",
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Do not ask for confirmation on a terminal (a run whose stdin is not a terminal "
+    "never asks).",
+)
 @xsd_option
 @pass_settings
 def bulk_cancel(
@@ -146,6 +167,8 @@ def bulk_cancel(
     skip_invalid: bool,
     timeout: float,
     rate: float | None,
+    dry_run: bool,
+    yes: bool,
     xsd: Path | None,
 ) -> None:
     """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row; or an
@@ -169,6 +192,9 @@ def bulk_cancel(
     made is refused; --new-run starts a new run in that journal without ever sending a
     payment's cancellation twice.
 
+    --dry-run shows what a run would send, and sends nothing. On a terminal a run shows
+    the same figures and asks before sending (--yes does not ask).
+
     \b
     Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
     return_request_needed in the results) or refused by the service (a rerun cannot
@@ -176,15 +202,22 @@ def bulk_cancel(
     command), rows whose message cannot be sent (a rerun will not send them: see the
     reason), or outcomes nobody can tell (codes nobody can classify, or a row sent before
     whose message can no longer be sent: check with the bank); 130 interrupted (rerun to
-    resume).
+    resume); --dry-run: 0, or 2 for bad input; a run not confirmed: 2, nothing sent.
     """
+    if dry_run:
+        _dry_run(
+            settings, input_path, skip_invalid, rate, xsd, journal_path, results_path, queue_url
+        )
+    confirm = None if yes or not sys.stdin.isatty() else _Confirm(settings, rate)
     if queue_url is not None:
         if journal_path is not None or no_journal or new_run or results_path is not None:
             raise click.UsageError(
                 "--queue keeps the journal in its database and writes no results file: "
                 "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
             )
-        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid, rate, xsd)
+        _bulk_cancel_queued(
+            settings, input_path, queue_url, no_wait, skip_invalid, rate, xsd, confirm
+        )
     if no_wait:
         raise click.UsageError("--no-wait goes with --queue")
     shown_journal = journal_shown(journal_path)
@@ -213,7 +246,7 @@ def bulk_cancel(
             ):
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
-                events = _LocalRunEvents(settings, client, results, bar, reading)
+                events = _LocalRunEvents(settings, client, results, bar, reading, confirm)
                 with set_on_signals(stop), showing(bar), limit_rate(limiter):
                     report = await bulk.bulk_cancel(
                         client,
@@ -258,6 +291,68 @@ def bulk_cancel(
     run_command(settings, go)
 
 
+def _dry_run(
+    settings: Settings,
+    input_path: Path,
+    skip_invalid: bool,
+    rate: float | None,
+    xsd: Path | None,
+    journal_path: str | None,
+    results_path: Path | None,
+    queue_url: str | None,
+) -> NoReturn:
+    """``bulk-cancel --dry-run``: check and add up the input; no client, nothing sent."""
+
+    async def go() -> int:
+        check_bulk_xml(input_path, xsd)
+        try:
+            checked = await check_run_input(input_path, skip_invalid=skip_invalid)
+            plan = await asyncio.to_thread(plan_summary, checked)
+        except BulkInputError as exc:
+            raise _input_refused(settings, input_path, exc) from None
+        except UnicodeDecodeError as exc:
+            raise _input_not_utf8(input_path, exc) from None
+        except JournalError as exc:  # the file changed while it was read
+            raise CliError(str(exc)) from None
+        except OSError as exc:
+            raise CliError(f"cannot read {str(input_path)!r}: {exc}") from None
+        states = None
+        if queue_url is None and not is_postgres_url(journal_path or ""):
+            results = results_path or default_results_path(input_path)
+            journal = Path(journal_path) if journal_path else default_journal_path(results)
+            states = journal_counts(journal) if journal.is_file() else None
+        if settings.json:
+            settings.emit({**plan.as_dict(rate), "dry_run": True, "journal_states": states})
+        else:
+            settings.out.print(plan_table(plan, rate))
+            if states:
+                settings.err.print(
+                    f"its journal already holds a run of {sum(states.values())} rows "
+                    f"({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}): a run of "
+                    "the same input resumes it"
+                )
+            settings.err.print("dry run: nothing was sent")
+        return EXIT_OK
+
+    run_command(settings, go)
+
+
+class _Confirm:
+    """Before a run on a terminal sends anything: show what it would send, and ask."""
+
+    def __init__(self, settings: Settings, rate: float | None) -> None:
+        self._settings = settings
+        self._rate = rate
+
+    async def __call__(self, checked: InputCheck) -> None:
+        """Raises `CliError` (exit 2, nothing sent) unless the person says yes."""
+        plan: RunPlan = await asyncio.to_thread(plan_summary, checked)
+        self._settings.err.print(plan_table(plan, self._rate))
+        question = f"send {plan.to_send} cancellation request(s)?"
+        if not await asyncio.to_thread(click.confirm, question, err=True):
+            raise CliError("not confirmed: nothing was sent")
+
+
 class _LocalRunEvents(BulkEvents):
     """What ``bulk-cancel`` shows as its run goes: the input's bar, messages, the run's bar."""
 
@@ -268,12 +363,14 @@ class _LocalRunEvents(BulkEvents):
         results: Path,
         bar: RunBar | None,
         reading: InputBar | None,
+        confirm: _Confirm | None,
     ) -> None:
         self._settings = settings
         self._client = client
         self._results = results
         self._bar = bar
         self._reading = reading
+        self._confirm = confirm
 
     def reading(self, phase: str, done: int, size: int) -> None:
         if self._reading is not None:
@@ -282,6 +379,10 @@ class _LocalRunEvents(BulkEvents):
     async def checked(self, checked: InputCheck) -> None:
         # The service is checked once the input is: bad input is exit 2 whatever the
         # service's state, and no journal is made for a run that cannot start.
+        if self._confirm is not None:
+            if self._reading is not None:
+                self._reading.close()  # the question is asked on a clean line
+            await self._confirm(checked)
         await _checked_then_token(self._client, self._results)
 
     def planned(self, checked: InputCheck, resumed: bool) -> None:
@@ -347,6 +448,7 @@ def _bulk_cancel_queued(
     skip_invalid: bool,
     rate: float | None,
     xsd: Path | None,
+    confirm: _Confirm | None,
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
     reading = input_bar(settings)
@@ -367,6 +469,8 @@ def _bulk_cancel_queued(
         finally:
             if reading is not None:
                 reading.close()
+        if confirm is not None:
+            await confirm(checked)
         try:
             report = await bulk.enqueue_run(
                 queue_url,
@@ -470,32 +574,184 @@ def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
     run_command(settings, go)
 
 
+_queue_source = click.option(
+    "--queue", "queue_url", metavar="URL", help="The postgresql:// queue or journal of the run."
+)
+_results_source = click.option(
+    "--results",
+    "results_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Or the results file of a local run (.csv or .jsonl).",
+)
+
+
+def _one_source(queue_url: str | None, results_path: Path | None) -> None:
+    if (queue_url is None) == (results_path is None):
+        raise click.UsageError("give the run: --queue URL (with --run), or --results FILE")
+
+
+async def _run_results(
+    queue_url: str | None, run_id: str | None, results_path: Path | None, folder: Path
+) -> tuple[str, Path]:
+    """``(what the run is called, its results file)``: a local run's, or a queued run's
+    exported to a file in ``folder``."""
+    if results_path is not None:
+        return results_path.name, results_path
+    assert queue_url is not None
+    path = folder / "results.jsonl"
+    try:
+        run, _ = await asyncio.to_thread(bulk.write_queue_results, queue_url, path, run_id)
+    except JournalError as exc:
+        raise journal_failed(exc) from None
+    return f"run {run}", path
+
+
 @click.command("bulk-results")
-@queue_option
+@_queue_source
 @run_option
+@_results_source
 @click.option(
     "--output",
     "output",
     required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Results file, .csv or .jsonl (the columns of bulk-cancel's results).",
+    help="Results file, .csv or .jsonl (the columns of bulk-cancel's results); with "
+    "--needs-attention, the rows in INPUT's format.",
+)
+@click.option(
+    "--needs-attention",
+    "input_path",
+    metavar="INPUT",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Write only the rows that need a person (refused, rejected with a pacs.004 to "
+    "request, unknown, not sent, invalid), taken from the run's INPUT in its own format "
+    "with an 'attention' column: fix them and run again.",
 )
 @pass_settings
-def bulk_results(settings: Settings, queue_url: str, run_id: str | None, output: Path) -> None:
-    """Export the results of a distributed bulk run, one line per input row."""
+def bulk_results(
+    settings: Settings,
+    queue_url: str | None,
+    run_id: str | None,
+    results_path: Path | None,
+    output: Path,
+    input_path: Path | None,
+) -> None:
+    """Export the results of a distributed bulk run, one line per input row; or, with
+    --needs-attention, the rows of any run that need a person.
+
+    \b
+    Feed an attention file back with the run's journal, so that no payment is recalled
+    twice (a row whose cancellation the journal records is refused, not sent):
+      payments-async bulk-cancel FIXED.csv --journal THE.journal.sqlite --new-run --skip-invalid
+    """
+    if input_path is None:
+        if queue_url is None:
+            raise click.UsageError("--queue is required (--results goes with --needs-attention)")
+        if results_path is not None:
+            raise click.UsageError("--results goes with --needs-attention")
+    else:
+        _one_source(queue_url, results_path)
 
     async def go() -> int:
         check_results_path(output, "--output")
-        try:
-            run, path = await asyncio.to_thread(bulk.write_queue_results, queue_url, output, run_id)
-        except JournalError as exc:
-            raise journal_failed(exc) from None
-        except OSError as exc:
-            raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
+        if input_path is None:
+            assert queue_url is not None
+            try:
+                run, path = await asyncio.to_thread(
+                    bulk.write_queue_results, queue_url, output, run_id
+                )
+            except JournalError as exc:
+                raise journal_failed(exc) from None
+            except OSError as exc:
+                raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
+            if settings.json:
+                settings.emit({"run_id": run, "results": str(path)})
+            else:
+                settings.say(f"results of run {run}: {path}")
+            return EXIT_OK
+        with tempfile.TemporaryDirectory(prefix="payments-async-") as folder:
+            name, source = await _run_results(queue_url, run_id, results_path, Path(folder))
+            try:
+                written = await asyncio.to_thread(write_attention, input_path, source, output)
+            except (OSError, ValueError) as exc:
+                raise CliError(f"cannot write the attention file: {exc}") from None
         if settings.json:
-            settings.emit({"run_id": run, "results": str(path)})
+            settings.emit(
+                {
+                    "run": name,
+                    "needs_attention": written.rows,
+                    "by_outcome": written.by_outcome,
+                    "output": str(written.path) if written.rows else None,
+                }
+            )
+        elif written.rows:
+            settings.say(f"{written.rows} row(s) of {name} need a person: {written.path}")
         else:
-            settings.say(f"results of run {run}: {path}")
+            settings.say(f"no row of {name} needs a person; nothing written")
         return EXIT_OK
 
     run_command(settings, go)
+
+
+@click.command("bulk-report")
+@_queue_source
+@run_option
+@_results_source
+@click.option(
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The HTML file to write (one self-contained page) [required without --json].",
+)
+@pass_settings
+def bulk_report(
+    settings: Settings,
+    queue_url: str | None,
+    run_id: str | None,
+    results_path: Path | None,
+    output: Path | None,
+) -> None:
+    """Write a run's report: one HTML page with its outcomes and reasons as charts (the
+    report extra), the rows needing a pacs.004 return request and the rows not final.
+    With --json, print the same figures as JSON.
+
+    The page needs no network access to be viewed: its style and charts are inside it,
+    and it runs no script.
+    """
+    _one_source(queue_url, results_path)
+    if output is None and not settings.json:
+        raise click.UsageError("--output FILE is required (or --json for the figures)")
+
+    async def go() -> int:
+        if output is not None:
+            check_results_path(output, "--output")
+        with tempfile.TemporaryDirectory(prefix="payments-async-") as folder:
+            name, source = await _run_results(queue_url, run_id, results_path, Path(folder))
+            try:
+                report = await asyncio.to_thread(
+                    lambda: run_report(read_results(source), f"Bulk run: {name}")
+                )
+            except (OSError, ValueError) as exc:
+                raise CliError(f"cannot read the results of {name}: {exc}") from None
+        hint = "payments-async bulk-results --needs-attention INPUT " + (
+            f"--results {results_path}" if results_path is not None else "--queue URL"
+        )
+        if output is not None:
+            page = report.to_html(attention_hint=f"{hint} --output FILE")
+            try:
+                await asyncio.to_thread(_write_text, output, page)
+            except OSError as exc:
+                raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
+        if settings.json:
+            settings.emit({**report.as_dict(), "output": None if output is None else str(output)})
+        else:
+            settings.say(f"report of {name}: {output}")
+        return EXIT_OK
+
+    run_command(settings, go)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
