@@ -22,9 +22,11 @@ limit (``--rate``) counts both, so a run's time is estimated from this."""
 def earliest_recall_deadline(rows: Iterable[BulkRow]) -> dt.date | None:
     """The earliest date by which one of ``rows`` must be recalled, or None when unknown.
 
-    The hook through which a plan learns the recall deadlines of its payments: it
-    returns None until the ISO layer can tell a payment's recall deadline from what a
-    row gives, and a plan then reports the deadline as unknown.
+    The hook through which a plan learns the recall deadlines of its payments. A row's
+    deadline follows from its recall reason and the original payment's settlement date
+    (banking days of the TARGET2 calendar); until rows carry that date, this returns
+    None and a plan reports the deadline as unknown. It reads the rows once, as a
+    stream, and the plan counts every row whatever it reads.
     """
     for _ in rows:
         break

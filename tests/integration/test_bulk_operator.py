@@ -189,6 +189,11 @@ def test_on_a_terminal_a_run_asks_first_and_a_no_sends_nothing(
     assert code == 0, seen
     assert cancellations_by_e2e(sb)["E2E-ASK-000000"] == 1
 
+    # Asked again, the question says the run is resumed: every row is final.
+    code, seen = _on_a_terminal(sb, ["bulk-cancel", str(src)], b"n\n")
+    assert code == 2, seen
+    assert "its journal already holds a run of 3 rows (final 3)" in " ".join(seen.split())
+
     rows = bulk_rows(2, prefix="E2E-YES")
     precreate_payments(sb, [r["original_end_to_end_id"] for r in rows])
     src = write_csv(tmp_path / "yes.csv", rows)

@@ -208,7 +208,11 @@ def bulk_cancel(
         _dry_run(
             settings, input_path, skip_invalid, rate, xsd, journal_path, results_path, queue_url
         )
-    confirm = None if yes or not sys.stdin.isatty() else _Confirm(settings, rate)
+    confirm = (
+        None
+        if yes or not sys.stdin.isatty()
+        else _Confirm(settings, rate, _journal_file(input_path, journal_path, results_path))
+    )
     if queue_url is not None:
         if journal_path is not None or no_journal or new_run or results_path is not None:
             raise click.UsageError(
@@ -316,38 +320,54 @@ def _dry_run(
             raise CliError(str(exc)) from None
         except OSError as exc:
             raise CliError(f"cannot read {str(input_path)!r}: {exc}") from None
-        states = None
-        if queue_url is None and not is_postgres_url(journal_path or ""):
-            results = results_path or default_results_path(input_path)
-            journal = Path(journal_path) if journal_path else default_journal_path(results)
-            states = journal_counts(journal) if journal.is_file() else None
+        journal = None if queue_url else _journal_file(input_path, journal_path, results_path)
+        states = journal_counts(journal) if journal is not None else None
         if settings.json:
             settings.emit({**plan.as_dict(rate), "dry_run": True, "journal_states": states})
         else:
             settings.out.print(plan_table(plan, rate))
-            if states:
-                settings.err.print(
-                    f"its journal already holds a run of {sum(states.values())} rows "
-                    f"({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}): a run of "
-                    "the same input resumes it"
-                )
+            _say_resumed(settings, states)
             settings.err.print("dry run: nothing was sent")
         return EXIT_OK
 
     run_command(settings, go)
 
 
+def _journal_file(
+    input_path: Path, journal_path: str | None, results_path: Path | None
+) -> Path | None:
+    """The journal file a local run of ``input_path`` would use, when it exists."""
+    if is_postgres_url(journal_path or ""):
+        return None
+    results = results_path or default_results_path(input_path)
+    journal = Path(journal_path) if journal_path else default_journal_path(results)
+    return journal if journal.is_file() else None
+
+
+def _say_resumed(settings: Settings, states: dict[str, int] | None) -> None:
+    """Say that a journal already holds a run (``states``: its rows per state)."""
+    if states:
+        settings.err.print(
+            f"its journal already holds a run of {sum(states.values())} rows "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}): a run of the "
+            "same input resumes it, and sends only the rows not final"
+        )
+
+
 class _Confirm:
     """Before a run on a terminal sends anything: show what it would send, and ask."""
 
-    def __init__(self, settings: Settings, rate: float | None) -> None:
+    def __init__(self, settings: Settings, rate: float | None, journal: Path | None) -> None:
         self._settings = settings
         self._rate = rate
+        self._journal = journal
 
     async def __call__(self, checked: InputCheck) -> None:
         """Raises `CliError` (exit 2, nothing sent) unless the person says yes."""
         plan: RunPlan = await asyncio.to_thread(plan_summary, checked)
         self._settings.err.print(plan_table(plan, self._rate))
+        if self._journal is not None:
+            _say_resumed(self._settings, journal_counts(self._journal))
         question = f"send {plan.to_send} cancellation request(s)?"
         if not await asyncio.to_thread(click.confirm, question, err=True):
             raise CliError("not confirmed: nothing was sent")
