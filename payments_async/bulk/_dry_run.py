@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
 from ._input import BulkRow, InputCheck, InputScan, RowError
 from ._journal import JournalError
+from ._plan import recorded_refusal
 
 __all__ = ["REQUESTS_PER_ROW", "RunPlan", "earliest_recall_deadline", "plan_summary"]
 
@@ -47,8 +48,9 @@ class RunPlan:
         to_send: valid rows, each one cancellation request.
         amounts: the sum of the valid rows' amounts, per currency.
         reasons: valid rows per recall reason code (``DUPL``, ``FRAD``, ...).
-        refused: every problem of the rows a run refuses (``--skip-invalid`` reports
-            them ``invalid``; without it the input is refused as a whole).
+        refused: every problem of the rows a run refuses, and the rows whose payment the
+            journal records a cancellation for (``--skip-invalid`` reports them
+            ``invalid``; without it the input is refused as a whole).
         refused_rows: rows a run refuses.
         earliest_recall_deadline: see `earliest_recall_deadline`; None when unknown.
     """
@@ -90,19 +92,25 @@ class RunPlan:
         }
 
 
-def plan_summary(checked: InputCheck) -> RunPlan:
+def plan_summary(checked: InputCheck, recorded: Mapping[str, str] | None = None) -> RunPlan:
     """Read a checked input again, as a stream, and add up what a run of it would send.
 
-    Nothing is written and nothing is sent: the figures come from the file alone.
+    Nothing is written and nothing is sent: the figures come from the file (and
+    ``recorded``) alone.
 
     Args:
         checked: what `check_input` (or ``check_run_input``) found in the file.
+        recorded: the payments the run's journal records a cancellation for, as
+            ``SqliteJournal.recorded_cancellations`` gives them (a new run in that
+            journal, ``new_run``): their rows are refused, as the run refuses them.
 
     Raises:
         JournalError: the file changed since it was checked.
         OSError: the file cannot be read.
     """
     invalid = frozenset(checked.invalid_lines)
+    recorded = recorded or {}
+    refused_recorded: list[RowError] = []
     amounts: dict[str, Decimal] = {}
     reasons: Counter[str] = Counter()
     to_send = 0
@@ -114,6 +122,16 @@ def plan_summary(checked: InputCheck) -> RunPlan:
             if item.header or item.row is None or item.line in invalid:
                 continue
             row = item.row
+            earlier = recorded.get(row.original_end_to_end_id)
+            if earlier is not None:
+                refused_recorded.append(
+                    RowError(
+                        row.line,
+                        "original_end_to_end_id",
+                        recorded_refusal(row.original_end_to_end_id, earlier),
+                    )
+                )
+                continue
             to_send += 1
             amounts[row.currency] = amounts.get(row.currency, Decimal(0)) + row.amount
             reasons[row.reason] += 1
@@ -123,7 +141,7 @@ def plan_summary(checked: InputCheck) -> RunPlan:
     deadline = earliest_recall_deadline(rows)
     for _ in rows:  # the rows the hook did not read: every row is counted
         pass
-    if scan.sha256 != checked.sha256 or to_send != checked.valid:
+    if scan.sha256 != checked.sha256 or to_send + len(refused_recorded) != checked.valid:
         raise JournalError(
             f"{str(checked.path)!r} changed while it was being read; nothing was sent"
         )
@@ -133,7 +151,12 @@ def plan_summary(checked: InputCheck) -> RunPlan:
         to_send=to_send,
         amounts=amounts,
         reasons=dict(reasons),
-        refused=tuple(e for e in checked.errors if e.line in invalid),
-        refused_rows=len(invalid),
+        refused=tuple(
+            sorted(
+                [*(e for e in checked.errors if e.line in invalid), *refused_recorded],
+                key=lambda e: e.line,
+            )
+        ),
+        refused_rows=len(invalid) + len(refused_recorded),
         earliest_recall_deadline=deadline,
     )

@@ -310,17 +310,22 @@ def test_the_rows_that_need_a_person_fed_back_after_a_fix_recall_nothing_twice(
     (write_csv if fmt == "csv" else write_jsonl)(out, fixed)
     before = Counter(cancellations_by_e2e(sb))
     camt056 = sb.stats()["requests"].get("camt056", 0)
-    again = run_cli(
-        sb,
-        "bulk-cancel",
-        str(out),
-        "--journal",
-        f"{name}.results.journal.sqlite",
-        "--new-run",
-        "--skip-invalid",
-        json_out=True,
-    )
+    journal = f"{name}.results.journal.sqlite"
+    rerun = [str(out), "--journal", journal, "--new-run", "--skip-invalid"]
+    # The dry run of the rerun counts what the rerun then does, and sends nothing.
+    requests = posts(sb)
+    plan = json.loads(run_cli(sb, "bulk-cancel", *rerun, "--dry-run", json_out=True).stdout)
+    assert posts(sb) == requests
+    assert (plan["to_send"], plan["refused_rows"]) == (2, 3), plan
+    assert all("already has a cancellation recorded" in p["message"] for p in plan["refused"])
+    without = run_cli(sb, "bulk-cancel", *rerun[:-1], "--dry-run", json_out=True)
+    assert without.exit_code == 2  # as the run: the input is refused without --skip-invalid
+    assert posts(sb) == requests
+
+    again = run_cli(sb, "bulk-cancel", *rerun, json_out=True)
     summary = json.loads(again.stdout)
+    assert summary["invalid"] == plan["refused_rows"]
+    assert summary["accepted"] + summary["rejected"] == plan["to_send"]
     # Only the refused and the invalid row are sent; the rejected and unknown rows are
     # refused, their cancellation being recorded in the journal.
     assert sb.stats()["requests"].get("camt056", 0) - camt056 == 2
