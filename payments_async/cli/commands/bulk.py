@@ -201,33 +201,28 @@ def bulk_cancel(
     whose message can no longer be sent: check with the bank); 130 interrupted (rerun to
     resume); --dry-run: 0, or 2 for bad input; a run not confirmed: 2, nothing sent.
     """
-    if dry_run:
-        _dry_run(
-            settings,
-            input_path,
-            skip_invalid,
-            rate,
-            xsd,
-            None if queue_url else _journal_file(input_path, journal_path, results_path),
-            new_run,
+    if queue_url is not None and (
+        journal_path is not None or no_journal or new_run or results_path is not None
+    ):
+        raise click.UsageError(
+            "--queue keeps the journal in its database and writes no results file: "
+            "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
         )
-    confirm = (
+    if no_wait and queue_url is None:
+        raise click.UsageError("--no-wait goes with --queue")
+    shown_journal = journal_shown(journal_path)
+    local_journal = (
         None
-        if yes or not sys.stdin.isatty()
-        else _Confirm(settings, rate, _journal_file(input_path, journal_path, results_path))
+        if queue_url is not None or no_journal
+        else _journal_file(input_path, journal_path, results_path)
     )
+    if dry_run:
+        _dry_run(settings, input_path, skip_invalid, rate, xsd, local_journal, new_run)
+    confirm = None if yes or not sys.stdin.isatty() else _Confirm(settings, rate, local_journal)
     if queue_url is not None:
-        if journal_path is not None or no_journal or new_run or results_path is not None:
-            raise click.UsageError(
-                "--queue keeps the journal in its database and writes no results file: "
-                "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
-            )
         _bulk_cancel_queued(
             settings, input_path, queue_url, no_wait, skip_invalid, rate, xsd, confirm
         )
-    if no_wait:
-        raise click.UsageError("--no-wait goes with --queue")
-    shown_journal = journal_shown(journal_path)
     results = results_path if results_path is not None else default_results_path(input_path)
 
     limiter = None if rate is None else RateLimiter.of(RateLimit(per_second=rate))
