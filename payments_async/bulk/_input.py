@@ -76,8 +76,7 @@ whose keys are `Address`'s field names.
 """
 
 ATTENTION_COLUMN: Final = "attention"
-"""A column (in JSONL a field) the reader accepts and ignores: why a row of a run's
-attention file needs a person (see ``bulk-results --needs-attention``)."""
+"""A column (JSONL: field) read and ignored: why a row of an attention file needs a person."""
 
 _JSON_KEYS: Final = frozenset((*COLUMNS, ADDRESS_KEY, ATTENTION_COLUMN))
 _CSV_COLUMNS: Final = frozenset((*COLUMNS, *ADDRESS_COLUMNS, ATTENTION_COLUMN))
@@ -266,13 +265,8 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object] | None, str]]:
-    """Yield ``(line, record, problem)``: a record, or None and why the line is unreadable.
-
-    A CSV's first item is its header, ``{"__header__": [names]}``; a data record is
-    ``{column: text}`` in the file's column order, a JSONL record the object as parsed
-    (numbers as ``Decimal``). Nothing is checked. Reads ``fh`` as it goes: one line (or
-    one CSV record) in memory at a time.
-    """
+    """Yield ``(line, record, problem)``: a record as given, unchecked (a CSV's header first,
+    ``{"__header__": names}``), or None and why the line is unreadable; one at a time."""
     if jsonl:
         for n, raw in enumerate(fh, start=1):
             if not raw.strip():
