@@ -1,8 +1,8 @@
 # Every target creates the environment it needs from a bare python3; nothing global is assumed.
 #   .venv         development: the package editable with .[dev,bench] (tests, lint, types, docs)
 #   .venv-demo    what a user of the command line installs: .[cli], nothing else
-#   .venv-latest  .[test-core,bench,pkcs11]: the tests that do not need aioresponses, on the newest
-#                 aiohttp the library allows
+#   .venv-latest  every extra users can install (and the test tools but aioresponses), each at the
+#                 newest version allowed: the whole suite runs here
 #   .venv-dist    the built wheel, installed like a user would, running the demo
 #   .venv-min     every direct dependency at the lowest version pyproject.toml allows (uv, itself
 #                 installed from PyPI into .venv-uv, does the install)
@@ -20,7 +20,17 @@ MIN_VENV    := .venv-min
 MIN_STAMP   := $(MIN_VENV)/.installed
 UV_VENV     := .venv-uv
 
-.PHONY: demo test lint types unit suite docs dist dist-check test-latest test-min soak bench clean venv
+.PHONY: demo test test-all lint types unit suite docs dist dist-check test-latest test-aioresponses \
+	min-demo test-min test-min-all soak bench clean venv
+
+# The tests run on every core given here (pytest-xdist). Each test is independent of the
+# others: it starts its own servers on free ports, keeps its files under its own tmp_path
+# and its environment and working directory in monkeypatch; each worker process starts its
+# own PostgreSQL (tests/support/postgres.py) and its own SoftHSM2 token.
+WORKERS   ?= 2
+PARALLEL  := -n $(WORKERS)
+# `make test` prints the 25 slowest tests of its main run, so that where the time goes is seen.
+DURATIONS := --durations=25
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,9 +71,18 @@ unit: $(STAMP)
 	$(BIN)/pytest -q -m "not soak and not slow" tests/unit
 
 # The whole suite but the soak (unit, slow, integration, reliability, benchmark smoke
-# tests), hypothesis at its ci profile (1,000 examples a property).
+# tests) in .venv (aiohttp below 3.14, with aioresponses), hypothesis at its ci profile
+# (1,000 examples a property). Part of `make test-all`; `make test` runs the whole suite in
+# .venv-latest instead, and here only what needs aioresponses (test-aioresponses).
 suite: $(STAMP)
-	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -m "not soak"
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q $(PARALLEL) -m "not soak and not alone"
+	$(BIN)/pytest -q -m "alone and not soak"
+
+# The tests of the modules that use aioresponses (tests/conftest.py marks them), on the
+# aiohttp it supports: aioresponses cannot build aiohttp 3.14 responses, so these are the
+# tests .venv-latest cannot collect. Everything else ran in .venv-latest already.
+test-aioresponses: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q $(PARALLEL) -m "aioresponses and not soak"
 
 # The site (API reference from the docstrings, and the guides) in site/; --strict turns a
 # broken link or a reference to a renamed name into a failure.
@@ -86,29 +105,77 @@ dist-check: dist
 		&& $(CURDIR)/$(DIST_VENV)/bin/payments-async demo --processing-delay 0.5; \
 		status=$$?; rm -rf "$$tmp"; exit $$status
 
-# What `pip install payments-async` gives users: the newest aiohttp the library allows
-# (the test extra pins an older one for aioresponses). Test modules that need aioresponses
-# are not collected here (tests/conftest.py says which); everything else runs.
+# What `pip install 'payments-async[...]'` gives users: the newest version of every
+# dependency and extra the library allows (the test extra pins an older aiohttp for
+# aioresponses, so it is the one thing left out). The whole suite runs here, once: unit,
+# integration, reliability and the benchmarks' smoke tests. Test modules that need
+# aioresponses are not collected (tests/conftest.py says which): test-aioresponses runs them.
+LATEST_EXTRAS := test-core,cli,examples,otel,pkcs11,scale,speed,xml,bench
 $(LATEST_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(LATEST_VENV)
 	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager \
-		-e '.[test-core,bench,pkcs11]'
+		-e '.[$(LATEST_EXTRAS)]'
 	touch $(LATEST_STAMP)
 
+# The tests marked `alone` bound a latency or a rate under load they make themselves (3,000
+# slow connections, three workers sharing a rate): another test on the other core turned
+# their bounds into a measure of that test, so they run after the others, one at a time.
 test-latest: $(LATEST_STAMP)
 	$(LATEST_VENV)/bin/python -c "import aiohttp; print('aiohttp', aiohttp.__version__)"
-	HYPOTHESIS_PROFILE=ci $(LATEST_VENV)/bin/pytest -q -m "not soak"
+	HYPOTHESIS_PROFILE=ci $(LATEST_VENV)/bin/pytest -q $(PARALLEL) $(DURATIONS) -m "not soak and not alone"
+	$(LATEST_VENV)/bin/pytest -q -m "alone and not soak"
 
 # The declared floors, tested: tools/floors.py turns every `>=` of the runtime dependencies
 # and of the extras below (the test tools' extras included) into an `==` constraint, so the
 # package and its test tools are installed at exactly their lowest allowed versions (their
 # own dependencies resolve to the newest that fit, as they would for a user), and
-# `floors.py --check` fails the target unless the environment holds exactly those. Run here:
-# the demo, then every test but two folders: tests/benchmarks (the bench extra is a tool of
-# this repository, not a dependency users install) and tests/reliability (long fault, crash
-# and attack runs; they run in .venv and .venv-latest, and leaving them out here keeps
-# `make test` short).
+# `floors.py --check` fails the target unless the environment holds exactly those.
+#
+# What runs at the floors is what a floor can change: the tests that call a dependency.
+#   - the demo (every step of the mission, over real HTTP, through the CLI);
+#   - tests/unit: msgspec's structs and codecs, joserfc's JWTs, cryptography's keys and
+#     signatures, tenacity's retry state, multidict headers, aiohttp's client (through
+#     aioresponses, at its floor too) and server (the serving tests), click's parsing,
+#     xmlschema and lxml, the OpenTelemetry API, schwifty's and pycountry's registries;
+#   - the contract tests at the top of tests/ (public API, architecture, docs);
+#   - MIN_INTEGRATION: the integration modules that meet a dependency nothing in tests/unit
+#     meets, one or two per dependency (named below).
+# Left to .venv-latest (test-latest): the tests of the package's own state machines under
+# faults, crashes, kills, outages, rate limits and load (the rest of tests/integration,
+# tests/reliability) and tests/benchmarks (a tool of this repository, not a dependency users
+# install). They reach the dependencies through the same calls as the modules run here, so a
+# floor that breaks them breaks these first; running them a second time at the floors
+# tested our code twice, not the floors. `make test-min-all` still runs them all here.
+MIN_INTEGRATION := \
+	tests/integration/test_client_sandbox.py \
+	tests/integration/test_sandbox_lifecycle.py \
+	tests/integration/test_cli.py \
+	tests/integration/test_cli_faults.py \
+	tests/integration/test_bulk_stores.py \
+	tests/integration/test_bulk_queue.py::test_queue_run_end_to_end_with_status_and_results \
+	tests/integration/test_bulk_queue_rows.py \
+	tests/integration/test_notification_inbox.py \
+	tests/integration/test_cli_xml.py \
+	tests/integration/test_telemetry_client.py \
+	tests/integration/test_example_receiver_starlette.py \
+	tests/integration/test_hsm_signing.py \
+	tests/integration/test_proxy_client.py \
+	tests/integration/test_examples.py \
+	tests/integration/test_readme.py
+#   aiohttp client and server over real sockets (HTTP/1.1 keep-alive, TLS, shutdown):
+#     test_client_sandbox, test_sandbox_lifecycle
+#   click and rich as the installed command and through CliRunner: test_cli, test_cli_faults
+#   psycopg, procrastinate and PostgreSQL: test_bulk_stores (journal), a queued run end to
+#     end (jobs deferred in batches, a worker, status, results) and test_bulk_queue_rows (a
+#     row's job), test_notification_inbox (the inbox, SQLite and PostgreSQL); the rest of
+#     test_bulk_queue (kills, races, refused addresses: about sixty CLI processes) is ours
+#   xmlschema and lxml through the command line: test_cli_xml
+#   the OpenTelemetry SDK's in-memory exporters: test_telemetry_client
+#   starlette and uvicorn: test_example_receiver_starlette
+#   python-pkcs11 with SoftHSM2: test_hsm_signing
+#   proxy.py and aiohttp's proxy support: test_proxy_client
+#   what a user copies (examples/, the README's first example): test_examples, test_readme
 MIN_EXTRAS := cli otel pkcs11 scale speed test-core test
 $(MIN_STAMP): pyproject.toml tools/floors.py
 	rm -rf $(MIN_VENV)
@@ -121,12 +188,27 @@ $(MIN_STAMP): pyproject.toml tools/floors.py
 		--constraint $(MIN_VENV)/floors.txt -e ".[$$(echo $(MIN_EXTRAS) | tr ' ' ',')]"
 	touch $(MIN_STAMP)
 
-test-min: $(MIN_STAMP)
+# The floors are the ones installed, and the demo runs on them.
+min-demo: $(MIN_STAMP)
 	$(MIN_VENV)/bin/python tools/floors.py --check $(MIN_EXTRAS)
 	$(MIN_VENV)/bin/payments-async demo --processing-delay 0.5
-	$(MIN_VENV)/bin/pytest -q -m "not soak" --ignore tests/benchmarks --ignore tests/reliability
 
-test: lint types suite docs dist-check test-latest test-min
+test-min: min-demo
+	$(MIN_VENV)/bin/pytest -q $(PARALLEL) -m "not soak" tests/unit tests/test_*.py $(MIN_INTEGRATION)
+
+# The floors, exhaustively: every test but tests/benchmarks and tests/reliability.
+test-min-all: min-demo
+	$(MIN_VENV)/bin/pytest -q $(PARALLEL) -m "not soak and not alone" --ignore tests/benchmarks \
+		--ignore tests/reliability
+	$(MIN_VENV)/bin/pytest -q -m "alone and not soak" --ignore tests/benchmarks --ignore tests/reliability
+
+# What CI runs (.ci/run) and the README promises: lint, strict types, the docs site, every
+# test once on the newest dependencies, the aioresponses tests on the aiohttp they support,
+# the built wheel, and the floors installed, checked and tested where they matter.
+test: lint types docs test-latest test-aioresponses dist-check test-min
+
+# The exhaustive matrix: the whole suite in .venv and in .venv-latest, and at the floors.
+test-all: lint types suite docs dist-check test-latest test-min-all
 
 soak: $(STAMP)
 	$(BIN)/pytest -q -m soak tests/reliability

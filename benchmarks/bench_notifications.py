@@ -76,7 +76,13 @@ from payments_async import (
 )
 from payments_async._constants import NOTIFIED_POLL_INITIAL, POLL_JITTER, SANDBOX_CLIENT_ID
 from payments_async.iso20022 import build_cancellation
-from payments_async.notifications import BasicAuth, NotificationReceiver, ReceiverServer
+from payments_async.notifications import (
+    BasicAuth,
+    NotificationReceiver,
+    ReceiverLimits,
+    ReceiverServer,
+    Sweep,
+)
 
 NAME = "notifications"
 MODES = ("polling", "notifications", "notifications-sqlite")
@@ -351,7 +357,7 @@ async def run_ingest(
         client,
         auth=BasicAuth(HOOK_USER, password),
         on_cancellation_outcome=on_outcome,
-        track_submissions=False,
+        sweep=Sweep(track_submissions=False),
         **options,
     )
     answered: list[float] = []
@@ -477,7 +483,7 @@ def _trace_stages(receiver: NotificationReceiver) -> dict[str, dict[str, float]]
     trace: dict[str, dict[str, float]] = {}
     inbox = receiver.inbox
     put = inbox.put
-    confirm = receiver._confirm
+    confirm = receiver.workers.confirm
 
     async def stored(n: Any) -> None:
         await put(n)
@@ -491,7 +497,7 @@ def _trace_stages(receiver: NotificationReceiver) -> dict[str, dict[str, float]]
         return result
 
     inbox.put = stored  # type: ignore[method-assign]
-    receiver._confirm = timed_confirm  # type: ignore[method-assign]
+    receiver.workers.confirm = timed_confirm  # type: ignore[method-assign]
     return trace
 
 
@@ -535,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
     # D: the last submission leaves at W / rate; 10 s more so that every waiter is in
     # flight (and the submissions are over) before the first settlement
     delay = args.settlement_delay or (3.0 if args.quick else waiters / rate + 10.0)
-    options = {"workers": args.workers} if args.workers else {}
+    options = {"limits": ReceiverLimits(workers=args.workers)} if args.workers else {}
     if waiters / rate >= delay:
         raise SystemExit(
             f"--settlement-delay must exceed waiters / rate ({waiters / rate:g} s): "
@@ -641,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": info,
         "rows": rows,
         "ingest": ingest,
-        "receiver_options": options,
+        "receiver_options": {"workers": args.workers} if args.workers else {},
         "targets_met": targets,
     }
     columns = [

@@ -6,7 +6,7 @@ of them, with the machine and the load average) and ``<out>/throughput.png``.
 
     .venv/bin/python benchmarks/run_all.py            # full run (several minutes)
     .venv/bin/python benchmarks/run_all.py --quick    # tiny counts, seconds
-    .venv/bin/python benchmarks/run_all.py --only post,get,instructions
+    .venv/bin/python benchmarks/run_all.py --only post,get,polling
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ SCRIPTS = {
     "codec": "bench_codec.py",
     "post": "bench_post.py",
     "get": "bench_get.py",
-    "instructions": "bench_instructions.py",
     "loop": "bench_loop.py",
     "polling": "bench_polling.py",
     "bulk": "bench_bulk.py",
     "signing": "bench_signing.py",
     "notifications": "bench_notifications.py",
+    "sync": "bench_sync.py",
 }
 TIMEOUT_S = {"quick": 180, "full": 1800}
 
@@ -159,21 +159,11 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "<= 1.10",
             w is not None and w <= 1.10,
         )
-    ins = results.get("instructions")
-    if ins:
-        for r in ins.get("ratios", []):
-            post_ratio = r["variant"] in ("ours-prebuilt", "ours-builder")
-            add(
-                f"Instructions per request (valgrind): {r['variant']} / {r['over']}",
-                r["ratio"],
-                "<= 1.10" if post_ratio else "measured",
-                r["ratio"] <= 1.10 if post_ratio else None,
-            )
     pol = results.get("polling")
     if pol:
         p = pol["result"]
         add(
-            "Polling: RSS growth, 10k waiters (MB)",
+            f"Polling: RSS growth, {p['waiters']:,} waiters (MB)",
             p["rss_growth_mb"],
             "< 35",
             p["rss_growth_mb"] < 35,
@@ -217,6 +207,15 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "<= 150",
                 s["input_peak_rss_mb"] <= 150,
             )
+    sync = results.get("sync")
+    if sync:
+        w = sync["worst_sync_cpu_over_async_cpu"]
+        add(
+            "Sync client: CPU per call / async client's (worst of POST, GET at c=1, 8)",
+            w,
+            "<= 1.10",
+            w is not None and w <= 1.10,
+        )
     notif = results.get("notifications")
     if notif:
         # with --rounds, the worst round counts
@@ -253,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         runs[name] = run_script(name, args.out, args.quick)
         data = load(args.out, name)
         if data is not None:
-            if name in ("post", "get", "loop"):
+            if name in ("post", "get", "loop", "sync"):
                 data.pop("rows", None)  # every round's row is kept in <name>.json only
             results[name] = data
     machine["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -93,7 +93,7 @@ async def measure(url: str, mode: str, waiters: int, first_index: int) -> dict[s
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            left = len(receiver._watchers) if receiver is not None else 0
+            left = len(receiver.waiters) if receiver is not None else 0
         finally:
             if receiver is not None:
                 await receiver.aclose()

@@ -13,6 +13,12 @@ Run it against the local sandbox (``pip install 'payments-async[examples]'``)::
 
 then submit and cancel payments with ``payments-async --sandbox ...``: each final status
 is printed once, after a signed GET confirmed it.
+
+Before production, give the receiver a durable inbox. This example keeps the default, the
+in-memory inbox, which forgets on a restart every notification it had answered 202 but
+not yet delivered: pass ``inbox="notifications.db"`` (a SQLite file, for one process) or
+``inbox="postgresql://..."`` (the ``scale`` extra, for several processes behind a load
+balancer) to ``NotificationReceiver``. See "The inbox" in ``docs/notifications.md``.
 """
 
 from __future__ import annotations
@@ -79,6 +85,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with (
             PaymentsClient(credentials, base_url=base_url) as client,
+            # The in-memory inbox (no inbox=): fine here, not durable. In production pass
+            # inbox="notifications.db" or inbox="postgresql://..." (see the docstring).
             NotificationReceiver(
                 client,
                 auth=auth,

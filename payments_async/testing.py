@@ -10,18 +10,27 @@ async def test_pay() -> None:
 ```
 
 With pytest, ``pytest_plugins = ["payments_async.testing"]`` in a ``conftest.py`` gives
-the ``payments_sandbox`` fixture (override ``payments_sandbox_config`` to configure it).
-pytest and pytest-asyncio are needed only for the fixture: importing this module without
+the ``payments_sandbox`` fixture (override ``payments_sandbox_config`` to configure it),
+and for synchronous tests ``payments_sync_client``: a ``SyncPaymentsClient`` on a sandbox
+that runs on a thread of its own (``payments_sync_sandbox``):
+
+```python
+def test_pay(payments_sync_client: SyncPaymentsClient) -> None:
+    submission = payments_sync_client.submit_credit_transfer(transfer)
+```
+
+pytest and pytest-asyncio are needed only for the fixtures: importing this module without
 them works.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
@@ -29,12 +38,15 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from ._constants import MIN_RSA_BITS
 from ._credentials import Credentials
 from ._keys import generate_private_key, public_key_pem
+from ._portal import LoopStopped, LoopThread
 from .sandbox import SandboxConfig, SandboxServer
+from .sync import SyncPaymentsClient
 
 __all__ = [
     "ManualClock",
     "SandboxHandle",
     "generate_test_keypair",
+    "sandbox_in_thread",
     "sandbox_server",
 ]
 
@@ -188,7 +200,29 @@ async def sandbox_server(
         )
 
 
-try:  # the fixture exists only where pytest-asyncio is installed (test environments)
+@contextmanager
+def sandbox_in_thread(config: SandboxConfig | None = None) -> Iterator[SandboxHandle]:
+    """``sandbox_server(config)`` for synchronous code: the sandbox runs on a thread of its
+    own and serves until the block ends, whatever the calling thread does meanwhile (a
+    ``SyncPaymentsClient``'s blocking calls).
+
+    Yields:
+        The handle with URL, server, credentials and key pair.
+    """
+    thread = LoopThread("payments-async-sandbox")
+    try:
+        server = sandbox_server(config)
+        handle = thread.run(server.__aenter__())
+        try:
+            yield handle
+        finally:
+            with contextlib.suppress(LoopStopped):  # in a forked child: the parent's sandbox
+                thread.run(server.__aexit__(None, None, None))
+    finally:
+        thread.stop()
+
+
+try:  # the fixtures exist only where pytest-asyncio is installed (test environments)
     import pytest
     import pytest_asyncio
 except ImportError:  # pragma: no cover - exercised only without the test extras
@@ -207,3 +241,21 @@ else:
         """A sandbox on a free loopback port with a registered client, stopped after."""
         async with sandbox_server(payments_sandbox_config) as handle:
             yield handle
+
+    @pytest.fixture
+    def payments_sync_sandbox(
+        payments_sandbox_config: SandboxConfig | None,
+    ) -> Iterator[SandboxHandle]:
+        """A sandbox on a thread of its own, for synchronous tests; stopped after."""
+        with sandbox_in_thread(payments_sandbox_config) as handle:
+            yield handle
+
+    @pytest.fixture
+    def payments_sync_client(payments_sync_sandbox: SandboxHandle) -> Iterator[SyncPaymentsClient]:
+        """A ``SyncPaymentsClient`` with the registered client's credentials on
+        ``payments_sync_sandbox``; closed after."""
+        assert payments_sync_sandbox.credentials is not None
+        with SyncPaymentsClient(
+            payments_sync_sandbox.credentials, base_url=payments_sync_sandbox.url
+        ) as client:
+            yield client

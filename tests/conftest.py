@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -19,11 +21,14 @@ from tests.support.http_servers import serve  # noqa: F401
 
 # A real PostgreSQL started by the suite (see support/postgres.py), for the tests that ask.
 from tests.support.postgres import pg_dsn, postgres_server  # noqa: F401
+from tests.support.reliability import FIGURES, merge_figures
 
 # Property tests without a count of their own run `dev`'s examples (quick, for `make unit`
-# and a developer's runs) or `ci`'s (`make test` sets HYPOTHESIS_PROFILE=ci).
-settings.register_profile("dev", max_examples=100)
-settings.register_profile("ci", max_examples=1000)
+# and a developer's runs) or `ci`'s (`make test` sets HYPOTHESIS_PROFILE=ci). No example
+# has a deadline: on a loaded machine (the tests run side by side, -n) hypothesis's 200 ms
+# per example timed the machine, not the code, and failed a correct test as flaky.
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.register_profile("ci", max_examples=1000, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 _ENV_TO_CLEAR = (
@@ -68,6 +73,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test of a module that uses aioresponses: `make test` runs those (and only
+    those) again in .venv, on the aiohttp that aioresponses supports (``-m aioresponses``)."""
+    uses: dict[Path, bool] = {}
+    for item in items:
+        path = item.path
+        if path not in uses:
+            uses[path] = bool(_USES_AIORESPONSES.search(path.read_bytes()))
+        if uses[path]:
+            item.add_marker(pytest.mark.aioresponses)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     """Name the aiohttp the run uses, and what was left out for want of aioresponses."""
     import aiohttp
@@ -77,11 +94,30 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"aiohttp {aiohttp.__version__}, without aioresponses: its test modules are not run"
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """In a pytest-xdist worker, hand the reliability figures to the controlling process."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["reliability_figures"] = json.loads(json.dumps(FIGURES, default=str))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist: a worker finished; keep its reliability figures for the summary."""
+    merge_figures(getattr(node, "workeroutput", {}).get("reliability_figures", {}))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """List the modules left out (the header is printed before collection)."""
+    """List the modules left out (the header is printed before collection), and every
+    figure the reliability tests measured (from every worker)."""
     if _left_out:
         names = ", ".join(sorted(_left_out))
         terminalreporter.write_line(f"not collected (they need aioresponses): {names}")
+    if FIGURES:
+        terminalreporter.section("reliability figures")
+        for section in sorted(FIGURES):
+            figures = ", ".join(f"{k}={v}" for k, v in FIGURES[section].items())
+            terminalreporter.write_line(f"{section}: {figures}")
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,16 @@ import payments_async
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PUBLIC_MODULES = ("iso20022", "bulk", "notifications", "testing", "sandbox", "cli", "loop")
+PUBLIC_MODULES = (
+    "iso20022",
+    "bulk",
+    "notifications",
+    "testing",
+    "sandbox",
+    "cli",
+    "loop",
+    "sync",
+)
 
 
 def api_references() -> set[str]:

@@ -47,6 +47,7 @@ INTENDED = {
     "Signer",
     "SigningError",
     "Submission",
+    "SyncPaymentsClient",
     "Telemetry",
     "ThreadPoolSigner",
     "Timeout",
@@ -97,6 +98,7 @@ def test_no_private_module_leaks_into_the_namespace() -> None:
         "cli",
         "signing",
         "notifications",
+        "sync",
     }
 
 

@@ -28,6 +28,7 @@ from ._defaults import (
     WORKER_ROWS,
 )
 from ._dry_run import RunPlan, earliest_recall_deadline, plan_summary
+from ._errors import JournalBusyError
 from ._input import (
     ATTENTION_COLUMN,
     COLUMNS,
@@ -55,7 +56,6 @@ from ._journal import (
     SqliteJournal,
     journal_counts,
 )
-from ._lock import JournalBusyError
 from ._memory import MemoryJournal
 from ._plan import (
     BulkEvents,

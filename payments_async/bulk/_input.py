@@ -299,9 +299,17 @@ def read_records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, ob
     except csv.Error as exc:
         yield _HEADER_LINE, None, f"unreadable CSV header: {exc}"
         return
+    header_lines = 0
+    if len(header) == 1 and ";" in header[0]:
+        # Spreadsheets set to a language whose decimal mark is ',' save "CSV" with ';'
+        # between fields. A header that is one field holding a ';' cannot name the required
+        # columns, so such a file is read with ';' from its header on.
+        header = next(csv.reader([header[0]], delimiter=";", strict=True))
+        header_lines = reader.line_num
+        reader = csv.reader(fh, delimiter=";", strict=True)
     names = [h.strip() for h in header]
     yield _HEADER_LINE, {"__header__": names}, ""
-    start = reader.line_num + 1
+    start = header_lines + reader.line_num + 1
     while True:
         try:
             cells = next(reader)
@@ -310,15 +318,12 @@ def read_records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, ob
         except csv.Error as exc:
             # Reported where the record starts: a stray '"' there opens a quoted field
             # that swallows the lines after it, up to where the reader gave up.
-            spans = (
-                f" (a '\"' opens a quoted field here that runs on to line {reader.line_num})"
-                if reader.line_num > start
-                else ""
-            )
-            yield start, None, f"unreadable CSV: {exc}{spans}"
+            end = header_lines + reader.line_num
+            spans = f" (a '\"' opens a quoted field here that runs on to line {end})"
+            yield start, None, f"unreadable CSV: {exc}{spans if end > start else ''}"
             return
         line = start
-        start = reader.line_num + 1
+        start = header_lines + reader.line_num + 1
         if not any(c.strip() for c in cells):
             continue
         if len(cells) != len(names):

@@ -42,7 +42,8 @@ from ._defaults import (
     WORKER_CONCURRENCY,
     WORKER_ROWS,
 )
-from ._journal import JournalError, JournalUnavailableError, RowState
+from ._errors import JournalError, JournalUnavailableError
+from ._journal import RowState
 from ._rate import RunRates, ensure_rate_table, store_run_rate
 from ._results import write_run_results
 from ._rows import (
@@ -601,6 +602,11 @@ async def run_worker(
     stopped (killed processes, lost hosts) and puts them back in the queue; any worker
     then runs them with the row's recorded ids.
 
+    A database that goes away (a restart, a failover, a database closed to new sessions),
+    even while the worker starts, is waited for without a time limit: said once when it
+    goes and once when it is back (see `through_outages`); with ``wait=False`` it is
+    raised as `JournalUnavailableError`.
+
     A run queued with a rate (``enqueue_run(rate=...)``) has every request of its rows
     (sends, resends, polls) take a slot of that rate, shared with every other worker of
     the run through the database, in place of the client's own ``rate_limit``.
@@ -632,13 +638,7 @@ async def run_worker(
     from psycopg_pool import AsyncConnectionPool
 
     app = make_app(dsn, worker=True)
-    await ensure_queue_schema(app, dsn)
-    conn = await asyncio.to_thread(pg.connect, dsn)
-    try:
-        await asyncio.to_thread(pg.ensure_schema, conn)
-        await asyncio.to_thread(ensure_rate_table, conn, _lock_id("schema"))
-    finally:
-        conn.close()
+    await _open_worker_app(app, dsn, wait=wait)
     # Row reads only (the changes go through the group committer): one per job start,
     # and jobs start at most one per fetch loop at a time.
     jobs = max(1, -(-rows // JOB_ROWS))
@@ -649,50 +649,82 @@ async def run_worker(
         open=False,
         kwargs={"autocommit": True, "options": _ASYNC_COMMIT},
     )
-    await pool.open()
-    writer = pg.GroupCommitter(dsn)
-    rates = RunRates(dsn)
-    try:
-        async with client_factory(connection_limit_for(concurrency)) as client, app.open_async():
-            state = _WorkerState(client, pool, writer, timeout, rates, asyncio.Semaphore(rows))
-            reaper = asyncio.create_task(_retry_stalled(app, stalled_after, stalled_check_interval))
+    async with contextlib.AsyncExitStack() as opened:
+        opened.push_async_callback(app.close_async)
+        await pool.open()
+        opened.push_async_callback(pool.close)
+        writer = pg.GroupCommitter(dsn)
+        opened.push_async_callback(writer.aclose)
+        rates = RunRates(dsn)
+        opened.push_async_callback(rates.aclose)
+        client = await opened.enter_async_context(client_factory(connection_limit_for(concurrency)))
+        state = _WorkerState(client, pool, writer, timeout, rates, asyncio.Semaphore(rows))
+        reaper = asyncio.create_task(_retry_stalled(app, stalled_after, stalled_check_interval))
+        try:
+            if ready is not None:
+                maybe = ready()
+                if maybe is not None:
+                    await maybe
+            loops = min(_FETCHERS, jobs)
+            await through_outages(
+                dsn,
+                lambda: [
+                    app.run_worker_async(
+                        queues=[QUEUE_NAME],
+                        name=f"payments-bulk-{i}",
+                        concurrency=jobs // loops + (1 if i < jobs % loops else 0),
+                        shutdown_graceful_timeout=SHUTDOWN_GRACE,
+                        wait=wait,
+                        install_signal_handlers=False,
+                        update_heartbeat_interval=heartbeat_interval,
+                        stalled_worker_timeout=stalled_after,
+                        additional_context={"payments_bulk": state},
+                        delete_jobs="never",
+                        # One LISTEN connection per process is enough: the first loop
+                        # hears of new (and retried) jobs at once, the others poll (every
+                        # job is queued before any worker starts).
+                        listen_notify=i == 0,
+                    )
+                    for i in range(loops)
+                ],
+                wait=wait,
+            )
+        finally:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+
+
+async def _open_worker_app(app: procrastinate.App, dsn: str, *, wait: bool) -> None:
+    """Create the tables when missing and open the app's connections.
+
+    A worker serving the queue (``wait``) that starts while its database is away (a
+    restart, a failover, a database closed to new sessions) waits for it as it would once
+    running: said once, no time limit. Otherwise the outage is raised at once.
+
+    Raises:
+        JournalError: the database refuses us (or, without ``wait``, cannot be reached).
+    """
+    outage = pg.outage(dsn, window=float("inf"))
+    while True:
+        try:
+            await ensure_queue_schema(app, dsn)
+            conn = await asyncio.to_thread(pg.connect, dsn)
             try:
-                if ready is not None:
-                    maybe = ready()
-                    if maybe is not None:
-                        await maybe
-                loops = min(_FETCHERS, jobs)
-                await through_outages(
-                    dsn,
-                    lambda: [
-                        app.run_worker_async(
-                            queues=[QUEUE_NAME],
-                            name=f"payments-bulk-{i}",
-                            concurrency=jobs // loops + (1 if i < jobs % loops else 0),
-                            shutdown_graceful_timeout=SHUTDOWN_GRACE,
-                            wait=wait,
-                            install_signal_handlers=False,
-                            update_heartbeat_interval=heartbeat_interval,
-                            stalled_worker_timeout=stalled_after,
-                            additional_context={"payments_bulk": state},
-                            delete_jobs="never",
-                            # One LISTEN connection per process is enough: the first
-                            # loop hears of new (and retried) jobs at once, the others
-                            # poll (every job is queued before any worker starts).
-                            listen_notify=i == 0,
-                        )
-                        for i in range(loops)
-                    ],
-                    wait=wait,
-                )
+                await asyncio.to_thread(pg.ensure_schema, conn)
+                await asyncio.to_thread(ensure_rate_table, conn, _lock_id("schema"))
             finally:
-                reaper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reaper
-    finally:
-        await rates.aclose()
-        await writer.aclose()
-        await pool.close()
+                conn.close()
+            await app.open_async()
+        except Exception as exc:
+            if not wait or not (
+                isinstance(exc, JournalUnavailableError) or pg.is_connection_lost(exc)
+            ):
+                raise
+            await asyncio.sleep(outage.failed(exc))
+            continue
+        outage.ended()
+        return
 
 
 async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: float) -> None:

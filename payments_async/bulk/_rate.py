@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import RateLimit, RateLimiter
-from ._stores._connect import CONNECT_TIMEOUT, Outage, is_connection_lost
+from .._store import CONNECT_TIMEOUT, is_connection_lost
+from ._stores._connect import outage
 
 if TYPE_CHECKING:
     import psycopg
@@ -74,6 +75,7 @@ def store_run_rate(conn: psycopg.Connection[Any], run_id: str, rate: RateLimit) 
 
 
 async def _ask(
+    dsn: str,
     pool: psycopg_pool.AsyncConnectionPool[Any],
     sql: str,
     params: Callable[[], Sequence[object] | Mapping[str, object]],
@@ -87,7 +89,7 @@ async def _ask(
     """
     import psycopg
 
-    outage = Outage()
+    waiting = outage(dsn)
     while True:
         try:
             async with pool.connection() as conn:
@@ -96,9 +98,9 @@ async def _ask(
         except psycopg.Error as exc:
             if not is_connection_lost(exc):
                 raise
-            await asyncio.sleep(outage.failed(exc))
+            await asyncio.sleep(waiting.failed(exc))
             continue
-        outage.ended()
+        waiting.ended()
         return rec
 
 
@@ -114,6 +116,8 @@ class RunRates:
 
     def __init__(self, dsn: str) -> None:
         from psycopg_pool import AsyncConnectionPool
+
+        self._dsn = dsn
 
         self._pool: psycopg_pool.AsyncConnectionPool[Any] = AsyncConnectionPool(
             dsn,
@@ -139,9 +143,9 @@ class RunRates:
             if not self._opened:
                 await self._pool.open()
                 self._opened = True
-            if await _ask(self._pool, _RATE_OF, lambda: (run_id,)) is None:
+            if await _ask(self._dsn, self._pool, _RATE_OF, lambda: (run_id,)) is None:
                 return None
-            found = self._limiters[run_id] = RunLimiter(self._pool, run_id)
+            found = self._limiters[run_id] = RunLimiter(self._dsn, self._pool, run_id)
         return found
 
     async def aclose(self) -> None:
@@ -153,7 +157,8 @@ class RunRates:
 class RunLimiter(RateLimiter):
     """The slots of one run, shared through its row."""
 
-    def __init__(self, pool: psycopg_pool.AsyncConnectionPool[Any], run_id: str) -> None:
+    def __init__(self, dsn: str, pool: psycopg_pool.AsyncConnectionPool[Any], run_id: str) -> None:
+        self._dsn = dsn
         self._pool = pool
         self._run_id = run_id
         self._admitting = asyncio.Lock()  # rows ask one at a time: one query, not one per row
@@ -163,7 +168,7 @@ class RunLimiter(RateLimiter):
         every worker; this worker's rows ask one at a time."""
         async with self._admitting:
             while True:
-                rec = await _ask(self._pool, _BOOKED_AHEAD, lambda: (self._run_id,))
+                rec = await _ask(self._dsn, self._pool, _BOOKED_AHEAD, lambda: (self._run_id,))
                 ahead = 0.0 if rec is None else float(rec[0])
                 if ahead <= backlog:
                     return
@@ -184,7 +189,7 @@ class RunLimiter(RateLimiter):
 
         try:
             async with asyncio.timeout(budget):
-                rec = await _ask(self._pool, _TAKE_SLOT, slot)
+                rec = await _ask(self._dsn, self._pool, _TAKE_SLOT, slot)
         except TimeoutError:
             return False
         if rec is None:

@@ -14,7 +14,7 @@ from typing import Final, Protocol
 
 from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
-from ._defaults import RESEND_INITIAL, RESEND_MAX
+from ._defaults import RESEND_INITIAL, RESEND_MAX, SHUTDOWN_GRACE
 from ._journal import Journal, JournalError, RowState
 from ._plan import (
     BulkEvents,
@@ -130,6 +130,8 @@ class BulkReport:
         resumed: True when a journal of an earlier run was picked up.
         already_final: rows that were final before this run started (left alone).
         elapsed: seconds the run took (planning and writing included).
+        sending: of those, seconds spent sending rows and waiting for their outcomes
+            (what a rate of rows per second is counted over).
         interrupted: True when the run was stopped before it finished.
         journal_commits: transactions written to the journal during the run.
         totals: rows by outcome over every run (see `RowOutcome`); what they add
@@ -147,6 +149,7 @@ class BulkReport:
     already_final: int
     elapsed: float
     interrupted: bool = False
+    sending: float = 0.0
     journal_commits: int = 0
     totals: RunTotals = field(default_factory=RunTotals)
     halted: PaymentsError | None = None
@@ -169,6 +172,17 @@ class BulkReport:
     def complete(self) -> bool:
         """True when every valid row has a final outcome."""
         return self.totals.complete
+
+    @property
+    def finished(self) -> int:
+        """Rows this run made final: the final rows of ``totals`` less ``already_final``,
+        so it always agrees with the rows by outcome."""
+        return self.totals.rows - self.totals.unfinished - self.already_final
+
+    @property
+    def rows_per_second(self) -> float:
+        """``finished`` over ``sending`` (planning and writing the results not counted)."""
+        return self.finished / self.sending if self.sending > 0 else 0.0
 
 
 class BulkRunner:
@@ -209,9 +223,20 @@ class BulkRunner:
         self._waiting = asyncio.Semaphore(max(max_waiting, concurrency))
         self.counts = BulkCounts()
         self.halted: PaymentsError | None = None
+        self._stopping = False
+        self._polling: set[asyncio.Task[None]] = set()  # rows waiting for their outcome
 
     def _halting(self) -> bool:
-        return self.halted is not None
+        return self.halted is not None or self._stopping
+
+    def stop(self) -> None:
+        """Stop the run gracefully: no row is sent any more, every request in flight
+        finishes (its answer is recorded, or it is recorded as sent without an answer,
+        never resent), and rows waiting for their outcome stop waiting (they stay
+        acknowledged: a rerun waits for them). ``run`` then returns."""
+        self._stopping = True
+        for task in self._polling:
+            task.cancel()
 
     def _changed(self) -> None:
         if self._progress is not None:
@@ -224,8 +249,9 @@ class BulkRunner:
         most `QUEUED_PER_SUBMITTER` per unit of concurrency ahead of the requests,
         so memory does not grow with the number of rows.
 
-        Cancelling the task stops at once: what was committed stays committed, and a
-        later run picks every row up from its recorded state.
+        ``stop`` ends it gracefully. Cancelling the task stops at once: what was
+        committed stays committed, and a later run picks every row up from its recorded
+        state (a row whose request was cut off stays ``sent``, its answer unknown).
 
         Raises:
             JournalError: the journal could not be read or written (the run stops).
@@ -283,7 +309,7 @@ class BulkRunner:
                 psid: str | None = row.payments_service_id
             else:
                 psid = await self._submit(row)
-            if psid is None:
+            if psid is None or self._stopping:  # stopped: it stays acknowledged
                 self._waiting.release()
                 continue
             tg.create_task(self._wait(row.line, psid))
@@ -292,10 +318,13 @@ class BulkRunner:
         journal = self._journal
         deadline = time.monotonic() + self._timeout
         base = RESEND_INITIAL  # the pause before the next resend, before its jitter
+        sent = False  # a request of this row left in this run
         while True:
             # A row waiting for a slot is not "sent": it is marked so only once its request
             # is about to leave, which keeps an interrupted run's counts and states true.
             async with self._requests:
+                if self._stopping and not sent:
+                    return None  # stopped before its request left: as it was
                 # Counted together with the journal's "sent" (set before the commit is
                 # awaited), so an interrupt during the commit leaves the two in agreement.
                 self.counts.sent += 1
@@ -310,12 +339,17 @@ class BulkRunner:
                         return None
                     await record(journal, row.line, change, attempts=row.attempts + 1)
                     row = replace(row, state=Stage.SENT, attempts=row.attempts + 1)
+                    sent = True
                 else:
                     break
             # Its outcome is unknown: the same bytes and id again after a pause (the
             # service answers 200 if it has it), while the row's time lasts.
             logger.debug("line %d: outcome unknown; resending in %.2f s", row.line, pause)
             await asyncio.sleep(pause)
+            if self._halting():  # stopped meanwhile: recorded as sent without an answer
+                self._count(change)
+                self._changed()
+                return None
             base = min(2 * base, RESEND_MAX)
         # Counters first: the journal's memory changes before its commit is awaited.
         self.counts.submitted += 1
@@ -369,7 +403,10 @@ class BulkRunner:
             c.failed += 1  # not final: a rerun may overcome it
 
     async def _wait(self, line: int, payments_service_id: str) -> None:
+        task = asyncio.current_task()
+        assert task is not None
         try:
+            self._polling.add(task)  # `stop` cancels it while it polls, never mid-record
             try:
                 outcome = await wait_for_outcome(self._client, payments_service_id, self._timeout)
             except PaymentsError as exc:
@@ -377,9 +414,13 @@ class BulkRunner:
                 change = after_wait_failure(Stage.ACKNOWLEDGED, exc)
             else:
                 change = after_outcome(outcome)
-            await record(self._journal, line, change)
+            finally:
+                self._polling.discard(task)
+            # Counters first: the journal's memory changes before its commit is awaited,
+            # so a run cut off during the commit still counts what its table shows.
             self._count(change)
             self._changed()
+            await record(self._journal, line, change)
         finally:
             self._waiting.release()
 
@@ -406,7 +447,11 @@ async def execute_run(
         concurrency: HTTP requests in flight at once.
         timeout: seconds to wait for each row's outcome.
         progress: told about every change of the counters.
-        stop: when set, the run stops promptly (state stays committed).
+        stop: when set, the run stops (`BulkRunner.stop`): no row is sent any more,
+            the requests in flight finish and are recorded (those still unanswered
+            after ``SHUTDOWN_GRACE`` (5) seconds are cut off and stay ``sent``), and rows
+            waiting for their outcome stay acknowledged. Cancelling the call instead
+            stops at once.
 
     Returns:
         ``(counts, halted, interrupted)``: this run's counters, the error that stopped it
@@ -423,18 +468,22 @@ async def execute_run(
     interrupted = False
     try:
         await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
         if not work.done():
             interrupted = True
+            runner.stop()
+            # The requests in flight finish (the waits end at once), unless the service
+            # keeps them past the grace: then they stay "sent", their answer unknown.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SHUTDOWN_GRACE):
+                    await work
+    finally:
+        if not work.done():  # cancelled (a second signal): stop at once
             work.cancel()
         stopper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await stopper
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await work
-        except asyncio.CancelledError:
-            if not interrupted:
-                raise
     return runner.counts, runner.halted, interrupted
 
 
@@ -474,8 +523,8 @@ async def bulk_cancel(
         timeout: seconds to wait for each row's outcome.
         events: told how the run goes (`BulkEvents`); what its ``checked`` raises
             propagates and nothing is written.
-        stop: when set, the run stops promptly (state stays committed) and the report
-            says ``interrupted``.
+        stop: when set, the run stops as `execute_run` says (no more rows sent, the
+            requests in flight finish) and the report says ``interrupted``.
         new_run: a journal file of another input gets a new run for this input rather
             than being refused (in a PostgreSQL journal: a new run may list payments
             another run of the database records); rows whose payment has a cancellation
@@ -510,9 +559,11 @@ async def bulk_cancel(
         states = journal.state_counts()
         already_final = sum(states.values()) - _unfinished(states)
         events.planned(checked, resumed)
+        sending = time.monotonic()
         counts, halted, interrupted = await execute_run(
             client, journal, concurrency=concurrency, timeout=timeout, progress=events, stop=stop
         )
+        sending = time.monotonic() - sending
         totals = write_run_results(journal.iter_rows(), results)
         return BulkReport(
             counts=counts,
@@ -523,6 +574,7 @@ async def bulk_cancel(
             already_final=already_final,
             elapsed=time.monotonic() - start,
             interrupted=interrupted,
+            sending=sending,
             journal_commits=getattr(journal, "commits", 0),
             totals=totals,
             halted=halted,

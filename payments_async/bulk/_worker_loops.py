@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Final
 
-from ._journal import JournalError
+from .._store import quiet_psycopg
+from ._errors import JournalError
 from ._stores import _postgres as pg
 
 __all__ = ["all_loops", "through_outages"]
@@ -22,9 +23,11 @@ async def through_outages(
 
     A worker never exits for a database outage (a restart, a failover): it waits,
     reconnecting with a growing pause, logged once when the database goes and once when
-    it is back. Its rows are then put back in the queue by the stalled-job check (this
-    worker's or another's) and resent with their recorded ids. With ``wait=False`` the
-    outage's error is raised instead.
+    it is back. A fetch loop that procrastinate stops by itself (it does so when the
+    loop's heartbeat or listener fails: the database went away) is no reason to exit
+    either: the loops start again once the database answers. The worker's rows are put
+    back in the queue by the stalled-job check (this worker's or another's) and resent
+    with their recorded ids. With ``wait=False`` the outage's error is raised instead.
     """
     import procrastinate
 
@@ -47,6 +50,7 @@ async def through_outages(
         for name in list(logging.Logger.manager.loggerDict)
         if name.split(".")[0] in ("procrastinate", "psycopg")
     ]
+    quiet_psycopg()
     loop.set_exception_handler(quiet)
     for log in logs:
         log.addFilter(_not_outage)
@@ -58,6 +62,9 @@ async def through_outages(
             log.removeFilter(_not_outage)
 
 
+_OUTAGE_WORDS: Final = ("error connecting in", "discarding closed connection")
+
+
 def _not_outage(record: logging.LogRecord) -> bool:
     """False for what psycopg's pool and procrastinate log about a database that is away
     (every failed connection, every failed query, with its traceback): `pg.Outage` says
@@ -65,7 +72,7 @@ def _not_outage(record: logging.LogRecord) -> bool:
     import procrastinate
     import psycopg
 
-    if str(record.msg).startswith(("error connecting in", "discarding closed connection")):
+    if str(record.msg).startswith(_OUTAGE_WORDS):
         return False
     exc = record.exc_info[1] if record.exc_info else None
     lost = (procrastinate.exceptions.ConnectorException, psycopg.OperationalError)
@@ -79,33 +86,51 @@ async def _until_loops_end(
     import psycopg
 
     while True:
+        lost: Exception | None = None
         try:
-            await all_loops(loops())
+            await all_loops(loops(), stop_on_end=wait)
         except (procrastinate.exceptions.ConnectorException, psycopg.OperationalError) as exc:
             if not wait:
                 raise
-            await _until_reachable(dsn, exc)
-            continue
-        return
+            lost = exc
+        if not wait:
+            return
+        # Serving the queue, a loop ends only when it fails or procrastinate stops it
+        # after its heartbeat or listener failed: both mean the database went away.
+        await _until_reachable(dsn, lost)
+        await asyncio.sleep(_RESTART_PAUSE)
 
 
-async def _until_reachable(dsn: str, exc: Exception) -> None:
-    """Wait until a connection to the database can be made again (no time limit)."""
-    outage = pg.Outage(window=float("inf"))
+_RESTART_PAUSE: Final = 0.5
+"""Seconds between the database answering and the fetch loops starting again: loops that
+fail for another reason do not spin."""
+
+
+async def _until_reachable(dsn: str, lost: Exception | None) -> None:
+    """Wait until a connection to the database can be made (no time limit).
+
+    Args:
+        lost: the failure that ended the loops, when there was one.
+    """
+    outage = pg.outage(dsn, window=float("inf"))
+    if lost is not None:
+        await asyncio.sleep(outage.failed(lost))
     while True:
-        await asyncio.sleep(outage.failed(exc))
         try:
             conn = await asyncio.to_thread(pg.connect, dsn)
         except JournalError as err:
-            exc = err
+            await asyncio.sleep(outage.failed(err))
             continue
         conn.close()
         outage.ended()
         return
 
 
-async def all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
+async def all_loops(loops: list[Coroutine[Any, Any, None]], *, stop_on_end: bool = False) -> None:
     """Run the fetch loops until every one of them has ended, whatever ends first.
+
+    With ``stop_on_end``, a loop that returns stops the others as a failure does (a
+    worker serving the queue has no loop that ends by itself).
 
     When the worker stops, an idle loop ends at once while a busy one still gives its row
     the grace period and puts it back in the queue; the app and client they share are
@@ -133,7 +158,7 @@ async def all_loops(loops: list[Coroutine[Any, Any, None]]) -> None:
             cancelled = True  # remembered, raised once every loop has ended
             stop_all()
             continue
-        if any(task.cancelled() or task.exception() is not None for task in done):
+        if stop_on_end or any(task.cancelled() or task.exception() is not None for task in done):
             stop_all()
     # Every loop's failure is read (so none is reported as "never retrieved"); the
     # first one is raised.

@@ -115,6 +115,16 @@ class _Group(click.Group):
         command.short_help = entry.short_help
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """The global options, and ``--json`` also where users write it: after the command
+        (``bulk-status --json``), anywhere before a ``--``."""
+        rest = super().parse_args(ctx, args)
+        end = rest.index("--") if "--" in rest else len(rest)
+        if "--json" in rest[:end]:
+            ctx.params["as_json"] = True
+            ctx.args = rest = [a for a in rest[:end] if a != "--json"] + rest[end:]
+        return rest
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, _COMMANDS[name].short_help) for name in sorted(_COMMANDS)]
         with formatter.section("Commands"):
@@ -131,15 +141,16 @@ class _Group(click.Group):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         argv = list(sys.argv[1:] if args is None else args)
+        as_json = "--json" in argv[: argv.index("--") if "--" in argv else len(argv)]
         try:
             code = super().main(argv, prog_name, complete_var, False, **extra)
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-            _usage_fail("--json" in argv, exc.format_message() + hint, exc.exit_code)
+            _usage_fail(as_json, exc.format_message() + hint, exc.exit_code)
         except click.ClickException as exc:
-            _usage_fail("--json" in argv, exc.format_message(), exc.exit_code)
+            _usage_fail(as_json, exc.format_message(), exc.exit_code)
         except click.Abort:
-            _usage_fail("--json" in argv, "interrupted", EXIT_INTERRUPTED)
+            _usage_fail(as_json, "interrupted", EXIT_INTERRUPTED)
         except SystemExit as exc:
             # click ends output into a closed pipe (`--help | head -1`) with exit 1 once it
             # has wrapped stdout to keep quiet: only the output was lost, as in run_command.

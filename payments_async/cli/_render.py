@@ -150,7 +150,7 @@ def bulk_summary(
     journal = str(report.journal_path) if report.journal_path is not None else database
     t = report.totals
     run = report.counts
-    rate = run.done / report.elapsed if report.elapsed > 0 else 0.0
+    rate = report.rows_per_second
     code = bulk_exit_code(t, interrupted=report.interrupted)
     unfinished = t.unfinished
     if settings.json:
@@ -162,13 +162,14 @@ def bulk_summary(
                     "sent": run.sent,
                     "submitted": run.submitted,
                     "replayed": run.replayed,
-                    "finished": run.done - run.failed,
+                    "finished": report.finished,
                 },
                 "already_final": report.already_final,
                 "resumed": report.resumed,
                 "interrupted": report.interrupted,
                 "halted": halted,
                 "elapsed_s": round(report.elapsed, 3),
+                "sending_s": round(report.sending, 3),
                 "rows_per_s": round(rate, 1),
                 "results": str(report.results_path),
                 "journal": journal,
@@ -177,14 +178,12 @@ def bulk_summary(
         )
         return code
     settings.out.print(_totals_table("bulk cancellation", t))
-    unanswered = run.sent - run.submitted - run.refused
+    # The rows' outcomes are the table's alone (``finished`` is read from it): they agree.
     settings.say(
-        f"this run: {run.sent} request(s) sent: {run.submitted} acknowledged "
-        f"({run.replayed} already known to the service), {run.refused} refused, "
-        f"{max(unanswered, 0)} without an answer; {run.done - run.failed} rows finished"
-        f"{f' and {run.failed} left unfinished' if run.failed else ''} in "
-        f"{report.elapsed:.1f} s ({rate:,.0f} rows/s); {report.already_final} were final "
-        "before it"
+        f"this run: {run.sent} request(s) sent, {run.submitted} row(s) acknowledged "
+        f"({run.replayed} already known to the service); {report.finished} row(s) "
+        f"finished in {report.sending:.1f} s of sending ({rate:,.0f} rows/s); "
+        f"{report.already_final} were final before it"
     )
     settings.say(f"results: {report.results_path}")
     if journal is not None:

@@ -19,6 +19,7 @@ afterwards, and hands each final status of an id to the callbacks exactly once. 
 from .._constants import NOTIFY_PATH
 from .._serving import ServerLimits
 from ._app import RECEIVER_KEY, ReceiverServer, create_app
+from ._config import ReceiverLimits, Retries, Sweep
 from ._core import (
     Authenticator,
     BasicAuth,
@@ -30,17 +31,20 @@ from ._core import (
     authenticate,
     parse,
 )
-from ._dispatch import NotificationEvent, NotificationReceiver, ReceiverStats
+from ._events import NotificationEvent, ReceiverStats
 from ._inbox import (
     Inbox,
+    InboxBusyError,
     InboxError,
     InboxFull,
     InboxItem,
     InboxStatus,
+    InboxUnavailableError,
     MemoryInbox,
     open_inbox,
 )
 from ._postgres import PostgresInbox
+from ._receiver import NotificationReceiver
 from ._sqlite import SqliteInbox
 
 __all__ = [
@@ -50,10 +54,12 @@ __all__ = [
     "BasicAuth",
     "BearerAuth",
     "Inbox",
+    "InboxBusyError",
     "InboxError",
     "InboxFull",
     "InboxItem",
     "InboxStatus",
+    "InboxUnavailableError",
     "JwtBearerVerifier",
     "MemoryInbox",
     "Notification",
@@ -62,10 +68,13 @@ __all__ = [
     "NotificationReceiver",
     "NotificationRejected",
     "PostgresInbox",
+    "ReceiverLimits",
     "ReceiverServer",
     "ReceiverStats",
+    "Retries",
     "ServerLimits",
     "SqliteInbox",
+    "Sweep",
     "authenticate",
     "create_app",
     "open_inbox",

@@ -9,13 +9,14 @@ from typing import Final, Self
 
 import msgspec
 from aiohttp import http_exceptions, web
+from aiohttp.typedefs import Handler
 
 from .._constants import JSON_CONTENT_TYPE, NOTIFY_PATH
 from .._errors import ConfigurationError
 from .._serving import AppServer, ServerLimits
 from ._core import NotificationRejected
 from ._defaults import NOTIFY_BODY_READ_TIMEOUT
-from ._dispatch import NotificationReceiver
+from ._receiver import NotificationReceiver
 
 __all__ = ["RECEIVER_KEY", "ReceiverServer", "create_app"]
 
@@ -34,6 +35,31 @@ logger = logging.getLogger("payments_async.notifications")
 
 def _answer(status: int, body: bytes) -> web.Response:
     return web.Response(status=status, body=body, content_type=JSON_CONTENT_TYPE)
+
+
+def _close_if_unread(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """Say ``Connection: close`` when the request's body was not read to its end.
+
+    The rest of that body would be read as the next request, so the server closes the
+    connection after this answer; the answer has to say so (RFC 9112, section 9.6), or a
+    kept-alive sender sends its next request on it and gets a reset.
+    """
+    content = request.content
+    if not content.is_eof() or content.exception() is not None:
+        response.force_close()
+
+
+@web.middleware
+async def _close_refused(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer to a request whose body was left unread closes its connection: 401,
+    405, 408, 413 and a body that cannot be inflated alike."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:  # aiohttp's own answers (405) are responses too
+        _close_if_unread(request, exc)
+        raise
+    _close_if_unread(request, response)
+    return response
 
 
 async def _receive(request: web.Request) -> web.Response:
@@ -69,24 +95,18 @@ async def _receive(request: web.Request) -> web.Response:
         # The caller left mid-body: nobody reads an answer, and it is no bug to log with a
         # traceback (aiohttp's "Error handling request" when this escapes).
         logger.debug("caller disconnected before its body arrived")
-        response = _answer(400, b'{"error":"body incomplete"}')
-        response.force_close()
-        return response
+        return _answer(400, b'{"error":"body incomplete"}')
     except TimeoutError:
         # A body announced and not sent would hold the connection (and this task) forever.
         receiver.stats.received += 1
         receiver.stats.rejected[408] += 1
-        response = _answer(408, b'{"error":"body not received within %g s"}' % timeout)
-        response.force_close()
-        return response
+        return _answer(408, b'{"error":"body not received within %g s"}' % timeout)
     except web.RequestPayloadError as exc:
         # A Content-Encoding aiohttp could not inflate; its error (the cause) names the kind.
         status = 413 if isinstance(exc.__cause__, _DECOMPRESS_SIZE_ERROR) else 400
         receiver.stats.received += 1
         receiver.stats.rejected[status] += 1
-        response = _answer(status, too_large if status == 413 else b'{"error":"malformed body"}')
-        response.force_close()  # the rest of the body cannot be read
-        return response
+        return _answer(status, too_large if status == 413 else b'{"error":"malformed body"}')
     status, out = await receiver.handle(
         request.method, request.headers, bytes(body), authenticated=True
     )
@@ -122,7 +142,9 @@ def create_app(
     """
     if not 0 < body_read_timeout <= sys.float_info.max:  # also NaN and inf
         raise ConfigurationError("body_read_timeout must be a positive, finite number of seconds")
-    app = web.Application(client_max_size=receiver.max_body_bytes + _CHUNK)
+    app = web.Application(
+        client_max_size=receiver.max_body_bytes + _CHUNK, middlewares=[_close_refused]
+    )
     app[RECEIVER_KEY] = receiver
     app[_BODY_READ_TIMEOUT_KEY] = float(body_read_timeout)
     app.router.add_post(path, _receive, name="notification")

@@ -17,6 +17,8 @@ __all__ = [
     "NOTIFY_JWT_ALGORITHMS",
     "NOTIFY_LEASE",
     "NOTIFY_MAX_BODY_BYTES",
+    "NOTIFY_NOT_FOUND_READS",
+    "NOTIFY_NOT_FOUND_WAIT",
     "NOTIFY_PRUNE_EVERY",
     "NOTIFY_QUEUE_SIZE",
     "NOTIFY_RETENTION",
@@ -37,6 +39,8 @@ NOTIFY_JWT_ALGORITHMS: Final = ("RS256", "ES256")  # bearer JWTs: only these alg
 NOTIFY_CALLBACK_ATTEMPTS: Final = 5  # a callback that raises is tried this often, then parked
 NOTIFY_CALLBACK_WAIT: Final = 1.0  # seconds before the first retry of a failed callback
 NOTIFY_CALLBACK_WAIT_MAX: Final = 60.0  # retries wait twice as long each time, up to this
+NOTIFY_NOT_FOUND_READS: Final = 3  # confirming reads answered 404, then the notice is parked
+NOTIFY_NOT_FOUND_WAIT: Final = 2.0  # seconds before the second such read; then twice as long
 NOTIFY_INBOX_POLL: Final = 0.5  # seconds between looks for due items nobody announced
 NOTIFY_LEASE: Final = 60.0  # seconds a shared inbox's item stays held unless renewed
 NOTIFY_WRITE_WAIT: Final = 0.1  # seconds before a failed write of a delivery is tried again

@@ -158,15 +158,21 @@ def test_kill_edit_rerun_never_cancels_a_payment_twice(tmp_path: Path) -> None:
 SLOW_OUTCOMES = ("--settlement-delay", "3600")
 
 
-def _sandbox_process() -> tuple[subprocess.Popen[str], str]:
-    """A sandbox in its own process (outcomes that stay pending), and its URL."""
-    sandbox = subprocess.Popen(
-        [sys.executable, "-m", "payments_async.sandbox", *("--port", "0"), *SLOW_OUTCOMES],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+def _sandbox_process(log: Path) -> tuple[subprocess.Popen[str], str]:
+    """A sandbox in its own process (outcomes that stay pending), and its URL.
+
+    Its access log (a line per request, on stderr) goes to the file ``log``: a pipe that
+    nobody reads fills after about 190 rows' requests, and the sandbox then blocked on its
+    next log line with the run's last POSTs unanswered.
+    """
+    with log.open("w") as stderr:
+        sandbox = subprocess.Popen(
+            [sys.executable, "-m", "payments_async.sandbox", *("--port", "0"), *SLOW_OUTCOMES],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     assert sandbox.stdout is not None
     first = sandbox.stdout.readline()
     assert "listening on " in first, first
@@ -178,7 +184,8 @@ def _cli(url: str, *options: str) -> list[str]:
 
 
 def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: Path) -> None:
-    sandbox, url = _sandbox_process()
+    log = tmp_path / "sandbox.log"
+    sandbox, url = _sandbox_process(log)
     try:
         row = tmp_path / "one.json"
         row.write_text(json.dumps(bulk_rows(1, prefix="E2E-DEAD")[0]), encoding="utf-8")
@@ -189,7 +196,13 @@ def test_a_sandbox_killed_during_cancel_wait_is_named_within_seconds(tmp_path: P
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(3)  # submitted, and polling a cancellation that stays pending
+        # Submitted, and polling a cancellation that stays pending: the sandbox's access log
+        # shows the poll (a fixed 3 s was once too short for the command to start).
+        deadline = time.monotonic() + 120
+        while "GET /payments/camt029/" not in log.read_text(encoding="utf-8"):
+            assert waiter.poll() is None, waiter.communicate()
+            assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
+            time.sleep(0.05)
         assert waiter.poll() is None, waiter.communicate()
         sandbox.send_signal(signal.SIGKILL)
         killed = time.monotonic()
@@ -211,7 +224,7 @@ def test_a_sandbox_killed_while_a_bulk_run_waits_is_named_within_seconds(tmp_pat
     rows = 200
     src = write_csv(tmp_path / "dead.csv", bulk_rows(rows, prefix="E2E-DEADB"))
     journal = tmp_path / "dead.results.journal.sqlite"
-    sandbox, url = _sandbox_process()
+    sandbox, url = _sandbox_process(tmp_path / "sandbox.log")
     try:
         run = subprocess.Popen(
             [*_cli(url, "--json"), "bulk-cancel", str(src), "--timeout", "300"],
@@ -220,11 +233,13 @@ def test_a_sandbox_killed_while_a_bulk_run_waits_is_named_within_seconds(tmp_pat
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        # Every row acknowledged before the kill: the summary's pending count is the point.
+        # Going on at a timeout instead (as once after 60 s on a loaded machine) killed the
+        # sandbox mid-run and failed on the count, not on what is tested.
+        deadline = time.monotonic() + 240
+        while not (journal.exists() and journal_counts(journal).get("acknowledged") == rows):
             assert run.poll() is None, run.communicate()
-            if journal.exists() and journal_counts(journal).get("acknowledged") == rows:
-                break
+            assert time.monotonic() < deadline, journal_counts(journal)
             time.sleep(0.05)
         sandbox.send_signal(signal.SIGKILL)
         killed = time.monotonic()

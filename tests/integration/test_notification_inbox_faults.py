@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +19,15 @@ from payments_async.iso20022 import summarize_status_report
 from payments_async.notifications import (
     BasicAuth,
     Inbox,
-    InboxError,
     InboxItem,
     MemoryInbox,
     Notification,
     NotificationKind,
     NotificationReceiver,
     PostgresInbox,
+    Retries,
     SqliteInbox,
+    Sweep,
 )
 from payments_async.sandbox._notify import NotificationFaults
 from tests.factories import credit_transfer
@@ -74,11 +76,15 @@ class FailingCompletions(SqliteInbox):
             self._fail_next_write = True
         return await super().complete(item, delivered)
 
-    async def _write(self, ops: Sequence[Callable[[Any], Any]]) -> list[Any]:
-        if self._fail_next_write:
+    def _submit(self, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
+        if self._fail_next_write:  # the disk fills under the transaction that holds it
             self._fail_next_write = False
-            raise InboxError("database or disk is full")
-        return await super()._write(ops)
+
+            def full(db: sqlite3.Connection) -> None:
+                raise sqlite3.OperationalError("database or disk is full")
+
+            return super()._submit(full)
+        return super()._submit(op)
 
 
 async def test_a_completion_that_cannot_be_written_never_runs_the_callback_again(
@@ -91,7 +97,10 @@ async def test_a_completion_that_cannot_be_written_never_runs_the_callback_again
 
     inbox = FailingCompletions(tmp_path / "inbox.db", failures=3)
     async with notifying_stack(
-        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+        inbox=inbox,
+        faults=SILENT,
+        on_payment_status=on_status,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         with caplog.at_level(logging.WARNING, logger="payments_async.notifications"):
@@ -122,7 +131,10 @@ async def test_a_duplicates_completion_that_cannot_be_written_is_held_not_looped
 
     inbox = FailingCompletions(tmp_path / "inbox.db", failures=0)
     async with notifying_stack(
-        inbox=inbox, faults=SILENT, on_payment_status=on_status, track_submissions=False
+        inbox=inbox,
+        faults=SILENT,
+        on_payment_status=on_status,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         await notify(st, psid)
@@ -162,9 +174,8 @@ async def test_failed_confirming_reads_do_not_count_toward_parking_a_callback(
         inbox=inbox_store,
         faults=SILENT,
         on_payment_status=flaky,
-        callback_attempts=2,
-        callback_wait=0.05,
-        track_submissions=False,
+        retries=Retries(callback_attempts=2, wait=0.05),
+        sweep=Sweep(track_submissions=False),
     ) as st:
         psid = await settled_payment(st)
         read = st.client.get_credit_transfer_status
@@ -202,7 +213,7 @@ async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
         inbox=PostgresInbox(pg_dsn, lease=lease),
         faults=SILENT,
         on_payment_status=slow,
-        track_submissions=False,
+        sweep=Sweep(track_submissions=False),
     ) as st:
         assert st.sandbox.credentials is not None
         async with (
@@ -212,7 +223,7 @@ async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
                 auth=BasicAuth(HOOK_USER, HOOK_PASSWORD),
                 inbox=PostgresInbox(pg_dsn, lease=lease),
                 on_payment_status=slow,
-                track_submissions=False,
+                sweep=Sweep(track_submissions=False),
             ) as other,
         ):
             psid = await settled_payment(st)

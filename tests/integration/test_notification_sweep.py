@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from payments_async.notifications import BasicAuth, InboxError, NotificationReceiver
+from payments_async.notifications import BasicAuth, InboxError, NotificationReceiver, Sweep
 from payments_async.sandbox._notify import NotificationFaults
 from tests.factories import cancellation_for, credit_transfer
 from tests.support.notifications import HOOK_PASSWORD, HOOK_USER, notifying_stack, settle
@@ -23,7 +23,11 @@ async def test_an_id_never_notified_is_read_by_the_sweep_after_its_grace(
     inbox = str(tmp_path / "inbox.db") if durable else None
     faults = NotificationFaults(loss=1.0)  # the service sends nothing at all
     async with notifying_stack(
-        faults=faults, sweep_grace=GRACE, processing_delay=0.1, settlement_delay=0.1, inbox=inbox
+        faults=faults,
+        sweep=Sweep(grace=GRACE),
+        processing_delay=0.1,
+        settlement_delay=0.1,
+        inbox=inbox,
     ) as st:
         p = credit_transfer()
         s = await st.client.submit_credit_transfer(p)
@@ -64,7 +68,11 @@ async def test_submissions_through_the_attached_client_are_tracked_without_a_cal
     inbox = str(tmp_path / "inbox.db") if durable else None
     faults = NotificationFaults(loss=1.0)  # the service drops every notification
     async with notifying_stack(
-        faults=faults, sweep_grace=GRACE, processing_delay=0.1, settlement_delay=0.1, inbox=inbox
+        faults=faults,
+        sweep=Sweep(grace=GRACE),
+        processing_delay=0.1,
+        settlement_delay=0.1,
+        inbox=inbox,
     ) as st:
         p = credit_transfer()
         s = await st.client.submit_credit_transfer(p)
@@ -92,7 +100,7 @@ async def test_submissions_through_the_attached_client_are_tracked_without_a_cal
 
 
 async def test_a_receiver_told_not_to_track_submissions_leaves_them_to_track() -> None:
-    async with notifying_stack(track_submissions=False) as st:
+    async with notifying_stack(sweep=Sweep(track_submissions=False)) as st:
         await st.client.submit_credit_transfer(credit_transfer())
         assert (await st.receiver.inbox.status()).tracked == 0
         assert st.receiver.stats.tracked == 0

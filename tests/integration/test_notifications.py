@@ -8,6 +8,7 @@ import gc
 import logging
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,14 +27,16 @@ from payments_async import (
     PollPolicy,
     ServiceProfile,
 )
-from payments_async._constants import CAMT029_PATH, PACS002_PATH, PACS008_PATH
+from payments_async._constants import CAMT029_PATH, CAMT056_PATH, PACS002_PATH, PACS008_PATH
 from payments_async.iso20022 import summarize_status_report
 from payments_async.notifications import (
     BasicAuth,
     BearerAuth,
     JwtBearerVerifier,
     NotificationReceiver,
+    ReceiverLimits,
     ReceiverServer,
+    Retries,
     create_app,
 )
 from payments_async.sandbox._notify import NotificationFaults
@@ -382,7 +385,7 @@ async def test_a_notification_naming_a_foreign_host_is_never_fetched() -> None:
 async def test_oversized_or_malformed_bodies_are_4xx_never_500(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async with notifying_stack(max_body_bytes=4096) as st:
+    async with notifying_stack(limits=ReceiverLimits(max_body_bytes=4096)) as st:
         auth = {"Authorization": basic(HOOK_USER, HOOK_PASSWORD)}
         json_ct = {**auth, "Content-Type": "application/json"}
 
@@ -498,7 +501,7 @@ async def test_a_caller_gone_before_its_body_arrived_logs_no_traceback(
 
 
 async def test_a_full_queue_answers_503_so_the_service_redelivers() -> None:
-    async with notifying_stack(queue_size=1, workers=1) as st:
+    async with notifying_stack(limits=ReceiverLimits(queue_size=1, workers=1)) as st:
         s = await st.client.submit_credit_transfer(credit_transfer())
         body = msgspec.json.encode(
             {
@@ -563,7 +566,7 @@ async def test_a_failing_callback_is_retried_then_parked_and_the_receiver_goes_o
         raise RuntimeError("user bug")
 
     async with notifying_stack(
-        on_cancellation_outcome=broken, callback_attempts=3, callback_wait=0.05
+        on_cancellation_outcome=broken, retries=Retries(callback_attempts=3, wait=0.05)
     ) as st:
         c = st.client
         xs = []
@@ -588,6 +591,38 @@ async def test_a_failing_callback_is_retried_then_parked_and_the_receiver_goes_o
     assert sorted(calls) == sorted(x.payments_service_id for x in xs for _ in range(3))
     assert "user bug" in caplog.text
     assert "parked as failed" in caplog.text
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_a_notice_for_an_id_the_service_does_not_know_is_parked_after_a_few_reads(
+    store: str, tmp_path: Path
+) -> None:
+    """A forged id was read again once a minute for as long as the receiver ran."""
+    inbox = str(tmp_path / "inbox.db") if store == "sqlite" else None
+    retries = Retries(not_found_reads=3, not_found_wait=0.01)  # time driven: 3 reads, 30 ms
+    async with notifying_stack(retries=retries, inbox=inbox) as st:
+        forged = "forged-" + "0" * 20
+        notice = {
+            "paymentsServiceId": forged,
+            "originalMessage": f"{st.sandbox.url}{CAMT056_PATH}/{forged}",
+            "statusReportMessage": f"{st.sandbox.url}{CAMT029_PATH}/{forged}",
+        }
+        auth = {"Authorization": basic(HOOK_USER, HOOK_PASSWORD)}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(st.server.url, json=notice, headers=auth) as resp,
+        ):
+            assert resp.status == 202
+        await asyncio.wait_for(st.receiver.join(), WAIT)  # it never returned
+        assert st.sandbox_gets() == 3
+        assert (st.receiver.stats.parked, st.receiver.stats.not_found) == (1, 1)
+        status = await st.receiver.inbox.status()
+        assert (status.failed, status.depth) == (1, 0)
+        assert status.last_error is not None
+        assert forged in status.last_error
+        assert "404" in status.last_error
+        assert await st.receiver.inbox.claim(10) == []  # parked: never due again
+        assert st.outcomes == []
 
 
 async def test_sandbox_control_routes_refuse_bad_input_and_never_echo_secrets() -> None:
@@ -672,7 +707,7 @@ async def test_confirmed_finals_are_kept_encoded_out_of_the_collectors_way() -> 
     async with notifying_stack() as st:
         c = st.client
         payment, cancellation = await _cancel_a_pending_payment(st)
-        cached = st.receiver._final  # white box: what the cache holds
+        cached = st.receiver.waiters._final  # white box: what the cache holds
         assert len(cached) == 2
         assert all(isinstance(v, bytes) and not gc.is_tracked(v) for v in cached.values())
         assert st.receiver.confirmed(

@@ -7,6 +7,8 @@ server as its own unprivileged ``pgserver`` user (PostgreSQL refuses to run as r
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import secrets
 import shutil
 import tempfile
@@ -17,16 +19,33 @@ from pathlib import Path
 import pytest
 
 
+@contextlib.contextmanager
+def _one_process_at_a_time(name: str) -> Iterator[None]:
+    """Hold an exclusive lock on a file named ``name`` in the temporary directory."""
+    with (Path(tempfile.gettempdir()) / name).open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[object]:
-    """The running server (``pgserver.PostgresServer``), stopped and deleted at the end."""
+    """The running server (``pgserver.PostgresServer``), stopped and deleted at the end.
+
+    Each pytest-xdist worker starts its own. The starts take turns: as root, pgserver
+    creates its system user the first time (``useradd``), and two workers doing that at
+    once on a fresh machine would fail one of them.
+    """
     with warnings.catch_warnings():
         # platformdirs warns that XDG_RUNTIME_DIR is unset when pgserver is imported.
         warnings.simplefilter("ignore")
         import pgserver
 
         pgdata = Path(tempfile.mkdtemp(prefix="pa-pg-"))
-        server = pgserver.get_server(pgdata, cleanup_mode="delete")
+        with _one_process_at_a_time("payments-async-pgserver.lock"):
+            server = pgserver.get_server(pgdata, cleanup_mode="delete")
     try:
         yield server
     finally:

@@ -26,6 +26,7 @@ from payments_async.notifications import (
     Inbox,
     NotificationReceiver,
     PostgresInbox,
+    ReceiverLimits,
     ReceiverServer,
     open_inbox,
 )
@@ -73,7 +74,7 @@ async def main(
             auth=BasicAuth(HOOK_USER, HOOK_PASSWORD),
             on_payment_status=on_payment,
             inbox=inbox,
-            workers=8,
+            limits=ReceiverLimits(workers=8),
         )
         server = ReceiverServer(receiver, port=0)
         server.app.middlewares.append(kill_after_answering)

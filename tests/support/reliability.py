@@ -25,6 +25,19 @@ def record(section: str, **figures: Any) -> None:
     FIGURES.setdefault(section, {}).update(figures)
     line = ", ".join(f"{k}={v}" for k, v in figures.items())
     print(f"[reliability] {section}: {line}")
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's figures are merged at the end
+        write_figures()
+
+
+def merge_figures(figures: dict[str, dict[str, Any]]) -> None:
+    """Add the figures another process recorded (a pytest-xdist worker's), and write them."""
+    for section, values in figures.items():
+        FIGURES.setdefault(section, {}).update(values)
+    write_figures()
+
+
+def write_figures() -> None:
+    """Write every figure so far to ``RELIABILITY_FIGURES``, when it names a file."""
     path = os.environ.get("RELIABILITY_FIGURES")
     if path:
         with open(path, "w", encoding="utf-8") as fh:

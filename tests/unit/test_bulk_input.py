@@ -100,6 +100,34 @@ def test_header_problems_make_the_file_unusable(tmp_path: Path) -> None:
     assert all(m.startswith("line 1:") for m in msgs)
 
 
+def test_a_semicolon_separated_file_is_read_as_its_comma_twin(tmp_path: Path) -> None:
+    # What a spreadsheet set to a language with a decimal comma saves as "CSV".
+    second = GOOD.replace("E2E-1", "E2E-2")
+    lines = (HEADER, GOOD, "", second.replace("Alice", '"Bob, Jr"'))
+    comma = read_input(_csv(tmp_path, *lines, name="comma.csv"))
+    semi = [line.replace(",", ";") for line in lines[:3]]
+    semi.append(second.replace(",", ";").replace("Alice", "Bob, Jr"))
+    semicolon = read_input(_csv(tmp_path, *semi, name="semicolon.csv"))
+    assert comma.errors == semicolon.errors == ()
+    assert [r.line for r in semicolon.rows] == [r.line for r in comma.rows] == [2, 4]
+    assert [r.originator_name for r in semicolon.rows] == ["Alice", "Bob, Jr"]
+    assert [r.original_end_to_end_id for r in semicolon.rows] == ["E2E-1", "E2E-2"]
+    assert semicolon.rows[0].amount == comma.rows[0].amount == Decimal("12.50")
+
+
+def test_a_semicolon_file_names_its_own_columns_and_lines(tmp_path: Path) -> None:
+    header = HEADER.replace(",", ";").replace("creditor_iban", "iban")
+    rows = [GOOD.replace("E2E-1", f"E2E-{i}").replace(",", ";") for i in range(2, 6)]
+    assert "line 1: unknown column 'iban'" in " ".join(
+        _messages(_csv(tmp_path, header, *rows, name="cols.csv"))
+    )
+    rows[1] = '"' + rows[1]  # line 3: a quoted field that never closes
+    msgs = _messages(_csv(tmp_path, HEADER.replace(",", ";"), *rows, name="quote.csv"))
+    assert len(msgs) == 1, msgs
+    assert msgs[0].startswith("line 3: unreadable CSV: "), msgs
+    assert msgs[0].endswith("runs on to line 5)"), msgs
+
+
 def test_wrong_field_count_and_empty_file(tmp_path: Path) -> None:
     assert _messages(_csv(tmp_path, HEADER, "E2E-1,12.50")) == [
         "line 2: expected 9 fields, found 2"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from payments_async.cli import _COMMANDS, cli
 from payments_async.sandbox._main import build_parser
@@ -81,3 +84,30 @@ def test_a_bulk_run_with_rows_that_cannot_be_sent_is_unsettled() -> None:
     totals = RunTotals.of({"accepted": 1, "not_sent": 2}, unsendable=2)
     assert totals.complete
     assert bulk_exit_code(totals) == 3
+
+
+def test_json_is_accepted_after_the_command_too(tmp_path: Path) -> None:
+    before = CliRunner().invoke(cli, ["--json", "keygen", "--dir", str(tmp_path / "a")])
+    after = CliRunner().invoke(cli, ["keygen", "--dir", str(tmp_path / "b"), "--json"])
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert json.loads(before.stdout).keys() == json.loads(after.stdout).keys()
+
+
+def test_a_usage_error_is_json_exactly_when_json_was_asked_for() -> None:
+    asked = CliRunner().invoke(cli, ["bulk-status", "--json"])
+    assert asked.exit_code == 2
+    assert json.loads(asked.stdout) == {
+        "error": "Missing option '--queue'. (see 'cli bulk-status --help')",
+        "exit_code": 2,
+    }
+    plain = CliRunner().invoke(cli, ["bulk-status"])
+    assert plain.exit_code == 2
+    assert plain.stdout == ""
+    assert plain.stderr.startswith("error: Missing option '--queue'.")
+
+
+def test_json_after_a_double_dash_is_an_argument_not_the_option(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["keygen", "--dir", str(tmp_path), "--", "--json"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "unexpected extra argument (--json)" in result.stderr

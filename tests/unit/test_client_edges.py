@@ -50,7 +50,13 @@ from payments_async import (
     build_cancellation,
 )
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
-from payments_async.notifications import InboxError, InboxFull, NotificationRejected
+from payments_async.notifications import (
+    InboxBusyError,
+    InboxError,
+    InboxFull,
+    InboxUnavailableError,
+    NotificationRejected,
+)
 from payments_async.signing import KeySigner
 from tests.support.http_servers import Handler, Serve
 from tests.support.otel import Otel
@@ -146,7 +152,9 @@ def fake(serve: Serve) -> Serve:
 async def test_token_endpoint_5xx_raises_the_token_error(mocked: aioresponses) -> None:
     mocked.post(TOKEN_URL, status=503, repeat=True)
     mocked.post(CAMT056_URL, callback=_answer(201), repeat=True)
-    async with _client(retry=RetryPolicy.for_testing(attempts=3), timeout=Timeout(total=1.0)) as c:
+    # The deadline only has to outlast one mocked attempt (no network): the token fetch
+    # gives up when its next backoff would pass it, raising the last answer.
+    async with _client(retry=RetryPolicy.for_testing(attempts=3), timeout=Timeout(total=0.2)) as c:
         with pytest.raises(PaymentsError) as info:
             await c.request_cancellation(_cancellation())
     err = info.value
@@ -170,7 +178,7 @@ async def test_garbled_token_answer_raises_the_token_error(mocked: aioresponses)
 
 async def test_token_timeout_is_not_outcome_unknown(mocked: aioresponses) -> None:
     mocked.post(TOKEN_URL, exception=TimeoutError(), repeat=True)
-    async with _client(retry=RetryPolicy.for_testing(attempts=2), timeout=Timeout(total=1.0)) as c:
+    async with _client(retry=RetryPolicy.for_testing(attempts=2), timeout=Timeout(total=0.2)) as c:
         with pytest.raises(TransportError) as info:
             await c.request_cancellation(_cancellation())
     assert not isinstance(info.value, OutcomeUnknownError)
@@ -178,7 +186,7 @@ async def test_token_timeout_is_not_outcome_unknown(mocked: aioresponses) -> Non
 
 
 async def test_refused_token_connection_names_the_token_endpoint() -> None:
-    async with _client(retry=RetryPolicy.for_testing(attempts=2), timeout=Timeout(total=1.0)) as c:
+    async with _client(retry=RetryPolicy.for_testing(attempts=2), timeout=Timeout(total=0.2)) as c:
         with pytest.raises(TransportError) as info:
             await c.request_cancellation(_cancellation())
     assert info.value.path == "/oauth/token"
@@ -258,8 +266,10 @@ async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
     fake: Serve,
 ) -> None:
     release = asyncio.Event()
+    holding = asyncio.Event()
 
     async def slow(request: web.Request) -> web.Response:
+        holding.set()
         await asyncio.wait_for(release.wait(), 10)
         return web.json_response(_resolution("PDCR", "PDCR"))
 
@@ -270,10 +280,10 @@ async def test_a_waiters_deadline_holds_while_it_queues_for_a_connection(
     ) as c:
         await c.access_token_lifetime()  # the token first: only the polls compete
         blocker = asyncio.create_task(c.wait_for_cancellation_outcome("PS-A", timeout=20))
-        await asyncio.sleep(0.2)  # the blocker's poll now holds the only connection
+        await asyncio.wait_for(holding.wait(), 10)  # the blocker holds the only connection
         start = time.monotonic()
         with pytest.raises(PollTimeoutError):
-            await c.wait_for_cancellation_outcome("PS-B", timeout=0.3)
+            await c.wait_for_cancellation_outcome("PS-B", timeout=0.02)
         waited = time.monotonic() - start
         release.set()
         blocker.cancel()
@@ -306,7 +316,7 @@ async def test_a_submissions_own_timeout_ends_it_as_unknown_long_before_the_poli
         msg = _cancellation()
         start = time.monotonic()
         with pytest.raises(OutcomeUnknownError) as info:
-            await c.request_cancellation(msg, timeout=0.3)
+            await c.request_cancellation(msg, timeout=0.15)
         waited = time.monotonic() - start
     assert waited < 3  # the policy alone would have waited 30 s
     assert info.value.message_id == msg.message_id  # resubmit it to learn the outcome
@@ -318,11 +328,11 @@ async def test_a_calls_timeout_may_be_longer_than_the_policys(
 ) -> None:
     async def slow_created(request: web.Request) -> web.Response:
         body = await request.read()
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.1)
         return web.json_response(_submission(body), status=201)
 
     async def slow_read(request: web.Request) -> web.Response:
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.1)
         return web.json_response(_resolution("CNCL", "CNCL"))
 
     url = await fake(
@@ -332,9 +342,9 @@ async def test_a_calls_timeout_may_be_longer_than_the_policys(
         }
     )
     policy = RetryPolicy.for_testing(attempts=1)
-    async with _client(base_url=url, retry=policy, timeout=Timeout(total=0.2)) as c:
+    async with _client(base_url=url, retry=policy, timeout=Timeout(total=0.02)) as c:
         await c.access_token_lifetime()
-        with pytest.raises(OutcomeUnknownError):  # the policy's 0.2 s: too short
+        with pytest.raises(OutcomeUnknownError):  # the policy's 0.02 s: too short
             await c.request_cancellation(_cancellation())
         sub = await c.request_cancellation(_cancellation(), timeout=5)
         assert sub.payments_service_id == "PS-1"
@@ -354,7 +364,7 @@ async def test_a_calls_own_timeout_object_sets_its_read_timeout(fake: Serve) -> 
         await c.access_token_lifetime()
         start = time.monotonic()
         with pytest.raises(TransportError, match="timed out waiting for the response"):
-            await c.get_credit_transfer_status("PS-1", timeout=Timeout(total=30, read=0.3))
+            await c.get_credit_transfer_status("PS-1", timeout=Timeout(total=30, read=0.1))
         assert time.monotonic() - start < 3  # the client's read timeout is 30 s
 
 
@@ -367,7 +377,7 @@ async def test_timeout_token_bounds_a_token_fetch_the_call_waits_for(fake: Serve
         return web.json_response({})
 
     url = await fake({("POST", "/oauth/token"): silent_token})  # replaces the granting one
-    async with _client(base_url=url, timeout=Timeout(total=30, token=0.6)) as c:
+    async with _client(base_url=url, timeout=Timeout(total=30, token=0.3)) as c:
         start = time.monotonic()
         with pytest.raises(TransportError) as info:
             await c.get_credit_transfer_status("PS-1")
@@ -391,7 +401,7 @@ async def test_a_reads_own_timeout_holds(
         await c.access_token_lifetime()
         start = time.monotonic()
         with pytest.raises(TransportError, match="timed out"):
-            await c.get_credit_transfer_status("PS-1", timeout=0.3)
+            await c.get_credit_transfer_status("PS-1", timeout=0.1)
         assert time.monotonic() - start < 3
 
 
@@ -405,13 +415,13 @@ async def test_each_read_of_a_waiter_stays_within_the_policys_timeout(fake: Serv
 
     url = await fake({("GET", "/payments/camt029/v09/{id}"): silent})
     async with _client(
-        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=0.3)
+        base_url=url, retry=RetryPolicy.for_testing(), timeout=Timeout(total=0.1)
     ) as c:
         await c.access_token_lifetime()
         with pytest.raises(PollTimeoutError):
-            await c.wait_for_cancellation_outcome("PS-1", timeout=2)
-    # Each read gave up at the policy's 0.3 s and the waiter polled again; a read allowed
-    # the waiter's whole 2 s would have been the only one.
+            await c.wait_for_cancellation_outcome("PS-1", timeout=0.6)
+    # Each read gave up at the policy's 0.1 s and the waiter polled again (about six
+    # times); a read allowed the waiter's whole 0.6 s would have been the only one.
     assert len(reads) >= 3
 
 
@@ -504,7 +514,7 @@ async def test_a_calls_timeout_bounds_an_async_signature(fake: Serve, rsa_privat
         signer.slow = True
         start = time.monotonic()
         with pytest.raises(SigningError, match="deadline"):
-            await c.request_cancellation(_cancellation(), timeout=0.5)
+            await c.request_cancellation(_cancellation(), timeout=0.1)
         waited = time.monotonic() - start
     assert waited < 2
     assert posts == []  # nothing was sent: not "unknown"
@@ -613,6 +623,8 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     NotificationRejected: lambda: NotificationRejected("refused", status=401),
     InboxError: lambda: InboxError("the inbox is down", **_CTX),
     InboxFull: lambda: InboxFull("the inbox is full", **_CTX),
+    InboxBusyError: lambda: InboxBusyError("inbox 'in.db' is in use", **_CTX),
+    InboxUnavailableError: lambda: InboxUnavailableError("the disk is full", **_CTX),
 }
 
 
@@ -801,7 +813,10 @@ async def test_a_retry_after_header_nobody_can_read_never_breaks_a_call(
         lambda: PollPolicy(initial=0),
         lambda: PollPolicy(maximum=-1),
         lambda: Timeout(connect="5"),  # type: ignore[arg-type]
-        lambda: Timeout(read=None),  # type: ignore[arg-type]
+        lambda: Timeout(read="30"),  # type: ignore[arg-type]
+        lambda: Timeout(total=1, connect=5),  # a part longer than the whole call
+        lambda: Timeout(total=1, read=1.5),
+        lambda: Timeout(total=10, token=11),
         lambda: Timeout(read=float("inf")),
         lambda: Limits(connections=2.0),  # type: ignore[arg-type]
         lambda: _client(retry={"attempts": 3}),
@@ -812,6 +827,17 @@ async def test_a_retry_after_header_nobody_can_read_never_breaks_a_call(
 def test_nonsense_configuration_is_refused(make: Callable[[], object]) -> None:
     with pytest.raises(ConfigurationError):
         make()
+
+
+def test_a_timeout_of_a_total_alone_cuts_every_part_to_it() -> None:
+    assert Timeout(total=2) == Timeout(total=2, connect=2, read=2, token=2)
+    assert Timeout(total=60) == Timeout(total=60, connect=5, read=30, token=30)
+    assert Timeout(total=30, read=0.3).with_total(2) == Timeout(2, 2, 0.3, 2)
+    # a part cut only because it was left out is its default again under a longer total
+    assert Timeout(total=0.2).with_total(60) == Timeout(total=60)
+    assert Timeout(total=5, read=4).with_total(60).read == 4
+    with pytest.raises(ConfigurationError, match=r"Timeout.connect \(5s\) is longer"):
+        Timeout(total=1, connect=5)
 
 
 async def test_public_calls_never_raise_a_bare_type_error(mocked: aioresponses) -> None:

@@ -164,15 +164,15 @@ async def test_the_receiver_wakes_every_waiter_of_an_id_and_forgets_them() -> No
         receiver.watch("x", c)
         receiver.watch("y", other)
         receiver.unwatch("x", b)
-        receiver._wake("x")
+        receiver.waiters.wake("x")
         assert a.done()
         assert c.done()
         assert not b.done()  # unwatched before the wake
         assert not other.done()
-        assert "x" not in receiver._watchers
+        assert len(receiver.waiters) == 1  # only "y" sleeps
         receiver.unwatch("x", a)  # a woken waiter unwatching finds nothing: no error
         receiver.unwatch("y", other)
-        assert receiver._watchers == {}
+        assert len(receiver.waiters) == 0
     finally:
         await client.aclose()
 
@@ -191,7 +191,7 @@ async def test_a_waiter_with_a_receiver_holds_a_dozen_tracked_objects() -> None:
             asyncio.create_task(client.wait_for_cancellation_outcome(f"cxl-{i:04d}"))
             for i in range(n)
         ]
-        await _until(lambda: len(receiver._watchers) == n)
+        await _until(lambda: len(receiver.waiters) == n)
         gc.collect()
         after = Counter(type(o).__qualname__ for o in gc.get_objects())
         grown = after - before
@@ -204,7 +204,7 @@ async def test_a_waiter_with_a_receiver_holds_a_dozen_tracked_objects() -> None:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        assert receiver._watchers == {}
+        assert len(receiver.waiters) == 0
     finally:
         await receiver.aclose()
         await client.aclose()

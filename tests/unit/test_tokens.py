@@ -163,7 +163,7 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_fetch(
 async def test_refresh_happens_before_expiry_without_a_caller_waiting(
     transport: Transport, creds: Credentials, token_server: TokenServer
 ) -> None:
-    token_server.expires_in = 2  # refresh lead: min(60 s, 20% of 2 s) = 0.4 s
+    token_server.expires_in = 1  # refresh lead: min(60 s, 20% of 1 s) = 0.2 s
     refreshed: list[tuple[AccessToken, float]] = []
     async with TokenSession(
         transport, creds, on_refresh=lambda t: refreshed.append((t, time.monotonic()))
@@ -172,7 +172,7 @@ async def test_refresh_happens_before_expiry_without_a_caller_waiting(
         await _until(lambda: len(refreshed) == 2, timeout=3)
         second, at = refreshed[1]
         assert at < first.expires_at  # refreshed while the first was still valid
-        assert at >= first.expires_at - 0.4 - 0.05
+        assert at >= first.expires_at - 0.2 - 0.05
         assert second.value != first.value
         assert s.current is second
         assert await s.get() is second  # served from the cache
@@ -185,10 +185,17 @@ async def test_failed_background_refresh_keeps_serving_the_valid_token(
     token_server: TokenServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    token_server.expires_in = 3  # refresh at 2.4 s
+    # The shortest lifetime the service can grant (whole seconds); refreshing at 10 % of
+    # it, the session waits only its floor (half a short lifetime): the refresh is at 0.5 s.
+    token_server.expires_in = 1
     refreshed: list[AccessToken] = []
     async with TokenSession(
-        transport, creds, fetch_deadline=0.05, on_refresh=refreshed.append, **FAST
+        transport,
+        creds,
+        fetch_deadline=0.05,
+        on_refresh=refreshed.append,
+        refresh_fraction=0.9,
+        **FAST,
     ) as s:
         first = await s.get()
         token_server.default = (503, {"errors": [{"code": "UNAVAILABLE"}]})
@@ -374,7 +381,7 @@ async def test_no_secret_in_logs_reprs_or_errors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="payments_async")
-    token_server.expires_in = 2
+    token_server.expires_in = 1  # a background refresh at 0.8 s
     seen: list[str] = []
     errors: list[BaseException] = []
     async with TokenSession(transport, creds, **FAST) as s:
