@@ -17,6 +17,7 @@ memory). A run is four steps, each public: ``check_run_input``, ``open_run``,
 processes.
 """
 
+from ._attention import AttentionReport, attention_reason, read_results, write_attention
 from ._awaited import awaited_cancellations
 from ._defaults import (
     HEARTBEAT_INTERVAL,
@@ -26,8 +27,10 @@ from ._defaults import (
     WORKER_CONCURRENCY,
     WORKER_ROWS,
 )
+from ._dry_run import RunPlan, earliest_recall_deadline, plan_summary
 from ._errors import JournalBusyError
 from ._input import (
+    ATTENTION_COLUMN,
     COLUMNS,
     OPTIONAL_COLUMNS,
     REQUIRED_COLUMNS,
@@ -73,6 +76,7 @@ from ._queue import (
     run_worker,
     write_queue_results,
 )
+from ._report import REPORT_ROWS, RunReport, charts_available, run_report
 from ._results import (
     RESULT_COLUMNS,
     ResultsWriteError,
@@ -96,11 +100,13 @@ from ._steps import connection_limit_for
 from ._stores import is_postgres_url, open_journal
 
 __all__ = [
+    "ATTENTION_COLUMN",
     "COLUMNS",
     "DEFAULT_CONCURRENCY",
     "HEARTBEAT_INTERVAL",
     "MAX_WAITING",
     "OPTIONAL_COLUMNS",
+    "REPORT_ROWS",
     "REQUIRED_COLUMNS",
     "RESULT_COLUMNS",
     "STALLED_AFTER",
@@ -109,6 +115,7 @@ __all__ = [
     "UNFINISHED",
     "WORKER_CONCURRENCY",
     "WORKER_ROWS",
+    "AttentionReport",
     "BulkCounts",
     "BulkEvents",
     "BulkInput",
@@ -132,19 +139,24 @@ __all__ = [
     "RowOutcome",
     "RowState",
     "RowWrites",
+    "RunPlan",
+    "RunReport",
     "RunTotals",
     "SqliteJournal",
     "Stage",
     "Verdict",
+    "attention_reason",
     "awaited_cancellations",
     "build_row_message",
     "bulk_cancel",
+    "charts_available",
     "check_input",
     "check_row",
     "check_run_input",
     "connection_limit_for",
     "default_journal_path",
     "default_results_path",
+    "earliest_recall_deadline",
     "enqueue_run",
     "execute_run",
     "is_postgres_url",
@@ -155,12 +167,16 @@ __all__ = [
     "parse_record",
     "plan_input",
     "plan_rows",
+    "plan_summary",
     "queue_status",
     "read_input",
+    "read_results",
     "result_record",
     "row_outcome",
+    "run_report",
     "run_worker",
     "unique_keys",
+    "write_attention",
     "write_queue_results",
     "write_results",
     "write_run_results",

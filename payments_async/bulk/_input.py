@@ -28,6 +28,7 @@ from ._address import (
 )
 
 __all__ = [
+    "ATTENTION_COLUMN",
     "COLUMNS",
     "OPTIONAL_COLUMNS",
     "REQUIRED_COLUMNS",
@@ -47,6 +48,7 @@ __all__ = [
     "parse_amount",
     "parse_record",
     "read_input",
+    "read_records",
     "unique_keys",
 ]
 
@@ -73,8 +75,11 @@ the lines separated by ``|``) and in JSONL by one object, ``creditor_agent_addre
 whose keys are `Address`'s field names.
 """
 
-_JSON_KEYS: Final = frozenset((*COLUMNS, ADDRESS_KEY))
-_CSV_COLUMNS: Final = frozenset((*COLUMNS, *ADDRESS_COLUMNS))
+ATTENTION_COLUMN: Final = "attention"
+"""A column (JSONL: field) read and ignored: why a row of an attention file needs a person."""
+
+_JSON_KEYS: Final = frozenset((*COLUMNS, ADDRESS_KEY, ATTENTION_COLUMN))
+_CSV_COLUMNS: Final = frozenset((*COLUMNS, *ADDRESS_COLUMNS, ATTENTION_COLUMN))
 
 _HEADER_LINE: Final = 1
 _DOCUMENT_LINE: Final = 0  # an XML document's own problems; its transactions are 1, 2, ...
@@ -259,11 +264,9 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object] | None, str]]:
-    """Yield ``(line, record, problem)``: a record, or None and why the line is unreadable.
-
-    Reads ``fh`` as it goes: one line (or one CSV record) in memory at a time.
-    """
+def read_records(fh: TextIO, jsonl: bool) -> Iterator[tuple[int, Mapping[str, object] | None, str]]:
+    """Yield ``(line, record, problem)``: a record as given, unchecked (a CSV's header first,
+    ``{"__header__": names}``), or None and why the line is unreadable; one at a time."""
     if jsonl:
         for n, raw in enumerate(fh, start=1):
             if not raw.strip():
@@ -629,7 +632,7 @@ class InputScan:
             text = io.TextIOWrapper(
                 io.BufferedReader(hashing, _READ_CHUNK), encoding="utf-8-sig", newline=""
             )
-            for n, (line, record, problem) in enumerate(_records(text, jsonl), start=1):
+            for n, (line, record, problem) in enumerate(read_records(text, jsonl), start=1):
                 if progress is not None and n % _PROGRESS_EVERY == 0:
                     progress(hashing.count, size)
                 if record is None:

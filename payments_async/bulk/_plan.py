@@ -42,6 +42,7 @@ __all__ = [
     "open_run",
     "plan_input",
     "plan_rows",
+    "recorded_refusal",
 ]
 
 
@@ -191,6 +192,14 @@ def plan_input(
         raise changed
 
 
+def recorded_refusal(original_end_to_end_id: str | None, earlier: str) -> str:
+    """Why a row whose payment has a cancellation recorded in the journal is not sent."""
+    return (
+        f"payment {original_end_to_end_id} already has a cancellation recorded in "
+        f"this journal ({earlier}); it is not sent again"
+    )
+
+
 def _not_recorded(
     rows: Iterator[PlannedRow],
     recorded: dict[str, str],
@@ -207,10 +216,7 @@ def _not_recorded(
         if earlier is None:
             yield row
             continue
-        why = (
-            f"payment {row.original_end_to_end_id} already has a cancellation recorded in "
-            f"this journal ({earlier}); it is not sent again"
-        )
+        why = recorded_refusal(row.original_end_to_end_id, earlier)
         if skip_invalid and not refuse_input:
             yield PlannedRow(row.line, row.original_end_to_end_id, None, None, None, error=why)
         else:

@@ -45,7 +45,14 @@ _COMMANDS: dict[str, _Entry] = {
     "bulk-cancel": _Entry(
         "bulk", "bulk_cancel", "Cancel every payment listed in INPUT (CSV or JSONL)."
     ),
-    "bulk-results": _Entry("bulk", "bulk_results", "Export the results of a distributed bulk run."),
+    "bulk-results": _Entry(
+        "bulk_results",
+        "bulk_results",
+        "Export a bulk run's results, or the rows that need a person.",
+    ),
+    "bulk-report": _Entry(
+        "bulk_results", "bulk_report", "Write a bulk run's report (one HTML page)."
+    ),
     "bulk-status": _Entry("bulk", "bulk_status", "Show the progress of a distributed bulk run."),
     "cancel": _Entry("cancellations", "cancel", "Request a cancellation (camt.056)."),
     "demo": _Entry("demo", "demo", "Run the whole flow against an embedded sandbox."),

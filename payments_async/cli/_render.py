@@ -15,13 +15,14 @@ from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submissi
 from ._exit import bulk_exit_code
 
 if TYPE_CHECKING:
-    from payments_async.bulk import BulkReport, QueueStatus, RunTotals
+    from payments_async.bulk import BulkReport, QueueStatus, RunPlan, RunTotals
 
     from ._context import Settings
 
 __all__ = [
     "bulk_summary",
     "outcome_dict",
+    "plan_table",
     "queue_status_dict",
     "queue_summary",
     "resume_command",
@@ -279,3 +280,34 @@ def queue_summary(settings: Settings, st: QueueStatus) -> int:
             "command again to queue them"
         )
     return code
+
+
+_PLAN_PROBLEMS: Final = 20  # refused rows named on a terminal; --json lists more
+
+
+def plan_table(plan: RunPlan, rate: float | None) -> Table:
+    """What a run of an input would send (``bulk-cancel --dry-run``, the confirmation)."""
+    table = Table(title=f"{plan.input_name}: what a run sends", show_edge=False)
+    table.add_column("")
+    table.add_column("", justify="right")
+    table.add_row("rows in the input", f"{plan.rows:,}")
+    table.add_row("cancellation requests to send", f"{plan.to_send:,}")
+    for currency, total in sorted(plan.amounts.items()):
+        table.add_row(f"total amount, {currency}", f"{total:,}")
+    for reason, n in sorted(plan.reasons.items()):
+        table.add_row(f"reason {reason}", f"{n:,}")
+    table.add_row("rows refused", f"{plan.refused_rows:,}")
+    for err in plan.refused[:_PLAN_PROBLEMS]:
+        table.add_row(Text(f"  {err}", style="red"), "")
+    if len(plan.refused) > _PLAN_PROBLEMS:
+        table.add_row(f"  ... {len(plan.refused) - _PLAN_PROBLEMS} more (--json lists them)", "")
+    deadline = plan.earliest_recall_deadline
+    table.add_row(
+        "earliest recall deadline", "unknown" if deadline is None else deadline.isoformat()
+    )
+    seconds = plan.estimated_seconds(rate)
+    table.add_row(
+        "least time",
+        "no --rate set" if seconds is None else f"{seconds:,.0f} s at {rate:g} requests/s",
+    )
+    return table

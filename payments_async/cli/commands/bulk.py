@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from pathlib import Path
 from typing import NoReturn
 
@@ -32,12 +33,17 @@ from payments_async.bulk import (
     JournalError,
     QueueStatus,
     ResultsWriteError,
+    RunPlan,
+    SqliteJournal,
     check_run_input,
     connection_limit_for,
+    default_journal_path,
     default_results_path,
     is_postgres_url,
+    journal_counts,
     new_run_id,
     plan_input,
+    plan_summary,
 )
 
 from .._context import Settings, pass_settings
@@ -45,7 +51,7 @@ from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
-from .._render import bulk_summary, queue_summary
+from .._render import bulk_summary, plan_table, queue_summary
 from .._run import (
     describe_unreachable,
     make_client,
@@ -57,7 +63,7 @@ from .._run import (
 from .._watch import ConnectWatch
 from .._xml import check_bulk_xml, xsd_option
 
-__all__ = ["bulk_cancel", "bulk_results", "bulk_status", "journal_shown"]
+__all__ = ["bulk_cancel", "bulk_status", "journal_shown"]
 
 
 def _per_second(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -131,6 +137,18 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
     help="Send at most N requests per second (sends, resends and outcome reads); with "
     "--queue, N for every worker of the run together.",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check and add up the input, then stop: rows, amounts, reasons, rows refused and "
+    "why, the least time at --rate. Nothing is sent and no journal is made.",
+)
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="Do not ask for confirmation on a terminal (a run whose stdin is not a terminal "
+    "never asks).",
+)
 @xsd_option
 @pass_settings
 def bulk_cancel(
@@ -146,6 +164,8 @@ def bulk_cancel(
     skip_invalid: bool,
     timeout: float,
     rate: float | None,
+    dry_run: bool,
+    yes: bool,
     xsd: Path | None,
 ) -> None:
     """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row; or an
@@ -169,6 +189,9 @@ def bulk_cancel(
     made is refused; --new-run starts a new run in that journal without ever sending a
     payment's cancellation twice.
 
+    --dry-run shows what a run would send, and sends nothing. On a terminal a run shows
+    the same figures and asks before sending (--yes does not ask).
+
     \b
     Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
     return_request_needed in the results) or refused by the service (a rerun cannot
@@ -176,18 +199,30 @@ def bulk_cancel(
     command), rows whose message cannot be sent (a rerun will not send them: see the
     reason), or outcomes nobody can tell (codes nobody can classify, or a row sent before
     whose message can no longer be sent: check with the bank); 130 interrupted (rerun to
-    resume).
+    resume); --dry-run: 0, or 2 for bad input; a run not confirmed: 2, nothing sent.
     """
-    if queue_url is not None:
-        if journal_path is not None or no_journal or new_run or results_path is not None:
-            raise click.UsageError(
-                "--queue keeps the journal in its database and writes no results file: "
-                "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
-            )
-        _bulk_cancel_queued(settings, input_path, queue_url, no_wait, skip_invalid, rate, xsd)
-    if no_wait:
+    if queue_url is not None and (
+        journal_path is not None or no_journal or new_run or results_path is not None
+    ):
+        raise click.UsageError(
+            "--queue keeps the journal in its database and writes no results file: "
+            "drop --journal/--no-journal/--new-run/--results (export with bulk-results)"
+        )
+    if no_wait and queue_url is None:
         raise click.UsageError("--no-wait goes with --queue")
     shown_journal = journal_shown(journal_path)
+    local_journal = (
+        None
+        if queue_url is not None or no_journal
+        else _journal_file(input_path, journal_path, results_path)
+    )
+    if dry_run:
+        _dry_run(settings, input_path, skip_invalid, rate, xsd, local_journal, new_run)
+    confirm = None if yes or not sys.stdin.isatty() else _Confirm(settings, rate, local_journal)
+    if queue_url is not None:
+        _bulk_cancel_queued(
+            settings, input_path, queue_url, no_wait, skip_invalid, rate, xsd, confirm
+        )
     results = results_path if results_path is not None else default_results_path(input_path)
 
     limiter = None if rate is None else RateLimiter.of(RateLimit(per_second=rate))
@@ -213,7 +248,7 @@ def bulk_cancel(
             ):
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
-                events = _LocalRunEvents(settings, client, results, bar, reading)
+                events = _LocalRunEvents(settings, client, results, bar, reading, confirm)
                 with set_on_signals(stop), showing(bar), limit_rate(limiter):
                     report = await bulk.bulk_cancel(
                         client,
@@ -258,6 +293,107 @@ def bulk_cancel(
     run_command(settings, go)
 
 
+def _dry_run(
+    settings: Settings,
+    input_path: Path,
+    skip_invalid: bool,
+    rate: float | None,
+    xsd: Path | None,
+    journal: Path | None,
+    new_run: bool,
+) -> NoReturn:
+    """``bulk-cancel --dry-run``: check and add up the input; no client, nothing sent.
+
+    An existing ``journal`` file is opened as the run would open it (and refused as the
+    run would refuse it), and left unchanged: a run that resumes it is said so, and a new
+    run in it (``new_run``) refuses the rows whose payment it records a cancellation for.
+    """
+
+    async def go() -> int:
+        check_bulk_xml(input_path, xsd)
+        try:
+            checked = await check_run_input(input_path, skip_invalid=skip_invalid)
+            recorded = None if journal is None else _recorded(journal, checked, new_run)
+            plan = await asyncio.to_thread(plan_summary, checked, recorded)
+        except BulkInputError as exc:
+            raise _input_refused(settings, input_path, exc) from None
+        except UnicodeDecodeError as exc:
+            raise _input_not_utf8(input_path, exc) from None
+        except JournalError as exc:
+            raise journal_failed(exc) from None
+        except OSError as exc:
+            raise CliError(f"cannot read {str(input_path)!r}: {exc}") from None
+        if plan.refused_rows and not skip_invalid:  # rows the journal records: as the run
+            raise _input_refused(settings, input_path, BulkInputError(plan.refused))
+        states = None if journal is None or recorded is not None else journal_counts(journal)
+        if settings.json:
+            settings.emit({**plan.as_dict(rate), "dry_run": True, "journal_states": states})
+        else:
+            settings.out.print(plan_table(plan, rate))
+            _say_resumed(settings, states)
+            settings.err.print("dry run: nothing was sent")
+        return EXIT_OK
+
+    run_command(settings, go)
+
+
+def _recorded(journal: Path, checked: InputCheck, new_run: bool) -> dict[str, str] | None:
+    """The cancellations ``journal`` records, when a run of ``checked`` starts a new run
+    in it (None when the run resumes it). Opened as the run opens it, and left unchanged.
+
+    Raises:
+        JournalError: as the run would: the journal is busy, or belongs to another input
+            and ``new_run`` is off.
+    """
+    opened = SqliteJournal.open(
+        journal, input_sha256=checked.sha256, new_run_id=new_run_id(), new_run=new_run
+    )
+    try:
+        return opened.recorded_cancellations() if opened.replaces_run else None
+    finally:
+        opened.close()
+
+
+def _journal_file(
+    input_path: Path, journal_path: str | None, results_path: Path | None
+) -> Path | None:
+    """The journal file a local run of ``input_path`` would use, when it exists."""
+    if is_postgres_url(journal_path or ""):
+        return None
+    results = results_path or default_results_path(input_path)
+    journal = Path(journal_path) if journal_path else default_journal_path(results)
+    return journal if journal.is_file() else None
+
+
+def _say_resumed(settings: Settings, states: dict[str, int] | None) -> None:
+    """Say that a journal already holds a run (``states``: its rows per state)."""
+    if states:
+        settings.err.print(
+            f"its journal already holds a run of {sum(states.values())} rows "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(states.items()))}): a run of the "
+            "same input resumes it, and sends only the rows not final"
+        )
+
+
+class _Confirm:
+    """Before a run on a terminal sends anything: show what it would send, and ask."""
+
+    def __init__(self, settings: Settings, rate: float | None, journal: Path | None) -> None:
+        self._settings = settings
+        self._rate = rate
+        self._journal = journal
+
+    async def __call__(self, checked: InputCheck) -> None:
+        """Raises `CliError` (exit 2, nothing sent) unless the person says yes."""
+        plan: RunPlan = await asyncio.to_thread(plan_summary, checked)
+        self._settings.err.print(plan_table(plan, self._rate))
+        if self._journal is not None:
+            _say_resumed(self._settings, journal_counts(self._journal))
+        question = f"send {plan.to_send} cancellation request(s)?"
+        if not await asyncio.to_thread(click.confirm, question, err=True):
+            raise CliError("not confirmed: nothing was sent")
+
+
 class _LocalRunEvents(BulkEvents):
     """What ``bulk-cancel`` shows as its run goes: the input's bar, messages, the run's bar."""
 
@@ -268,12 +404,14 @@ class _LocalRunEvents(BulkEvents):
         results: Path,
         bar: RunBar | None,
         reading: InputBar | None,
+        confirm: _Confirm | None,
     ) -> None:
         self._settings = settings
         self._client = client
         self._results = results
         self._bar = bar
         self._reading = reading
+        self._confirm = confirm
 
     def reading(self, phase: str, done: int, size: int) -> None:
         if self._reading is not None:
@@ -282,6 +420,10 @@ class _LocalRunEvents(BulkEvents):
     async def checked(self, checked: InputCheck) -> None:
         # The service is checked once the input is: bad input is exit 2 whatever the
         # service's state, and no journal is made for a run that cannot start.
+        if self._confirm is not None:
+            if self._reading is not None:
+                self._reading.close()  # the question is asked on a clean line
+            await self._confirm(checked)
         await _checked_then_token(self._client, self._results)
 
     def planned(self, checked: InputCheck, resumed: bool) -> None:
@@ -347,6 +489,7 @@ def _bulk_cancel_queued(
     skip_invalid: bool,
     rate: float | None,
     xsd: Path | None,
+    confirm: _Confirm | None,
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
     reading = input_bar(settings)
@@ -367,6 +510,8 @@ def _bulk_cancel_queued(
         finally:
             if reading is not None:
                 reading.close()
+        if confirm is not None:
+            await confirm(checked)
         try:
             report = await bulk.enqueue_run(
                 queue_url,
@@ -466,36 +611,5 @@ def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
         except JournalError as exc:
             raise journal_failed(exc) from None
         return queue_summary(settings, st)
-
-    run_command(settings, go)
-
-
-@click.command("bulk-results")
-@queue_option
-@run_option
-@click.option(
-    "--output",
-    "output",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Results file, .csv or .jsonl (the columns of bulk-cancel's results).",
-)
-@pass_settings
-def bulk_results(settings: Settings, queue_url: str, run_id: str | None, output: Path) -> None:
-    """Export the results of a distributed bulk run, one line per input row."""
-
-    async def go() -> int:
-        check_results_path(output, "--output")
-        try:
-            run, path = await asyncio.to_thread(bulk.write_queue_results, queue_url, output, run_id)
-        except JournalError as exc:
-            raise journal_failed(exc) from None
-        except OSError as exc:
-            raise CliError(f"cannot write {str(output)!r}: {exc.strerror}") from None
-        if settings.json:
-            settings.emit({"run_id": run, "results": str(path)})
-        else:
-            settings.say(f"results of run {run}: {path}")
-        return EXIT_OK
 
     run_command(settings, go)

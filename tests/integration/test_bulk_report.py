@@ -1,0 +1,133 @@
+"""``bulk-report`` of a 20,000-row run, opened in a headless Chromium: nothing fetched, no
+error, every chart drawn, and the numbers those of ``bulk-status --json``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from payments_async.cli import cli
+from payments_async.sandbox import SandboxConfig
+from tests.support.chromium import Chromium, chromium_or_skip
+from tests.support.cli import (
+    ThreadedSandbox,
+    bulk_rows,
+    precreate_payments,
+    threaded_sandbox,
+    write_csv,
+)
+from tests.support.postgres import pg_dsn, postgres_server  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.slow
+
+ROWS = 20_000
+OUTCOMES = (
+    "accepted",
+    "rejected",
+    "unknown",
+    "refused",
+    "not_sent",
+    "in_flight",
+    "pending",
+    "invalid",
+)
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[ThreadedSandbox]:
+    with threaded_sandbox(SandboxConfig(processing_delay=3600, settlement_delay=0.05)) as s:
+        yield s
+
+
+def run_cli(sb: ThreadedSandbox, *args: str) -> Result:
+    return CliRunner().invoke(
+        cli, ["--sandbox", "--base-url", sb.url, "--json", *args], catch_exceptions=False
+    )
+
+
+def _run_of(sb: ThreadedSandbox, tmp_path: Path, dsn: str) -> None:
+    """A run of ``ROWS`` rows in a PostgreSQL journal: 60 % accepted, 10 % rejected with
+    a return to request (the payment was processed), the rest rejected NOOR (no such
+    payment), 1 % invalid."""
+    rows = bulk_rows(ROWS, prefix="E2E-REPORT")
+    for i, r in enumerate(rows):
+        if i % 100 == 99:
+            r["creditor_iban"] = "DE00"
+    e2e = [r["original_end_to_end_id"] for i, r in enumerate(rows) if i % 10 <= 6]
+    precreate_payments(sb, e2e)
+    processed = {r["original_end_to_end_id"] for i, r in enumerate(rows) if i % 10 == 6}
+
+    def settle() -> None:
+        server = sb.server
+        for p in list(server.state.payments.values()):
+            if p.end_to_end_id in processed:
+                server.settle_payment(p.payments_service_id, "ACCC")
+
+    sb.call(settle)
+    src = write_csv(tmp_path / "recall.csv", rows)
+    result = run_cli(
+        sb,
+        "bulk-cancel",
+        str(src),
+        "--journal",
+        dsn,
+        "--skip-invalid",
+        "--results",
+        str(tmp_path / "recall.results.csv"),
+        "--concurrency",
+        "64",
+    )
+    summary = json.loads(result.stdout)
+    assert summary["rows"] == ROWS, result.output
+    assert summary["accepted"] == ROWS * 6 // 10
+    assert summary["invalid"] == ROWS // 100
+    assert summary["return_requests"] == ROWS // 10
+
+
+def test_the_report_of_a_20000_row_run_is_one_page_that_fetches_nothing(
+    sb: ThreadedSandbox,
+    tmp_path: Path,
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    pytest.importorskip("matplotlib")
+    browser = chromium_or_skip()
+    _run_of(sb, tmp_path, pg_dsn)
+    status = json.loads(run_cli(sb, "bulk-status", "--queue", pg_dsn).stdout)
+    page = tmp_path / "report.html"
+    made = run_cli(sb, "bulk-report", "--queue", pg_dsn, "--output", str(page))
+    assert made.exit_code == 0, made.output
+    report = json.loads(made.stdout)
+
+    # The report's figures are bulk-status's.
+    assert report["rows"] == status["rows"] == ROWS
+    assert {k: report["outcomes"][k] for k in OUTCOMES} == {k: status[k] for k in OUTCOMES}
+    assert report["return_requests"] == status["return_requests"]
+    assert len(report["return_request_rows"]) == 200  # listed at most; the rest in a file
+    assert page.stat().st_size < 1_000_000
+
+    with Chromium(browser) as chromium:
+        seen = chromium.load(page.as_uri())
+        assert seen.errors == []
+        assert seen.requests == [page.as_uri()]  # the page itself, nothing else
+        charts = chromium.evaluate(
+            "[...document.querySelectorAll('figure')].map(f => {"
+            " const s = f.querySelector('svg'); const r = s.getBoundingClientRect();"
+            " return [f.id, r.width, r.height, s.querySelectorAll('path').length]; })"
+        )
+        assert [c[0] for c in charts] == ["chart-outcomes", "chart-reasons", "chart-attempts"]
+        for chart_id, width, height, paths in charts:
+            assert width > 300, chart_id
+            assert height > 100, chart_id
+            assert paths > 10, chart_id  # bars, axes and their labels drawn as paths
+        shown = chromium.evaluate(
+            "Object.fromEntries([...document.querySelectorAll('table')[0].rows].slice(1)"
+            ".map(r => [r.cells[0].textContent, Number(r.cells[1].textContent.replace(/,/g, ''))]))"
+        )
+        assert shown == {k: status[k] for k in OUTCOMES}
+        assert chromium.evaluate("document.scripts.length") == 0
+        chromium.screenshot(tmp_path / "report.png")
+    assert (tmp_path / "report.png").stat().st_size > 10_000
