@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import signal
 import socket
@@ -34,7 +35,7 @@ from payments_async.loop import run as run_loop
 
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
-from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
+from ._exit import EXIT_INTERRUPTED, EXIT_SERVICE, CliError, exit_code_for
 from ._files import close_signer, credentials, read_file, service_profile
 from ._watch import ConnectWatch
 
@@ -47,6 +48,7 @@ __all__ = [
     "run_command",
     "set_on_signals",
     "token_lifetime",
+    "token_or_outage",
     "why_unreachable",
 ]
 
@@ -125,9 +127,27 @@ async def connected(settings: Settings) -> AsyncIterator[PaymentsClient]:
     """
     watch = ConnectWatch()
     async with make_client(settings, hooks=watch.hooks) as client:
-        await token_lifetime(client)
-        async with watch.guard(lambda exc: why_unreachable(settings, exc)):
+        await token_or_outage(settings, client, watch)
+        async with watch.guard(functools.partial(why_unreachable, settings)):
             yield client
+
+
+async def token_or_outage(settings: Settings, client: PaymentsClient, watch: ConnectWatch) -> None:
+    """``token_lifetime``, with a service down named as ``watch`` names it during a wait.
+
+    Raises:
+        CliError: every token attempt failed to connect ("connection refused to URL since
+            12:03:04", exit 3): the operator reads the same line whichever request met
+            the outage first.
+        PaymentsError: any other failure to obtain the token, as ``token_lifetime``.
+    """
+    try:
+        await token_lifetime(client)
+    except TransportError:
+        line = await watch.outage(functools.partial(why_unreachable, settings))
+        if line is None:
+            raise
+        raise CliError(line, EXIT_SERVICE) from None
 
 
 async def token_lifetime(client: PaymentsClient) -> float:
