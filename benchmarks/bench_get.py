@@ -13,7 +13,7 @@ balanced order (each variant right after each other one equally often):
 
 The CPU ratio ours / bare is taken within each round; the median over rounds is reported,
 with the lowest and highest of the rounds beside it (whether the rounds resolve a
-difference from the target). ``bench_instructions.py`` counts the same reads.
+difference from the target).
 ``--profile`` samples ``ours`` (camt.029, c=16) with py-spy.
 """
 

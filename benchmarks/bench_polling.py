@@ -140,7 +140,7 @@ class PollTrace:
 
 
 def _spread(values: list[float]) -> dict[str, float]:
-    v = sorted(values)
+    v = sorted(values) or [0.0]  # none: every waiter settled on its first poll
     return {
         "p50": round(percentile(v, 50), 3),
         "p99": round(percentile(v, 99), 3),

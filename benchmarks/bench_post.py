@@ -231,14 +231,7 @@ def step_costs(key: Any, min_seconds: float) -> dict[str, float]:
     msg = new_cancellation(0)
     body = encode(msg)
     sub = b'{"data":{"paymentsServiceId":"PS-1","paymentId":"A","status":"PENDING"}}'
-    costs: dict[str, float] = {}
-    try:  # absent from older versions: the script also measures those
-        from payments_async.iso20022 import encode_validated
-    except ImportError:
-        pass
-    else:
-        costs["encode_validated_hit_us"] = cpu_per_call(lambda: encode_validated(msg), min_seconds)
-    return costs | {
+    return {
         "build_cancellation_us": cpu_per_call(lambda: new_cancellation(1), min_seconds),
         "validate_us": cpu_per_call(lambda: validate(msg), min_seconds),
         "encode_us": cpu_per_call(lambda: encode(msg), min_seconds),
@@ -260,7 +253,7 @@ _CATEGORIES = (
     ("iso20022_other", ("iso20022/",)),
     ("tokens", ("payments_async/_tokens.py",)),
     ("retry", ("tenacity/", "payments_async/_retry.py")),
-    ("client_pipeline", ("payments_async/_client.py",)),
+    ("client_pipeline", ("payments_async/_client.py", "payments_async/_pipeline.py")),
     ("transport", ("payments_async/_transport.py",)),
     ("aiohttp_yarl_multidict", ("aiohttp/", "yarl/", "multidict/", "propcache/")),
     ("asyncio_and_sockets", ("asyncio/", "selectors.py", "socket.py", "uvloop")),
@@ -271,9 +264,9 @@ _INCLUSIVE = (
     ("build_cancellation", "build_cancellation ("),
     ("validate (find_problems)", "find_problems ("),
     ("encode_validated", "encode_validated ("),
-    ("PaymentsClient._post", "_post (payments_async/_client.py"),
+    ("PaymentsClient._submit", "_submit (payments_async/_client.py"),
     ("RetryPolicy.run", "run (payments_async/_retry.py"),
-    ("PaymentsClient._attempt", "_attempt ("),
+    ("Pipeline._attempt", "_attempt (payments_async/_pipeline.py"),
     ("sign_sca_token", "sign_sca_token ("),
     # Transport.request hands back the _exchange coroutine: it is not a frame of its own.
     ("Transport._exchange", "_exchange (payments_async/_transport.py"),

@@ -6,7 +6,7 @@ of them, with the machine and the load average) and ``<out>/throughput.png``.
 
     .venv/bin/python benchmarks/run_all.py            # full run (several minutes)
     .venv/bin/python benchmarks/run_all.py --quick    # tiny counts, seconds
-    .venv/bin/python benchmarks/run_all.py --only post,get,instructions
+    .venv/bin/python benchmarks/run_all.py --only post,get,polling
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ SCRIPTS = {
     "codec": "bench_codec.py",
     "post": "bench_post.py",
     "get": "bench_get.py",
-    "instructions": "bench_instructions.py",
     "loop": "bench_loop.py",
     "polling": "bench_polling.py",
     "bulk": "bench_bulk.py",
@@ -160,16 +159,6 @@ def summary_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "<= 1.10",
             w is not None and w <= 1.10,
         )
-    ins = results.get("instructions")
-    if ins:
-        for r in ins.get("ratios", []):
-            post_ratio = r["variant"] in ("ours-prebuilt", "ours-builder")
-            add(
-                f"Instructions per request (valgrind): {r['variant']} / {r['over']}",
-                r["ratio"],
-                "<= 1.10" if post_ratio else "measured",
-                r["ratio"] <= 1.10 if post_ratio else None,
-            )
     pol = results.get("polling")
     if pol:
         p = pol["result"]

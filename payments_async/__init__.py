@@ -36,11 +36,10 @@ if _typing.TYPE_CHECKING:  # the names below are imported on first use (see __ge
     )
     from ._instrument import Hooks, RequestEvent
     from ._keys import generate_key_pair
-    from ._models import CancellationOutcome, Submission
+    from ._models import Answered, CancellationOutcome, RawResponse, Submission
     from ._polling import PollPolicy
     from ._profile import ServiceProfile
     from ._rate import RateLimit, RateLimiter, limit_rate
-    from ._response import Answered, RawResponse
     from ._retry import RetryBudget, RetryPolicy
     from ._telemetry import Telemetry
     from ._urls import redact_url
@@ -128,7 +127,7 @@ _LAZY: dict[str, str] = {
     "POLL_TIMEOUT": "._constants",
     "TOKEN_PATH": "._constants",
     "Address": ".iso20022",
-    "Answered": "._response",
+    "Answered": "._models",
     "ApiError": "._errors",
     "AuthenticationError": "._errors",
     "Camt029": ".iso20022",
@@ -156,7 +155,7 @@ _LAZY: dict[str, str] = {
     "RateLimit": "._rate",
     "RateLimitedError": "._errors",
     "RateLimiter": "._rate",
-    "RawResponse": "._response",
+    "RawResponse": "._models",
     "RequestEvent": "._instrument",
     "RetryBudget": "._retry",
     "RetryPolicy": "._retry",

@@ -2,59 +2,46 @@
 
 from __future__ import annotations
 
-import asyncio
-import copy
-import functools
-import logging
 import random
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Final, Self, TypeVar
 
 import aiohttp
-import tenacity  # for the before_sleep hook's RetryCallState
-from multidict import CIMultiDict
+import msgspec
 
 from ._checks import check_payments_service_id
 from ._clock import ClockSkew
 from ._config import Limits, Timeout, call_timeout, check_seconds
 from ._constants import (
     CLOCK_SKEW_THRESHOLD,
-    JSON_CONTENT_TYPE,
     NOTIFIED_POLL_INITIAL,
     NOTIFIED_POLL_MAX,
     POLL_TIMEOUT,
-    REQUEST_ID_HEADER,
-    SCA_HEADER,
     TOKEN_PATH,
-    USER_AGENT,
 )
 from ._credentials import Credentials
-from ._errors import (
-    ConfigurationError,
-    InvalidResponseError,
-    PaymentsError,
-    ServerError,
-    SigningError,
-    TransportError,
-    ValidationError,
+from ._errors import ConfigurationError, PaymentsError, ValidationError
+from ._instrument import Call, Hooks, Instruments
+from ._models import (
+    Answered,
+    CancellationOutcome,
+    RawResponse,
+    Submission,
+    submission_result,
 )
-from ._instrument import Call, Exchange, Hooks, Instruments, RequestEvent
-from ._jwt import SignedToken
-from ._models import CancellationOutcome, Submission, submission_result
-from ._operation import Operation as _Operation
+from ._operation import Operation
+from ._pipeline import Pipeline
 from ._polling import MessagePoll, NotificationSource, PollPolicy, Summary
-from ._profile import ServiceProfile
+from ._profile import ServiceProfile, check_request_path
 from ._proxy import resolve_proxy
-from ._rate import RateLimit, RateLimiter, rate_limiter, scoped_limiter, take_slot
-from ._request import request as _request
-from ._response import CAPTURE, RawResponse, WithResponse
+from ._rate import RateLimit, RateLimiter, rate_limiter
 from ._retry import RetryPolicy
 from ._telemetry import Telemetry
-from ._tokens import AccessToken, TokenSession
-from ._transport import Response, Transport, check_base_url, error_from_response
+from ._tokens import TokenSession
+from ._transport import Response, Transport, check_base_url
 from .iso20022 import (
     Camt029,
     Camt056,
@@ -68,15 +55,17 @@ from .iso20022 import (
     summarize_status_report,
 )
 
-__all__ = ["PaymentsClient"]
+__all__ = ["METHODS", "PaymentsClient", "WithResponse"]
 
-_log = logging.getLogger("payments_async")
 T = TypeVar("T")
 M = TypeVar("M")
 S = TypeVar("S", bound=Summary)
 
-
-_MIN_ATTEMPT_TIMEOUT = 0.05  # seconds: an attempt started at the deadline still gets a try
+METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+"""The methods ``request()`` sends; only POST, PUT and PATCH carry a body."""
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+# Money as a JSON number, never a string, as the four operations write it.
+_ENCODER: Final = msgspec.json.Encoder(decimal_format="number")
 
 
 class PaymentsClient:
@@ -169,53 +158,48 @@ class PaymentsClient:
         if not isinstance(trust_env, bool):
             raise ConfigurationError("trust_env must be True or False")
         self._credentials = credentials
-        self._signer = credentials.signer()
         self._profile = profile = profile or ServiceProfile()
         url = check_base_url(base_url)
         try:
-            self._clock = ClockSkew(clock_skew_threshold)
+            clock = ClockSkew(clock_skew_threshold)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
         self._timeout = timeout or Timeout()
         # Every event goes to each of these: logging, the user's hooks, OpenTelemetry.
-        self._instruments = Instruments.of(
+        instruments = Instruments.of(
             hooks, telemetry.bind(url, profile) if telemetry is not None else None
         )
-        self._transport = Transport(
+        transport = Transport(
             url,
             session=session,
             ssl_context=ssl_context,
             timeout=self._timeout,
             limits=limits,
             proxy=resolve_proxy(proxy, trust_env=trust_env, base_url=url),
-            instruments=self._instruments,
+            instruments=instruments,
         )
-        self._retry = retry or RetryPolicy()
-        self._rate = rate_limiter(rate_limit)
+        self._rng = random.Random()
+        self._pipeline = Pipeline(
+            transport,
+            TokenSession(
+                transport,
+                credentials,
+                fetch_deadline=self._timeout.token,
+                on_refresh=lambda token: instruments.token_obtained(token.remaining()),
+                clock=clock,
+                instruments=instruments,
+            ),
+            credentials,
+            client_id_header=profile.client_id_header,
+            retry=retry or RetryPolicy(),
+            rate=rate_limiter(rate_limit),
+            clock=clock,
+            instruments=instruments,
+            rng=self._rng,
+        )
         self._poll = poll or PollPolicy()
         self._notices: NotificationSource | None = None
         self._notified_poll = PollPolicy(initial=NOTIFIED_POLL_INITIAL, maximum=NOTIFIED_POLL_MAX)
-        self._rng = random.Random()
-        self._tokens = TokenSession(
-            self._transport,
-            credentials,
-            fetch_deadline=self._timeout.token,
-            on_refresh=lambda token: self._instruments.token_obtained(token.remaining()),
-            clock=self._clock,
-            instruments=self._instruments,
-        )
-        # Each request's headers start as a copy of one of these (aiohttp's CIMultiDict).
-        self._base_headers: CIMultiDict[str] = CIMultiDict(
-            {
-                profile.client_id_header: credentials.client_id,
-                "Accept": JSON_CONTENT_TYPE,
-                "User-Agent": USER_AGENT,
-            }
-        )
-        self._post_headers = CIMultiDict(self._base_headers)
-        self._post_headers["Content-Type"] = JSON_CONTENT_TYPE
-
-    request = _request
 
     @property
     def profile(self) -> ServiceProfile:
@@ -231,7 +215,7 @@ class PaymentsClient:
     @property
     def base_url(self) -> str:
         """The service's base address."""
-        return str(self._transport.base_url)
+        return str(self._pipeline.transport.base_url)
 
     @property
     def clock_offset(self) -> float:
@@ -240,7 +224,7 @@ class PaymentsClient:
         Learned from the ``Date`` header of token answers and 401s; worth monitoring: a
         non-zero value means this machine's clock is off by more than the threshold.
         """
-        return self._clock.offset
+        return self._pipeline.clock.offset
 
     def __repr__(self) -> str:
         return (
@@ -260,10 +244,7 @@ class PaymentsClient:
 
     async def aclose(self) -> None:
         """Stop the token refresher and close the session (if we own it)."""
-        try:
-            await self._tokens.aclose()
-        finally:
-            await self._transport.aclose()
+        await self._pipeline.aclose()
 
     async def rotate_credentials(self, credentials: Credentials) -> None:
         """Move to new credentials (a new key and kid, a new secret) while the client runs.
@@ -287,9 +268,9 @@ class PaymentsClient:
         """
         if not isinstance(credentials, Credentials):
             raise ConfigurationError("credentials must be a payments_async.Credentials")
-        await self._tokens.rotate(credentials)
+        await self._pipeline.tokens.rotate(credentials)
         self._credentials = credentials
-        self._signer = credentials.signer()
+        self._pipeline.use(credentials)
 
     def attach_notifications(
         self, source: NotificationSource | None, *, poll: PollPolicy | None = None
@@ -317,7 +298,7 @@ class PaymentsClient:
         Useful to check credentials before a bulk run; the token itself never leaves the
         client.
         """
-        token = await self._tokens.get()
+        token = await self._pipeline.tokens.get()
         return token.remaining()
 
     async def submit_credit_transfer(
@@ -346,13 +327,11 @@ class PaymentsClient:
                 ``/oauth/token``): the message was certainly not stored.
             ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
         """
-        if not isinstance(transfer, Pacs008):
-            raise ValidationError.single(
-                "$", f"submit_credit_transfer expects a Pacs008, got {type(transfer).__name__}"
-            )
-        return await self._submit(
+        _check_type(transfer, Pacs008, "submit_credit_transfer")
+        sub, _ = await self._submit(
             "submit_credit_transfer", self._profile.pacs008_path, transfer, timeout
         )
+        return sub
 
     async def request_cancellation(
         self, cancellation: Camt056, *, timeout: float | Timeout | None = None
@@ -378,13 +357,11 @@ class PaymentsClient:
                 raises its own error, ``path`` ``/oauth/token``).
             ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
         """
-        if not isinstance(cancellation, Camt056):
-            raise ValidationError.single(
-                "$", f"request_cancellation expects a Camt056, got {type(cancellation).__name__}"
-            )
-        return await self._submit(
+        _check_type(cancellation, Camt056, "request_cancellation")
+        sub, _ = await self._submit(
             "request_cancellation", self._profile.camt056_path, cancellation, timeout
         )
+        return sub
 
     async def get_credit_transfer_status(
         self, payments_service_id: str, *, timeout: float | Timeout | None = None
@@ -402,13 +379,14 @@ class PaymentsClient:
             ApiError: any other refusal.
             ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
         """
-        return await self._read_once(
+        message, _ = await self._read_once(
             "get_credit_transfer_status",
             self._profile.pacs002_path,
             payments_service_id,
             decode_pacs002,
             timeout,
         )
+        return message
 
     async def get_cancellation_outcome(
         self, payments_service_id: str, *, timeout: float | Timeout | None = None
@@ -426,13 +404,14 @@ class PaymentsClient:
             ApiError: any other refusal.
             ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
         """
-        return await self._read_once(
+        message, _ = await self._read_once(
             "get_cancellation_outcome",
             self._profile.camt029_path,
             payments_service_id,
             decode_camt029,
             timeout,
         )
+        return message
 
     async def wait_for_cancellation_outcome(
         self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
@@ -501,13 +480,114 @@ class PaymentsClient:
         )
         return status
 
-    # --- the pipeline --------------------------------------------------------------------
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        content: bytes | None = None,
+        sca: bool = True,
+        idempotency_id: str | None = None,
+        timeout: float | Timeout | None = None,
+    ) -> RawResponse:
+        """Call an operation of the service the client does not wrap (a pacs.004 return...).
+
+        The request goes through the same pipeline as the four operations: the access
+        token, the client-id and request-id headers, an SCA token over the exact body
+        bytes, the transport, its limits and deadlines, the typed errors, hooks, logging
+        and telemetry (the operation is named ``request``). The body is encoded once;
+        every attempt sends those bytes.
+
+        A request without a body (GET, DELETE) is retried as the reads are. One with a
+        body is retried only when ``idempotency_id`` names the id by which the service
+        recognises a resent body (a pacs.004's ``grpHdr.msgId``): the retries resend the
+        same bytes, and an answer never seen raises ``OutcomeUnknownError``, as for the
+        four operations. Without it the request is sent once (a 401 is answered by one
+        resend with a new token: the service refused it before acting); if it may have
+        arrived but no answer said so, ``OutcomeUnknownError`` says that.
+
+        ```python
+        response = await client.request(
+            "POST", "/payments/pacs004/v09", json=pacs004, idempotency_id=msg_id
+        )
+        print(response.status, response.json()["paymentsServiceId"])
+        ```
+
+        Args:
+            method: GET, POST, PUT, PATCH or DELETE.
+            path: the path under the base URL, ``/payments/...``: letters, digits and
+                ``/ _ . ~ -``; no scheme, host, query or ``..``.
+            json: the body as an object msgspec encodes (a dict, a ``msgspec.Struct``;
+                ``Decimal`` as a JSON number). None: no body, unless ``content`` is given.
+            content: the body as bytes, sent exactly (``Content-Type: application/json``).
+            sca: sign an SCA token over the body (``sca-token``), as every POST of the
+                service needs; requests without a body never carry one.
+            idempotency_id: the id the service deduplicates this body by; with it, the
+                request is retried and the SCA token's ``payment_id`` claim is this id.
+            timeout: this call's ``Timeout``, or a number of seconds for its ``total``.
+
+        Returns:
+            The 2xx answer: status, headers, body bytes, ``json()``, elapsed time, attempts.
+
+        Raises:
+            ValidationError: a method, path or body this method refuses; nothing was sent.
+            ApiError: the service answered with an error (``NotFoundError`` for an
+                operation it does not have, with the codes of its error envelope).
+            OutcomeUnknownError: a request with a body may have been stored, no answer
+                said so.
+            TransportError: no answer (a request without a body, or not sent at all).
+            ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
+        """
+        if not isinstance(method, str) or method.upper() not in METHODS:
+            raise ValidationError.single("method", f"method must be one of {sorted(METHODS)}")
+        method = method.upper()
+        try:
+            check_request_path(path)
+        except ConfigurationError as exc:
+            raise ValidationError.single("path", exc.message) from None
+        if path == TOKEN_PATH:
+            raise ValidationError.single("path", "the token endpoint is the client's own business")
+        body = _body(method, json, content)
+        if idempotency_id is not None and (
+            not isinstance(idempotency_id, str) or not idempotency_id
+        ):
+            raise ValidationError.single("idempotency_id", "must be a non-empty string")
+        if idempotency_id is not None and body is None:
+            raise ValidationError.single("idempotency_id", "only a request with a body takes one")
+        timeouts = call_timeout(self._timeout, timeout)
+        deadline = time.monotonic() + timeouts.total
+        op = Operation(method, path, timeouts, body, payment_id=idempotency_id, sca=bool(sca))
+        instruments = self._pipeline.instruments
+        call = None
+        if instruments.hears_operations:
+            attributes = {} if idempotency_id is None else {"payments.message_id": idempotency_id}
+            call = Call("request", "read" if body is None else "submit", **attributes)
+        with instruments.operation(call):
+            try:
+                resp = await self._pipeline.send(
+                    op, deadline, retried=body is None or idempotency_id is not None
+                )
+            except PaymentsError as exc:
+                if body is None or not op.maybe_stored:
+                    raise
+                advice = (
+                    "send the same body with the same idempotency id to learn it"
+                    if idempotency_id is not None
+                    else "it was not retried: pass idempotency_id to have it retried safely"
+                )
+                raise op.outcome_unknown(exc, idempotency_id or "", advice) from exc
+            if call is not None:
+                call.succeeded(
+                    str(resp.status),
+                    **{"payments.attempts": op.attempts, "payments.request_id": op.request_id},
+                )
+            return _raw(resp, op)
+
+    # --- how the operations use the pipeline ---------------------------------------------
     #
-    # caller -> _submit / _read_once / _wait_for (the operation's instruments; _read_once
-    # and the waiters -> _read_message) -> _attempt (token, one resend after a 401) ->
-    # Transport.request; after a failed attempt 1, _retries runs the next attempts under
-    # the retry policy. Attempt 1 runs outside the retry machinery: a call that succeeds
-    # at once passes through none of it.
+    # caller -> _submit / _read_once / _wait_for (the operation's instruments; the waiters
+    # read through the pipeline themselves) -> Pipeline.send / Pipeline.read.
 
     async def _submit(
         self,
@@ -515,24 +595,24 @@ class PaymentsClient:
         path: str,
         message: Pacs008 | Camt056,
         timeout: float | Timeout | None,
-    ) -> Submission:
-        """POST ``message`` as the operation ``name``."""
+        *,
+        capture: bool = False,
+    ) -> tuple[Submission, RawResponse | None]:
+        """POST ``message`` as the operation ``name``; with ``capture``, its answer too."""
         timeouts = self._timeout if timeout is None else call_timeout(self._timeout, timeout)
         deadline = time.monotonic() + timeouts.total
         message_id = message.message_id
+        instruments = self._pipeline.instruments
         call = None
-        if self._instruments.hears_operations:
+        if instruments.hears_operations:
             call = Call(name, "submit", **{"payments.message_id": message_id})
-        with self._instruments.operation(call):
-            # Encoded once: these bytes are signed and sent, every attempt. They are
-            # validated before any I/O unless these exact bytes passed validation before.
-            body, digest = encode_validated(message)
-            op = _Operation("POST", path, timeouts, body, message_id, digest)
+        with instruments.operation(call):
+            # Validated before any I/O and encoded once: these bytes are signed and sent,
+            # every attempt.
+            body = encode_validated(message)
+            op = Operation("POST", path, timeouts, body, message_id, capture=capture)
             try:
-                try:
-                    resp = await self._attempt(op, deadline)
-                except Exception as exc:
-                    resp = await self._retries(op, deadline, exc)
+                resp = await self._pipeline.send(op, deadline)
             except PaymentsError as exc:
                 # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
                 # attempt may have been stored, the honest answer is "unknown", not "failed".
@@ -567,7 +647,7 @@ class PaymentsClient:
                 )
             if self._notices is not None:  # the receiver tracks it before we return it
                 await self._notices.submitted(sub, path)
-            return sub
+            return sub, _raw(resp, op) if capture else None
 
     async def _read_once(
         self,
@@ -576,16 +656,22 @@ class PaymentsClient:
         payments_service_id: str,
         decoder: Callable[[bytes], T],
         timeout: float | Timeout | None,
-    ) -> T:
+        *,
+        capture: bool = False,
+    ) -> tuple[T, RawResponse | None]:
         """GET ``prefix/{id}`` once (with retries) as the operation ``name``; both getters."""
         path = f"{prefix}/{check_payments_service_id(payments_service_id)}"
         timeouts = call_timeout(self._timeout, timeout)
         deadline = time.monotonic() + timeouts.total
+        instruments = self._pipeline.instruments
         call = None
-        if self._instruments.hears_operations:
+        if instruments.hears_operations:
             call = Call(name, "read", **{"payments.service_id": payments_service_id})
-        with self._instruments.operation(call):
-            return await self._read_message(path, decoder, deadline, timeouts)
+        with instruments.operation(call):
+            op = Operation("GET", path, timeouts, capture=capture)
+            message = await self._pipeline.read(op, decoder, deadline)
+            answer = op.response
+            return message, _raw(answer, op) if answer is not None else None
 
     def _wait_for(
         self,
@@ -599,24 +685,24 @@ class PaymentsClient:
     ) -> Coroutine[Any, Any, tuple[M, S]]:
         """Poll ``prefix/{id}`` until the summary of its message is settled; both waiters.
 
-        Not a coroutine itself: the wait's only frame below the caller is ``Poll.run``, as
-        thousands of waiters may be alive at once (``benchmarks/bench_polling.py``).
+        Not a coroutine itself: the wait's one coroutine below the caller is ``Poll.run``
+        (thousands of waiters may be alive at once).
         """
         path = f"{prefix}/{check_payments_service_id(payments_service_id)}"
         seconds = check_seconds("timeout", timeout)
         notices = self._notices
         message_type: type[Any] = Camt029 if prefix == self._profile.camt029_path else Pacs002
+        instruments = self._pipeline.instruments
         return MessagePoll(
-            self,
+            self._pipeline,
             path,
             decoder,
             summarize,
             message_type,
             "cancellation" if message_type is Camt029 else "payment",
             self._timeout,
-            self._instruments,
             Call(name, "wait", **{"payments.service_id": payments_service_id})
-            if self._instruments.hears_operations
+            if instruments.hears_operations
             else None,
             payments_service_id,
             timeout=seconds,
@@ -626,175 +712,120 @@ class PaymentsClient:
             source=notices,
         ).run()
 
-    async def _read_message(
-        self, path: str, decoder: Callable[[bytes], T], deadline: float, timeouts: Timeout
-    ) -> T:
-        """GET ``path`` with retries until ``deadline`` (``time.monotonic()``), decode the body."""
-        op = _Operation("GET", path, timeouts)
-        try:
-            resp = await self._attempt(op, deadline)
-        except Exception as exc:
-            resp = await self._retries(op, deadline, exc)
-        ctype = resp.headers.get("Content-Type", "")
-        if "json" not in ctype.lower():
-            raise InvalidResponseError(
-                f"expected a JSON body, got content type {ctype.split(';')[0] or 'none'!r}",
-                status=resp.status,
-                **op.context(),
-            )
-        try:
-            return decoder(resp.body)
-        except ValidationError as exc:
-            raise InvalidResponseError(
-                f"unexpected body: {exc.message}", status=resp.status, **op.context()
-            ) from exc
 
-    async def _retries(self, op: _Operation, deadline: float, failure: Exception) -> Response:
-        """After attempt 1 failed with ``failure``: attempts under the retry policy until
-        a 2xx, a final error or the deadline."""
-        return await self._retry.retry_after(
-            failure,
-            functools.partial(self._attempt, op, deadline),
-            rng=self._rng,
-            before_sleep=functools.partial(self._before_retry, op),
-            deadline=deadline,
-        )
+class WithResponse:
+    """The client's four operations, each returning ``Answered(result, response)``.
 
-    def _before_retry(self, op: _Operation, state: tenacity.RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        err = exc if isinstance(exc, PaymentsError) else None
-        kind: Literal["request", "token"] = (
-            "token" if err is not None and err.path == TOKEN_PATH else "request"
-        )
-        self._instruments.retry(
-            RequestEvent(
-                op.method,
-                op.path,
-                op.request_id,
-                state.attempt_number,
-                err.status if err else None,
-                op.elapsed,
-                err,
-                kind=kind,
-                sleep=state.upcoming_sleep,
+    Reached as ``client.with_response``; each method takes what the client's method of
+    the same name takes and raises what it raises.
+
+    ```python
+    submission, response = await client.with_response.submit_credit_transfer(transfer)
+    print(response.status, response.headers.get("Date"), response.attempts)
+    ```
+    """
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: PaymentsClient) -> None:
+        self._client = client
+
+    async def submit_credit_transfer(
+        self, transfer: Pacs008, *, timeout: float | Timeout | None = None
+    ) -> Answered[Submission]:
+        """``PaymentsClient.submit_credit_transfer`` and its answer."""
+        client = self._client
+        _check_type(transfer, Pacs008, "submit_credit_transfer")
+        return _answered(
+            await client._submit(
+                "submit_credit_transfer",
+                client.profile.pacs008_path,
+                transfer,
+                timeout,
+                capture=True,
             )
         )
 
-    async def _attempt(self, op: _Operation, deadline: float) -> Response:
-        """One attempt; a 401 invalidates that exact token and resends once with a new one."""
-        op.attempts += 1
-        # Each step gets what is left of the deadline, counted again after every wait (a
-        # token, a signature, a rate slot, a 401), so it holds even if the service stalls.
-        timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-        # The cached token without a coroutine; a fetch's failures: this call was not sent.
-        token = self._tokens.current
-        if token is None:
-            token = await self._access_token(op, timeout)
-            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-        headers = (self._post_headers if op.body is not None else self._base_headers).copy()
-        headers[REQUEST_ID_HEADER] = op.request_id
-        for resend in (False, True):
-            if (limiter := scoped_limiter() or self._rate) is not None:  # before signing
-                timeout = await take_slot(limiter, deadline, op.context(), _MIN_ATTEMPT_TIMEOUT)
-            headers["Authorization"] = "Bearer " + token.value
-            signed_with = self._clock.offset
-            if op.body is not None and op.sca:
-                # SCA tokens are single use (unique jti and nonce): every send carries a
-                # fresh one over the same bytes, from the signer that obtained this access
-                # token, so after a key rotation kid and iss match the token's assertion.
-                signer = token.signer or self._signer
-                sca = signer.sign_sca_token(
-                    op.body, payment_id=op.payment_id, now=self._clock.now(), digest=op.digest
-                )
-                if not isinstance(sca, SignedToken):  # an async signer (thread pool, HSM)
-                    sca = await _signed_within(sca, timeout)
-                    timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-                headers[SCA_HEADER] = sca.value
-            # Every send of this call after the first is a resend, whatever its cause.
-            exchange = Exchange(
-                op.method, op.path, op.request_id, op.attempts, resend_count=op.sends
+    async def request_cancellation(
+        self, cancellation: Camt056, *, timeout: float | Timeout | None = None
+    ) -> Answered[Submission]:
+        """``PaymentsClient.request_cancellation`` and its answer."""
+        client = self._client
+        _check_type(cancellation, Camt056, "request_cancellation")
+        return _answered(
+            await client._submit(
+                "request_cancellation",
+                client.profile.camt056_path,
+                cancellation,
+                timeout,
+                capture=True,
             )
-            op.sends += 1
-            try:
-                resp = await self._transport.request(
-                    exchange, headers, body=op.body, timeout=timeout, timeouts=op.timeouts
-                )
-            except PaymentsError as exc:
-                if isinstance(exc, TransportError):
-                    op.maybe_stored = op.maybe_stored or exc.request_sent
-                elif isinstance(exc, InvalidResponseError):
-                    op.maybe_stored = True  # a garbled answer can follow a commit
-                op.elapsed = exchange.elapsed
-                raise
-            op.elapsed = resp.elapsed
-            if limiter is not None:
-                limiter.observe(resp.status, resp.headers)
-            if resp.status != 401 or resend:
-                break
-            self._clock.observe(resp.headers.get("Date"), elapsed=resp.elapsed)
-            if op.body is not None and self._clock.explains(signed_with):
-                # The SCA token was judged on a clock ours was off from; the access token
-                # is not in question. One resend, signed on the service's time.
-                _log.info(
-                    "%s %s -> 401 while our clock was %.0fs off the service's; resending "
-                    "once with an SCA token signed on its time",
-                    op.method,
-                    op.path,
-                    self._clock.offset - signed_with,
-                )
-                timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-                continue
-            # The token may have been revoked or expired early: one refresh, one resend.
-            self._tokens.invalidate(token)
-            _log.debug("%s %s -> 401; refreshing the token once", op.method, op.path)
-            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-            token = await self._access_token(op, timeout)
-            timeout = max(deadline - time.monotonic(), _MIN_ATTEMPT_TIMEOUT)
-        if 200 <= resp.status < 300:
-            if (answers := CAPTURE.get()) is not None:  # a with_response call
-                answers.append(RawResponse.of(resp, op.attempts, op.request_id))
-            if op.attempts == 1 and (budget := self._retry.budget) is not None:
-                budget.record_success()  # a success at once refills the shared budget
-            return resp
-        err = error_from_response(
-            resp, method=op.method, path=op.path, request_id=op.request_id, attempt=op.attempts
         )
-        if isinstance(err, ServerError):
-            op.maybe_stored = True  # a 5xx can follow a commit
-        raise err
 
-    async def _access_token(self, op: _Operation, timeout: float) -> AccessToken:
-        """The cached token at no cost, or a fetch bounded by the operation's deadline."""
-        token = self._tokens.current
-        if token is not None:
-            return token
-        started = time.monotonic()
+    async def get_credit_transfer_status(
+        self, payments_service_id: str, *, timeout: float | Timeout | None = None
+    ) -> Answered[Pacs002]:
+        """``PaymentsClient.get_credit_transfer_status`` and its answer."""
+        client = self._client
+        return _answered(
+            await client._read_once(
+                "get_credit_transfer_status",
+                client.profile.pacs002_path,
+                payments_service_id,
+                decode_pacs002,
+                timeout,
+                capture=True,
+            )
+        )
+
+    async def get_cancellation_outcome(
+        self, payments_service_id: str, *, timeout: float | Timeout | None = None
+    ) -> Answered[Camt029]:
+        """``PaymentsClient.get_cancellation_outcome`` and its answer."""
+        client = self._client
+        return _answered(
+            await client._read_once(
+                "get_cancellation_outcome",
+                client.profile.camt029_path,
+                payments_service_id,
+                decode_camt029,
+                timeout,
+                capture=True,
+            )
+        )
+
+
+def _answered(pair: tuple[T, RawResponse | None]) -> Answered[T]:
+    result, response = pair
+    assert response is not None  # captured: the call returned, so a 2xx was kept
+    return Answered(result, response)
+
+
+def _check_type(message: object, kind: type[Any], name: str) -> None:
+    if not isinstance(message, kind):
+        raise ValidationError.single(
+            "$", f"{name} expects a {kind.__name__}, got {type(message).__name__}"
+        )
+
+
+def _raw(resp: Response, op: Operation) -> RawResponse:
+    """The answer to a call's last attempt as the caller sees it (headers not copied)."""
+    return RawResponse(
+        resp.status, resp.headers, resp.body, resp.elapsed, op.attempts, op.request_id
+    )
+
+
+def _body(method: str, json: Any, content: bytes | None) -> bytes | None:
+    """The exact bytes to send, or None."""
+    if json is not None and content is not None:
+        raise ValidationError.single("$", "pass json or content, not both")
+    if content is not None and not isinstance(content, bytes):
+        raise ValidationError.single("$", f"content must be bytes, got {type(content).__name__}")
+    if json is not None:
         try:
-            async with asyncio.timeout(timeout):
-                return await self._tokens.get()
-        except TimeoutError as exc:
-            # The shared fetch goes on for other callers; this operation's time is up. Say
-            # what the token endpoint did, in a copy: other tasks may raise the shared error.
-            op.elapsed = time.monotonic() - started
-            last = self._tokens.last_error
-            if last is not None:
-                raise copy.copy(last) from exc
-            raise TransportError(
-                "no answer from the token endpoint before the operation's deadline",
-                request_sent=False,
-                method="POST",
-                path=TOKEN_PATH,
-                attempt=op.attempts,
-            ) from exc
-        except PaymentsError:
-            op.elapsed = time.monotonic() - started
-            raise
-
-
-async def _signed_within(pending: Awaitable[SignedToken], timeout: float) -> SignedToken:
-    """An async signer's token, or SigningError once the operation's time is up."""
-    try:
-        async with asyncio.timeout(timeout):
-            return await pending
-    except TimeoutError:
-        raise SigningError("the signer gave no signature before the operation's deadline") from None
+            content = _ENCODER.encode(json)
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise ValidationError.single("$", f"json cannot be encoded: {exc}") from None
+    if content is not None and method not in _BODY_METHODS:
+        raise ValidationError.single("$", f"a {method} request carries no body")
+    return content

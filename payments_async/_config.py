@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._constants import (
     LIMIT_CONNECTIONS,
@@ -35,7 +35,7 @@ def check_seconds(name: str, value: object) -> float:
     return seconds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Timeout:
     """How long a call may take, in seconds (every field a positive, finite number).
 
@@ -46,8 +46,8 @@ class Timeout:
     Args:
         total: one call in all: every attempt, the backoff between them, the wait for a
             free connection, signing and an access-token fetch included. The call raises
-            once it has passed; a POST that may have arrived raises
-            ``OutcomeUnknownError``.
+            once it has passed, and sends nothing more; a POST that may have arrived
+            raises ``OutcomeUnknownError``.
         connect: establishing one connection (TCP, proxy and TLS).
         read: the answer to begin once the request has its connection (opening a new
             one included), and each later wait for more of its body; a stalled attempt
@@ -56,23 +56,61 @@ class Timeout:
             take up to a third of it, so a fetch has room to retry. A call waiting for
             the token is still bounded by its own ``total``.
 
+    ``connect``, ``read`` and ``token`` left out (None) take their defaults
+    (``TIMEOUT_CONNECT``, ``TIMEOUT_READ``, ``TIMEOUT_TOKEN``), cut to ``total``:
+    ``Timeout(total=2)`` is a two-second call in every part.
+
     Raises:
-        ConfigurationError: a field is not a positive, finite number.
+        ConfigurationError: a field is not a positive, finite number, or ``connect``,
+            ``read`` or ``token`` given longer than ``total`` (a part of a call cannot
+            take longer than the whole of it).
     """
 
-    total: float = TIMEOUT_TOTAL
-    connect: float = TIMEOUT_CONNECT
-    read: float = TIMEOUT_READ
-    token: float = TIMEOUT_TOKEN
+    total: float
+    connect: float
+    read: float
+    token: float
+    # The parts given rather than defaulted: ``with_total`` cuts only those to a new total
+    # and takes the others from their defaults again.
+    _given: frozenset[str] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        for name in ("total", "connect", "read", "token"):
-            value = check_seconds(f"Timeout.{name}", getattr(self, name))
-            object.__setattr__(self, name, value)
+    def __init__(
+        self,
+        total: float = TIMEOUT_TOTAL,
+        connect: float | None = None,
+        read: float | None = None,
+        token: float | None = None,
+    ) -> None:
+        whole = check_seconds("Timeout.total", total)
+        object.__setattr__(self, "total", whole)
+        given = frozenset(
+            name
+            for name, value in (("connect", connect), ("read", read), ("token", token))
+            if value is not None
+        )
+        object.__setattr__(self, "_given", given)
+        for name, value, default in (
+            ("connect", connect, TIMEOUT_CONNECT),
+            ("read", read, TIMEOUT_READ),
+            ("token", token, TIMEOUT_TOKEN),
+        ):
+            if value is None:
+                seconds = min(default, whole)
+            else:
+                seconds = check_seconds(f"Timeout.{name}", value)
+                if seconds > whole:
+                    raise ConfigurationError(
+                        f"Timeout.{name} ({seconds:g}s) is longer than Timeout.total "
+                        f"({whole:g}s): a part of a call cannot take longer than the call"
+                    )
+            object.__setattr__(self, name, seconds)
 
     def with_total(self, total: float) -> Timeout:
-        """The same timeouts with another ``total``."""
-        return Timeout(total=total, connect=self.connect, read=self.read, token=self.token)
+        """The same timeouts with another ``total``: a part given is cut to it, a part
+        left out is its default cut to it."""
+        whole = check_seconds("timeout", total)
+        parts = {name: min(getattr(self, name), whole) for name in self._given}
+        return Timeout(total=whole, **parts)
 
 
 def call_timeout(default: Timeout, timeout: float | Timeout | None) -> Timeout:

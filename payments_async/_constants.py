@@ -53,7 +53,6 @@ LIMIT_RESPONSE_BYTES: Final = 1 * 1024 * 1024  # bodies above this are refused
 
 # --- HTTP -------------------------------------------------------------------------------
 USER_AGENT: Final = "payments-async"
-URL_CACHE_SIZE: Final = 4096  # request URLs kept per client (a poll reads one path often)
 
 # --- OpenTelemetry (extra "otel") ------------------------------------------------------------
 OTEL_INSTRUMENTATION_NAME: Final = "payments_async"

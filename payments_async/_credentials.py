@@ -41,51 +41,65 @@ class RequestSigner(Protocol):
 
     The token session and the client use only this, so they do not care whether tokens
     are signed with the client's key, in an HSM, or are the sandbox's predefined values.
-    The methods return a `payments_async._jwt.SignedToken` (value and expiry), or
-    an awaitable of one when the signer is async: callers await only then.
+    The methods are coroutines returning a `payments_async._jwt.SignedToken` (value and
+    expiry), whether the key signs in process, in a thread pool or in an HSM.
     """
 
     key_id: str
 
-    def sign_assertion(
+    async def sign_assertion(
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
-    ) -> MaybeAwaitable[SignedToken]:
+    ) -> SignedToken:
         """The authentication JWT for the token request, with its expiry."""
         ...
 
-    def sign_sca_token(
+    async def sign_sca_token(
         self,
         body: bytes,
         *,
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
-        digest: bytes | None = None,
-    ) -> MaybeAwaitable[SignedToken]:
-        """The SCA JWT for these exact body bytes, with its expiry (``digest``: their
-        SHA-256, when the caller has it)."""
+    ) -> SignedToken:
+        """The SCA JWT for these exact body bytes, with its expiry."""
         ...
 
 
 class _KeySigner:
     """Signs with the client's signer: a `JwtSigner` bound to one client id."""
 
-    __slots__ = ("_client_id", "_jwt", "key_id", "sign_sca_token")
+    __slots__ = ("_client_id", "_jwt", "key_id")
 
     def __init__(self, jwt: JwtSigner, client_id: str) -> None:
         self._jwt = jwt
         self._client_id = client_id
         self.key_id = jwt.key_id
-        # An SCA token names no client id: the JwtSigner's own method, without a hop.
-        self.sign_sca_token = jwt.sign_sca_token
 
     def __repr__(self) -> str:
         return f"<signer {self._jwt!r} client_id={self._client_id!r}>"
 
-    def sign_assertion(
+    async def sign_assertion(
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
-    ) -> MaybeAwaitable[SignedToken]:
-        return self._jwt.sign_assertion(self._client_id, now=now, lifetime=lifetime)
+    ) -> SignedToken:
+        return await _settled(self._jwt.sign_assertion(self._client_id, now=now, lifetime=lifetime))
+
+    async def sign_sca_token(
+        self,
+        body: bytes,
+        *,
+        payment_id: str | None = None,
+        now: float | None = None,
+        lifetime: float = SCA_TOKEN_LIFETIME,
+    ) -> SignedToken:
+        return await _settled(
+            self._jwt.sign_sca_token(body, payment_id=payment_id, now=now, lifetime=lifetime)
+        )
+
+
+async def _settled(signed: MaybeAwaitable[SignedToken]) -> SignedToken:
+    """The token of a ``JwtSigner``: at once from a sync `Signer`, awaited from an async one
+    (the `Signer` protocol lets ``sign`` return either; this is the one place that asks)."""
+    return signed if isinstance(signed, SignedToken) else await signed
 
 
 class _SandboxSigner:
@@ -102,19 +116,18 @@ class _SandboxSigner:
     def __repr__(self) -> str:
         return "<signer sandbox predefined tokens>"
 
-    def sign_assertion(
+    async def sign_assertion(
         self, *, now: float | None = None, lifetime: float = ASSERTION_LIFETIME
     ) -> SignedToken:
         return self._ASSERTION
 
-    def sign_sca_token(
+    async def sign_sca_token(
         self,
         body: bytes,
         *,
         payment_id: str | None = None,
         now: float | None = None,
         lifetime: float = SCA_TOKEN_LIFETIME,
-        digest: bytes | None = None,
     ) -> SignedToken:
         return self._SCA
 

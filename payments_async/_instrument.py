@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import msgspec
 
 from ._errors import PaymentsError
-from ._response import ResponseHeaders
+from ._models import ResponseHeaders
 
 __all__ = [
     "Call",

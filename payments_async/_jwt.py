@@ -7,7 +7,7 @@ import base64
 import hashlib
 import hmac
 import inspect
-import os
+import secrets
 import time
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
@@ -169,7 +169,7 @@ class JwtSigner:
 
     Build one per client (``Credentials`` does); the header segment is encoded once. Every
     token gets a fresh ``jti`` (and the SCA token a fresh ``nonce``): 128 random bits from
-    ``os.urandom``, in hex.
+    ``secrets.token_hex``.
 
     The ``sign_*`` methods return a `SignedToken` directly when the signer is sync
     (`payments_async.signing.KeySigner`: no await, no thread hop) and an awaitable
@@ -315,7 +315,7 @@ class JwtSigner:
         iat = int(time.time() if now is None else now)
         exp = iat + int(lifetime)
         claims = _AssertionClaims(
-            iss=self._issuer, sub=client_id, iat=iat, nbf=iat, exp=exp, jti=os.urandom(16).hex()
+            iss=self._issuer, sub=client_id, iat=iat, nbf=iat, exp=exp, jti=secrets.token_hex(16)
         )
         return claims, exp
 
@@ -374,10 +374,10 @@ class JwtSigner:
             iat=iat,
             nbf=iat,
             exp=exp,
-            jti=os.urandom(16).hex(),
+            jti=secrets.token_hex(16),
             alg=SCA_HASH_ALG,
             hd=body_hash(body) if digest is None else base64.b64encode(digest).decode("ascii"),
-            nonce=os.urandom(16).hex(),
+            nonce=secrets.token_hex(16),
             payment_id=payment_id,
         )
         return claims, exp

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import msgspec
 
 from ._config import Timeout
 from ._errors import OutcomeUnknownError, PaymentsError
-from ._transport import new_request_id
+from ._transport import Response
 
-__all__ = ["Operation"]
+__all__ = ["Operation", "new_request_id"]
+
+
+def new_request_id() -> str:
+    """A fresh ``X-Request-ID``: a random UUID in 32 hex digits (unique, not a secret)."""
+    return uuid.uuid4().hex
 
 
 class Operation(msgspec.Struct):
@@ -21,7 +27,6 @@ class Operation(msgspec.Struct):
     timeouts: Timeout
     body: bytes | None = None
     payment_id: str | None = None
-    digest: bytes | None = None  # SHA-256 of body, for the SCA token's hd claim
     # X-Request-ID: names the call in logs and errors (unique, not a secret).
     request_id: str = msgspec.field(default_factory=new_request_id)
     attempts: int = 0
@@ -29,6 +34,8 @@ class Operation(msgspec.Struct):
     maybe_stored: bool = False  # True once an attempt may have reached the service
     elapsed: float = 0.0  # how long the last attempt took, for the retry hook
     sca: bool = True  # sign an SCA token over the body (every body of the four operations)
+    capture: bool = False  # keep the 2xx answer in ``response`` (``with_response``)
+    response: Response | None = None
 
     def context(self) -> dict[str, Any]:
         """The fields every error of this call carries."""

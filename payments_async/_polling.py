@@ -10,8 +10,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
+from ._config import Timeout
 from ._constants import (
     POLL_INITIAL,
     POLL_JITTER,
@@ -19,16 +20,21 @@ from ._constants import (
     POLL_MULTIPLIER,
     POLL_NOT_FOUND_GRACE,
 )
-from ._errors import ConfigurationError, NotFoundError, PaymentsError, PollTimeoutError
+from ._errors import (
+    ConfigurationError,
+    NotFoundError,
+    PaymentsError,
+    PollTimeoutError,
+    TransportError,
+)
+from ._instrument import Call
+from ._models import Submission
+from ._operation import Operation
+from ._pipeline import Pipeline
 from ._retry import is_retryable
 from .iso20022.codes import Outcome
 
-if TYPE_CHECKING:
-    from ._config import Timeout
-    from ._instrument import Call, Instruments
-    from ._models import Submission
-
-__all__ = ["MessagePoll", "NotificationSource", "Poll", "PollPolicy", "Summary", "poll_until_final"]
+__all__ = ["MessagePoll", "NotificationSource", "Poll", "PollPolicy", "Summary"]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -120,14 +126,11 @@ def _expire(waiter: asyncio.Future[None]) -> None:
 
 
 class Poll(Generic[T]):
-    """One waiter: the state of its poll loop, in one small object.
+    """One waiter: the state of its poll loop.
 
-    Thousands of waiters are alive at once, and the garbage collector traverses all of
-    them at each full collection, so a waiter holds no closures (and their cells), no
-    schedule generator, no event and no nested coroutines: ``run`` is the only coroutine
-    below the caller, and each sleep is one future (registered with the notification
-    source, if any) plus one timer handle. Subclasses give ``fetch``, ``status_of`` and,
-    with a source, ``peek``.
+    Each sleep is one future, completed by a timer or by the notification source (if
+    any), whichever comes first. Subclasses give ``fetch``, ``status_of`` and, with a
+    source, ``peek``.
 
     Args:
         payments_service_id: the id polled, for errors and logs (and the source).
@@ -225,7 +228,10 @@ class Poll(Generic[T]):
                         failed = None
                         logger.debug("poll %s %s: not visible yet", self._what, self._id)
                     except Exception as exc:
-                        if not is_retryable(exc):
+                        # A read the wait's deadline left no time to send ends the wait
+                        # as the deadline does (below); other errors as they are.
+                        unsent = isinstance(exc, TransportError) and not exc.request_sent
+                        if not is_retryable(exc) and not (unsent and time.monotonic() >= deadline):
                             raise
                         failed = exc if isinstance(exc, PaymentsError) else None
                         logger.debug("poll %s %s: transient %s", self._what, self._id, exc)
@@ -254,7 +260,7 @@ class Poll(Generic[T]):
                             unknown = codes
                         else:
                             unknown = None
-                        del result  # not kept while sleeping: a decoded message is ~15 objects
+                        del result  # not kept while sleeping
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
@@ -289,16 +295,6 @@ class Poll(Generic[T]):
         return self._rng
 
 
-class MessageReader(Protocol):
-    """What a waiter reads with: one GET of ``path`` (with retries) until ``deadline``."""
-
-    def _read_message(
-        self, path: str, decoder: Callable[[bytes], M], deadline: float, timeouts: Timeout
-    ) -> Awaitable[M]:
-        """The decoded message at ``path``."""
-        ...
-
-
 class Summary(Protocol):
     """The classification of a status message a waiter polls (pacs.002 or camt.029)."""
 
@@ -316,9 +312,9 @@ S = TypeVar("S", bound=Summary)
 
 
 class MessagePoll(Poll[tuple[M, S]]):
-    """One ``wait_for_*`` call: what its poll loop reads, held in slots (no closures).
+    """One ``wait_for_*`` call: what its poll loop reads.
 
-    ``fetch`` is one ``read`` of ``path`` (with its retries) within the client's
+    ``fetch`` is one ``Pipeline.read`` of ``path`` (with its retries) within the client's
     ``timeouts.total`` and never past the wait's deadline; ``peek`` takes a final message
     the notification source has confirmed, when it is of the awaited type.
     """
@@ -327,10 +323,9 @@ class MessagePoll(Poll[tuple[M, S]]):
         "_call",
         "_deadline",
         "_decoder",
-        "_instruments",
         "_kind",
         "_path",
-        "_reader",
+        "_pipeline",
         "_summarize",
         "_timeouts",
         "_type",
@@ -338,22 +333,20 @@ class MessagePoll(Poll[tuple[M, S]]):
 
     def __init__(
         self,
-        reader: MessageReader,
+        pipeline: Pipeline,
         path: str,
         decoder: Callable[[bytes], M],
         summarize: Callable[[M], S],
         message_type: type[M],
         kind: str,
         timeouts: Timeout,
-        instruments: Instruments,
         call: Call | None,
         payments_service_id: str,
         **options: Any,
     ) -> None:
         super().__init__(payments_service_id, **options)
-        self._instruments = instruments
         self._call = call
-        self._reader = reader
+        self._pipeline = pipeline
         self._path = path
         self._decoder = decoder
         self._summarize = summarize
@@ -364,9 +357,8 @@ class MessagePoll(Poll[tuple[M, S]]):
 
     async def fetch(self) -> tuple[M, S]:
         deadline = min(self._deadline, time.monotonic() + self._timeouts.total)
-        message = await self._reader._read_message(
-            self._path, self._decoder, deadline, self._timeouts
-        )
+        op = Operation("GET", self._path, self._timeouts)
+        message = await self._pipeline.read(op, self._decoder, deadline)
         return message, self._summarize(message)
 
     def status_of(self, result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:
@@ -374,7 +366,7 @@ class MessagePoll(Poll[tuple[M, S]]):
         return summary.outcome, summary.codes
 
     def operation(self) -> AbstractContextManager[object]:
-        return self._instruments.operation(self._call)
+        return self._pipeline.instruments.operation(self._call)
 
     def settled(self, result: tuple[M, S]) -> tuple[M, S]:
         if self._call is not None:
@@ -391,112 +383,3 @@ class MessagePoll(Poll[tuple[M, S]]):
         if isinstance(message, self._type):
             return message, self._summarize(message)
         return None
-
-
-class _CallablePoll(Poll[T]):
-    """A ``Poll`` whose read, classification and peek are callables."""
-
-    __slots__ = ("_fetch", "_peek", "_status_of")
-
-    def __init__(
-        self,
-        fetch: Callable[[], Awaitable[T]],
-        status_of: Callable[[T], tuple[Outcome, tuple[str, ...]]],
-        peek: Callable[[], T | None] | None,
-        payments_service_id: str,
-        **options: Any,
-    ) -> None:
-        super().__init__(payments_service_id, **options)
-        self._fetch = fetch
-        self._status_of = status_of
-        self._peek = peek
-
-    def fetch(self) -> Awaitable[T]:
-        return self._fetch()
-
-    def status_of(self, result: T) -> tuple[Outcome, tuple[str, ...]]:
-        return self._status_of(result)
-
-    def peek(self) -> T | None:
-        return self._peek() if self._peek is not None else None
-
-
-class _EventSource:
-    """A ``NotificationSource`` over one ``asyncio.Event`` (``poll_until_final``'s ``wake``).
-
-    A set event wakes the sleeping waiter and is cleared; one set before the sleep ends
-    the sleep at once.
-    """
-
-    __slots__ = ("_event", "_relay")
-
-    def __init__(self, event: asyncio.Event) -> None:
-        self._event = event
-        self._relay: asyncio.Task[None] | None = None
-
-    def watch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
-        if self._event.is_set():
-            self._event.clear()
-            waiter.set_result(None)
-        else:
-            self._relay = asyncio.ensure_future(self._wake(waiter))
-
-    async def _wake(self, waiter: asyncio.Future[None]) -> None:
-        await self._event.wait()
-        self._event.clear()
-        _expire(waiter)
-
-    def unwatch(self, payments_service_id: str, waiter: asyncio.Future[None]) -> None:
-        relay, self._relay = self._relay, None
-        if relay is not None:
-            relay.cancel()
-
-    def confirmed(self, payments_service_id: str, kind: str) -> object | None:
-        return None
-
-    async def submitted(self, submission: Submission, path: str) -> None:
-        return None
-
-
-async def poll_until_final(
-    fetch: Callable[[], Awaitable[T]],
-    status_of: Callable[[T], tuple[Outcome, tuple[str, ...]]],
-    *,
-    payments_service_id: str,
-    timeout: float,
-    policy: PollPolicy,
-    what: str,
-    rng: random.Random | None = None,
-    wake: asyncio.Event | None = None,
-    peek: Callable[[], T | None] | None = None,
-) -> T:
-    """``Poll.run`` with the read and its classification given as callables.
-
-    Args:
-        fetch: one read of the status (it applies its own retries).
-        status_of: ``(outcome, raw codes)`` of a result, the group code first.
-        payments_service_id: the id polled, for errors and logs.
-        timeout: overall deadline in seconds.
-        policy: the interval schedule.
-        what: a word for logs ("cancellation outcome").
-        rng: random source for the jitter.
-        wake: set when this id's final status is confirmed; with it, the first poll waits
-            one interval (polling is then the safety net) and every wait ends early when
-            it is set (then it is cleared).
-        peek: a final result known without a read (a confirmed notification), or None.
-
-    Raises:
-        PollTimeoutError: the deadline passed first; carries every raw code seen.
-    """
-    poll = _CallablePoll(
-        fetch,
-        status_of,
-        peek,
-        payments_service_id,
-        timeout=timeout,
-        policy=policy,
-        what=what,
-        rng=rng,
-        source=_EventSource(wake) if wake is not None else None,
-    )
-    return await poll.run()

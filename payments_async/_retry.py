@@ -1,7 +1,8 @@
-"""Retry decisions (pure), backoff maths, a shared retry budget, and the tenacity policy."""
+"""Retry decisions (pure), backoff maths, a shared retry budget, and the retry loop."""
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import math
 import random
@@ -10,8 +11,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
-
-import tenacity
 
 from ._constants import (
     RETRY_AFTER_CAP,
@@ -199,125 +198,43 @@ class RetryPolicy:
         *,
         retry_on: Callable[[BaseException], bool] = is_retryable,
         rng: random.Random | None = None,
-        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+        on_retry: Callable[[int, BaseException, float], None] | None = None,
         deadline: float | None = None,
     ) -> T:
-        """Await ``fn()``, retrying it under this policy.
+        """Await ``fn()``, retrying it under this policy: one plain loop.
 
-        The first attempt runs outside tenacity, so a call that succeeds at once passes
-        through none of its machinery. After a retryable failure, tenacity takes over with
-        that failure as its attempt 1, so waits, stops and the budget see exactly what
-        they would have seen.
+        After a failure ``retry_on`` accepts, the next attempt comes after `backoff`,
+        unless that was the last attempt, the sleep would pass ``deadline``, or the
+        budget cannot pay for it (charged last, so only for a retry that happens); then
+        the failure is raised. Each success refills the budget.
 
         Args:
             fn: one attempt.
             retry_on: which exceptions earn another attempt; each operation states it.
             rng: random source for the jitter.
-            before_sleep: called before each sleep (logging, metrics hooks).
-            deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
-        """
-        try:
-            result = await fn()
-        except Exception as exc:
-            if not retry_on(exc):
-                raise
-            return await self.retry_after(
-                exc, fn, retry_on=retry_on, rng=rng, before_sleep=before_sleep, deadline=deadline
-            )
-        if self.budget is not None:
-            self.budget.record_success()
-        return result
-
-    async def retry_after(
-        self,
-        failure: BaseException,
-        fn: Callable[[], Awaitable[T]],
-        *,
-        retry_on: Callable[[BaseException], bool] = is_retryable,
-        rng: random.Random | None = None,
-        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
-        deadline: float | None = None,
-    ) -> T:
-        """Go on retrying ``fn()`` after its first attempt, run by the caller, failed.
-
-        For a caller that runs attempt 1 itself, so that a call that succeeds at once
-        passes through no retry frame at all (it then calls ``budget.record_success()``
-        itself). ``failure`` becomes tenacity's attempt 1, exactly as in `run`.
-
-        Args:
-            failure: what the first attempt raised; raised again when not retryable.
-            fn: one attempt (the second and later ones).
-            retry_on: which exceptions earn another attempt; each operation states it.
-            rng: random source for the jitter.
-            before_sleep: called before each sleep (logging, metrics hooks).
-            deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
-        """
-        if not retry_on(failure):
-            raise failure
-        first: BaseException | None = failure
-
-        async def again() -> T:
-            nonlocal first
-            if first is not None:
-                failed, first = first, None
-                raise failed  # tenacity's attempt 1 is the one that already failed
-            return await fn()
-
-        retrying = self.retrying(
-            retry_on=retry_on, rng=rng, before_sleep=before_sleep, deadline=deadline
-        )
-        return await retrying(again)
-
-    def retrying(
-        self,
-        *,
-        retry_on: Callable[[BaseException], bool] = is_retryable,
-        rng: random.Random | None = None,
-        before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
-        deadline: float | None = None,
-    ) -> tenacity.AsyncRetrying:
-        """A tenacity ``AsyncRetrying`` that applies this policy.
-
-        Args:
-            retry_on: which exceptions earn another attempt; each operation states it.
-            rng: random source for the jitter (seed it for repeatable tests).
-            before_sleep: called before each sleep (logging, metrics hooks).
+            on_retry: told ``(attempt number, its error, seconds to sleep)`` before each
+                sleep (logging, metrics hooks).
             deadline: absolute ``time.monotonic()`` deadline; None: attempts alone stop.
         """
         source = rng or random.Random()
         budget = self.budget
-        attempts = self.attempts
-        end = math.inf if deadline is None else deadline
-
-        def stop(state: tenacity.RetryCallState) -> bool:
-            # Stop on attempts, or when the coming sleep would pass the deadline, or when
-            # the budget cannot pay. tenacity asks this only once it has decided to retry,
-            # so the budget is charged here, last: only for a retry that happens.
-            upcoming = state.upcoming_sleep or 0.0
-            if state.attempt_number >= attempts or time.monotonic() + upcoming >= end:
-                return True
-            if budget is None:
-                return False
-            exc = state.outcome.exception() if state.outcome is not None else None
-            return exc is not None and not budget.try_acquire(exc)
-
-        def should_retry(state: tenacity.RetryCallState) -> bool:
-            outcome = state.outcome
-            if outcome is None or not outcome.failed:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                result = await fn()
+            except Exception as exc:
+                if not retry_on(exc) or attempt >= self.attempts:
+                    raise
+                sleep = self.backoff(attempt, exc, source)
+                if deadline is not None and time.monotonic() + sleep >= deadline:
+                    raise
+                if budget is not None and not budget.try_acquire(exc):
+                    raise
+                if on_retry is not None:
+                    on_retry(attempt, exc, sleep)
+                await asyncio.sleep(sleep)
+            else:
                 if budget is not None:
                     budget.record_success()
-                return False
-            exc = outcome.exception()
-            return exc is not None and retry_on(exc)
-
-        def wait(state: tenacity.RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            return self.backoff(state.attempt_number, exc, source)
-
-        return tenacity.AsyncRetrying(
-            stop=stop,
-            wait=wait,
-            retry=should_retry,
-            reraise=True,
-            before_sleep=before_sleep,
-        )
+                return result

@@ -38,9 +38,9 @@ from ._errors import (
     ValidationError,
 )
 from ._instrument import Exchange, Instruments
-from ._jwt import SignedToken
+from ._operation import new_request_id
 from ._retry import is_retryable
-from ._transport import Transport, error_from_response, new_request_id
+from ._transport import Transport, error_from_response
 from .iso20022._common import decode_error_envelope, decode_token_response
 
 __all__ = ["AccessToken", "TokenSession"]
@@ -386,9 +386,7 @@ class TokenSession:
     async def _exchange_token(
         self, attempt: int, deadline: float, identity: _Identity
     ) -> AccessToken:
-        signed = identity.signer.sign_assertion(now=self._clock.now())
-        if not isinstance(signed, SignedToken):  # an async signer (thread pool, HSM)
-            signed = await signed
+        signed = await identity.signer.sign_assertion(now=self._clock.now())
         assertion = signed.value
         body = urlencode(
             {"grant_type": JWT_BEARER_GRANT, "assertion": assertion, "scope": TOKEN_SCOPE}

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import ssl
 import time
 from collections.abc import Mapping, MutableMapping
@@ -15,7 +13,6 @@ import msgspec
 from yarl import URL
 
 from ._config import Limits, Timeout
-from ._constants import CAMT056_PATH, PACS008_PATH, TOKEN_PATH, URL_CACHE_SIZE
 from ._errors import (
     ApiError,
     AuthenticationError,
@@ -34,7 +31,7 @@ from ._retry import parse_retry_after
 from ._urls import is_loopback
 from .iso20022._common import decode_error_envelope
 
-__all__ = ["Response", "Transport", "check_base_url", "error_from_response", "new_request_id"]
+__all__ = ["Response", "Transport", "check_base_url", "error_from_response"]
 
 _STATUS_ERRORS: dict[int, tuple[type[ApiError], str]] = {
     401: (AuthenticationError, "not authenticated"),
@@ -44,12 +41,6 @@ _STATUS_ERRORS: dict[int, tuple[type[ApiError], str]] = {
 }
 
 _READ_CHUNK = 64 * 1024
-
-# A path of these characters needs no percent-encoding and has no dot segments: its URL is
-# built from the base URL's parts without yarl parsing and encoding the whole string again.
-_PLAIN_PATH = re.compile(r"/[A-Za-z0-9/_-]*")
-# The paths of every POST and token request: their URLs are built once per transport.
-_FIXED_PATHS = (PACS008_PATH, CAMT056_PATH, TOKEN_PATH)
 
 
 class Response(msgspec.Struct):
@@ -62,15 +53,6 @@ class Response(msgspec.Struct):
     headers: Mapping[str, str]
     body: bytes
     elapsed: float
-
-
-def new_request_id() -> str:
-    """A fresh ``X-Request-ID``: 128 random bits in 32 hex digits (unique, not a secret).
-
-    ``os.urandom`` rather than ``uuid4().hex``: the same randomness and format without
-    building a UUID object per request (``benchmarks/bench_instructions.py``).
-    """
-    return os.urandom(16).hex()
 
 
 def check_base_url(base_url: str | URL) -> URL:
@@ -226,8 +208,6 @@ class Transport:
                 self._proxy_request_headers = proxy.headers
         self.instruments = instruments if instruments is not None else Instruments(LogInstrument())
         self._base = str(self.base_url)
-        self._base_path = self.base_url.raw_path.rstrip("/")
-        self._urls: dict[str, URL] = {path: self._url_of(path) for path in _FIXED_PATHS}
         self._session = session
         self._owns_session = session is None
         self._ssl_context = ssl_context
@@ -251,24 +231,6 @@ class Transport:
         # The one limiter of the request path (FIFO): waiting for it counts against the
         # attempt's deadline, and requests wait here rather than inside aiohttp's pool.
         self._semaphore = asyncio.Semaphore(self.limits.connections)
-
-    def _url(self, path: str) -> URL:
-        """The absolute URL of ``path``, kept in a bounded table (a poll reads one path
-        often; ``request`` looks there first)."""
-        urls = self._urls
-        url = urls.get(path)
-        if url is None:
-            url = self._url_of(path)
-            if len(urls) >= URL_CACHE_SIZE:
-                urls.clear()
-                urls.update({p: self._url_of(p) for p in _FIXED_PATHS})
-            urls[path] = url
-        return url
-
-    def _url_of(self, path: str) -> URL:
-        if _PLAIN_PATH.fullmatch(path):
-            return self.base_url.with_path(self._base_path + path, encoded=True)
-        return URL(self._base + path)
 
     def _get_session(self) -> aiohttp.ClientSession:
         # Created lazily so that it binds to the running loop, never at import or __init__.
@@ -322,7 +284,7 @@ class Transport:
             for instrument in hearing:
                 instrument.request_started(exchange, headers)
         session = self._session or self._get_session()
-        url = self._urls.get(exchange.path) or self._url(exchange.path)
+        url = URL(self._base + exchange.path)
         options = self._options
         if timeouts is None:
             timeouts = self.timeout

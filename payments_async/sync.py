@@ -31,26 +31,19 @@ from typing import Any, Concatenate, Final, ParamSpec, Self, TypeVar
 
 import aiohttp
 
-# The client's public names only (through the package, as users import them), so that
-# a change inside the client's modules does not reach this one.
-from . import (
-    Answered,
-    ConfigurationError,
-    Credentials,
-    Hooks,
-    Limits,
-    OutcomeUnknownError,
-    PaymentsClient,
-    PollPolicy,
-    RateLimit,
-    RateLimiter,
-    RetryPolicy,
-    ServiceProfile,
-    Telemetry,
-    Timeout,
-)
+from ._client import PaymentsClient
+from ._config import Limits, Timeout
 from ._constants import CLOCK_SKEW_THRESHOLD
+from ._credentials import Credentials
+from ._errors import ConfigurationError, OutcomeUnknownError
+from ._instrument import Hooks
+from ._models import Answered
+from ._polling import PollPolicy
 from ._portal import LoopStopped, LoopThread
+from ._profile import ServiceProfile
+from ._rate import RateLimit, RateLimiter
+from ._retry import RetryPolicy
+from ._telemetry import Telemetry
 
 __all__ = ["SyncPaymentsClient", "SyncWithResponse"]
 

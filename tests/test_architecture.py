@@ -2,11 +2,17 @@
 
 The rules (each test says which it checks):
 
-- **No import cycle** among the package's modules. Only module-level imports count (those a
-  module runs when it is imported); imports inside functions and under ``if TYPE_CHECKING:``
-  run later or never, so they cannot make importing fail. A ``from package import name``
-  counts as an import of ``package.name`` when that is a module, else of ``package``.
-- **No module over 800 lines.**
+- **No import cycle** among the package's modules, imports inside functions and under
+  ``if TYPE_CHECKING:`` included: a cycle closed by a deferred import is still two modules
+  that cannot be read one at a time. A ``from package import name`` counts as an import of
+  ``package.name`` when that is a module, else of ``package``. ``KNOWN_CYCLES`` lists the
+  ones another room is removing.
+- **No module reaches into another module's class**: outside the module that defines it,
+  nothing reads, calls or assigns a private member (``x._name``, ``self`` and ``cls``
+  aside), and no class installs a function of another module as a member
+  (``request = _request``).
+- **A module past 1,500 lines is flagged**: split by concern, never by count; a long
+  module with one concern is fine until then.
 - **Layers, arrows pointing down** (every import counts, deferred ones included):
   0. the foundation: ``iso20022/``, ``_errors``, ``_constants``, and the pure helpers
      ``_urls`` (stdlib only) and ``_serving`` (aiohttp only);
@@ -32,6 +38,7 @@ an entry no longer needed fails the test so that the list only shrinks.
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +48,15 @@ import pytest
 
 PACKAGE: Final = "payments_async"
 ROOT: Final = Path(__file__).resolve().parents[1] / PACKAGE
-MAX_LINES: Final = 800
+MAX_LINES: Final = 1500
+
+# Import cycles still closed by a deferred import, each to be removed; the lead empties
+# this list at merge. An entry no longer found fails the test.
+KNOWN_CYCLES: Final[list[list[str]]] = [
+    # bulk's input and planning rooms, being rebuilt: each goes when its room is
+    [f"{PACKAGE}.bulk._input", f"{PACKAGE}.bulk._xml_input"],
+    [f"{PACKAGE}.bulk._plan", f"{PACKAGE}.bulk._runner"],
+]
 
 # (rule, importing module or package prefix, imported module or ""): what may still break
 # a rule until the room it belongs to is rebuilt. Each names its issue. None today.
@@ -58,15 +73,15 @@ class Import:
     module_level: bool  # run when the importer is imported (not in a function or TYPE_CHECKING)
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    return {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
 MODULES: Final = _modules()
@@ -92,31 +107,32 @@ def _walk(nodes: Iterable[ast.AST], *, module_level: bool) -> Iterator[tuple[ast
             yield from _walk(ast.iter_child_nodes(node), module_level=module_level)
 
 
-def _resolve(importer: str, node: ast.ImportFrom) -> str:
+def _resolve(importer: str, node: ast.ImportFrom, modules: dict[str, Path]) -> str:
     if node.level == 0:
         return node.module or ""
-    is_package = MODULES[importer].name == "__init__.py"
+    is_package = modules[importer].name == "__init__.py"
     base = importer.split(".")
     base = base if is_package else base[:-1]
     base = base[: len(base) - (node.level - 1)]
     return ".".join([*base, node.module] if node.module else base)
 
 
-def _imports(module: str) -> list[Import]:
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+def _imports(module: str, modules: dict[str, Path] = MODULES) -> list[Import]:
+    package = module.split(".")[0]
+    tree = ast.parse(modules[module].read_text(encoding="utf-8"))
     out: list[Import] = []
     for node, module_level in _walk(tree.body, module_level=True):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            source = _resolve(module, node)
+            source = _resolve(module, node, modules)
             for alias in node.names:
                 submodule = f"{source}.{alias.name}"
-                targets.append(submodule if submodule in MODULES else source)
+                targets.append(submodule if submodule in modules else source)
         for target in targets:
-            if target == PACKAGE or target.startswith(PACKAGE + "."):
-                assert target in MODULES, f"{module}:{node.lineno} imports unknown {target}"
+            if target == package or target.startswith(package + "."):
+                assert target in modules, f"{module}:{node.lineno} imports unknown {target}"
                 out.append(Import(module, target, node.lineno, module_level))
     return out
 
@@ -214,12 +230,20 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_no_import_cycle() -> None:
-    edges: dict[str, set[str]] = {m: set() for m in MODULES}
-    for imp in IMPORTS:
-        if imp.module_level:
+def import_cycles(root: Path) -> list[list[str]]:
+    """Every import cycle of the package at ``root``, deferred imports included."""
+    modules = _modules(root)
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for module in modules:
+        for imp in _imports(module, modules):
             edges[imp.importer].add(imp.imported)
-    assert _cycles(edges) == []
+    return _cycles(edges)
+
+
+def test_no_import_cycle() -> None:
+    found = import_cycles(ROOT)
+    assert [c for c in found if c not in KNOWN_CYCLES] == []
+    assert [c for c in KNOWN_CYCLES if c not in found] == [], "gone: delete from KNOWN_CYCLES"
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:
@@ -227,15 +251,148 @@ def test_the_cycle_check_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_module_over_800_lines() -> None:
-    used: set[tuple[str, str, str]] = set()
-    big = {}
-    for module, path in MODULES.items():
-        lines = len(path.read_text(encoding="utf-8").splitlines())
-        if lines > MAX_LINES and not _excepted(used, "size", module, ""):
-            big[module] = lines
-    assert big == {}
-    assert _unused(used, "size") == [], "no longer needed: delete from KNOWN_EXCEPTIONS"
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for name, text in {"__init__.py": "", **files}.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def test_a_cycle_closed_inside_a_function_or_under_type_checking_is_found(
+    tmp_path: Path,
+) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "_a.py": "from ._b import B\n",
+            "_b.py": "def f():\n    from ._a import A\n",
+            "_c.py": "from typing import TYPE_CHECKING\nfrom ._d import D\n",
+            "_d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._c import C\n",
+            "_e.py": "from ._a import A\n",
+        },
+    )
+    assert import_cycles(root) == [["pkg._a", "pkg._b"], ["pkg._c", "pkg._d"]]
+
+
+def private_reaches(root: Path) -> list[str]:
+    """Where a module reads, calls or assigns a private member of another module's class
+    (``x._name`` with ``x`` not ``self`` or ``cls``, ``_name`` defined by no class of this
+    module), or installs another module's function as a class member."""
+    found: list[str] = []
+    for module, path in _modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own: set[str] = set()  # private members the classes of this module define
+        imported: set[str] = set()  # names this module imports
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for item in ast.walk(node):
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                        own.add(item.name)
+                    elif isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store):
+                        own.add(item.attr)
+                    elif isinstance(item, ast.Name) and isinstance(item.ctx, ast.Store):
+                        own.add(item.id)
+                    elif isinstance(item, ast.Constant) and isinstance(item.value, str):
+                        own.add(item.value)  # __slots__ entries
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                imported.update(alias.asname or alias.name for alias in node.names)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                name = node.attr
+                if not name.startswith("_") or name.startswith("__") or name in own:
+                    continue
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                    continue
+                if isinstance(base, ast.Call) and getattr(base.func, "id", None) == "super":
+                    continue
+                found.append(f"{module}:{node.lineno} .{name}")
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if (
+                        isinstance(item, ast.Assign)
+                        and isinstance(item.value, ast.Name)
+                        and item.value.id in imported
+                        and callable_name(item.value.id)
+                    ):
+                        found.append(f"{module}:{item.lineno} installs {item.value.id}")
+    return found
+
+
+def callable_name(name: str) -> bool:
+    """A name spelt as a function's (lower case), not a class's or a constant's."""
+    return name.lstrip("_")[:1].islower()
+
+
+# Private reaches in other rooms today, by module, to be removed by their owners; the
+# lead empties this list as their branches merge. An entry no longer found fails.
+KNOWN_REACHES: Final[frozenset[str]] = frozenset(
+    {f"{PACKAGE}.sandbox._main"}  # argparse._ActionsContainer, a type annotation
+)
+
+
+def test_no_module_reaches_into_another_modules_class() -> None:
+    found = private_reaches(ROOT)
+    modules = {entry.split(":")[0] for entry in found}
+    assert [e for e in found if e.split(":")[0] not in KNOWN_REACHES] == []
+    assert sorted(KNOWN_REACHES - modules) == [], "gone: delete from KNOWN_REACHES"
+
+
+def test_the_private_reach_rule_finds_a_reach_and_an_installed_function(
+    tmp_path: Path,
+) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "_client.py": """
+                from ._request import request as _request
+
+
+                class Client:
+                    def __init__(self):
+                        self._token = None
+
+                    request = _request
+
+                    def _read(self):
+                        return self._token
+            """,
+            "_request.py": """
+                def request(client):
+                    return client._token
+            """,
+            "_poll.py": """
+                class Poll:
+                    def __init__(self, client):
+                        self._client = client
+
+                    async def run(self):
+                        return await self._client._read()
+            """,
+        },
+    )
+    assert private_reaches(root) == [
+        "pkg._client:9 installs _request",
+        "pkg._poll:7 ._read",
+        "pkg._request:3 ._token",
+    ]
+
+
+def oversized(root: Path, limit: int = MAX_LINES) -> dict[str, int]:
+    """The modules longer than ``limit`` lines."""
+    sizes = {m: len(p.read_text(encoding="utf-8").splitlines()) for m, p in _modules(root).items()}
+    return {m: n for m, n in sizes.items() if n > limit}
+
+
+def test_no_module_past_1500_lines() -> None:
+    assert oversized(ROOT) == {}, "split by concern (never by count)"
+
+
+def test_the_size_rule_flags_a_long_module(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"_long.py": "x = 1\n" * (MAX_LINES + 1), "_ok.py": "x = 1\n"})
+    assert oversized(root) == {"pkg._long": MAX_LINES + 1}
 
 
 def test_no_upward_import() -> None:

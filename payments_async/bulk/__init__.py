@@ -26,6 +26,7 @@ from ._defaults import (
     WORKER_CONCURRENCY,
     WORKER_ROWS,
 )
+from ._errors import JournalBusyError
 from ._input import (
     COLUMNS,
     OPTIONAL_COLUMNS,
@@ -52,7 +53,6 @@ from ._journal import (
     SqliteJournal,
     journal_counts,
 )
-from ._lock import JournalBusyError
 from ._memory import MemoryJournal
 from ._plan import (
     BulkEvents,

@@ -26,12 +26,18 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, TypeVar
 
+from .._store import (
+    FileLock,
+    GroupCommit,
+    SqliteBatch,
+    lock_file,
+    open_sqlite,
+    sqlite_error,
+)
+from ._errors import JOURNAL_ERRORS, JournalError, JournalUnavailableError
 from ._rows import RowOutcome, Stage, stored_outcome
-
-if TYPE_CHECKING:
-    from ._lock import JournalLock
 
 __all__ = [
     "READ_BATCH",
@@ -86,19 +92,6 @@ _SELECT_UNFINISHED_AFTER: Final = (
 )
 _COUNT_STATES: Final = "SELECT state, COUNT(*) FROM rows GROUP BY state"
 _IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = ?"
-
-
-class JournalError(Exception):
-    """The journal cannot be used: unreadable, another schema, or another input file."""
-
-
-class JournalUnavailableError(JournalError):
-    """The journal's database server cannot be reached, or not for longer than a run
-    waits for it.
-
-    Every change committed before is kept; the same command run again once the database
-    is back resumes the run.
-    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +364,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         run_id: str,
         *,
         planned: bool,
-        lock: JournalLock | None = None,
+        lock: FileLock | None = None,
         replacing: str | None = None,
     ) -> None:
         self._lock = lock
@@ -380,9 +373,9 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         self._path = path
         self._run_id = run_id
         self._planned = planned
-        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None] | None]] = []
-        self._flush_scheduled = False
-        self.commits = 0  # transactions written, for benchmarks and tests
+        self._batch = SqliteBatch(self._open_db, path, "journal", JOURNAL_ERRORS)
+        self._group = GroupCommit(self._batch)
+        self._plan_commits = 0
         self._closed = False
 
     @classmethod
@@ -404,10 +397,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             JournalError: the file is not a journal of this version, or it belongs to a
                 different input file, or it cannot be opened or made.
         """
-        from ._lock import lock_journal_file
-
         path = Path(path)
-        lock = lock_journal_file(path)
+        lock = lock_file(path, JOURNAL_ERRORS, what="journal")
         try:
             return cls._open(path, input_sha256, new_run_id, lock, new_run)
         except BaseException:
@@ -416,33 +407,31 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
 
     @classmethod
     def _open(
-        cls, path: Path, input_sha256: str, new_run_id: str, lock: JournalLock, new_run: bool
+        cls, path: Path, input_sha256: str, new_run_id: str, lock: FileLock, new_run: bool
     ) -> SqliteJournal:
+        db: sqlite3.Connection | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            db = open_sqlite(path, synchronous="NORMAL")
             db.executescript(_SCHEMA)
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.Error as exc:
-            raise JournalError(f"cannot open journal {str(path)!r}: {exc}") from exc
-        except OSError as exc:  # its folder cannot be made (a file in the way, no right)
-            raise JournalError(f"cannot open journal {str(path)!r}: {exc.strerror}") from exc
-        if not meta:
-            db.execute("BEGIN")
-            db.executemany(
-                "INSERT INTO meta (key, value) VALUES (?, ?)",
-                [
-                    ("schema", str(SCHEMA_VERSION)),
-                    ("input_sha256", input_sha256),
-                    ("run_id", new_run_id),
-                    ("created_at", str(time.time())),
-                    ("planned", "0"),
-                ],
-            )
-            db.execute("COMMIT")
-            return cls(db, path, new_run_id, planned=False, lock=lock)
+            if not meta:
+                db.execute("BEGIN")
+                db.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [
+                        ("schema", str(SCHEMA_VERSION)),
+                        ("input_sha256", input_sha256),
+                        ("run_id", new_run_id),
+                        ("created_at", str(time.time())),
+                        ("planned", "0"),
+                    ],
+                )
+                db.execute("COMMIT")
+                return cls(db, path, new_run_id, planned=False, lock=lock)
+        except (sqlite3.Error, OSError) as exc:  # a full disk; a file in the folder's way
+            if db is not None:
+                db.close()
+            raise sqlite_error("open", "journal", path, exc, JOURNAL_ERRORS) from exc
         if meta.get("schema") != str(SCHEMA_VERSION):
             db.close()
             raise JournalError(
@@ -515,11 +504,13 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             )
             db.execute("UPDATE meta SET value = '1' WHERE key = 'planned'")
             db.execute("COMMIT")
-        except BaseException:
+        except BaseException as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise sqlite_error("write", "journal", self._path, exc, JOURNAL_ERRORS) from exc
             raise
-        self.commits += 1
+        self._plan_commits += 1
         self._planned = True
         self._replacing = None
 
@@ -560,8 +551,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         """The connection to read with: the journal's own (after writing what is queued),
         or a new read-only one once the journal is closed."""
         if not self._closed:
-            if self._pending:
-                self._flush()
+            self._group.write_pending(self._batch.write_now)
             return contextlib.nullcontext(self._db)
         try:
             return contextlib.closing(_connect_read_only(self._path))
@@ -576,46 +566,18 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             raise self._read_error(exc) from exc
         return [row_from_record(rec) for rec in records]
 
-    def _read_error(self, exc: sqlite3.Error) -> JournalError:
-        return JournalError(f"cannot read journal {str(self._path)!r}: {exc}")
-
-    # --- group commit ----------------------------------------------------------------------
+    def _read_error(self, exc: sqlite3.Error) -> Exception:
+        return sqlite_error("read", "journal", self._path, exc, JOURNAL_ERRORS)
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._pending.append((sql, params, fut))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._flush)
-        return fut
+        future: asyncio.Future[None] = self._group.submit(lambda db: db.execute(sql, params))
+        return future
 
-    def _flush(self) -> None:
-        """Write every queued change in one transaction, then wake their coroutines."""
-        self._flush_scheduled = False
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        db = self._db
-        try:
-            db.execute("BEGIN")
-            for sql, params, _ in batch:
-                db.execute(sql, params)
-            db.execute("COMMIT")
-        except BaseException as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            error = JournalError(f"cannot write journal {str(self._path)!r}: {exc}")
-            for _, _, fut in batch:
-                if fut is not None and not fut.done():
-                    fut.set_exception(error)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        self.commits += 1
-        for _, _, fut in batch:
-            if fut is not None and not fut.done():
-                fut.set_result(None)
+    @property
+    def commits(self) -> int:
+        """Transactions written (the plan's and the group commit's), for benchmarks and
+        tests."""
+        return self._plan_commits + self._group.commits
 
     async def mark_sent(self, line: int) -> None:
         """Commit ``sent`` (one more attempt) before the request goes out."""
@@ -703,10 +665,12 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             return self._write(sql, params)
         return self._write(sql + _IF_STILL_SENT, (*params, if_attempts))
 
+    def _open_db(self) -> sqlite3.Connection | None:
+        return None if self._closed else self._db
+
     def close(self) -> None:
         """Commit anything still queued (an interrupted run's last changes), then close."""
-        if self._pending:
-            self._flush()
+        self._group.write_pending(self._batch.write_now)
         self._db.close()
         self._closed = True
         if self._lock is not None:

@@ -42,7 +42,8 @@ from ._defaults import (
     WORKER_CONCURRENCY,
     WORKER_ROWS,
 )
-from ._journal import JournalError, JournalUnavailableError, RowState
+from ._errors import JournalError, JournalUnavailableError
+from ._journal import RowState
 from ._rate import RunRates, ensure_rate_table, store_run_rate
 from ._results import write_run_results
 from ._rows import (
@@ -704,7 +705,7 @@ async def _open_worker_app(app: procrastinate.App, dsn: str, *, wait: bool) -> N
     Raises:
         JournalError: the database refuses us (or, without ``wait``, cannot be reached).
     """
-    outage = pg.Outage(dsn, window=float("inf"))
+    outage = pg.outage(dsn, window=float("inf"))
     while True:
         try:
             await ensure_queue_schema(app, dsn)

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import RateLimit, RateLimiter
-from ._stores._connect import CONNECT_TIMEOUT, Outage, is_connection_lost
+from .._store import CONNECT_TIMEOUT, is_connection_lost
+from ._stores._connect import outage
 
 if TYPE_CHECKING:
     import psycopg
@@ -88,7 +89,7 @@ async def _ask(
     """
     import psycopg
 
-    outage = Outage(dsn)
+    waiting = outage(dsn)
     while True:
         try:
             async with pool.connection() as conn:
@@ -97,9 +98,9 @@ async def _ask(
         except psycopg.Error as exc:
             if not is_connection_lost(exc):
                 raise
-            await asyncio.sleep(outage.failed(exc))
+            await asyncio.sleep(waiting.failed(exc))
             continue
-        outage.ended()
+        waiting.ended()
         return rec
 
 

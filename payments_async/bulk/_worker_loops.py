@@ -7,7 +7,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
-from ._journal import JournalError
+from .._store import quiet_psycopg
+from ._errors import JournalError
 from ._stores import _postgres as pg
 
 __all__ = ["all_loops", "through_outages"]
@@ -49,7 +50,7 @@ async def through_outages(
         for name in list(logging.Logger.manager.loggerDict)
         if name.split(".")[0] in ("procrastinate", "psycopg")
     ]
-    pg.quiet_psycopg()
+    quiet_psycopg()
     loop.set_exception_handler(quiet)
     for log in logs:
         log.addFilter(_not_outage)
@@ -111,7 +112,7 @@ async def _until_reachable(dsn: str, lost: Exception | None) -> None:
     Args:
         lost: the failure that ended the loops, when there was one.
     """
-    outage = pg.Outage(dsn, window=float("inf"))
+    outage = pg.outage(dsn, window=float("inf"))
     if lost is not None:
         await asyncio.sleep(outage.failed(lost))
     while True:

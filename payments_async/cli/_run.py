@@ -14,6 +14,7 @@ import logging
 import signal
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Final, NoReturn
@@ -46,6 +47,7 @@ __all__ = [
     "make_client",
     "probe_service",
     "run_command",
+    "seconds_left",
     "set_on_signals",
     "token_lifetime",
     "token_or_outage",
@@ -115,24 +117,46 @@ def _trusting(ca_file: Path | None) -> ssl.SSLContext | None:
 
 
 @contextlib.asynccontextmanager
-async def connected(settings: Settings) -> AsyncIterator[PaymentsClient]:
+async def connected(
+    settings: Settings, *, deadline: float | None = None
+) -> AsyncIterator[PaymentsClient]:
     """An open client that already holds an access token.
 
     A service that cannot be reached, or credentials it refuses, are found here within
-    ``CLI_RETRY_TIMEOUT`` seconds, before anything is sent or any file is written (a
-    waiter would otherwise poll an unreachable service until its own deadline). Within
-    the block too: once every request has failed to connect for ``CLI_RETRY_TIMEOUT``
-    seconds (a service that died during a wait), the block stops with one line naming
-    it, and exit 3.
+    ``CLI_RETRY_TIMEOUT`` seconds (and before ``deadline``, a ``time.monotonic()`` time:
+    a command's ``--timeout`` bounds its token too), before anything is sent or any file
+    is written (a waiter would otherwise poll an unreachable service until its own
+    deadline). Within the block too: once every request has failed to connect for
+    ``CLI_RETRY_TIMEOUT`` seconds (a service that died during a wait), the block stops
+    with one line naming it, and exit 3.
     """
     watch = ConnectWatch()
     async with make_client(settings, hooks=watch.hooks) as client:
-        await token_or_outage(settings, client, watch)
+        within = CLI_RETRY_TIMEOUT
+        if deadline is not None:
+            within = min(within, deadline - time.monotonic())
+        await token_or_outage(settings, client, watch, within)
         async with watch.guard(functools.partial(why_unreachable, settings)):
             yield client
 
 
-async def token_or_outage(settings: Settings, client: PaymentsClient, watch: ConnectWatch) -> None:
+def seconds_left(deadline: float | None) -> float | None:
+    """What is left of a command's ``--timeout`` (None: the command has none).
+
+    Never 0: a call given what is left when nothing is left raises its own timeout
+    error, having sent nothing.
+    """
+    if deadline is None:
+        return None
+    return max(deadline - time.monotonic(), 1e-9)
+
+
+async def token_or_outage(
+    settings: Settings,
+    client: PaymentsClient,
+    watch: ConnectWatch,
+    within: float = CLI_RETRY_TIMEOUT,
+) -> None:
     """``token_lifetime``, with a service down named as ``watch`` names it during a wait.
 
     Raises:
@@ -142,7 +166,7 @@ async def token_or_outage(settings: Settings, client: PaymentsClient, watch: Con
         PaymentsError: any other failure to obtain the token, as ``token_lifetime``.
     """
     try:
-        await token_lifetime(client)
+        await token_lifetime(client, within)
     except TransportError:
         line = await watch.outage(functools.partial(why_unreachable, settings))
         if line is None:
@@ -150,14 +174,15 @@ async def token_or_outage(settings: Settings, client: PaymentsClient, watch: Con
         raise CliError(line, EXIT_SERVICE) from None
 
 
-async def token_lifetime(client: PaymentsClient) -> float:
-    """Obtain the access token within the CLI's deadline (the library's own is longer)."""
+async def token_lifetime(client: PaymentsClient, within: float = CLI_RETRY_TIMEOUT) -> float:
+    """Obtain the access token within ``within`` seconds (the library's own limit is
+    longer)."""
     try:
-        async with asyncio.timeout(CLI_RETRY_TIMEOUT):
+        async with asyncio.timeout(max(within, 0.0)):
             return await client.access_token_lifetime()
     except TimeoutError:
         raise TransportError(
-            f"no access token within {CLI_RETRY_TIMEOUT:g} s",
+            f"no access token within {max(within, 0.0):.2g} s",
             request_sent=False,
             method="POST",
             path=TOKEN_PATH,

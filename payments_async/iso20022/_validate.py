@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import re
 import string
+import threading
 from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 from functools import cache
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import msgspec
 import msgspec.inspect as mi
@@ -39,10 +40,8 @@ __all__ = [
     "RULES",
     "check_iban",
     "encode_validated",
-    "fast_fields",
     "find_problems",
     "iban_check_digits_hold",
-    "mark_valid",
     "validate",
 ]
 
@@ -96,24 +95,10 @@ def _bban_pattern(spec: str, *, lower: bool) -> str:
     return "".join(out)
 
 
-def _by_first_letter(branches: dict[str, str]) -> str:
-    """One alternation of ``code + rest`` branches, grouped by the code's first letter."""
-    groups: dict[str, list[str]] = {}
-    for code, rest in sorted(branches.items()):
-        groups.setdefault(code[0], []).append(f"{code[1]}{rest}")
-    return "(?:" + "|".join(f"{first}(?:{'|'.join(g)})" for first, g in groups.items()) + ")"
-
-
 _IBAN_BBAN = {
     country: re.compile(_bban_pattern(spec, lower=True))
     for country, (_, spec) in IBAN_FORMATS.items()
 }
-# Every registry format in upper case, check digits aside: the builders' one-call test.
-_TIDY_IBAN = _by_first_letter(
-    {c: "[0-9]{2}" + _bban_pattern(spec, lower=False) for c, (_, spec) in IBAN_FORMATS.items()}
-)
-_BIC_COUNTRY = _by_first_letter(dict.fromkeys(BIC_COUNTRIES, ""))
-_BICFI_REGISTERED = re.compile(f"[A-Z0-9]{{4}}{_BIC_COUNTRY}[A-Z0-9]{{2}}(?:[A-Z0-9]{{3}})?")
 
 CANCELLATION_REASONS: frozenset[str] = frozenset({"DUPL", "TECH", "FRAD", "AC03", "AM09", "CUST"})
 """The SEPA recall reason codes a camt.056 may carry (``cxlRsnInf[].rsn.cd``)."""
@@ -365,60 +350,6 @@ STRUCT_CHECKS: dict[type[msgspec.Struct], tuple[StructCheck, ...]] = {
 }
 
 
-# --- sufficient fast tests ---------------------------------------------------------------
-#
-# Most values are valid. For a ``str``, each of these is one C call (a regex match or a
-# set lookup) that only values its rule accepts pass; a value that fails it goes to the
-# rule itself, which accepts it or says what is wrong. The walk and the builders use them.
-
-_FAST: dict[str, Callable[[str], object]] = {
-    "Max4Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,4}").fullmatch,
-    "Max16Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,16}").fullmatch,
-    "Max35Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,35}").fullmatch,
-    # no '/' at all, so the identifier slash rules hold; one with a '/' gets the full rule
-    "Max35Id": re.compile(r"[A-Za-z0-9\-?:().,'+ ]{1,35}").fullmatch,
-    "Max70Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,70}").fullmatch,
-    "Max140Text": re.compile(r"[A-Za-z0-9/\-?:().,'+ ]{1,140}").fullmatch,
-    "BicFi": _BICFI_REGISTERED.fullmatch,
-    "Uetr": _UETR.fullmatch,
-    "CurrencyCode": ISO_4217.__contains__,
-    "CountryCode": _COUNTRY.fullmatch,
-    "NbOfTxs": _NB_OF_TXS.fullmatch,
-    "SettlementMethodCode": _SETTLEMENT_METHODS.__contains__,
-    "ChargeBearerCode": _CHARGE_BEARERS.__contains__,
-    "CancellationReasonCode": CANCELLATION_REASONS.__contains__,
-}
-"""For a ``str``: a truthy answer means ``RULES[iso_type]`` accepts it (never the reverse)."""
-
-
-def fast_fields(*iso_types: str) -> Callable[[str], object]:
-    """One fast test for several values joined by newlines, in this order.
-
-    Each part is the ``_FAST`` test of its ISO type (``"Iban"``: its country's format
-    in the IBAN registry, upper case, the check digits left to ``iban_check_digits_hold``).
-    No rule allows a newline, so a match splits the text in exactly one way: a truthy
-    answer means each value passes its part. A builder joins the caller's values and makes
-    one C call instead of one check per value.
-
-    Args:
-        *iso_types: the ISO type of each value, in the order they are joined.
-
-    Returns:
-        ``fullmatch`` of the joined pattern.
-    """
-    parts: list[str] = []
-    for iso_type in iso_types:
-        if iso_type == "Iban":
-            parts.append(_TIDY_IBAN)
-            continue
-        test: Any = _FAST[iso_type]
-        if isinstance(test.__self__, re.Pattern):
-            parts.append(test.__self__.pattern)
-        else:  # a set's __contains__: its codes
-            parts.append("|".join(re.escape(code) for code in sorted(test.__self__)))
-    return re.compile("\n".join(f"(?:{part})" for part in parts)).fullmatch
-
-
 # --- the walk ------------------------------------------------------------------------------
 
 
@@ -426,17 +357,14 @@ _Node: TypeAlias = "_Scalar | _List | _Struct"
 
 
 class _Scalar:
-    """A value with an ISO type: its rule from ``RULES``, preceded by the fast test."""
+    """A value with an ISO type: its rule from ``RULES``."""
 
-    __slots__ = ("fast", "rule")
+    __slots__ = ("rule",)
 
     def __init__(self, iso_type: str) -> None:
         self.rule = RULES[iso_type]
-        self.fast = _FAST.get(iso_type)
 
     def walk(self, value: Any, path: str, out: list[Problem]) -> None:
-        if self.fast is not None and type(value) is str and self.fast(value):
-            return
         message = self.rule(value)
         if message is not None:
             out.append(Problem(path, message))
@@ -480,12 +408,9 @@ class _Struct:
         info = mi.type_info(cls)
         assert isinstance(info, mi.StructType)
         self.cls = cls
-        fields = []
-        for f in info.fields:
-            node = _node(f.type)
-            fast = node.fast if isinstance(node, _Scalar) else None
-            fields.append((f.name, "." + f.encode_name, f.required, node, fast))
-        self.fields = tuple(fields)
+        self.fields = tuple(
+            (f.name, "." + f.encode_name, f.required, _node(f.type)) for f in info.fields
+        )
         self.checks = STRUCT_CHECKS.get(cls, ())
 
     def walk(self, value: Any, path: str, out: list[Problem]) -> None:
@@ -493,13 +418,11 @@ class _Struct:
             message = f"expected {self.cls.__name__}, got {type(value).__name__}"
             out.append(Problem(path, message))
             return
-        for attr, wire_name, required, node, fast in self.fields:
+        for attr, wire_name, required, node in self.fields:
             field = getattr(value, attr)
             if field is None:
                 if required:
                     out.append(Problem(path + wire_name, "required field is missing"))
-            elif fast is not None and type(field) is str and fast(field):
-                pass  # the common case, inline: a valid value costs no call and no path
             elif node is not None:
                 node.walk(field, path + wire_name, out)
         for check in self.checks:  # they tolerate parts that failed above
@@ -564,27 +487,35 @@ def find_problems(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> li
     return out
 
 
-# --- validated once ------------------------------------------------------------------------
-#
-# Validity is a pure function of a message's content, and its encoding states that content
-# in full. A message that passed carries the encoding it passed with (in its ``__dict__``:
-# pacs.008 and camt.056 are declared with ``dict=True`` for this; it is not encoded,
-# copied or pickled). ``encode_validated`` encodes the message anyway to send it: when
-# those bytes equal the ones the message carries, it was not changed since and is not
-# checked again; a message changed since, deep inside a list included, is. Bytes rather
-# than their digest, so that a builder's message is not hashed twice (bench_codec.py).
+class _Passed:
+    """The messages that passed validation under today's rules: their encodings by
+    identity, the most recent ``size`` of them.
 
-_VALID_AS = "_payments_async_valid_as"
-"""The key under which a message keeps the encoding that passed."""
-
-
-def mark_valid(msg: Pacs008 | Camt056) -> None:
-    """Record a message as validated without checking it: for the builders only.
-
-    A builder calls it for a message whose inputs it checked with the same rules (the
-    parts it made itself are valid by construction); see ``builders._accept``.
+    Validity is a pure function of a message's content, and its encoding states that
+    content in full: a message whose encoding equals the one that passed has not changed
+    since (a list changed deep inside included), so the client does not walk it again. A
+    message changed since, or another one that got the same ``id()`` after the first was
+    freed, encodes differently and is checked.
     """
-    vars(msg)[_VALID_AS] = encode(msg)
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._bodies: dict[int, bytes] = {}
+        self._lock = threading.Lock()
+
+    def holds(self, msg: object, body: bytes) -> bool:
+        return self._bodies.get(id(msg)) == body
+
+    def add(self, msg: object, body: bytes) -> None:
+        with self._lock:
+            bodies = self._bodies
+            bodies.pop(id(msg), None)
+            bodies[id(msg)] = body
+            if len(bodies) > self._size:
+                del bodies[next(iter(bodies))]
+
+
+_PASSED: Final = _Passed(4096)
 
 
 def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
@@ -602,9 +533,8 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
     ``EPC_ADDRESS_CUTOVER``, 15 November 2026, town name and country in their own fields,
     so lines alone are refused; EPC 153-22 v2.1, SCT rulebook 2025 v1.1).
 
-    A message that passes under the rules in force now is not checked again by
-    `encode_validated` (and so by the client) until it is changed. One that passes only
-    because ``rules_on`` left a rule out is checked again there, under today's rules.
+    A message that passes under the rules in force now is not walked again by
+    `encode_validated` (and so by the client) unless it has changed since.
 
     Args:
         msg: a pacs.008 or camt.056 message.
@@ -617,32 +547,29 @@ def validate(msg: Pacs008 | Camt056, *, rules_on: date | None = None) -> None:
             ``$.fitoFICstmrCdtTrf.cdtTrfTxInf[0].cdtrAcct.id.othr.id: ...``.
         TypeError: ``msg`` is not a message with validation rules.
     """
-    applies = rules_apply(rules_on)
-    problems = find_problems(msg)
-    if problems and not applies:
-        problems = drop_cutover_problems(problems)
-        if not problems:
-            return  # valid on that date only: not marked, so encode_validated checks it
+    problems = find_problems(msg, rules_on=rules_on)
     if problems:
         raise ValidationError(problems)
-    mark_valid(msg)
+    if rules_on is None:
+        with contextlib.suppress(TypeError, ValueError, msgspec.EncodeError):
+            _PASSED.add(msg, encode(msg))
 
 
-def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
-    """Encode a message for sending, validating it unless it passed unchanged before.
+def encode_validated(msg: Pacs008 | Camt056) -> bytes:
+    """Encode a message for sending, validated under the rules in force now.
 
-    The client calls this for every POST: a message that `validate` (or a builder)
-    accepted and that was not changed since is not checked a second time; any other
-    message is checked before its bytes are returned, and then counts as accepted.
+    The client calls this for every POST: the bytes it returns are the ones signed and
+    sent. A message that passed `validate` (a builder's does) and has not changed since
+    is not walked again.
 
     Args:
         msg: a pacs.008 or camt.056 message.
 
     Returns:
-        The JSON bytes to send and their SHA-256 digest.
+        The JSON bytes to send.
 
     Raises:
-        ValidationError: the message breaks a rule (see `validate`).
+        ValidationError: the message breaks a rule (see `validate`), or cannot be encoded.
         TypeError: ``msg`` is not a message with validation rules.
     """
     if not isinstance(msg, _MESSAGES):
@@ -652,10 +579,9 @@ def encode_validated(msg: Pacs008 | Camt056) -> tuple[bytes, bytes]:
     except (TypeError, ValueError, msgspec.EncodeError) as exc:
         validate(msg)  # names the field that cannot be encoded, with its path
         raise ValidationError.single("$", f"cannot be encoded: {exc}") from exc
-    marks = vars(msg)
-    if marks.get(_VALID_AS) != body:
+    if not _PASSED.holds(msg, body):
         problems = find_problems(msg)
         if problems:
             raise ValidationError(problems)
-        marks[_VALID_AS] = body
-    return body, hashlib.sha256(body).digest()
+        _PASSED.add(msg, body)
+    return body

@@ -174,8 +174,7 @@ class CancellationRequest(OutboundStruct, kw_only=True):
     ]
 
 
-# dict=True: validation keeps the encoding that passed on the instance.
-class Camt056(OutboundStruct, kw_only=True, dict=True):
+class Camt056(OutboundStruct, kw_only=True):
     """A camt.056 cancellation request, root ``fitoFIPmtCxlReq``.
 
     Build one with `payments_async.iso20022.build_cancellation`; check one with

@@ -278,8 +278,7 @@ class CreditTransfer(OutboundStruct, kw_only=True):
     ]
 
 
-# dict=True: validation keeps the encoding that passed on the instance.
-class Pacs008(OutboundStruct, kw_only=True, dict=True):
+class Pacs008(OutboundStruct, kw_only=True):
     """A pacs.008 credit transfer request, root ``fitoFICstmrCdtTrf``.
 
     Build one with `payments_async.iso20022.build_credit_transfer`; check one with

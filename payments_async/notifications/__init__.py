@@ -34,10 +34,12 @@ from ._core import (
 from ._events import NotificationEvent, ReceiverStats
 from ._inbox import (
     Inbox,
+    InboxBusyError,
     InboxError,
     InboxFull,
     InboxItem,
     InboxStatus,
+    InboxUnavailableError,
     MemoryInbox,
     open_inbox,
 )
@@ -52,10 +54,12 @@ __all__ = [
     "BasicAuth",
     "BearerAuth",
     "Inbox",
+    "InboxBusyError",
     "InboxError",
     "InboxFull",
     "InboxItem",
     "InboxStatus",
+    "InboxUnavailableError",
     "JwtBearerVerifier",
     "MemoryInbox",
     "Notification",

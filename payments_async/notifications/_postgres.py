@@ -3,8 +3,11 @@
 An item is processed by one receiver at a time: a receiver takes due items with
 ``FOR UPDATE SKIP LOCKED`` and holds each under a lease (its owner and an expiry), which
 it renews while it processes the item; an item whose receiver died is taken again once its
-lease expires. Writes are group-committed on one connection, as in the SQLite file. Times
-are the server's clock.
+lease expires. Writes are group-committed on one connection, as in the SQLite file, and
+claims and reads go through a second one; both use the storage kit (`GroupCommit`,
+`PsycopgBatch`): a database that goes away (or hangs) is said once per outage, and while it
+is away the inbox fails at once with `InboxUnavailableError` (the receiver answers 503
+and the sender redelivers) instead of holding the request. Times are the server's clock.
 """
 
 from __future__ import annotations
@@ -14,15 +17,15 @@ import contextlib
 import logging
 import secrets
 import sys
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import ConfigurationError
+from .._store import GroupCommit, PsycopgBatch
 from .._urls import redact_url
 from ._core import Notification
 from ._defaults import NOTIFY_LEASE
-from ._inbox import (
-    GroupCommit,
+from ._items import (
+    INBOX_ERRORS,
     InboxError,
     InboxItem,
     InboxStatus,
@@ -162,7 +165,7 @@ RETURNING t.kind, t.payments_service_id
 """  # noqa: S608
 
 
-class PostgresInbox(GroupCommit):
+class PostgresInbox:
     """The inbox in a PostgreSQL database, shared by any number of receivers.
 
     Args:
@@ -177,52 +180,45 @@ class PostgresInbox(GroupCommit):
     durable = True
 
     def __init__(self, dsn: str, *, lease: float = NOTIFY_LEASE) -> None:
-        super().__init__()
         if not 0 < lease <= sys.float_info.max:  # also NaN and inf
             raise ConfigurationError("lease must be a positive, finite number of seconds")
         self._dsn = dsn
         self._lease = float(lease)
         self._owner = secrets.token_hex(8)
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._reader: psycopg.AsyncConnection[Any] | None = None
+        # No wait for a database that is away: the receiver answers 503 at once.
+        self._writer = PsycopgBatch(dsn, errors=INBOX_ERRORS, what="inbox", window=0)
+        self._reader = PsycopgBatch(dsn, errors=INBOX_ERRORS, what="inbox", window=0)
+        self._group = GroupCommit(self._writer)
+        self._open = False
         self._held: set[tuple[str, str]] = set()  # items whose leases are renewed
         self._renewer: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"PostgresInbox({redact_url(self._dsn)!r})"
 
-    def _error(self, what: str, exc: Exception) -> InboxError:
-        return InboxError(f"cannot {what} the inbox in PostgreSQL ({redact_url(self._dsn)}): {exc}")
+    @property
+    def commits(self) -> int:
+        """Transactions written, for tests and the benchmark."""
+        return self._group.commits
 
     async def open(self) -> None:
-        """Connect (two connections: writes, and claims/reads) and create the tables.
+        """Connect and create the tables.
 
         Raises:
-            InboxError: psycopg is missing, or the server cannot be reached.
+            InboxUnavailableError: the server cannot be reached for now.
+            InboxError: psycopg is missing, the address cannot be read, or the server
+                refuses us.
         """
-        if self._conn is not None:
+        if self._open:
             return
-        try:
-            import psycopg
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise InboxError(
-                "a PostgreSQL inbox needs psycopg: pip install 'payments-async[scale]'"
-            ) from exc
-        try:
-            conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-            reader = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                await conn.execute(_SCHEMA)
-        except psycopg.ProgrammingError:
-            raise InboxError(
-                "cannot connect to PostgreSQL: the address cannot be read; write "
-                "postgresql://[user[:password]@][host][:port]/dbname, with special "
-                "characters percent-encoded"
-            ) from None
-        except psycopg.Error as exc:
-            raise self._error("open", exc) from None
-        self._conn, self._reader = conn, reader
+
+        async def schema(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            await cur.execute(_SCHEMA)
+
+        await self._writer([schema])
+        await self._reader([])
+        self._open = True
         self._renewer = asyncio.create_task(self._renew(), name="notifications-lease")
 
     async def aclose(self) -> None:
@@ -232,45 +228,22 @@ class PostgresInbox(GroupCommit):
             renewer.cancel()
             await asyncio.gather(renewer, return_exceptions=True)
         self._held.clear()
-        await self._drain()
-        conn, reader = self._conn, self._reader
-        self._conn = self._reader = None
-        if reader is not None:
+        await self._group.drain()
+        if self._open:
             with contextlib.suppress(Exception):  # else the leases expire by themselves
-                await reader.execute(
+                await self._read(
                     "UPDATE payments_notify_inbox SET lease_owner = NULL, lease_until = NULL "
-                    "WHERE lease_owner = %s",
+                    "WHERE lease_owner = %s RETURNING 1",
                     (self._owner,),
                 )
-            await reader.close()
-        if conn is not None:
-            await conn.close()
+        self._open = False
+        await self._reader.aclose()
+        await self._writer.aclose()
 
-    async def _fresh(
-        self, conn: psycopg.AsyncConnection[Any] | None
-    ) -> psycopg.AsyncConnection[Any]:
-        """``conn``, or a new connection in its place once the server dropped it (a
-        restart, a failover): the store works again as soon as the database does."""
-        import psycopg
-
-        if conn is None:
+    def _submit(self, op: Any) -> asyncio.Future[Any]:
+        if not self._open:
             raise InboxError("the inbox is not open")
-        if not conn.broken and not conn.closed:
-            return conn
-        try:
-            return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
-        except psycopg.Error as exc:
-            raise self._error("reconnect to", exc) from None
-
-    async def _write(self, ops: Sequence[Callable[[Any], Any]]) -> list[Any]:
-        import psycopg
-
-        conn = self._conn = await self._fresh(self._conn)
-        try:
-            async with conn.transaction(), conn.cursor() as cur:
-                return [await op(cur) for op in ops]
-        except psycopg.Error as exc:
-            raise self._error("write", exc) from None
+        return self._group.submit(op)
 
     async def put(self, notification: Notification) -> None:
         """Store it; committed (with whatever else was queued) on return."""
@@ -286,14 +259,13 @@ class PostgresInbox(GroupCommit):
         await self._submit(op)
 
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
-        import psycopg
-
-        reader = self._reader = await self._fresh(self._reader)
-        try:
-            cur = await reader.execute(sql, params)
+        async def read(cur: psycopg.AsyncCursor[Any]) -> list[Any]:
+            await cur.execute(sql, params)
             return await cur.fetchall()
-        except psycopg.Error as exc:
-            raise self._error("read", exc) from None
+
+        (rows,) = await self._reader([read])
+        result: list[Any] = rows
+        return result
 
     async def claim(self, limit: int) -> list[InboxItem]:
         """Due items nobody holds, taken under this receiver's lease (renewed until the
@@ -311,7 +283,6 @@ class PostgresInbox(GroupCommit):
 
     async def _renew(self) -> None:
         """Every ``lease / 3`` seconds, extend the leases of the items held."""
-        failing = False
         while True:
             await asyncio.sleep(self._lease / 3)
             if not self._held:
@@ -319,12 +290,8 @@ class PostgresInbox(GroupCommit):
             kinds, ids = zip(*self._held, strict=True)
             try:
                 await self._read(_RENEW, (self._lease, self._owner, list(kinds), list(ids)))
-            except InboxError as exc:
-                if not failing:  # once per outage
-                    logger.warning("cannot renew the leases of the items held: %s", exc)
-                failing = True
-            else:
-                failing = False
+            except InboxError as exc:  # the outage itself is said once by the kit
+                logger.debug("cannot renew the leases of the items held: %s", exc)
 
     async def is_delivered(self, key: str) -> bool:
         """Read from the database."""

@@ -1,9 +1,11 @@
-"""The inbox in a SQLite file: durable, for one receiver process.
+"""The inbox in a SQLite file: durable, for one receiver process (enforced by a lock).
 
 Every read and write runs on one connection in one thread of its own, so the event loop
-never waits for the disk. Writes are group-committed: every notification queued while a
-transaction is being written goes into the next one, so a burst pays one ``fsync``, not
-one per notification (WAL with ``synchronous=FULL``: a 202 survives a power cut).
+never waits for the disk. Writes are group-committed (the storage kit's `GroupCommit`):
+every notification queued while a transaction is being written goes into the next one,
+so a burst pays one ``fsync``, not one per notification (WAL with ``synchronous=FULL``: a
+202 survives a power cut). A second process opening the same file is refused with
+`InboxBusyError`, naming the holder.
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
+from .._store import FileLock, GroupCommit, SqliteBatch, lock_file, open_sqlite, sqlite_error
 from ._core import Notification
-from ._inbox import (
-    GroupCommit,
+from ._items import (
+    INBOX_ERRORS,
     InboxError,
     InboxItem,
     InboxStatus,
@@ -96,12 +99,13 @@ _DEFER: Final = (
 )
 
 
-class SqliteInbox(GroupCommit):
+class SqliteInbox:
     """The inbox in a SQLite file (created with its folder when missing).
 
     One process at a time: items are held in this process's memory while processed, so
-    a second process on the same file could take the same item (use `PostgresInbox` for
-    several receivers).
+    `open` takes a lock on the file (``<file>.lock``) and a second process is refused
+    with `InboxBusyError` (use `PostgresInbox` for several receivers). `status` reads a
+    file another process holds without disturbing it.
 
     Args:
         path: the file.
@@ -110,10 +114,11 @@ class SqliteInbox(GroupCommit):
     durable = True
 
     def __init__(self, path: str | Path) -> None:
-        super().__init__()
         self.path = Path(path)
         self._db: sqlite3.Connection | None = None
         self._thread: ThreadPoolExecutor | None = None
+        self._lock: FileLock | None = None
+        self._group: GroupCommit | None = None
         self._claimed: set[tuple[str, str]] = set()
 
     def __repr__(self) -> str:
@@ -126,67 +131,73 @@ class SqliteInbox(GroupCommit):
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, db)
 
     async def open(self) -> None:
-        """Open (or create) the file.
+        """Lock the file for this process, then open (or create) it.
 
         Raises:
+            InboxBusyError: another process holds the file (nothing was opened).
+            InboxUnavailableError: the disk is full.
             InboxError: it cannot be opened, or holds something else.
         """
         if self._db is not None:
             return
+        self._lock = lock_file(self.path, INBOX_ERRORS, what="inbox")
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="payments-inbox")
         try:
             self._db = await asyncio.get_running_loop().run_in_executor(self._thread, self._connect)
         except BaseException:
             self._thread.shutdown(wait=False)
             self._thread = None
+            self._lock.release()
+            self._lock = None
             raise
+        batch = SqliteBatch(lambda: self._db, self.path, "inbox", INBOX_ERRORS, self._thread)
+        self._group = GroupCommit(batch)
 
     def _connect(self) -> sqlite3.Connection:
         path = self.path
+        db: sqlite3.Connection | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
+            db = open_sqlite(path, synchronous="FULL", check_same_thread=False)
             db.executescript(_SCHEMA)
             db.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,)
             )
             got = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-        except sqlite3.Error as exc:
-            raise InboxError(f"cannot open the inbox {str(path)!r}: {exc}") from exc
-        except OSError as exc:
-            raise InboxError(f"cannot open the inbox {str(path)!r}: {exc.strerror}") from exc
+        except (sqlite3.Error, OSError) as exc:
+            if db is not None:
+                db.close()
+            raise sqlite_error("open", "inbox", path, exc, INBOX_ERRORS) from exc
         if got is None or got[0] != SCHEMA_VERSION:
             db.close()
             raise InboxError(f"{str(path)!r} is not a notification inbox of this version")
         return db
 
+    @property
+    def commits(self) -> int:
+        """Transactions written, for tests and the benchmark."""
+        return 0 if self._group is None else self._group.commits
+
+    def _submit(self, op: Callable[[sqlite3.Connection], Any]) -> asyncio.Future[Any]:
+        if self._group is None:
+            raise InboxError("the inbox is not open")
+        return self._group.submit(op)
+
     async def aclose(self) -> None:
-        """Write what is queued, then close the file."""
-        await self._drain()
-        db, thread = self._db, self._thread
-        self._db = self._thread = None
+        """Write what is queued, then close the file and release it."""
+        if self._group is not None:
+            await self._group.drain()
+        db, thread, lock = self._db, self._thread, self._lock
+        self._db = self._thread = self._lock = None
         self._claimed.clear()
         if thread is not None:
             if db is not None:
                 await asyncio.get_running_loop().run_in_executor(thread, db.close)
             thread.shutdown(wait=True)
+        if lock is not None:
+            lock.release()
 
-    async def _write(self, ops: Sequence[Callable[[Any], Any]]) -> list[Any]:
-        def batch(db: sqlite3.Connection) -> list[Any]:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                results = [op(db) for op in ops]
-                db.execute("COMMIT")
-            except (sqlite3.Error, OSError) as exc:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise InboxError(f"cannot write the inbox {str(self.path)!r}: {exc}") from exc
-            return results
-
-        result: list[Any] = await self._run(batch)
-        return result
+    def _read_error(self, exc: sqlite3.Error) -> Exception:
+        return sqlite_error("read", "inbox", self.path, exc, INBOX_ERRORS)
 
     async def put(self, notification: Notification) -> None:
         """Store it; committed (with whatever else was queued) on return."""
@@ -208,7 +219,7 @@ class SqliteInbox(GroupCommit):
         try:
             rows = await self._run(read)
         except sqlite3.Error as exc:
-            raise InboxError(f"cannot read the inbox {str(self.path)!r}: {exc}") from exc
+            raise self._read_error(exc) from exc
         out: list[InboxItem] = []
         for raw, seq, attempts, received_at in rows:
             item = InboxItem(decode_notification(raw), seq, attempts, received_at)
@@ -228,7 +239,7 @@ class SqliteInbox(GroupCommit):
         try:
             found: bool = await self._run(read)
         except sqlite3.Error as exc:
-            raise InboxError(f"cannot read the inbox {str(self.path)!r}: {exc}") from exc
+            raise self._read_error(exc) from exc
         return found
 
     async def complete(self, item: InboxItem, delivered: str | None) -> bool:
@@ -277,9 +288,22 @@ class SqliteInbox(GroupCommit):
         self._claimed.discard(item.key)
 
     async def status(self) -> InboxStatus:
-        """Counted by the file."""
-        status: InboxStatus = await self._run(read_status)
-        return status
+        """Counted by the file; an inbox not opened by this process (another may hold it)
+        is read on a read-only connection of its own."""
+        if self._db is not None:
+            status: InboxStatus = await self._run(read_status)
+            return status
+        return await asyncio.to_thread(self._status_read_only)
+
+    def _status_read_only(self) -> InboxStatus:
+        try:
+            db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise self._read_error(exc) from exc
+        try:
+            return read_status(db)
+        finally:
+            db.close()
 
     async def track(self, kind: str, payments_service_id: str, *, check_after: float) -> None:
         """Remember it in the file (until its final status is delivered)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import logging
 import os
 import signal
@@ -273,8 +272,7 @@ def run_from_options(values: Mapping[str, object]) -> int:
     that parses its own (``payments-async sandbox`` builds click options from
     ``SANDBOX_OPTIONS``). It serves in the foreground until SIGINT or SIGTERM, and acts
     on the whole process as a program does: it configures logging
-    (``logging.basicConfig``), moves the objects that exist at start out of the garbage
-    collector's way (``gc.freeze()``), and reads ``PAYMENTS_NOTIFY_PASSWORD`` when
+    (``logging.basicConfig``) and reads ``PAYMENTS_NOTIFY_PASSWORD`` when
     notifications are asked for. Embed ``SandboxServer`` instead to run it beside other
     work.
 
@@ -307,13 +305,6 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
         config = config_from_args(args)
-        # This process is the sandbox program, nothing else runs in it: what exists now
-        # (modules, classes, functions) lives until exit, so it is moved out of the
-        # collector's way, and a full collection, during which no notification is sent,
-        # traverses only the state the sandbox builds (benchmarks/bench_notifications.py).
-        # The library itself never touches the collector.
-        gc.collect()
-        gc.freeze()
         run(config, loop=args.loop)
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

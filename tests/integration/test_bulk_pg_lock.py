@@ -61,6 +61,30 @@ def _grab(dsn: str, locks: set[tuple[int, int]]) -> psycopg.Connection[tuple[obj
     return conn
 
 
+def _queue_for(
+    dsn: str, locks: set[tuple[int, int]]
+) -> tuple[list[psycopg.Connection[tuple[object, ...]]], list[threading.Thread]]:
+    """Wait for ``locks`` on sessions named like another run's (one per lock, each asking
+    in a thread of its own), and return once every request is queued in the server."""
+    conns, waits = [], []
+    for classid, objid in locks:
+        conn = psycopg.connect(dsn, autocommit=True, application_name=_OTHER_RUN)
+        wait = threading.Thread(
+            target=conn.execute, args=("SELECT pg_advisory_lock(%s, %s)", (classid, objid))
+        )
+        wait.start()
+        conns.append(conn)
+        waits.append(wait)
+    with psycopg.connect(dsn, autocommit=True) as probe:
+        deadline = time.monotonic() + 10
+        while probe.execute(
+            "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone() != (len(locks),):
+            assert time.monotonic() < deadline, "the requests were never queued"
+            time.sleep(0.01)
+    return conns, waits
+
+
 def _state(dsn: str, line: int) -> tuple[str, int]:
     with psycopg.connect(dsn) as conn:
         rec = conn.execute(
@@ -129,7 +153,7 @@ class _TakeOver(threading.Thread):
         super().__init__()
         self._args = (sb, dsn, n)
         self.error: BaseException | None = None
-        self._other: psycopg.Connection[tuple[object, ...]] | None = None
+        self._others: list[psycopg.Connection[tuple[object, ...]]] = []
 
     def run(self) -> None:
         sb, dsn, n = self._args
@@ -140,8 +164,13 @@ class _TakeOver(threading.Thread):
                 time.sleep(0.01)
             held = _held(dsn)
             assert held, "the run holds no lock"
+            # Queued behind the run's sessions, the other run's get the locks as those end,
+            # before the run, which reconnects at once, asks for them again.
+            self._others, waits = _queue_for(dsn, {(c, o) for _, c, o in held})
             _end_sessions(dsn, {pid for pid, _, _ in held})
-            self._other = _grab(dsn, {(c, o) for _, c, o in held})
+            for wait in waits:
+                wait.join(10)
+                assert not wait.is_alive(), "the other run never got the lock"
         except BaseException as exc:  # raised again by the test
             self.error = exc
 
@@ -151,8 +180,8 @@ class _TakeOver(threading.Thread):
             raise self.error
 
     def release(self) -> None:
-        if self._other is not None:
-            self._other.close()
+        for other in self._others:
+            other.close()
 
 
 async def test_a_run_whose_lock_was_taken_mid_run_stops_and_sends_nothing_twice(

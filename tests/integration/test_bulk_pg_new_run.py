@@ -181,7 +181,7 @@ def test_an_edited_input_queued_again_is_refused_before_anything_is_queued(
 
 
 def test_only_a_lost_connection_is_waited_out_not_an_answer() -> None:
-    from payments_async.bulk._stores._connect import is_connection_lost
+    from payments_async._store import is_connection_lost
 
     assert is_connection_lost(psycopg.OperationalError("server closed the connection"))
     assert is_connection_lost(psycopg.errors.AdminShutdown())

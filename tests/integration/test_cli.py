@@ -615,6 +615,24 @@ def test_status_with_a_code_nobody_can_classify_is_exit_3() -> None:
 
 
 @pytest.mark.parametrize("command", ["status", "outcome"])
+def test_the_timeout_option_bounds_the_command_the_token_included(command: str) -> None:
+    # The token endpoint answers after 2 s: --timeout 0.5 ends the command first, and
+    # nothing after the token request is sent.
+    with fake_service(FakeService(token_delay=2.0)) as fake:
+        base = ["--sandbox", "--base-url", fake.url]
+        start = time.monotonic()
+        result = CliRunner().invoke(cli, [*base, command, "id-1", "--timeout", "0.5"])
+        took = time.monotonic() - start
+        assert result.exit_code == 3, result.output
+        assert re.search(r"no access token within 0\.[45]\d* s", result.stderr), result.stderr
+        assert took < 1.6  # long before the token's answer
+        assert set(fake.requests or {}) == {"token"}  # no read was sent
+        # let the fake finish the abandoned token request before it stops, so that its
+        # connection is closed here and not left to the next test's collector
+        time.sleep(max(0.0, 2.3 - took))
+
+
+@pytest.mark.parametrize("command", ["status", "outcome"])
 def test_one_read_takes_its_timeout_from_the_option(command: str) -> None:
     # The read answers after 2 s: longer than --timeout 0.5, shorter than the default 5 s.
     with fake_service(FakeService(read_delay=2.0)) as fake:

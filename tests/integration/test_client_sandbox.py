@@ -23,12 +23,14 @@ from payments_async import (
     RetryPolicy,
     ServerError,
     Timeout,
+    TransportError,
 )
 from payments_async._jwt import JwtSigner
 from payments_async.iso20022 import encode
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from payments_async.testing import SandboxHandle, sandbox_server
 from tests.factories import cancellation_for, credit_transfer
+from tests.support.requests_log import recording_requests
 
 FAST_POLL = PollPolicy(initial=0.02, maximum=0.05, not_found_grace=0.5)
 
@@ -132,13 +134,13 @@ async def test_the_signed_bytes_are_the_sent_bytes(sandbox: SandboxHandle) -> No
         message = cancellation_for(credit_transfer())
         body = encode(message)
         reserialised = json.dumps(json.loads(body), indent=1).encode()
-        token = await client._tokens.get()
+        token = await client._pipeline.tokens.get()
         headers = {
             "Authorization": f"Bearer {token.value}",
             "X-Service-Client-Id": sandbox.credentials.client_id,
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "sca-token": signer.sign_sca_token(body).value,
+            "sca-token": (await signer.sign_sca_token(body)).value,
         }
         async with (
             aiohttp.ClientSession() as http,
@@ -319,3 +321,21 @@ async def test_many_concurrent_waiters_share_the_session() -> None:
             *(client.wait_for_cancellation_outcome(s.payments_service_id, timeout=15) for s in subs)
         )
     assert all(o.rejected for o in outcomes)  # the originals were never submitted: NOOR
+
+
+async def test_a_call_whose_deadline_passes_before_sending_sends_nothing(
+    sandbox: SandboxHandle,
+) -> None:
+    async with client_for(sandbox) as client:
+        await client.access_token_lifetime()  # the token is cached: only the call is left
+        sub = await client.submit_credit_transfer(credit_transfer())
+        with recording_requests() as log:
+            # A POST signs an RS256 token before it sends, which alone takes longer.
+            with pytest.raises(TransportError, match="deadline passed") as post:
+                await client.submit_credit_transfer(credit_transfer(), timeout=0.0001)
+            with pytest.raises(TransportError, match="deadline passed") as read:
+                await client.get_credit_transfer_status(sub.payments_service_id, timeout=1e-6)
+        assert log.times() == []  # nothing reached the sandbox
+        for err in (post.value, read.value):
+            assert err.request_sent is False
+            assert err.attempt == 1  # and nothing was retried

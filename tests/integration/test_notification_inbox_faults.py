@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,6 @@ from payments_async.iso20022 import summarize_status_report
 from payments_async.notifications import (
     BasicAuth,
     Inbox,
-    InboxError,
     InboxItem,
     MemoryInbox,
     Notification,
@@ -76,11 +76,15 @@ class FailingCompletions(SqliteInbox):
             self._fail_next_write = True
         return await super().complete(item, delivered)
 
-    async def _write(self, ops: Sequence[Callable[[Any], Any]]) -> list[Any]:
-        if self._fail_next_write:
+    def _submit(self, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
+        if self._fail_next_write:  # the disk fills under the transaction that holds it
             self._fail_next_write = False
-            raise InboxError("database or disk is full")
-        return await super()._write(ops)
+
+            def full(db: sqlite3.Connection) -> None:
+                raise sqlite3.OperationalError("database or disk is full")
+
+            return super()._submit(full)
+        return super()._submit(op)
 
 
 async def test_a_completion_that_cannot_be_written_never_runs_the_callback_again(

@@ -261,3 +261,36 @@ async def test_awaited_cancellations_of_a_postgres_journal(pg_dsn: str, tmp_path
     )
     await journal.aclose()
     assert awaited_cancellations(pg_dsn) == ["cxl-1"]
+
+
+async def test_a_second_listen_on_a_sqlite_inbox_is_refused_before_it_binds(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "in" / "inbox.db")
+    env = {"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"}
+    listen = ["listen", "--port", "0", "--user", "svc", "--inbox", db]
+    async with SandboxServer(SandboxConfig()) as sb:
+        cli = ["--sandbox", "--base-url", sb.url, "--json"]
+        first = await _spawn(*cli, *listen, env=env)
+        try:
+            assert first.stdout is not None
+            ready = json.loads(await asyncio.wait_for(first.stdout.readline(), 20))
+            assert "listening" in ready
+            second = await _spawn(*cli, *listen, "--port", "0", env=env)
+            out, err = await asyncio.wait_for(second.communicate(), 20)
+            said = (out + err).decode()
+            assert second.returncode == 2, said
+            assert "listening" not in said  # refused before it bound a port
+            assert f"pid {first.pid}" in said, said  # names the holder
+            assert "Traceback" not in said
+            # The receiver that holds the inbox keeps it; --status reads it beside it.
+            status = await _spawn("--json", "listen", "--status", "--inbox", db)
+            out, err = await asyncio.wait_for(status.communicate(), 20)
+            assert status.returncode == 0, err.decode()
+            assert json.loads(out)["depth"] == 0
+        finally:
+            first.terminate()
+            await first.wait()
+    again = SqliteInbox(db)  # released when its receiver stopped
+    await again.open()
+    await again.aclose()

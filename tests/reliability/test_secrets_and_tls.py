@@ -200,8 +200,13 @@ async def test_no_secret_in_logs_errors_or_reprs(caplog: pytest.LogCaptureFixtur
                     )
                 except PaymentsError as exc:
                     errors.append(exc)
-                texts += [repr(client), repr(creds), repr(creds.signer()), repr(client._tokens)]
-                texts.append(repr(client._tokens.current))
+                texts += [
+                    repr(client),
+                    repr(creds),
+                    repr(creds.signer()),
+                    repr(client._pipeline.tokens),
+                ]
+                texts.append(repr(client._pipeline.tokens.current))
             # Credentials the service refuses: a wrong secret, an unregistered key id.
             for wrong in (
                 Credentials(

@@ -171,6 +171,7 @@ class FakeService:
         tx_cxl_sts: the camt.029 ``txCxlSts``.
         tx_sts: the pacs.002 ``txSts`` every status read returns.
         read_delay: seconds every status or outcome read waits before it answers.
+        token_delay: seconds every token request waits before it answers.
         requests: path -> requests received.
     """
 
@@ -181,6 +182,7 @@ class FakeService:
     tx_cxl_sts: str = "ACCR"
     tx_sts: str = "ACCC"
     read_delay: float = 0.0
+    token_delay: float = 0.0
     requests: dict[str, int] | None = None
 
 
@@ -199,6 +201,7 @@ def _fake_app(state: FakeService) -> Any:
     async def token(request: web.Request) -> web.Response:
         count(request)
         await request.read()
+        await asyncio.sleep(state.token_delay)
         if state.token_status != 200:
             return web.json_response(
                 {"errors": [{"code": "UNAVAILABLE", "message": "try later"}]},

@@ -1,5 +1,6 @@
-"""A PostgreSQL outage as a process sees it: said once when the database goes, once when it
-is back, whoever of the process's connections meets it; a passing refusal is waited out."""
+"""The storage kit's outage policy as a process sees it: said once when the database goes,
+once when it is back, whoever of the process's connections meets it; a passing refusal is
+waited out, a lasting one is not."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 import pytest
 
 from payments_async.bulk import JournalError, JournalUnavailableError
-from payments_async.bulk._stores._connect import Outage, connect_error
+from payments_async.bulk._stores._connect import connect_error, outage
 
 DSN = "postgresql://app:s3cret@db.example:5432/payments"
 
@@ -20,26 +21,26 @@ class Lost(Exception):
 def test_a_connection_lost_while_the_server_is_up_is_made_again_at_once_silently(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    outage = Outage(DSN, window=30)
-    with caplog.at_level(logging.WARNING, "payments_async.bulk"):
-        assert outage.failed(Lost("terminating connection")) == 0
-        outage.ended()
+    waiting = outage(DSN, window=30)
+    with caplog.at_level(logging.WARNING, "payments_async.store"):
+        assert waiting.failed(Lost("terminating connection")) == 0
+        waiting.ended()
     assert caplog.records == []
 
 
 def test_every_connection_of_a_process_says_an_outage_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    writer, reader, rates = (Outage(DSN, window=30) for _ in range(3))
-    with caplog.at_level(logging.WARNING, "payments_async.bulk"):
-        for outage in (writer, reader, rates):
-            outage.failed(Lost("terminating connection"))
-        for outage in (writer, reader, rates):  # the reconnections fail: it is away
-            assert outage.failed(Lost("connection refused")) > 0
+    writer, reader, rates = (outage(DSN, window=30) for _ in range(3))
+    with caplog.at_level(logging.WARNING, "payments_async.store"):
+        for each in (writer, reader, rates):
+            each.failed(Lost("terminating connection"))
+        for each in (writer, reader, rates):  # the reconnections fail: it is away
+            assert each.failed(Lost("connection refused")) > 0
         reader.ended()
         writer.ended()
         rates.ended()
-        stale = Outage(DSN, window=30)  # a pooled connection the outage ended
+        stale = outage(DSN, window=30)  # a pooled connection the outage ended
         assert stale.failed(Lost("terminating connection")) == 0
         stale.ended()
     lines = [r.getMessage() for r in caplog.records]
@@ -53,12 +54,12 @@ def test_every_connection_of_a_process_says_an_outage_once(
 
 
 def test_past_its_window_the_outage_stops_the_command() -> None:
-    outage = Outage(DSN, window=0)
-    outage.failed(Lost("gone"))
+    waiting = outage(DSN, window=0)
+    waiting.failed(Lost("gone"))
     with pytest.raises(JournalUnavailableError, match="run the same command again"):
-        outage.failed(Lost("gone"))
-    Outage(DSN).ended()  # nothing to end for another connection
-    outage.ended()
+        waiting.failed(Lost("gone"))
+    outage(DSN).ended()  # nothing to end for another connection
+    waiting.ended()
 
 
 @pytest.mark.parametrize(

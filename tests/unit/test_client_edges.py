@@ -50,7 +50,13 @@ from payments_async import (
     build_cancellation,
 )
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
-from payments_async.notifications import InboxError, InboxFull, NotificationRejected
+from payments_async.notifications import (
+    InboxBusyError,
+    InboxError,
+    InboxFull,
+    InboxUnavailableError,
+    NotificationRejected,
+)
 from payments_async.signing import KeySigner
 from tests.support.http_servers import Handler, Serve
 from tests.support.otel import Otel
@@ -617,6 +623,8 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     NotificationRejected: lambda: NotificationRejected("refused", status=401),
     InboxError: lambda: InboxError("the inbox is down", **_CTX),
     InboxFull: lambda: InboxFull("the inbox is full", **_CTX),
+    InboxBusyError: lambda: InboxBusyError("inbox 'in.db' is in use", **_CTX),
+    InboxUnavailableError: lambda: InboxUnavailableError("the disk is full", **_CTX),
 }
 
 
@@ -805,7 +813,10 @@ async def test_a_retry_after_header_nobody_can_read_never_breaks_a_call(
         lambda: PollPolicy(initial=0),
         lambda: PollPolicy(maximum=-1),
         lambda: Timeout(connect="5"),  # type: ignore[arg-type]
-        lambda: Timeout(read=None),  # type: ignore[arg-type]
+        lambda: Timeout(read="30"),  # type: ignore[arg-type]
+        lambda: Timeout(total=1, connect=5),  # a part longer than the whole call
+        lambda: Timeout(total=1, read=1.5),
+        lambda: Timeout(total=10, token=11),
         lambda: Timeout(read=float("inf")),
         lambda: Limits(connections=2.0),  # type: ignore[arg-type]
         lambda: _client(retry={"attempts": 3}),
@@ -816,6 +827,17 @@ async def test_a_retry_after_header_nobody_can_read_never_breaks_a_call(
 def test_nonsense_configuration_is_refused(make: Callable[[], object]) -> None:
     with pytest.raises(ConfigurationError):
         make()
+
+
+def test_a_timeout_of_a_total_alone_cuts_every_part_to_it() -> None:
+    assert Timeout(total=2) == Timeout(total=2, connect=2, read=2, token=2)
+    assert Timeout(total=60) == Timeout(total=60, connect=5, read=30, token=30)
+    assert Timeout(total=30, read=0.3).with_total(2) == Timeout(2, 2, 0.3, 2)
+    # a part cut only because it was left out is its default again under a longer total
+    assert Timeout(total=0.2).with_total(60) == Timeout(total=60)
+    assert Timeout(total=5, read=4).with_total(60).read == 4
+    with pytest.raises(ConfigurationError, match=r"Timeout.connect \(5s\) is longer"):
+        Timeout(total=1, connect=5)
 
 
 async def test_public_calls_never_raise_a_bare_type_error(mocked: aioresponses) -> None:

@@ -82,31 +82,35 @@ def test_private_key_is_loaded_once_from_any_source(rsa_key: RSAPrivateKey, key_
         assert c.signer() is c.signer()
 
 
-def test_signed_mode_tokens_verify(creds: Credentials, rsa_key: RSAPrivateKey) -> None:
+async def test_signed_mode_tokens_verify(creds: Credentials, rsa_key: RSAPrivateKey) -> None:
     keys = {KEY_ID: RegisteredKey(KEY_ID, ISSUER, rsa_key.public_key())}
     signer = creds.signer()
     assert (
-        verify_assertion(signer.sign_assertion().value, keys=keys, client_id=CLIENT_ID)["sub"]
+        verify_assertion((await signer.sign_assertion()).value, keys=keys, client_id=CLIENT_ID)[
+            "sub"
+        ]
         == CLIENT_ID
     )
-    signed = signer.sign_sca_token(b"{}", payment_id="P")
+    signed = await signer.sign_sca_token(b"{}", payment_id="P")
     assert verify_sca_token(signed.value, b"{}", keys=keys)["payment_id"] == "P"
     assert 170 < signed.remaining() <= 180
-    assert signer.sign_assertion().value != signer.sign_assertion().value  # fresh jti each time
+    assert (await signer.sign_assertion()).value != (
+        await signer.sign_assertion()
+    ).value  # fresh jti each time
 
 
-def test_sandbox_mode_sends_the_predefined_tokens() -> None:
+async def test_sandbox_mode_sends_the_predefined_tokens() -> None:
     creds = Credentials.sandbox()
     assert (creds.client_id, creds.client_secret) == (SANDBOX_CLIENT_ID, SANDBOX_CLIENT_SECRET)
     assert (creds.key_id, creds.issuer) == (SANDBOX_KEY_ID, SANDBOX_ISSUER)
     assert creds.sandbox_tokens is True
     assert creds.private_key is None
     signer = creds.signer()
-    assert signer.sign_assertion().value == SANDBOX_ASSERTION
-    assert signer.sign_sca_token(b"anything", payment_id="x").value == SANDBOX_SCA_TOKEN
-    assert signer.sign_sca_token(b"{}").value == SANDBOX_SCA_TOKEN
-    assert signer.sign_sca_token(b"{}").expires_at == math.inf
-    assert signer.sign_assertion().value == SANDBOX_ASSERTION
+    assert (await signer.sign_assertion()).value == SANDBOX_ASSERTION
+    assert (await signer.sign_sca_token(b"anything", payment_id="x")).value == SANDBOX_SCA_TOKEN
+    assert (await signer.sign_sca_token(b"{}")).value == SANDBOX_SCA_TOKEN
+    assert (await signer.sign_sca_token(b"{}")).expires_at == math.inf
+    assert (await signer.sign_assertion()).value == SANDBOX_ASSERTION
 
 
 def test_missing_key_in_signed_mode_points_to_the_sandbox_mode() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -16,14 +17,18 @@ from payments_async import ValidationError
 from payments_async.iso20022 import (
     Camt056,
     Pacs008,
+    build_cancellation,
+    build_credit_transfer,
     decode_camt056,
     decode_pacs002,
     decode_pacs008,
     encode,
+    encode_validated,
     find_problems,
     validate,
 )
-from payments_async.iso20022._validate import check_iban
+from payments_async.iso20022._validate import ISO_4217, RULES, check_iban
+from payments_async.iso20022.builders import format_utc, new_id
 from tests.support.strategies_iso import bic, eur_amount, iban, sepa_id, sepa_text, uetr
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -310,3 +315,189 @@ def test_any_character_outside_the_sepa_set_is_refused(value: str) -> None:
 
 
 SEPA = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/-?:().,'+ ")
+
+
+# --- the builders refuse what the validator refuses; what they make themselves passes ----
+
+_CANCELLATION: dict[str, Any] = {
+    "original_end_to_end_id": "E2E-1",
+    "amount": Decimal("12.30"),
+    "creditor_agent_bic": "BNPAFRPPXXX",
+    "creditor_iban": "FR1420041010050500013M02606",
+    "assigner_bic": "COBADEFFXXX",
+    "assignee_bic": "BNPAFRPPXXX",
+    "assignment_id": "ASG-1",
+    "cancellation_id": "CXL-1",
+    "originator_name": "Alice",
+    "reason": "DUPL",
+    "service_level": "SEPA",
+}
+_TRANSFER: dict[str, Any] = {
+    "debtor_name": "Alice Example",
+    "debtor_iban": "DE89370400440532013000",
+    "debtor_agent_id": "37040044",
+    "creditor_name": "Bob Example",
+    "creditor_iban": "FR1420041010050500013M02606",
+    "creditor_agent_id": "20041010",
+    "amount": Decimal("12.30"),
+    "remittance": "Invoice 1",
+    "message_id": "MSG-1",
+    "end_to_end_id": "E2E-1",
+    "tx_id": "TX-1",
+}
+BAD_TEXT35 = ["", "a" * 36, "Zoë", "a\nb", "a_b"]
+BAD_TEXT140 = ["", "a" * 141, "Zoë", "a\nb", "a_b"]
+BAD_ID = [*BAD_TEXT35, "/a", "a/", "a//b"]
+BAD_BIC = ["COBADEFF XXX", "COBADEF", "COBADEFFXX", "C0BADEFFXXX1", "COBA1EFFXXX"]
+BAD_IBAN = [
+    "DE00370400440532013000",
+    "FR1520041010050500013M02606",
+    "DE8937040044053201300",
+    "DE89 3704 0044 0532 0130 0O",
+    "D089370400440532013000",
+    "DE89",
+]
+BAD_CANCELLATION = [
+    *((key, v) for key in ("original_end_to_end_id", "assignment_id") for v in BAD_ID),
+    *(("cancellation_id", v) for v in BAD_ID),
+    *((key, v) for key in ("service_level", "reason") for v in BAD_TEXT35),
+    *((key, v) for key in ("creditor_agent_bic", "assigner_bic", "assignee_bic") for v in BAD_BIC),
+    *(("originator_bic", v) for v in BAD_BIC),
+    *(("creditor_iban", v) for v in BAD_IBAN),
+    *(("reason", v) for v in ["cust", "AC01", "CUST "]),
+    *(("currency", v) for v in ["USD", "eur", None]),
+    *(("amount", v) for v in ["0", "0.001", "-1", "1000000000", "NaN"]),
+]
+BAD_TRANSFER = [
+    *((key, v) for key in ("debtor_name", "creditor_name", "remittance") for v in BAD_TEXT140),
+    *((key, v) for key in ("debtor_agent_id", "creditor_agent_id") for v in BAD_TEXT35),
+    *(("service_level", v) for v in BAD_TEXT35),
+    *((key, v) for key in ("message_id", "end_to_end_id", "tx_id") for v in BAD_ID),
+    *((key, v) for key in ("debtor_iban", "creditor_iban") for v in BAD_IBAN),
+    *(("currency", v) for v in ["XXX", "eur", None]),
+    *(("amount", v) for v in ["0", "0.001", "1000000000", "NaN"]),
+]
+
+
+@pytest.mark.parametrize(("key", "bad"), BAD_CANCELLATION)
+def test_a_cancellation_builder_refuses_each_bad_input(key: str, bad: Any) -> None:
+    build_cancellation(**_CANCELLATION)  # the control: the same inputs, all good
+    with pytest.raises(ValidationError) as info:
+        build_cancellation(**(_CANCELLATION | {key: bad}))
+    assert info.value.paths  # every problem named with its path
+
+
+@pytest.mark.parametrize(("key", "bad"), BAD_TRANSFER)
+def test_a_credit_transfer_builder_refuses_each_bad_input(key: str, bad: Any) -> None:
+    build_credit_transfer(**_TRANSFER)
+    with pytest.raises(ValidationError) as info:
+        build_credit_transfer(**(_TRANSFER | {key: bad}))
+    assert info.value.paths
+
+
+class _Moment(datetime):
+    """A datetime subclass (as pandas' Timestamp is one): its text is not trusted."""
+
+    def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+        return "yesterday+00:00"
+
+
+def test_a_datetime_whose_text_breaks_the_rule_is_refused_at_its_path() -> None:
+    with pytest.raises(ValidationError) as info:
+        build_cancellation(**_CANCELLATION, created_at=_Moment(2024, 8, 1, tzinfo=UTC))
+    assert info.value.paths == ("$.fitoFIPmtCxlReq.assgnmt.creDtTm",)
+
+
+@settings(max_examples=100, deadline=None)
+@given(moment=st.none() | st.datetimes(timezones=st.just(UTC)))
+def test_what_a_builder_makes_itself_is_valid(moment: datetime | None) -> None:
+    # generated ids, UETRs and creDtTm texts
+    made = build_cancellation(
+        **{k: v for k, v in _CANCELLATION.items() if k not in ("assignment_id", "cancellation_id")},
+        created_at=moment,
+    )
+    assert find_problems(made) == []
+    transfer = build_credit_transfer(
+        **{k: v for k, v in _TRANSFER.items() if k not in ("message_id", "end_to_end_id", "tx_id")},
+        created_at=moment,
+    )
+    assert find_problems(transfer) == []
+    for prefix in ("MSG", "E2E", "TX", "CXL", "ASG"):
+        assert RULES["Max35Id"](new_id(prefix)) is None
+    assert RULES["UtcDateTime"](format_utc(moment)) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    junk=st.sampled_from([1, 1.5, b"x", [], {}, Decimal("NaN"), "x" * 200, None, object()]),
+    where=st.integers(0, 6),
+)
+def test_wrong_types_anywhere_are_reported_at_their_path(junk: object, where: int) -> None:
+    msg = build_cancellation(**_CANCELLATION)
+    body = msg.body
+    tx = body.undrlyg[0].tx_inf[0]
+    root = "$.fitoFIPmtCxlReq"
+    tx_path = f"{root}.undrlyg[0].txInf[0]"
+    targets: list[tuple[Any, str, str]] = [
+        (body, "assgnmt", f"{root}.assgnmt"),
+        (body, "undrlyg", f"{root}.undrlyg"),
+        (body.undrlyg[0], "tx_inf", f"{root}.undrlyg[0].txInf"),
+        (tx, "cxl_rsn_inf", f"{tx_path}.cxlRsnInf"),
+        (tx.orgnl_tx_ref, "intr_bk_sttlm_amt", f"{tx_path}.orgnlTxRef.intrBkSttlmAmt"),
+        (tx.orgnl_tx_ref.intr_bk_sttlm_amt, "value", f"{tx_path}.orgnlTxRef.intrBkSttlmAmt.value"),
+        (body.assgnmt, "cre_dt_tm", f"{root}.assgnmt.creDtTm"),
+    ]
+    obj, attr, path = targets[where]
+    setattr(obj, attr, junk)
+    got = find_problems(msg)
+    # nothing but the changed part is named (ctrlData.nbOfTxs counts the transactions)
+    assert all(p.path.startswith(path) or p.path.endswith(".ctrlData.nbOfTxs") for p in got)
+    if junk is not None or attr in ("assgnmt", "undrlyg", "tx_inf", "cxl_rsn_inf", "value"):
+        assert any(p.path.startswith(path) for p in got)  # every one of these breaks a rule
+    # validate() and what the client sends with raise exactly these problems
+    for entry in (validate, encode_validated):
+        if got:
+            with pytest.raises(ValidationError) as info:
+                entry(msg)
+            assert list(info.value.problems) == got
+        else:
+            entry(msg)
+
+
+def test_a_message_changed_after_it_was_built_is_checked_again() -> None:
+    msg = build_cancellation(**_CANCELLATION)
+    msg.body.undrlyg[0].tx_inf[0].orgnl_tx_ref.intr_bk_sttlm_amt.value = 12.3  # type: ignore[assignment,union-attr]
+    with pytest.raises(ValidationError, match="float"):
+        encode_validated(msg)
+
+
+def test_encode_validated_refuses_what_is_not_a_message() -> None:
+    with pytest.raises(TypeError, match="no validation rules"):
+        encode_validated({"grpHdr": {}})  # type: ignore[arg-type]
+
+
+def test_every_iso_4217_code_is_three_upper_case_letters() -> None:
+    assert all(re.fullmatch("[A-Z]{3}", code) for code in ISO_4217)
+
+
+def test_a_message_that_passed_is_not_walked_again_until_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from payments_async.iso20022 import _validate
+
+    walks: list[object] = []
+
+    def counting(msg: Any, **kwargs: Any) -> Any:
+        walks.append(msg)
+        return find_problems(msg, **kwargs)
+
+    msg = build_cancellation(**_CANCELLATION)
+    monkeypatch.setattr(_validate, "find_problems", counting)
+    encode_validated(msg)
+    assert walks == []  # the builder validated it; unchanged since
+    msg.body.assgnmt.id = "ASG-2"
+    encode_validated(msg)
+    assert walks == [msg]  # changed: walked once more
+    copy = msgspec.structs.replace(msg)
+    encode_validated(copy)
+    assert walks == [msg, copy]  # another object: walked on its own

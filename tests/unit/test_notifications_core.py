@@ -27,7 +27,6 @@ from payments_async import (
     PollTimeoutError,
     ServiceProfile,
 )
-from payments_async._polling import poll_until_final
 from payments_async.notifications import (
     BasicAuth,
     BearerAuth,
@@ -38,6 +37,7 @@ from payments_async.notifications import (
     parse,
 )
 from payments_async.sandbox._notify import NotificationFaults, NotificationTarget
+from tests.support.polling import poll_until_final
 
 BASE = "https://api.bank.example/v1"
 JSON = {"Content-Type": "application/json"}

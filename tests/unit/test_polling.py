@@ -11,8 +11,8 @@ import pytest
 
 from payments_async import NotFoundError, PollPolicy, PollTimeoutError
 from payments_async._errors import ApiError, ServerError, TransportError
-from payments_async._polling import poll_until_final
 from payments_async.iso20022 import Outcome
+from tests.support.polling import poll_until_final
 
 
 def test_intervals_grow_geometrically_up_to_the_maximum() -> None:

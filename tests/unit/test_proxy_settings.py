@@ -152,4 +152,4 @@ def test_client_repr_never_shows_proxy_credentials(rsa_credentials: Credentials)
         proxy="http://alice:pr0xy-p%40ss@proxy.corp:3128",
     )
     assert "pr0xy" not in repr(client)
-    assert "pr0xy" not in repr(vars(client._transport))
+    assert "pr0xy" not in repr(vars(client._pipeline.transport))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from typing import Any
 
 import pytest
 
@@ -127,7 +126,7 @@ async def test_retrying_stops_on_attempts() -> None:
         raise ServerError("boom", status=503)
 
     with pytest.raises(ServerError):
-        await RetryPolicy.for_testing(attempts=3).retrying()(failing)
+        await RetryPolicy.for_testing(attempts=3).run(failing)
     assert calls == 3
 
 
@@ -140,7 +139,7 @@ async def test_retrying_does_not_retry_client_errors() -> None:
         raise ApiError("bad", status=400)
 
     with pytest.raises(ApiError):
-        await RetryPolicy.for_testing(attempts=5).retrying()(failing)
+        await RetryPolicy.for_testing(attempts=5).run(failing)
     assert calls == 1
 
 
@@ -155,7 +154,7 @@ async def test_exhausted_budget_stops_retrying() -> None:
         raise ServerError("boom", status=500)
 
     with pytest.raises(ServerError):
-        await policy.retrying()(failing)
+        await policy.run(failing)
     assert calls == 2  # one paid retry, then the bucket is empty
 
 
@@ -169,7 +168,7 @@ async def test_deadline_stops_before_a_sleep_that_would_pass_it() -> None:
         raise RateLimitedError("slow down", status=429, retry_after=2.0)
 
     with pytest.raises(RateLimitedError):
-        await policy.retrying(deadline=time.monotonic() + 0.5)(failing)
+        await policy.run(failing, deadline=time.monotonic() + 0.5)
     assert calls == 1  # the 2 s Retry-After would pass the 0.5 s deadline
 
 
@@ -181,12 +180,12 @@ async def test_run_succeeds_at_once_without_retrying() -> None:
         return "done"
 
     assert await RetryPolicy(budget=budget).run(ok) == "done"
-    assert budget.level == 6  # a success on the fast path refills the budget too
+    assert budget.level == 6  # a success refills the budget
 
 
-async def test_run_retries_with_the_first_failure_counted_as_attempt_one() -> None:
+async def test_run_tells_each_retry_its_attempt_error_and_sleep() -> None:
     calls = 0
-    sleeps: list[int] = []
+    sleeps: list[tuple[int, str, float]] = []
 
     async def flaky() -> str:
         nonlocal calls
@@ -195,13 +194,13 @@ async def test_run_retries_with_the_first_failure_counted_as_attempt_one() -> No
             raise ServerError("boom", status=503)
         return "done"
 
-    def before_sleep(state: Any) -> None:
-        sleeps.append(state.attempt_number)
+    def on_retry(attempt: int, exc: BaseException, sleep: float) -> None:
+        sleeps.append((attempt, type(exc).__name__, sleep))
 
     policy = RetryPolicy.for_testing(attempts=3)
-    assert await policy.run(flaky, before_sleep=before_sleep) == "done"
-    assert calls == 3  # not 4: the replayed first failure is not a second request
-    assert sleeps == [1, 2]
+    assert await policy.run(flaky, on_retry=on_retry) == "done"
+    assert calls == 3
+    assert sleeps == [(1, "ServerError", 0.0), (2, "ServerError", 0.0)]
 
 
 async def test_run_gives_up_after_attempts_counting_the_first() -> None:

@@ -63,14 +63,14 @@ async def _token(request: web.Request) -> web.Response:
 async def test_a_body_stalled_past_the_deadline_ends_at_the_deadline_when_it_is_shorter_than_the_read_timeout(  # noqa: E501
     serve: Serve,
 ) -> None:
-    # The attempt's deadline (0.2 s) is shorter than the read timeout (20 s): aiohttp's
-    # per-read timer is left out and the deadline's timer alone must end the stall.
+    # The attempt's deadline (0.2 s) ends the stall; aiohttp's per-read timer is left out
+    # (the read timeout is cut to the total).
     url = await serve(
         {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _stall_mid_body}
     )
     policy = RetryPolicy.for_testing(attempts=1)
     async with PaymentsClient(
-        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=0.2, read=20)
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=0.2)
     ) as client:
         await client.access_token_lifetime()
         start = time.monotonic()
@@ -140,14 +140,14 @@ async def test_a_body_whose_every_read_is_shorter_than_the_read_timeout_is_read_
 
 
 async def test_a_trickling_body_still_ends_at_the_deadline(serve: Serve) -> None:
-    # Every read comes within the read timeout (pieces 0.1 s apart, read timeout 1 s), but
-    # the body would take 2 s: the deadline (0.3 s) ends it.
+    # Every read comes within the read timeout (pieces 0.1 s apart; the read timeout is cut
+    # to the total, 0.3 s), but the body would take 2 s: the deadline ends it.
     url = await serve(
         {("POST", "/oauth/token"): _token, ("POST", "/payments/camt056/v08"): _trickle(20, 0.1)}
     )
     policy = RetryPolicy.for_testing(attempts=1)
     async with PaymentsClient(
-        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=0.3, read=1.0)
+        Credentials.sandbox(), base_url=url, retry=policy, timeout=Timeout(total=0.3)
     ) as client:
         await client.access_token_lifetime()
         start = time.monotonic()
@@ -331,23 +331,6 @@ async def test_paths_below_a_base_path_and_paths_that_need_encoding(serve: Serve
     assert seen == ["/api/payments/camt056/v08", "/api/payments/camt029/v09/PS-1_a", "/api/x%20y"]
 
 
-def test_urls_are_kept_per_path_in_a_bounded_table(monkeypatch: pytest.MonkeyPatch) -> None:
-    import payments_async._transport as transport_module
-
-    monkeypatch.setattr(transport_module, "URL_CACHE_SIZE", 8)
-    transport = Transport("http://127.0.0.1:9/api")
-    first = transport._url("/payments/camt029/v09/PS-1")
-    assert transport._url("/payments/camt029/v09/PS-1") is first  # aiohttp's caches on it
-    for i in range(20):
-        assert str(transport._url(f"/payments/pacs002/v12/PS-{i}")).endswith(f"/PS-{i}")
-    assert len(transport._urls) <= 8
-    # The fixed paths survive a full table being cleared.
-    assert "/payments/camt056/v08" in transport._urls
-    assert str(transport._url("/payments/camt056/v08")) == (
-        "http://127.0.0.1:9/api/payments/camt056/v08"
-    )
-
-
 # --- cookies -----------------------------------------------------------------------------------
 
 
@@ -426,9 +409,9 @@ def test_request_ids_are_unique_32_hex_digits() -> None:
 
 
 def _next_request_id() -> str:
-    from payments_async._client import _Operation
+    from payments_async._operation import Operation
 
-    return _Operation("GET", "/payments/pacs002/v10/x", Timeout()).request_id
+    return Operation("GET", "/payments/pacs002/v10/x", Timeout()).request_id
 
 
 def test_an_sca_token_signed_with_the_known_digest_carries_the_same_hd() -> None:

@@ -22,25 +22,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from .._journal import (
-    READ_BATCH,
-    JournalError,
-    JournalUnavailableError,
-    PlannedRow,
-    RowState,
-    StoreReads,
-    row_from_record,
-)
+from ... import _store as store
+from ..._store import GroupCommit, is_connection_lost
+from .._errors import JournalError, JournalUnavailableError
+from .._journal import READ_BATCH, PlannedRow, RowState, StoreReads, row_from_record
 from .._rows import RowOutcome, Stage
-from ._connect import (
-    CONNECT_TIMEOUT,
-    Outage,
-    connect,
-    connect_error,
-    is_connection_lost,
-    quiet_psycopg,
-    require_psycopg,
-)
+from ._connect import batch, connect, connect_error, outage, require_psycopg
 from ._run_lock import lock_run, lock_writer
 
 if TYPE_CHECKING:
@@ -51,7 +38,6 @@ __all__ = [
     "ROW_COLUMNS",
     "SCHEMA_VERSION",
     "GroupCommitter",
-    "Outage",
     "PostgresJournal",
     "PostgresRows",
     "connect",
@@ -61,8 +47,8 @@ __all__ = [
     "is_connection_lost",
     "lock_run",
     "open_run",
+    "outage",
     "plan_run",
-    "quiet_psycopg",
     "read_row",
     "require_psycopg",
     "row_from_record",
@@ -321,115 +307,46 @@ class GroupCommitter:
     """
 
     def __init__(self, dsn: str, *, run_lock: str | None = None) -> None:
-        self._dsn = dsn
         self._run_lock = run_lock
         self._locked = False  # the writer lock was held once: a new one is a reconnect
-        self._aconn: psycopg.AsyncConnection[Any] | None = None
-        self._pending: list[tuple[str, tuple[Any, ...], asyncio.Future[None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-        self.commits = 0  # transactions written, for benchmarks and tests
+        self._batch = batch(dsn, self._prepare)
+        self._group = GroupCommit(self._batch)
+
+    @property
+    def commits(self) -> int:
+        """Transactions written, for benchmarks and tests."""
+        return self._group.commits
 
     def write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
         """Queue one change; the future resolves once it is committed.
 
         The future fails with `JournalError` when its transaction cannot be written
-        (`JournalBusyError` when another session holds the run's writer lock).
+        (`JournalUnavailableError` once the database stayed away for the window,
+        `JournalBusyError` when another session holds the run's writer lock).
         """
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((sql, params, fut))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_loop())
-        return fut
 
-    async def _flush_loop(self) -> None:
-        """Write what is queued in one transaction; repeat while changes keep coming."""
-        import psycopg
+        async def change(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(sql, params)
 
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                await self._commit(batch)
-            except (psycopg.Error, JournalError) as exc:
-                error = (
-                    exc
-                    if isinstance(exc, JournalError)
-                    else JournalError(f"cannot write the PostgreSQL journal: {exc}")
-                )
-                for _, _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(error)
-                continue
-            self.commits += 1
-            for _, _, fut in batch:
-                if not fut.done():
-                    fut.set_result(None)
+        future: asyncio.Future[None] = self._group.submit(change)
+        return future
 
-    async def _commit(self, batch: list[tuple[str, tuple[Any, ...], asyncio.Future[None]]]) -> None:
-        """Write one batch in one transaction; while the database cannot be reached,
-        reconnect with a growing pause and write it again (`Outage`).
-
-        Raises:
-            JournalUnavailableError: the database stayed out of reach for the window.
-            JournalBusyError: another session holds the run's writer lock.
-            psycopg.Error: the batch itself failed.
-        """
-        import psycopg
-
-        outage = Outage(self._dsn)
-        while True:
-            try:
-                conn = self._aconn
-                if conn is None or conn.closed:
-                    conn = await self._connect()
-                    self._aconn = conn
-                async with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
-                    for sql, params, _ in batch:
-                        await cur.execute(sql, params)
-            except psycopg.Error as exc:
-                if not is_connection_lost(exc):
-                    raise
-                if self._aconn is not None:
-                    await self._aconn.close()
-                    self._aconn = None
-                await asyncio.sleep(outage.failed(exc))
-                continue
-            outage.ended()
-            return
-
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        """A new connection, holding the run's writer lock before it writes anything."""
-        import psycopg
-
-        quiet_psycopg()
-        conn = await psycopg.AsyncConnection.connect(
-            self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT
-        )
-        try:
-            await conn.execute("SET synchronous_commit = off")
-            if self._run_lock is not None:
-                await lock_writer(conn, self._run_lock, again=self._locked)
-                self._locked = True
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
+    async def _prepare(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """A new connection holds the run's writer lock before it writes anything."""
+        await conn.execute("SET synchronous_commit = off")
+        if self._run_lock is not None:
+            await lock_writer(conn, self._run_lock, again=self._locked)
+            self._locked = True
 
     async def aclose(self) -> None:
         """Wait for queued changes, then close the connection."""
-        if self._flusher is not None:
-            await asyncio.gather(self._flusher, return_exceptions=True)
-        if self._aconn is not None:
-            await self._aconn.close()
-            self._aconn = None
+        await self._group.drain()
+        await self._batch.aclose()
 
     def close(self) -> None:
         """Close the connection at once (outside the event loop), dropping queued changes."""
-        if self._flusher is not None and not self._flusher.done():
-            self._flusher.cancel()
-        if self._aconn is not None:
-            # The asyncio connection belongs to the loop; closing its socket is enough here.
-            self._aconn.pgconn.finish()
-            self._aconn = None
+        self._group.cancel()
+        self._batch.close()
 
 
 async def read_row(
@@ -581,14 +498,14 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
         """
         import psycopg
 
-        outage: Outage | None = None
+        waiting: store.Outage | None = None
         while True:
             try:
                 conn = connect(dsn)
             except JournalUnavailableError as exc:
-                if outage is None:  # unreachable from the start: said at once
+                if waiting is None:  # unreachable from the start: said at once
                     raise
-                time.sleep(outage.failed(exc))
+                time.sleep(waiting.failed(exc))
                 continue
             try:
                 ensure_schema(conn)
@@ -600,14 +517,14 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
                 conn.close()
                 if not is_connection_lost(exc):
                     raise
-                outage = outage or Outage(dsn)
-                time.sleep(outage.failed(exc))
+                waiting = waiting or outage(dsn)
+                time.sleep(waiting.failed(exc))
                 continue
             except BaseException:
                 conn.close()
                 raise
-            if outage is not None:
-                outage.ended()
+            if waiting is not None:
+                waiting.ended()
             return cls(conn, dsn, run_id, planned=planned)
 
     @property
@@ -691,13 +608,13 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             JournalUnavailableError: the database stayed out of reach for the window.
             JournalBusyError: another session took the run lock while this one was lost.
         """
-        outage = Outage(self._dsn)
+        waiting = outage(self._dsn)
         while True:
             if self._conn.closed:
                 try:
                     self._conn = connect(self._dsn)
                 except JournalError as exc:  # refused, or a server still starting up
-                    time.sleep(outage.failed(exc))
+                    time.sleep(waiting.failed(exc))
                     continue
                 try:
                     lock_run(self._conn, self._run_id, again=True)
@@ -705,7 +622,7 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
                     self._conn.close()
                     if not is_connection_lost(exc):
                         raise
-                    time.sleep(outage.failed(exc))
+                    time.sleep(waiting.failed(exc))
                     continue
             try:
                 result = read(self._conn)
@@ -713,9 +630,9 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
                 if not is_connection_lost(exc):
                     raise
                 self._conn.close()
-                time.sleep(outage.failed(exc))
+                time.sleep(waiting.failed(exc))
                 continue
-            outage.ended()
+            waiting.ended()
             return result
 
     def _reader(self) -> AbstractContextManager[psycopg.Connection[Any]]:

@@ -24,7 +24,8 @@ import hashlib
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from .._lock import JournalBusyError, holder_text, run_holder
+from ..._store import holder_text, run_holder
+from .._errors import JournalBusyError
 
 if TYPE_CHECKING:
     import psycopg

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -21,7 +22,7 @@ from .._exit import EXIT_OK, CliError, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
 from .._params import read_options, seconds
 from .._render import outcome_dict, say_outcome, say_submission, submission_dict
-from .._run import connected, run_command
+from .._run import connected, run_command, seconds_left
 from .._xml import is_xml, print_xml, read_xml_message, xml_module, xml_options, xsd_option
 
 __all__ = ["cancel", "outcome"]
@@ -115,13 +116,18 @@ def outcome(
         check_payments_service_id(payments_service_id)
         if as_xml:
             xml_module()  # before asking the service: without the extra, say so first
-        async with connected(settings) as client:
+        # --timeout bounds the whole command, the access token included.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        async with connected(settings, deadline=deadline) as client:
+            left = seconds_left(deadline)
             if wait:
                 result = await client.wait_for_cancellation_outcome(
-                    payments_service_id, timeout=POLL_TIMEOUT if timeout is None else timeout
+                    payments_service_id, timeout=POLL_TIMEOUT if left is None else left
                 )
             else:
-                res = await client.get_cancellation_outcome(payments_service_id, timeout=timeout)
+                res = await client.get_cancellation_outcome(
+                    payments_service_id, timeout=seconds_left(deadline)
+                )
                 summary = summarize_resolution(res)
                 if as_xml:
                     print_xml(settings, res, xsd)

@@ -15,11 +15,13 @@ from payments_async.notifications import (
     Authenticator,
     BasicAuth,
     BearerAuth,
+    InboxBusyError,
     InboxStatus,
     JwtBearerVerifier,
     NotificationEvent,
     NotificationReceiver,
     ReceiverServer,
+    SqliteInbox,
     Sweep,
     open_inbox,
 )
@@ -40,6 +42,8 @@ def _is_file(target: str) -> bool:
 
 
 async def _inbox_status(target: str) -> InboxStatus:
+    if _is_file(target):  # read beside the receiver that holds it, without its lock
+        return await SqliteInbox(target).status()
     inbox = open_inbox(target)
     await inbox.open()
     try:
@@ -232,28 +236,42 @@ def listen(
             if (count is not None and seen >= count) or settings.output_lost:
                 done.set()  # a reader gone (`listen | head -1`) ends the command: exit 0
 
-        async with connected(settings) as client:  # credentials checked before listening
-            receiver = NotificationReceiver(
-                client, auth=auth, on_event=on_event, inbox=inbox, sweep=Sweep(grace=sweep_grace)
-            )
-            try:
-                server = ReceiverServer(receiver, host=host, port=port, path=path)
-                await server.start()
-            except OSError as exc:
-                raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-            try:
-                async with receiver:
-                    if settings.json:
-                        settings.emit({"listening": server.url, "inbox": redact_url(inbox)})
-                    else:
-                        settings.say(
-                            f"listening on {server.url}, inbox {redact_url(inbox)} (Ctrl-C to stop)"
-                        )
-                    if track_pending is not None:
-                        await _track_pending(settings, receiver, track_pending)
-                    await done.wait()  # or SIGINT/SIGTERM: exit 130 (see run_command)
-            finally:
-                await server.stop()
+        # One receiver per SQLite inbox: a second one is refused here, before it binds.
+        store = open_inbox(inbox)
+        try:
+            await store.open()
+        except InboxBusyError as exc:
+            raise CliError(str(exc)) from None
+        try:
+            async with connected(settings) as client:  # credentials checked before listening
+                receiver = NotificationReceiver(
+                    client,
+                    auth=auth,
+                    on_event=on_event,
+                    inbox=store,
+                    sweep=Sweep(grace=sweep_grace),
+                )
+                try:
+                    server = ReceiverServer(receiver, host=host, port=port, path=path)
+                    await server.start()
+                except OSError as exc:
+                    raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+                try:
+                    async with receiver:
+                        if settings.json:
+                            settings.emit({"listening": server.url, "inbox": redact_url(inbox)})
+                        else:
+                            settings.say(
+                                f"listening on {server.url}, inbox {redact_url(inbox)} "
+                                "(Ctrl-C to stop)"
+                            )
+                        if track_pending is not None:
+                            await _track_pending(settings, receiver, track_pending)
+                        await done.wait()  # or SIGINT/SIGTERM: exit 130 (see run_command)
+                finally:
+                    await server.stop()
+        finally:
+            await store.aclose()
         return EXIT_OK
 
     run_command(settings, go)

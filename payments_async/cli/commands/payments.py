@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -14,7 +15,7 @@ from .._exit import EXIT_OK, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
 from .._params import read_options
 from .._render import say_status, say_submission, status_dict, submission_dict
-from .._run import connected, run_command, token_lifetime
+from .._run import connected, run_command, seconds_left, token_lifetime
 from .._xml import is_xml, print_xml, read_xml_message, xml_module, xml_options, xsd_option
 
 __all__ = ["pay", "status", "token"]
@@ -97,14 +98,17 @@ def status(
         if as_xml:
             xml_module()  # before asking the service: without the extra, say so first
         report = None
-        async with connected(settings) as client:
+        # --timeout bounds the whole command, the access token included.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        async with connected(settings, deadline=deadline) as client:
+            left = seconds_left(deadline)
             if wait:
                 st = await client.wait_for_payment_status(
-                    payments_service_id, timeout=POLL_TIMEOUT if timeout is None else timeout
+                    payments_service_id, timeout=POLL_TIMEOUT if left is None else left
                 )
             if not wait or as_xml:
                 report = await client.get_credit_transfer_status(
-                    payments_service_id, timeout=timeout
+                    payments_service_id, timeout=seconds_left(deadline)
                 )
                 st = summarize_status_report(report)
         if as_xml and report is not None:

@@ -1,0 +1,39 @@
+"""The storage kit under every durable store: bulk journals and notification inboxes.
+
+What every store needs and is written once here: how a PostgreSQL connection is made and
+its failures told (`connect`, `connect_error`), one outage policy for every process that
+holds a database (`Outage`), one group commit with a SQLite and a psycopg adapter
+(`GroupCommit`, `SqliteBatch`, `PsycopgBatch`), the mapping of a SQLite failure (a full
+disk included, `sqlite_error`), and one writer per SQLite file (`lock_file`). Each store
+keeps its own schema and meaning in its room, and its own public error types
+(`StoreErrors` names them).
+"""
+
+from ._errors import StoreErrors
+from ._group import GroupCommit, PsycopgBatch, SqliteBatch
+from ._lock import FileLock, holder_text, lock_file, run_holder
+from ._outage import Outage, is_connection_lost, quiet_psycopg
+from ._postgres import CONNECT_TIMEOUT, aconnect, connect, connect_error, require_psycopg
+from ._sqlite import is_disk_full, open_sqlite, sqlite_error
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "FileLock",
+    "GroupCommit",
+    "Outage",
+    "PsycopgBatch",
+    "SqliteBatch",
+    "StoreErrors",
+    "aconnect",
+    "connect",
+    "connect_error",
+    "holder_text",
+    "is_connection_lost",
+    "is_disk_full",
+    "lock_file",
+    "open_sqlite",
+    "quiet_psycopg",
+    "require_psycopg",
+    "run_holder",
+    "sqlite_error",
+]

@@ -1,0 +1,91 @@
+"""The storage kit's shared parts: one writer per SQLite file, one group commit, one
+mapping of a full disk."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from payments_async._store import GroupCommit, SqliteBatch, lock_file, open_sqlite, sqlite_error
+from payments_async.bulk import JournalBusyError, JournalError, JournalUnavailableError
+from payments_async.bulk._errors import JOURNAL_ERRORS
+from payments_async.notifications import InboxBusyError
+from payments_async.notifications._items import INBOX_ERRORS
+
+
+@pytest.mark.parametrize(
+    ("errors", "busy"), [(JOURNAL_ERRORS, JournalBusyError), (INBOX_ERRORS, InboxBusyError)]
+)
+def test_a_second_writer_is_refused_naming_the_holder(
+    tmp_path: Path, errors: object, busy: type[Exception]
+) -> None:
+    store = tmp_path / "sub" / "store.db"
+    held = lock_file(store, errors, what="store")  # type: ignore[arg-type]
+    with pytest.raises(busy, match=f"pid {os.getpid()} on "):
+        lock_file(store, errors, what="store")  # type: ignore[arg-type]
+    held.release()
+    lock_file(store, errors, what="store").release()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        sqlite3.OperationalError("database or disk is full"),
+        OSError(errno.ENOSPC, "No space left on device"),
+    ],
+)
+def test_a_full_disk_is_the_stores_outage_in_one_line(exc: Exception) -> None:
+    err = sqlite_error("write", "journal", Path("j.db"), exc, JOURNAL_ERRORS)
+    assert isinstance(err, JournalUnavailableError)
+    assert str(err) == (
+        "cannot write journal 'j.db': the disk is full; every change made before is kept: "
+        "free some space, then run the same command again"
+    )
+
+
+def test_another_sqlite_failure_is_the_stores_error() -> None:
+    err = sqlite_error(
+        "read", "journal", Path("j.db"), sqlite3.DatabaseError("bad"), JOURNAL_ERRORS
+    )
+    assert type(err) is JournalError
+    assert str(err) == "cannot read journal 'j.db': bad"
+
+
+async def test_changes_queued_together_share_one_transaction(tmp_path: Path) -> None:
+    db = open_sqlite(tmp_path / "g.db", synchronous="NORMAL")
+    db.execute("CREATE TABLE t (n INTEGER)")
+    group = GroupCommit(SqliteBatch(lambda: db, tmp_path / "g.db", "journal", JOURNAL_ERRORS))
+    await asyncio.gather(
+        *(
+            group.submit(lambda c, n=n: c.execute("INSERT INTO t VALUES (?)", (n,)))
+            for n in range(100)
+        )
+    )
+    assert group.commits == 1
+    assert db.execute("SELECT COUNT(*) FROM t").fetchone() == (100,)
+    bad = group.submit(lambda c: c.execute("INSERT INTO missing VALUES (1)"))
+    with pytest.raises(JournalError, match="cannot write journal"):
+        await bad  # the whole transaction rolled back, its callers told
+    db.close()
+
+
+def test_psycopg_repeating_a_told_failure_stays_off_stderr(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from payments_async._store import quiet_psycopg
+
+    quiet_psycopg()
+    quiet_psycopg()  # once is enough, twice changes nothing
+    log = logging.getLogger("psycopg")
+    with caplog.at_level(logging.WARNING, "psycopg"):
+        log.warning("error ignored terminating %r: %s", "<AsyncPipeline [BAD]>", "lost")
+        log.warning("query cancellation interrupted (%s): closing connection", "AdminShutdown")
+        log.warning("something psycopg has not said before")
+    assert [r.getMessage() for r in caplog.records] == ["something psycopg has not said before"]
