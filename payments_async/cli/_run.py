@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import signal
 import socket
@@ -35,7 +36,7 @@ from payments_async.loop import run as run_loop
 
 from ._context import Settings
 from ._defaults import CLI_PROBE_TIMEOUT, CLI_RETRY_TIMEOUT, ENV_BASE_URL, SANDBOX_URL
-from ._exit import EXIT_INTERRUPTED, CliError, exit_code_for
+from ._exit import EXIT_INTERRUPTED, EXIT_SERVICE, CliError, exit_code_for
 from ._files import close_signer, credentials, read_file, service_profile
 from ._watch import ConnectWatch
 
@@ -49,6 +50,7 @@ __all__ = [
     "seconds_left",
     "set_on_signals",
     "token_lifetime",
+    "token_or_outage",
     "why_unreachable",
 ]
 
@@ -133,8 +135,8 @@ async def connected(
         within = CLI_RETRY_TIMEOUT
         if deadline is not None:
             within = min(within, deadline - time.monotonic())
-        await token_lifetime(client, within)
-        async with watch.guard(lambda exc: why_unreachable(settings, exc)):
+        await token_or_outage(settings, client, watch, within)
+        async with watch.guard(functools.partial(why_unreachable, settings)):
             yield client
 
 
@@ -147,6 +149,29 @@ def seconds_left(deadline: float | None) -> float | None:
     if deadline is None:
         return None
     return max(deadline - time.monotonic(), 1e-9)
+
+
+async def token_or_outage(
+    settings: Settings,
+    client: PaymentsClient,
+    watch: ConnectWatch,
+    within: float = CLI_RETRY_TIMEOUT,
+) -> None:
+    """``token_lifetime``, with a service down named as ``watch`` names it during a wait.
+
+    Raises:
+        CliError: every token attempt failed to connect ("connection refused to URL since
+            12:03:04", exit 3): the operator reads the same line whichever request met
+            the outage first.
+        PaymentsError: any other failure to obtain the token, as ``token_lifetime``.
+    """
+    try:
+        await token_lifetime(client, within)
+    except TransportError:
+        line = await watch.outage(functools.partial(why_unreachable, settings))
+        if line is None:
+            raise
+        raise CliError(line, EXIT_SERVICE) from None
 
 
 async def token_lifetime(client: PaymentsClient, within: float = CLI_RETRY_TIMEOUT) -> float:

@@ -66,14 +66,28 @@ class ConnectWatch:
         """Return the line to show once the service has been unreachable for the window."""
         while True:
             await asyncio.sleep(_CHECK_EVERY)
-            last = self._down()
-            if last is None:
+            if self._down() is None:
                 continue
-            why = await describe(last)
-            if self._down() is None:  # it answered while being probed
-                continue
-            since = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
-            return f"{why or last} since {since}"
+            line = await self.outage(describe)
+            if line is not None and self._down() is not None:  # else it answered meanwhile
+                return line
+
+    async def outage(self, describe: Describe) -> str | None:
+        """The line naming an outage under way, however long ("connection refused to URL
+        since 12:03:04"), or None when the last attempt did not fail to connect.
+
+        For a command that gave up on its own deadline while every attempt failed to
+        connect (the token window at the start): the operator is told the service is
+        down, as when the watch stops a wait, whichever request met the outage first.
+        """
+        last = self._last
+        if last is None:
+            return None
+        why = await describe(last)
+        if self._last is None:  # it answered while being probed
+            return None
+        since = time.strftime("%H:%M:%S", time.localtime(self._since_wall))
+        return f"{why or last} since {since}"
 
     @contextlib.asynccontextmanager
     async def guard(self, describe: Describe) -> AsyncIterator[None]:

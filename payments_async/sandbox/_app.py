@@ -19,7 +19,7 @@ from ._config import SandboxConfig
 from ._control import add_control_routes
 from ._middleware import middleware
 from ._notify import install
-from ._routes import get_camt029, get_pacs002, post_camt056, post_pacs008
+from ._routes import get_camt029, get_pacs002, post_camt056, post_pacs008, prepare_checks
 from ._state import STATE_KEY, SandboxState, state_of
 
 __all__ = ["STATE_KEY", "create_app"]
@@ -50,8 +50,13 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
     install(app, state, config.notifications)  # our extension: see sandbox/_notify.py
     add_control_routes(app)
 
+    async def _prepare(_: web.Application) -> None:
+        prepare_checks()  # not inside the first request, where it would hold the loop
+
     async def _close(_: web.Application) -> None:
         state.close()
+
+    app.on_startup.append(_prepare)
 
     app.on_cleanup.append(_close)
     app.on_response_prepare.append(_date_header)

@@ -13,6 +13,8 @@ from .._errors import ValidationError
 from ..iso20022 import (
     Camt056,
     Pacs008,
+    build_cancellation,
+    build_credit_transfer,
     decode_camt056,
     decode_pacs008,
     encode,
@@ -29,7 +31,36 @@ from ._responses import ErrorCode, error_response, json_response, problems_respo
 from ._state import SandboxState, state_of
 from ._strict import strict_problems
 
-__all__ = ["get_camt029", "get_pacs002", "post_camt056", "post_pacs008"]
+__all__ = ["get_camt029", "get_pacs002", "post_camt056", "post_pacs008", "prepare_checks"]
+
+
+def prepare_checks() -> None:
+    """Read the message types the body checks walk, once per process, before serving.
+
+    The strict reading and ``find_problems`` build their tables from the structs' type
+    information on first use; built inside the first request, that work would hold the
+    server's loop, and every request arriving meanwhile would then be served at once.
+    """
+    transfer = build_credit_transfer(
+        debtor_name="Prepare",
+        debtor_iban="DE89370400440532013000",
+        debtor_agent_id="COBADEFFXXX",
+        creditor_name="Prepare",
+        creditor_iban="FR1420041010050500013M02606",
+        creditor_agent_id="BNPAFRPPXXX",
+        amount="1.00",
+    )
+    cancellation = build_cancellation(
+        original_end_to_end_id="PREPARE",
+        amount="1.00",
+        creditor_agent_bic="BNPAFRPPXXX",
+        creditor_iban="FR1420041010050500013M02606",
+        assigner_bic="COBADEFFXXX",
+        assignee_bic="BNPAFRPPXXX",
+    )
+    for msg in (transfer, cancellation):
+        strict_problems(encode(msg), msg)
+        find_problems(msg)
 
 
 def _other_client(state: SandboxState) -> web.Response:

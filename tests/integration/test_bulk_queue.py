@@ -380,18 +380,15 @@ def test_an_unreachable_database_is_one_line_and_exit_3(tmp_path: Path) -> None:
         assert "cannot connect to PostgreSQL" in proc.stderr
 
 
-@pytest.mark.parametrize(
-    "url",
-    [
-        "mysql://bulk:pw-secret@localhost/q",  # another scheme: libpq reads key=value
-        "postgresql://bulk:pw secret@localhost/q",  # a space in the password
-        "postgresql://bulk:pw-secret%zz@localhost/q",  # a bad percent-encoding
-        "postgresql://bulk:pw-secret@[::1/q",  # an unclosed IPv6 bracket
-    ],
-)
-def test_an_address_libpq_cannot_read_is_one_line_without_the_password(
-    tmp_path: Path, url: str
-) -> None:
+UNREADABLE_ADDRESSES = [
+    "mysql://bulk:pw-secret@localhost/q",  # another scheme: libpq reads key=value
+    "postgresql://bulk:pw secret@localhost/q",  # a space in the password
+    "postgresql://bulk:pw-secret%zz@localhost/q",  # a bad percent-encoding
+    "postgresql://bulk:pw-secret@[::1/q",  # an unclosed IPv6 bracket
+]
+
+
+def _refused_address_commands(tmp_path: Path, url: str) -> list[list[str]]:
     src = write_csv(tmp_path / "x.csv", bulk_rows(1))
     commands = [
         ["bulk-status", "--queue", url],
@@ -402,25 +399,54 @@ def test_an_address_libpq_cannot_read_is_one_line_without_the_password(
     if url.startswith("postgresql://"):  # the single-process runner's journal
         results = str(tmp_path / "r.csv")
         commands.append(["bulk-cancel", str(src), "--journal", url, "--results", results])
+    return commands
+
+
+def _refused_address_is_one_line(
+    url: str, args: list[str], flags: list[str], code: int, said: str
+) -> None:
+    # Some libpq versions read a space in a password; that address is then only
+    # unreachable (nothing listens there): exit 3, like any database that is down.
+    read_by_libpq = "Connection refused" in said
+    assert code == (3 if read_by_libpq else 2), (args, flags, said)
+    assert not read_by_libpq or " " in url, (args, said)
+    assert flags == ["-vv"] or "Traceback" not in said, (args, said)  # -v shows them
+    assert "secret" not in said, (args, flags)
+    assert "cannot connect to PostgreSQL" in said, (args, flags, said)
+
+
+@pytest.mark.parametrize("url", UNREADABLE_ADDRESSES)
+def test_an_address_libpq_cannot_read_is_one_line_without_the_password(
+    tmp_path: Path, url: str
+) -> None:
+    """Every command and output mode, in process: the same code as the program's."""
+    from click.testing import CliRunner
+
+    from payments_async.cli import cli
+
     with threaded_sandbox() as sb:  # bulk-cancel --journal checks the service first
-        runs = [(args, flags) for args in commands for flags in ([], ["--json"], ["-vv"])]
+        pre = ["--sandbox", "--base-url", sb.url]
+        for args in _refused_address_commands(tmp_path, url):
+            for flags in ([], ["--json"], ["-vv"]):
+                result = CliRunner().invoke(cli, [*pre, *flags, *args])
+                said = result.stdout + result.stderr
+                _refused_address_is_one_line(url, args, flags, result.exit_code, said)
+
+
+def test_an_address_libpq_cannot_read_is_one_line_from_the_program(tmp_path: Path) -> None:
+    """The same as a real process shows it: its stderr (and with --json, its stdout)."""
+    url = UNREADABLE_ADDRESSES[2]
+    with threaded_sandbox() as sb:
         cli = [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", sb.url]
-        for args, flags in runs:
+        status, _, _, cancel, _ = _refused_address_commands(tmp_path, url)
+        for args, flags in ((status, []), (cancel, ["--json"])):
             proc = subprocess.run(
-                [*cli, *flags, *args],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=60,
+                [*cli, *flags, *args], cwd=ROOT, capture_output=True, text=True, timeout=60
             )
-            # Some libpq versions read a space in a password; that address is then only
-            # unreachable (nothing listens there): exit 3, like any database that is down.
-            read_by_libpq = "Connection refused" in proc.stdout + proc.stderr
-            assert proc.returncode == (3 if read_by_libpq else 2), (args, proc.stderr)
-            assert not read_by_libpq or " " in url, (args, proc.stderr)
-            assert flags == ["-vv"] or "Traceback" not in proc.stderr  # -v shows them
-            assert "secret" not in proc.stdout + proc.stderr, (args, flags)
-            assert "cannot connect to PostgreSQL" in proc.stdout + proc.stderr
+            said = proc.stdout + proc.stderr
+            _refused_address_is_one_line(url, args, flags, proc.returncode, said)
+            lines = (proc.stdout if flags else proc.stderr).strip().splitlines()
+            assert len(lines) == 1, said
 
 
 def test_status_and_results_of_a_database_without_runs_are_one_line(

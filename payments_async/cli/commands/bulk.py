@@ -57,7 +57,7 @@ from .._run import (
     make_client,
     run_command,
     set_on_signals,
-    token_lifetime,
+    token_or_outage,
     why_unreachable,
 )
 from .._watch import ConnectWatch
@@ -248,7 +248,7 @@ def bulk_cancel(
             ):
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
-                events = _LocalRunEvents(settings, client, results, bar, reading, confirm)
+                events = _LocalRunEvents(settings, client, watch, results, bar, reading, confirm)
                 with set_on_signals(stop), showing(bar), limit_rate(limiter):
                     report = await bulk.bulk_cancel(
                         client,
@@ -401,6 +401,7 @@ class _LocalRunEvents(BulkEvents):
         self,
         settings: Settings,
         client: PaymentsClient,
+        watch: ConnectWatch,
         results: Path,
         bar: RunBar | None,
         reading: InputBar | None,
@@ -408,6 +409,7 @@ class _LocalRunEvents(BulkEvents):
     ) -> None:
         self._settings = settings
         self._client = client
+        self._watch = watch
         self._results = results
         self._bar = bar
         self._reading = reading
@@ -424,7 +426,8 @@ class _LocalRunEvents(BulkEvents):
             if self._reading is not None:
                 self._reading.close()  # the question is asked on a clean line
             await self._confirm(checked)
-        await _checked_then_token(self._client, self._results)
+        check_results_path(self._results)
+        await token_or_outage(self._settings, self._client, self._watch)
 
     def planned(self, checked: InputCheck, resumed: bool) -> None:
         if self._reading is not None:
@@ -473,12 +476,6 @@ def _input_refused(settings: Settings, input_path: Path, exc: BulkInputError) ->
 def _input_not_utf8(input_path: Path, exc: UnicodeDecodeError) -> CliError:
     line = bytes(exc.object[: exc.start]).count(b"\n") + 1
     return CliError(f"{str(input_path)!r}, line {line}, {not_utf8(exc)}")
-
-
-async def _checked_then_token(client: PaymentsClient, results: Path) -> None:
-    """What ``bulk-cancel`` checks once the input is good, before anything is sent."""
-    check_results_path(results)
-    await token_lifetime(client)
 
 
 def _bulk_cancel_queued(
