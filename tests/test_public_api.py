@@ -4,6 +4,7 @@ import ast
 import importlib
 import inspect
 import itertools
+import pkgutil
 import types
 from pathlib import Path
 
@@ -273,3 +274,33 @@ def test_each_public_modules_errors_derive_from_the_root(name: str) -> None:
         obj = getattr(module, public)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, payments_async.PaymentsError), f"{name}.{public}"
+
+
+def test_the_error_tree_drawn_in_errors_docstring_is_every_error_under_the_root() -> None:
+    """Each subclass of ``PaymentsError`` the package defines is drawn under its parent."""
+    import payments_async._errors as errors
+
+    for info in pkgutil.walk_packages(payments_async.__path__, "payments_async."):
+        importlib.import_module(info.name)
+    drawn: dict[str, str] = {}  # name -> parent, from the indentation of the drawing
+    stack: list[tuple[int, str]] = []
+    tree = (errors.__doc__ or "").split("```text")[1].split("```")[0]
+    root, *lines = tree.strip().splitlines()
+    stack.append((-1, root.split()[0]))
+    drawn[root.split()[0]] = ""
+    for line in lines:
+        if "── " not in line:
+            continue  # a description's second line
+        depth = line.index("── ")
+        name = line[depth + 3 :].split()[0]
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        drawn[name] = stack[-1][1] if stack else ""
+        stack.append((depth, name))
+
+    def below(cls: type) -> list[type]:
+        return [s for c in cls.__subclasses__() for s in (c, *below(c))]
+
+    actual = {c.__name__: c.__bases__[0].__name__ for c in below(payments_async.PaymentsError)}
+    actual["PaymentsError"] = ""
+    assert drawn == actual
