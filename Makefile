@@ -135,7 +135,7 @@ test-latest: $(LATEST_STAMP)
 # What runs at the floors is what a floor can change: the tests that call a dependency.
 #   - the demo (every step of the mission, over real HTTP, through the CLI);
 #   - tests/unit: msgspec's structs and codecs, joserfc's JWTs, cryptography's keys and
-#     signatures, tenacity's retry state, multidict headers, aiohttp's client (through
+#     signatures, multidict headers, aiohttp's client (through
 #     aioresponses, at its floor too) and server (the serving tests), click's parsing,
 #     xmlschema and lxml, the OpenTelemetry API, schwifty's and pycountry's registries;
 #   - the contract tests at the top of tests/ (public API, architecture, docs);

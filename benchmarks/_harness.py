@@ -510,7 +510,6 @@ def machine_info() -> dict[str, Any]:
         "httpx",
         "pydantic",
         "PyJWT",
-        "tenacity",
     ):
         try:
             versions[dist] = metadata.version(dist)

@@ -252,7 +252,7 @@ _CATEGORIES = (
     ("builders", ("iso20022/builders.py", "datetime")),
     ("iso20022_other", ("iso20022/",)),
     ("tokens", ("payments_async/_tokens.py",)),
-    ("retry", ("tenacity/", "payments_async/_retry.py")),
+    ("retry", ("payments_async/_retry.py",)),
     ("client_pipeline", ("payments_async/_client.py", "payments_async/_pipeline.py")),
     ("transport", ("payments_async/_transport.py",)),
     ("aiohttp_yarl_multidict", ("aiohttp/", "yarl/", "multidict/", "propcache/")),

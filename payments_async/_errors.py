@@ -11,6 +11,9 @@ PaymentsError                      root: catch this to catch everything we raise
 ├── PollTimeoutError               a waiter's deadline passed; carries every raw code seen
 ├── NotificationRejected           a notification the receiver refuses; ``status`` is
 │                                  the HTTP status to answer (401, 413, 422, ...)
+├── InboxError                     a notification inbox cannot be opened, read or
+│   │                              written (``payments_async.notifications``)
+│   └── InboxFull                  the inbox holds as many unprocessed items as it may
 └── ApiError                       the service answered with an error (any 4xx)
     ├── AuthenticationError        401 (after one token refresh), or the token
     │                              endpoint refused our credentials or assertion

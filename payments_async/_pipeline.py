@@ -14,8 +14,8 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Literal, TypeVar
 
 from multidict import CIMultiDict
 
@@ -115,8 +115,13 @@ class Pipeline:
         finally:
             await self.transport.aclose()
 
-    async def send(self, op: Operation, deadline: float, *, retried: bool = True) -> Response:
-        """The 2xx answer to ``op``, retried under the policy when ``retried``.
+    def send(
+        self, op: Operation, deadline: float, *, retried: bool = True
+    ) -> Coroutine[Any, Any, Response]:
+        """The 2xx answer to ``op``, retried under the policy when ``retried``, to await.
+
+        Not a coroutine itself: it returns the retry loop's (or the one attempt's), so a
+        read in flight holds one frame less (thousands of waiters may be reading at once).
 
         Args:
             op: the call's state across its attempts (request id, body, counters).
@@ -127,8 +132,8 @@ class Pipeline:
             PaymentsError: the typed error of the last attempt.
         """
         if not retried:
-            return await self._attempt(op, deadline)
-        return await self.retry.run(
+            return self._attempt(op, deadline)
+        return self.retry.run(
             functools.partial(self._attempt, op, deadline),
             rng=self._rng,
             on_retry=functools.partial(self._retried, op),

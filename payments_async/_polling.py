@@ -7,7 +7,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -355,10 +355,15 @@ class MessagePoll(Poll[tuple[M, S]]):
         self._timeouts = timeouts
         self._deadline = time.monotonic() + self._timeout
 
-    async def fetch(self) -> tuple[M, S]:
+    def fetch(self) -> Coroutine[Any, Any, tuple[M, S]]:
+        # The read's own coroutine, decoding into (message, summary): no frame of ours
+        # stays alive under the wait's while the read is in flight.
         deadline = min(self._deadline, time.monotonic() + self._timeouts.total)
         op = Operation("GET", self._path, self._timeouts)
-        message = await self._pipeline.read(op, self._decoder, deadline)
+        return self._pipeline.read(op, self._decode, deadline)
+
+    def _decode(self, body: bytes) -> tuple[M, S]:
+        message = self._decoder(body)
         return message, self._summarize(message)
 
     def status_of(self, result: tuple[M, S]) -> tuple[Outcome, tuple[str, ...]]:

@@ -1,6 +1,18 @@
 """The public surface is a contract: exactly these names, sorted, each importable."""
 
+import ast
+import importlib
+import inspect
+import itertools
+import pkgutil
+import types
+from pathlib import Path
+
+import pytest
+
 import payments_async
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 INTENDED = {
     "DEFAULT_KEYGEN_BITS",
@@ -126,3 +138,173 @@ def test_every_module_imports_with_an_aiohttp_older_than_its_newest_names() -> N
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+# The public modules beside the root, each's ``__all__`` exactly as intended. ``bulk`` and
+# ``notifications`` join once their surfaces are cut to what a user of them needs.
+MODULES: dict[str, set[str]] = {
+    "iso20022": {
+        "EPC_ADDRESS_CUTOVER",
+        "REJECTION_REASONS",
+        "Address",
+        "Camt029",
+        "Camt056",
+        "CancellationRequest",
+        "CancellationResolution",
+        "CreditTransfer",
+        "ErrorEnvelope",
+        "ErrorItem",
+        "Outcome",
+        "Pacs002",
+        "Pacs008",
+        "PaymentStatus",
+        "RejectionReason",
+        "Resolution",
+        "StatusReport",
+        "SubmissionResult",
+        "TokenResponse",
+        "build_cancellation",
+        "build_credit_transfer",
+        "classify_cancellation_status",
+        "classify_payment_status",
+        "decode_camt029",
+        "decode_camt056",
+        "decode_error_envelope",
+        "decode_pacs002",
+        "decode_pacs008",
+        "decode_submission",
+        "decode_token_response",
+        "encode",
+        "encode_validated",
+        "find_problems",
+        "return_request_needed",
+        "summarize_resolution",
+        "summarize_status_report",
+        "validate",
+    },
+    "signing": {"KeySigner", "Pkcs11Signer", "Signer", "ThreadPoolSigner"},
+    "sandbox": {
+        "DEFAULT_AMOUNT_LIMIT",
+        "DEFAULT_PROCESSING_DELAY",
+        "DEFAULT_SETTLEMENT_DELAY",
+        "DEFAULT_TOKEN_LIFETIME",
+        "REJECT_IBAN_AC04",
+        "REJECT_IBAN_AC06",
+        "SANDBOX_OPTIONS",
+        "STATE_KEY",
+        "ClientKey",
+        "ErrorCode",
+        "FaultConfig",
+        "NotificationFaults",
+        "NotificationSettings",
+        "NotificationTarget",
+        "SandboxConfig",
+        "SandboxOption",
+        "SandboxServer",
+        "SandboxState",
+        "ServerLimits",
+        "create_app",
+        "main",
+        "run",
+        "run_from_options",
+    },
+    "testing": {
+        "ManualClock",
+        "SandboxHandle",
+        "generate_test_keypair",
+        "sandbox_in_thread",
+        "sandbox_server",
+    },
+    "sync": {"SyncPaymentsClient", "SyncWithResponse"},
+    "loop": {"LOOP_CHOICES", "LoopKind", "loop_factory", "run"},
+}
+
+
+def _module(name: str) -> types.ModuleType:
+    return importlib.import_module(f"payments_async.{name}")
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_public_modules_all_is_exactly_the_sorted_intended_names(name: str) -> None:
+    assert _module(name).__all__ == sorted(MODULES[name], key=_ruff_order)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_public_modules_names_are_ours_and_documented(name: str) -> None:
+    """Classes and functions carry their own docstring; a constant or alias carries an
+    attribute docstring (what mkdocs shows) or is named in the docs.
+
+    No name is ``_``-prefixed, and every class and function is defined in this package
+    (no dependency's name passed on as ours).
+    """
+    module = _module(name)
+    docs = "\n".join(p.read_text() for p in DOCS.rglob("*.md"))
+    for public in module.__all__:
+        obj = getattr(module, public)
+        assert not public.startswith("_"), public
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            origin = getattr(obj, "__module__", "") or ""
+            assert origin.startswith("payments_async"), f"{name}.{public} is {origin}'s"
+            assert (obj.__doc__ or "").strip(), f"{name}.{public} has no docstring"
+        else:
+            assert public in docs or public in _attribute_docstrings(), (
+                f"{name}.{public}: a constant nobody documents"
+            )
+
+
+def _attribute_docstrings() -> set[str]:
+    """Names assigned at a module's top level with a docstring under them (as mkdocs shows)."""
+    names: set[str] = set()
+    for path in Path(payments_async.__file__).parent.rglob("*.py"):
+        body = ast.parse(path.read_text()).body
+        for node, after in itertools.pairwise(body):
+            target = node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            if (
+                isinstance(target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                names.add(target.id)
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_public_modules_errors_derive_from_the_root(name: str) -> None:
+    module = _module(name)
+    for public in module.__all__:
+        obj = getattr(module, public)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, payments_async.PaymentsError), f"{name}.{public}"
+
+
+def test_the_error_tree_drawn_in_errors_docstring_is_every_error_under_the_root() -> None:
+    """Each subclass of ``PaymentsError`` the package defines is drawn under its parent."""
+    import payments_async._errors as errors
+
+    for info in pkgutil.walk_packages(payments_async.__path__, "payments_async."):
+        importlib.import_module(info.name)
+    drawn: dict[str, str] = {}  # name -> parent, from the indentation of the drawing
+    stack: list[tuple[int, str]] = []
+    tree = (errors.__doc__ or "").split("```text")[1].split("```")[0]
+    root, *lines = tree.strip().splitlines()
+    stack.append((-1, root.split()[0]))
+    drawn[root.split()[0]] = ""
+    for line in lines:
+        if "── " not in line:
+            continue  # a description's second line
+        depth = line.index("── ")
+        name = line[depth + 3 :].split()[0]
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        drawn[name] = stack[-1][1] if stack else ""
+        stack.append((depth, name))
+
+    def below(cls: type) -> list[type]:
+        return [s for c in cls.__subclasses__() for s in (c, *below(c))]
+
+    actual = {c.__name__: c.__bases__[0].__name__ for c in below(payments_async.PaymentsError)}
+    actual["PaymentsError"] = ""
+    assert drawn == actual
