@@ -13,7 +13,9 @@ PaymentsError                      root: catch this to catch everything we raise
 │                                  the HTTP status to answer (401, 413, 422, ...)
 ├── InboxError                     a notification inbox cannot be opened, read or
 │   │                              written (``payments_async.notifications``)
-│   └── InboxFull                  the inbox holds as many unprocessed items as it may
+│   ├── InboxFull                  the inbox holds as many unprocessed items as it may
+│   ├── InboxBusyError             another receiver holds the SQLite inbox (one writer)
+│   └── InboxUnavailableError      the inbox's database is away (an outage); retry later
 └── ApiError                       the service answered with an error (any 4xx)
     ├── AuthenticationError        401 (after one token refresh), or the token
     │                              endpoint refused our credentials or assertion
