@@ -211,6 +211,7 @@ class Pipeline:
                     "the call's deadline passed before the request was sent",
                     request_sent=False,
                     retryable=False,
+                    queued=True,
                     **op.context(),
                 )
             op.sends += 1
@@ -273,6 +274,7 @@ class Pipeline:
                 "the call's deadline passed before an access token was fetched",
                 request_sent=False,
                 retryable=False,
+                queued=True,
                 **op.context(),
             )
         started = time.monotonic()
