@@ -19,7 +19,14 @@ from typing import Final
 from .._urls import redact_url
 from ._errors import StoreErrors
 
-__all__ = ["Outage", "is_connection_lost", "is_passing", "one_line", "quiet_psycopg"]
+__all__ = [
+    "Outage",
+    "Spell",
+    "is_connection_lost",
+    "is_passing",
+    "one_line",
+    "quiet_psycopg",
+]
 
 logger = logging.getLogger("payments_async.store")
 
@@ -196,3 +203,45 @@ class Outage:
                 redact_url(self._dsn),
                 time.monotonic() - away.since,
             )
+
+
+class Spell:
+    """A run of failures of one kind (a store that cannot be written, a full disk), said
+    once when it begins and once when it ends, however many attempts meet it meanwhile.
+
+    For what a process retries by itself or leaves to a sender's redelivery, where a line
+    per attempt would be a flood: `failed` logs only the first failure of a spell (the
+    others at debug level), `ended` logs once that it is over, with its duration and how
+    many attempts met it.
+
+    Args:
+        log: the logger to say it with.
+    """
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._log = log
+        self._since: float | None = None
+        self.count = 0
+        """Failures in the current spell (0 outside one)."""
+
+    @property
+    def failing(self) -> bool:
+        """True between a failure and the next `ended`."""
+        return self._since is not None
+
+    def failed(self, message: str, *args: object) -> None:
+        """Note a failure; log ``message % args`` as an error if it begins a spell."""
+        self.count += 1
+        if self._since is None:
+            self._since = time.monotonic()
+            self._log.error(message, *args)
+        elif self._log.isEnabledFor(logging.DEBUG):
+            self._log.debug(message, *args)
+
+    def ended(self, message: str) -> None:
+        """Log ``message`` followed by the spell's duration and count, if one was going."""
+        if self._since is None:
+            return
+        took, count = time.monotonic() - self._since, self.count
+        self._since, self.count = None, 0
+        self._log.warning("%s after %.1f s (%d attempts met it)", message, took, count)
