@@ -170,11 +170,17 @@ class Outage:
                 away = _away[self._dsn] = _Away(self._first, time.time() - (now - self._first))
             since_wall = away.since_wall
         if tell:
+            if self._window == float("inf"):
+                waiting = "; waiting for it"
+            elif self._window > 0:
+                waiting = f"; waiting for it for up to {self._window:g} s"
+            else:  # the caller answers at once (a receiver's 503) and tries again later
+                waiting = ""
             logger.warning(
-                "the PostgreSQL database %s cannot be reached (%s); waiting for it%s",
+                "the PostgreSQL database %s cannot be reached (%s)%s",
                 redact_url(self._dsn),
                 one_line(exc),
-                f" for up to {self._window:g} s" if self._window != float("inf") else "",
+                waiting,
             )
         if now - self._first >= self._window:
             # The outage stays told: others still waiting, or this caller trying again
