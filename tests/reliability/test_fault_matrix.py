@@ -33,6 +33,10 @@ from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, writ
 ROWS = 300
 PAUSE = 2.0  # the short pause of the default run; the soak cell outlasts a call's total
 LONG_PAUSE = 50.0  # past TIMEOUT_TOTAL: every call queued for a connection outlives its time
+# Enough rows waiting for their outcome that, at SIGCONT, their reads and the submissions
+# queue for the client's connections together (what halted a healthy run before).
+LONG_ROWS = 3000
+LONG_SETTLEMENT = 30.0
 STDERR_LINES = 3  # at most, per outage
 
 
@@ -53,21 +57,21 @@ def _quiet(stderr: str) -> None:
 
 
 @contextmanager
-def _sandbox() -> Iterator[ThreadedSandbox]:
-    with threaded_sandbox(SandboxConfig(settlement_delay=0.2)) as sb:
+def _sandbox(settlement: float = 0.2) -> Iterator[ThreadedSandbox]:
+    with threaded_sandbox(SandboxConfig(settlement_delay=settlement)) as sb:
         yield sb
 
 
-def _paused_run(tmp_path: Path, pause: float) -> None:
+def _paused_run(tmp_path: Path, pause: float, n: int = ROWS, settlement: float = 0.2) -> None:
     """bulk-cancel on a SQLite journal, SIGSTOPped mid-run for ``pause`` s, then SIGCONT:
     the same run finishes every row, once each."""
-    rows = bulk_rows(ROWS, prefix="E2E-PAUSE")
+    rows = bulk_rows(n, prefix="E2E-PAUSE")
     src = write_csv(tmp_path / "pause.csv", rows)
     journal = tmp_path / "pause.results.journal.sqlite"
-    with _sandbox() as sb:
+    with _sandbox(settlement) as sb:
         proc = _start(_command(sb, src))
         try:
-            _wait_for_progress(journal, proc, done=ROWS // 4)
+            _wait_for_progress(journal, proc, done=n // 3)
             os.kill(proc.pid, signal.SIGSTOP)
             time.sleep(pause)  # the fault itself: the process is stopped for this long
             os.kill(proc.pid, signal.SIGCONT)
@@ -76,7 +80,7 @@ def _paused_run(tmp_path: Path, pause: float) -> None:
             proc.kill()
         summary = json.loads(out)
         assert proc.returncode in (0, 1), (proc.returncode, err)  # finished: no rerun asked
-        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        assert summary["accepted"] + summary["rejected"] == n, summary
         _quiet(err)
         _exactly_once(sb, rows)
 
@@ -87,7 +91,7 @@ def test_sqlite_journal_x_process_paused(tmp_path: Path) -> None:
 
 @pytest.mark.soak
 def test_sqlite_journal_x_process_paused_past_a_call_s_total(tmp_path: Path) -> None:
-    _paused_run(tmp_path, LONG_PAUSE)
+    _paused_run(tmp_path, LONG_PAUSE, LONG_ROWS, LONG_SETTLEMENT)
 
 
 def test_sqlite_journal_x_sigkill(tmp_path: Path) -> None:
