@@ -82,6 +82,7 @@ _REPEATS: Final = (
     # psycopg closes the connection, and the loss is told by the outage policy
     "query cancellation interrupted",
     "query not terminated after cancellation",
+    "query cancellation failed",
 )
 
 
@@ -150,8 +151,12 @@ class Outage:
         """True between a failure and the next `ended`."""
         return self._failures > 0
 
-    def failed(self, exc: BaseException) -> float:
+    def failed(self, exc: BaseException, *, began: float | None = None) -> float:
         """Note a failure; return the pause before the next try.
+
+        ``began``: the ``time.monotonic()`` at which the failure began, when it is found
+        only later (a hung transaction, ended at its bound): the outage is counted, and
+        its duration told, from then.
 
         Raises:
             Exception: ``errors.unavailable``, once the window has passed since the first
@@ -162,7 +167,7 @@ class Outage:
         with _away_lock:
             away = _away.get(self._dsn)
             if self._failures == 1:
-                self._first = now
+                self._first = now if began is None else min(began, now)
                 if away is None:
                     return 0.0  # a lost connection: try once more at once, silently
             tell = away is None

@@ -38,6 +38,8 @@ LONG_PAUSE = 50.0  # past TIMEOUT_TOTAL: every call queued for a connection outl
 LONG_ROWS = 3000
 LONG_SETTLEMENT = 30.0
 STDERR_LINES = 3  # at most, per outage
+HANG = 8.0  # seconds every PostgreSQL server process stays stopped (under HANG_AFTER)
+LONG_HANG = 30.0  # past HANG_AFTER: the hung transaction is dropped and made again
 
 
 def _wait_for_progress(journal: Path, proc: subprocess.Popen[str], done: int) -> None:
@@ -161,3 +163,40 @@ def test_postgresql_stores_x_full_disk_does_not_apply() -> None:
         "does not apply: a PostgreSQL store's disk is the server's; a full one is a "
         "server that refuses writes, met as an error of the database, not of this process"
     )
+
+
+@pytest.mark.alone  # the hang is timed against the run's own pace
+@pytest.mark.parametrize(
+    "hang", [HANG, pytest.param(LONG_HANG, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+def test_postgresql_journal_x_database_hang(
+    tmp_path: Path, postgres_server: object, pg_dsn: str, hang: float
+) -> None:
+    rows = bulk_rows(ROWS, prefix="E2E-PGHANG")
+    src = write_csv(tmp_path / "pghang.csv", rows)
+    with _sandbox() as sb:
+        cmd = [*_command(sb, src), "--journal", pg_dsn]
+        proc = _start(cmd)
+        try:
+            _wait_for_stored(sb, proc, ROWS // 4)
+            with _hung(postgres_server, seconds_max=hang + 30):
+                time.sleep(hang)
+            out, err = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        assert proc.returncode in (0, 1), (proc.returncode, err)  # ridden out: no rerun
+        summary = json.loads(out)
+        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        _quiet(err)
+        _exactly_once(sb, rows)
+
+
+def _wait_for_stored(sb: ThreadedSandbox, proc: subprocess.Popen[str], n: int) -> None:
+    """Until the sandbox has stored ``n`` cancellations of the run."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "bulk-cancel ended before the fault"
+        if sb.stats()["cancellations_stored"] >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the sandbox never stored {n} cancellations")
