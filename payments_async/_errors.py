@@ -206,6 +206,9 @@ class TransportError(PaymentsError):
             certainly not stored; True when it may have been.
         retryable: False when trying again cannot help (a TLS certificate that is not
             trusted): the error is raised at once instead of being retried.
+        queued: True when the call's time ran out on the client's side before it tried
+            the service (waiting for a free connection or a rate-limit slot, or the
+            process paused): this says nothing about whether the service can be reached.
     """
 
     def __init__(
@@ -214,10 +217,12 @@ class TransportError(PaymentsError):
         *,
         request_sent: bool = True,
         retryable: bool = True,
+        queued: bool = False,
         **context: Any,
     ) -> None:
         self.request_sent = request_sent
         self.retryable = retryable
+        self.queued = queued
         super().__init__(message, **context)
 
 

@@ -216,6 +216,7 @@ class Pipeline:
                     "the call's deadline passed before the request was sent",
                     request_sent=False,
                     retryable=False,
+                    queued=True,
                     **op.context(),
                 )
             op.sends += 1
@@ -278,6 +279,7 @@ class Pipeline:
                 "the call's deadline passed before an access token was fetched",
                 request_sent=False,
                 retryable=False,
+                queued=True,
                 **op.context(),
             )
         started = time.monotonic()

@@ -284,6 +284,9 @@ async def take_slot(
     if not await limiter.acquire(budget):
         await asyncio.sleep(max(budget, 0.0))
         raise TransportError(
-            "timed out waiting for a slot of the rate limit", request_sent=False, **context
+            "timed out waiting for a slot of the rate limit",
+            request_sent=False,
+            queued=True,
+            **context,
         )
     return max(deadline - time.monotonic(), floor)

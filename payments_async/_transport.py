@@ -430,6 +430,7 @@ def _failure(
             return TransportError(
                 "timed out waiting for a free connection",
                 request_sent=False,
+                queued=True,
                 **_context(ex, status),
             )
         return TransportError("timed out waiting for the response", **_context(ex, status))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from pathlib import Path
@@ -206,6 +207,7 @@ class PsycopgBatch:
     async def _write(self, ops: Sequence[Op]) -> list[Any]:
         outage = Outage(self._dsn, window=self._window, errors=self._errors, what=self._what)
         while True:
+            began = time.monotonic()
             try:
                 async with asyncio.timeout(self._hang_after):
                     conn = await self._connection()
@@ -224,7 +226,9 @@ class PsycopgBatch:
                 if not (is_connection_lost(exc) or isinstance(exc, self._errors.unavailable)):
                     raise self._failed(exc) from exc
                 await self.aclose()
-                await asyncio.sleep(outage.failed(exc))
+                # A hang is found only at its bound: the outage began with the transaction.
+                hung = isinstance(exc, TimeoutError)
+                await asyncio.sleep(outage.failed(exc, began=began if hung else None))
                 continue
             outage.ended()
             return results

@@ -19,7 +19,14 @@ from typing import Final
 from .._urls import redact_url
 from ._errors import StoreErrors
 
-__all__ = ["Outage", "is_connection_lost", "is_passing", "one_line", "quiet_psycopg"]
+__all__ = [
+    "Outage",
+    "Spell",
+    "is_connection_lost",
+    "is_passing",
+    "one_line",
+    "quiet_psycopg",
+]
 
 logger = logging.getLogger("payments_async.store")
 
@@ -75,6 +82,7 @@ _REPEATS: Final = (
     # psycopg closes the connection, and the loss is told by the outage policy
     "query cancellation interrupted",
     "query not terminated after cancellation",
+    "query cancellation failed",
 )
 
 
@@ -143,8 +151,12 @@ class Outage:
         """True between a failure and the next `ended`."""
         return self._failures > 0
 
-    def failed(self, exc: BaseException) -> float:
+    def failed(self, exc: BaseException, *, began: float | None = None) -> float:
         """Note a failure; return the pause before the next try.
+
+        ``began``: the ``time.monotonic()`` at which the failure began, when it is found
+        only later (a hung transaction, ended at its bound): the outage is counted, and
+        its duration told, from then.
 
         Raises:
             Exception: ``errors.unavailable``, once the window has passed since the first
@@ -155,7 +167,7 @@ class Outage:
         with _away_lock:
             away = _away.get(self._dsn)
             if self._failures == 1:
-                self._first = now
+                self._first = now if began is None else min(began, now)
                 if away is None:
                     return 0.0  # a lost connection: try once more at once, silently
             tell = away is None
@@ -163,11 +175,17 @@ class Outage:
                 away = _away[self._dsn] = _Away(self._first, time.time() - (now - self._first))
             since_wall = away.since_wall
         if tell:
+            if self._window == float("inf"):
+                waiting = "; waiting for it"
+            elif self._window > 0:
+                waiting = f"; waiting for it for up to {self._window:g} s"
+            else:  # the caller answers at once (a receiver's 503) and tries again later
+                waiting = ""
             logger.warning(
-                "the PostgreSQL database %s cannot be reached (%s); waiting for it%s",
+                "the PostgreSQL database %s cannot be reached (%s)%s",
                 redact_url(self._dsn),
                 one_line(exc),
-                f" for up to {self._window:g} s" if self._window != float("inf") else "",
+                waiting,
             )
         if now - self._first >= self._window:
             # The outage stays told: others still waiting, or this caller trying again
@@ -196,3 +214,45 @@ class Outage:
                 redact_url(self._dsn),
                 time.monotonic() - away.since,
             )
+
+
+class Spell:
+    """A run of failures of one kind (a store that cannot be written, a full disk), said
+    once when it begins and once when it ends, however many attempts meet it meanwhile.
+
+    For what a process retries by itself or leaves to a sender's redelivery, where a line
+    per attempt would be a flood: `failed` logs only the first failure of a spell (the
+    others at debug level), `ended` logs once that it is over, with its duration and how
+    many attempts met it.
+
+    Args:
+        log: the logger to say it with.
+    """
+
+    def __init__(self, log: logging.Logger) -> None:
+        self._log = log
+        self._since: float | None = None
+        self.count = 0
+        """Failures in the current spell (0 outside one)."""
+
+    @property
+    def failing(self) -> bool:
+        """True between a failure and the next `ended`."""
+        return self._since is not None
+
+    def failed(self, message: str, *args: object) -> None:
+        """Note a failure; log ``message % args`` as an error if it begins a spell."""
+        self.count += 1
+        if self._since is None:
+            self._since = time.monotonic()
+            self._log.error(message, *args)
+        elif self._log.isEnabledFor(logging.DEBUG):
+            self._log.debug(message, *args)
+
+    def ended(self, message: str) -> None:
+        """Log ``message`` followed by the spell's duration and count, if one was going."""
+        if self._since is None:
+            return
+        took, count = time.monotonic() - self._since, self.count
+        self._since, self.count = None, 0
+        self._log.warning("%s after %.1f s (%d attempts met it)", message, took, count)

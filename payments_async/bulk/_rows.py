@@ -147,7 +147,9 @@ class RowChange:
             left it (``sent``, with that attempt's count): another execution of the same
             row may have moved it on meanwhile.
         unreachable: True when the service (or its token endpoint) cannot be reached:
-            every other row would meet the same.
+            every other row would meet the same. Never for a call whose time ran out
+            while it waited for one of the client's own connections: the service was
+            not tried.
     """
 
     stage: Stage
@@ -230,7 +232,11 @@ def after_failure(stage: str, exc: PaymentsError) -> RowChange:
     """
     error = one_line(exc)
     final = is_final_refusal(exc)
-    unreachable = never_sent(exc) and not isinstance(exc, ValidationError)
+    unreachable = (
+        never_sent(exc)
+        and not isinstance(exc, ValidationError)
+        and not (isinstance(exc, TransportError) and exc.queued)
+    )
     if never_sent(exc) and stage == Stage.PLANNED:
         if final:
             return RowChange(

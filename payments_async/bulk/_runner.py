@@ -337,14 +337,19 @@ class BulkRunner:
                     if not self._resends(change, deadline - time.monotonic() - pause):
                         await self._failed(row, exc, change)
                         return None
-                    await record(journal, row.line, change, attempts=row.attempts + 1)
-                    row = replace(row, state=Stage.SENT, attempts=row.attempts + 1)
-                    sent = True
+                    attempts = row.attempts + 1
+                    await record(journal, row.line, change, attempts=attempts)
+                    if change.left:
+                        row = replace(row, state=Stage.SENT, attempts=attempts)
+                        sent = True
+                    else:  # it never left (no free connection in time): planned again
+                        self.counts.sent -= 1
+                        row = replace(row, attempts=attempts)
                 else:
                     break
-            # Its outcome is unknown: the same bytes and id again after a pause (the
-            # service answers 200 if it has it), while the row's time lasts.
-            logger.debug("line %d: outcome unknown; resending in %.2f s", row.line, pause)
+            # Its outcome is unknown, or it never left: the same bytes and id again after
+            # a pause (the service answers 200 if it has it), while the row's time lasts.
+            logger.debug("line %d: %s; sending again in %.2f s", row.line, change.error, pause)
             await asyncio.sleep(pause)
             if self._halting():  # stopped meanwhile: recorded as sent without an answer
                 self._count(change)
@@ -361,10 +366,11 @@ class BulkRunner:
 
     def _resends(self, change: RowChange, time_left: float) -> bool:
         """True when a failed submission is to be sent again within this run: its
-        outcome is unknown (the request left, no answer says what became of it), the
+        outcome is unknown (the request left, no answer says what became of it) or it
+        never left for want of a free connection (a burst, or the process paused), the
         service can be reached, and the row's time is not over after the pause."""
         return (
-            change.stage is Stage.SENT
+            change.stage in (Stage.SENT, Stage.PLANNED)
             and change.retry
             and not change.unreachable
             and not self._halting()

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final, Self
 import msgspec
 
 from .._errors import ConfigurationError
+from .._store import Spell
 from ..iso20022 import Camt029, Pacs002
 from ._config import ReceiverLimits, Retries, Sweep
 from ._core import Authenticator, NotificationKind, NotificationRejected, authenticate, parse
@@ -142,6 +143,7 @@ class NotificationReceiver:
         )
         self._started = False
         self._chores: list[asyncio.Task[None]] = []
+        self._storing = Spell(logger)  # deliveries refused by an inbox that cannot be written
 
     def __repr__(self) -> str:
         return f"NotificationReceiver(client={self._client!r}, auth={self._auth!r})"
@@ -331,10 +333,15 @@ class NotificationReceiver:
             return 503, _QUEUE_FULL_BODY
         except InboxError as exc:
             self.stats.store_failures += 1
-            logger.error(
-                "notification for %s not stored: %s", notification.payments_service_id, exc
+            self._storing.failed(
+                "cannot store notifications (the one for %s: %s); deliveries are answered "
+                "503 and the service sends them again, until the inbox can be written",
+                notification.payments_service_id,
+                exc,
             )
             return 503, _STORE_DOWN_BODY
+        if self._storing.failing:
+            self._storing.ended("the inbox stores notifications again")
         self.stats.accepted += 1
         self.workers.wake()
         return 202, _ACCEPTED_BODY

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .. import redact_url
 from .._errors import NotFoundError, PaymentsError
+from .._store import Spell
 from ..iso20022 import (
     Camt029,
     Outcome,
@@ -105,6 +106,7 @@ class Workers:
         self._read_failures: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._not_found: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._write_failing = False  # a delivery's write failed and is being retried
+        self._reading = Spell(logger)  # the inbox could not be read (said once per outage)
 
     def start(self) -> None:
         """Start the feeder and the workers (they take what an earlier run left undone)."""
@@ -138,7 +140,9 @@ class Workers:
                 try:
                     items = await self._inbox.claim(free)
                 except InboxError as exc:
-                    logger.error("cannot read the notification inbox: %s", exc)
+                    self._reading.failed("cannot read the notification inbox: %s", exc)
+                else:
+                    self._reading.ended("the notification inbox can be read again")
             for item in items:
                 self.busy += 1
                 self._items.put_nowait(item)

@@ -61,6 +61,11 @@ async def notify(st: Stack, psid: str) -> None:
     assert status == 202
 
 
+def disk_full(db: sqlite3.Connection) -> None:
+    """A write on a full disk, as SQLite reports it."""
+    raise sqlite3.OperationalError("database or disk is full")
+
+
 class FailingCompletions(SqliteInbox):
     """A SQLite inbox whose first ``failures`` completions with a delivered mark fail in
     the write itself (a full disk), as the store reports it."""
@@ -79,11 +84,7 @@ class FailingCompletions(SqliteInbox):
     def _submit(self, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
         if self._fail_next_write:  # the disk fills under the transaction that holds it
             self._fail_next_write = False
-
-            def full(db: sqlite3.Connection) -> None:
-                raise sqlite3.OperationalError("database or disk is full")
-
-            return super()._submit(full)
+            return super()._submit(disk_full)
         return super()._submit(op)
 
 
@@ -298,3 +299,46 @@ async def test_an_item_held_past_a_lost_lease_is_not_taken_again_by_its_holder(
     assert await live_inbox.claim(5) == []  # its worker still has it: no second worker
     assert await live_inbox.complete(held, "payment:p0:ACSC")
     assert (await live_inbox.status()).depth == 0
+
+
+class FullDisk(SqliteInbox):
+    """A SQLite inbox on a disk that is full while ``full`` is set: every write fails as
+    SQLite reports it."""
+
+    full = False
+
+    def _submit(self, op: Callable[[Any], Any]) -> asyncio.Future[Any]:
+        return super()._submit(disk_full if self.full else op)
+
+
+async def test_an_inbox_that_cannot_be_written_is_said_once_per_outage_not_per_delivery(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inbox = FullDisk(tmp_path / "inbox.db")
+    async with notifying_stack(
+        inbox=inbox, faults=SILENT, sweep=Sweep(track_submissions=False)
+    ) as st:
+        psid = await settled_payment(st)
+        body = msgspec.json.encode(
+            {
+                "paymentsServiceId": psid,
+                "statusReportMessage": f"{st.sandbox.url}{PACS002_PATH}/{psid}",
+            }
+        )
+        headers = {
+            "Content-Type": "application/json",
+            "Authorization": basic(HOOK_USER, HOOK_PASSWORD),
+        }
+        with caplog.at_level(logging.WARNING, logger="payments_async.notifications"):
+            inbox.full = True
+            for _ in range(50):  # the service redelivering while the disk is full
+                status, _ = await st.receiver.handle("POST", headers, body)
+                assert status == 503
+            inbox.full = False
+            await notify(st, psid)
+            await asyncio.wait_for(st.receiver.join(), 10.0)
+        assert st.receiver.stats.store_failures == 50
+        assert caplog.text.count("cannot store notifications") == 1
+        assert caplog.text.count("the inbox stores notifications again after") == 1
+        assert "(50 attempts met it)" in caplog.text
+        assert (await inbox.status()).delivered == 1

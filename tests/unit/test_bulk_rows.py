@@ -38,6 +38,14 @@ TOKEN_REFUSED = AuthenticationError("invalid_client", status=401, method="POST",
 RATE_LIMITED = RateLimitedError("slow down", status=429, method="POST", path=POST)
 UNKNOWN_POST = OutcomeUnknownError("no answer", message_id="BC-1", method="POST", path=POST)
 BAD_BODY = ValidationError.single("$.assgnmt.id", "too long")
+# The call's time ran out before it tried the service (a burst, or the process paused).
+QUEUED = TransportError(
+    "timed out waiting for a free connection",
+    request_sent=False,
+    queued=True,
+    method="POST",
+    path=POST,
+)
 
 
 @pytest.mark.parametrize(
@@ -47,6 +55,10 @@ BAD_BODY = ValidationError.single("$.assgnmt.id", "too long")
         (Stage.PLANNED, CONNECTION_REFUSED, (Stage.PLANNED, None, False, True, True)),
         (Stage.PLANNED, TOKEN_DOWN, (Stage.PLANNED, None, False, True, True)),
         (Stage.PLANNED, TOKEN_REFUSED, (Stage.PLANNED, None, False, True, True)),
+        # Never left for want of a free connection: planned again, tried again in this
+        # run, and it says nothing about the service.
+        (Stage.PLANNED, QUEUED, (Stage.PLANNED, None, False, True, False)),
+        (Stage.SENT, QUEUED, (Stage.SENT, None, True, True, False)),
         # Its own message refused before any I/O: it can never be sent.
         (Stage.PLANNED, BAD_BODY, (Stage.FINAL, RowOutcome.NOT_SENT, False, False, False)),
         # The same message, but an earlier attempt sent it: nobody can tell.

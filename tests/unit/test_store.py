@@ -89,3 +89,25 @@ def test_psycopg_repeating_a_told_failure_stays_off_stderr(
         log.warning("query cancellation interrupted (%s): closing connection", "AdminShutdown")
         log.warning("something psycopg has not said before")
     assert [r.getMessage() for r in caplog.records] == ["something psycopg has not said before"]
+
+
+def test_a_hang_found_at_its_bound_is_told_from_when_it_began(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import time
+
+    from payments_async._store import Outage
+
+    dsn = "postgresql://u:secret@db.example/hang"
+    outage = Outage(dsn, window=60, errors=JOURNAL_ERRORS, what="journal")
+    began = time.monotonic() - 15  # the transaction hung this long before its bound
+    with caplog.at_level(logging.WARNING, logger="payments_async.store"):
+        assert outage.failed(TimeoutError(), began=began) == 0.0  # once more at once
+        outage.failed(TimeoutError())  # the reconnection fails too: told
+        outage.ended()
+    told = [r.getMessage() for r in caplog.records]
+    assert len(told) == 2
+    assert "cannot be reached" in told[0]
+    assert float(told[1].split("is back after ")[1].split(" s")[0]) >= 15
+    assert "secret" not in caplog.text
