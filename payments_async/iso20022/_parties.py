@@ -32,7 +32,11 @@ _DIGITS: Final = {ord(c): str(i + 10) for i, c in enumerate(string.ascii_upperca
 
 
 def lei_check_digits_hold(lei: str) -> bool:
-    """The ISO 17442 check: the LEI read as a number (letters 10..35) is 1 modulo 97.
+    """The ISO 17442 check: the LEI read as a number (letters 10..35) is 1 modulo 97, and
+    its check digits are what ISO 7064 mod 97-10 computes (``98 - n mod 97``: 02 to 98).
+
+    A remainder of 1 alone would also accept 00 or 01 where 97 or 98 is right (the two
+    are equal modulo 97); no LEI is issued with them.
 
     Args:
         lei: 20 upper-case letters and digits (the pattern was checked before).
@@ -40,7 +44,7 @@ def lei_check_digits_hold(lei: str) -> bool:
     Returns:
         True when the two check digits are right.
     """
-    return int(lei.translate(_DIGITS)) % 97 == 1
+    return 2 <= int(lei[18:]) <= 98 and int(lei.translate(_DIGITS)) % 97 == 1
 
 
 def check_lei(v: Any) -> str | None:
