@@ -167,7 +167,9 @@ async def token_or_outage(
     """
     try:
         await token_lifetime(client, within)
-    except TransportError:
+    except TransportError as exc:
+        if isinstance(exc.__cause__, ssl.SSLError):
+            raise  # a certificate not trusted is no outage: said with its remedy
         line = await watch.outage(functools.partial(why_unreachable, settings))
         if line is None:
             raise
