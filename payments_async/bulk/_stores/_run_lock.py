@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
+import os
 import time
 from typing import TYPE_CHECKING, Any, Final
 
@@ -65,9 +67,16 @@ def _key(run_id: str) -> int:
 
 
 def _session_name() -> str:
+    """This process's name on its sessions: the same on every session it opens, so that a
+    reconnect knows its own lost session (a forked child, another pid, has its own)."""
+    return _process_session_name(os.getpid())
+
+
+@functools.cache
+def _process_session_name(pid: int) -> str:
     me = run_holder()
     # At most 63 characters are kept: the host goes last, so only it can be cut short.
-    return f"{_HOLDER_PREFIX}{me['pid']}@{int(me['started'])}@{me['host']}"[:63]
+    return f"{_HOLDER_PREFIX}{pid}@{int(me['started'])}@{me['host']}"[:63]
 
 
 def _busy(run_id: str, record: tuple[Any, ...] | None, *, again: bool) -> JournalBusyError:
