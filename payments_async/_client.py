@@ -63,6 +63,7 @@ from .iso20022 import (
     encode_validated,
     summarize_resolution,
     summarize_status_report,
+    validate,
 )
 
 __all__ = ["METHODS", "PaymentsClient", "WithResponse"]
@@ -502,6 +503,8 @@ class PaymentsClient:
             ApiError: the service refused a chase (a recall it does not know, say).
             ConfigurationError: ``timeout`` or ``chase_after`` is not a positive number,
                 or ``chase_after`` is given without ``recall``.
+            ValidationError: ``recall`` cannot be named in a pacs.028 (an id that is not
+                an ISO ``Max35Text`` id, say); nothing was sent.
         """
         chase = None
         if chase_after is not None:
@@ -665,6 +668,9 @@ class PaymentsClient:
             raise ConfigurationError(
                 "chase_after needs recall: the camt.056 waited for, or its assgnmt.id"
             )
+
+        # what the chases will send, checked now: a bad id is refused before anything is sent
+        validate(build_status_request(camt056, assignment_id=assignment_id))
 
         def chase(remaining: float) -> Coroutine[Any, Any, Submission]:
             message = build_status_request(camt056, assignment_id=assignment_id)

@@ -206,9 +206,9 @@ class Poll(Generic[T]):
 
         With a chase, a read that is not final once the quiet period has passed since the
         start (or since the last chase) is followed by one chase, and the next one is due
-        a quiet period later: never more than one per quiet period. A chase failing for a
-        passing reason (retryable, or an unknown outcome) is logged; any other error
-        propagates.
+        a quiet period later: never more than one per quiet period, and none once the
+        deadline has passed. A chase failing for a passing reason (retryable, an unknown
+        outcome, or not sent at all) is logged; any other error propagates.
 
         Raises:
             PollTimeoutError: the deadline passed first; carries every raw code seen.
@@ -278,7 +278,7 @@ class Poll(Generic[T]):
                         else:
                             unknown = None
                         del result  # not kept while sleeping
-                        if chase is not None and time.monotonic() >= chase_at:
+                        if chase is not None and chase_at <= time.monotonic() < deadline:
                             await self._chase_once(chase[1], deadline)
                             chase_at = time.monotonic() + chase[0]
                     remaining = deadline - time.monotonic()
@@ -316,7 +316,8 @@ class Poll(Generic[T]):
         try:
             await send(deadline - time.monotonic())
         except PaymentsError as exc:
-            if not (isinstance(exc, OutcomeUnknownError) or is_retryable(exc)):
+            unsent = isinstance(exc, TransportError) and not exc.request_sent
+            if not (isinstance(exc, OutcomeUnknownError) or is_retryable(exc) or unsent):
                 raise
             logger.warning(
                 "chase of %s %s failed, to be tried again: %s", self._what, self._id, exc

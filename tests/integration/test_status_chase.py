@@ -15,6 +15,7 @@ from payments_async import (
     RetryPolicy,
     SyncPaymentsClient,
     Timeout,
+    ValidationError,
     build_status_request,
 )
 from payments_async.sandbox import FaultConfig, SandboxConfig
@@ -98,13 +99,14 @@ async def test_without_chase_after_nothing_is_chased() -> None:
         ({"chase_after": 1.0}, "needs recall"),
         ({"chase_after": 0, "recall": "A-1"}, "chase_after"),
         ({"chase_after": float("nan"), "recall": "A-1"}, "chase_after"),
+        ({"chase_after": 1.0, "recall": "x" * 36}, "orgnlMsgId"),
     ],
 )
 async def test_a_chase_without_a_recall_or_a_period_is_refused_before_sending(
     kwargs: dict[str, object], match: str
 ) -> None:
     async with sandbox_server(SILENT) as sb, client_for(sb) as client:
-        with pytest.raises(ConfigurationError, match=match):
+        with pytest.raises((ConfigurationError, ValidationError), match=match):
             await client.wait_for_cancellation_outcome("cxl-1", **kwargs)  # type: ignore[arg-type]
         assert sb.server.stats()["requests"].get("camt029", 0) == 0
 

@@ -137,3 +137,34 @@ async def test_a_chase_the_service_refuses_ends_the_wait() -> None:
             chase=(0.02, recall.chase),
         )
     assert len(recall.chases) == 1
+
+
+async def test_a_quiet_period_longer_than_the_wait_sends_nothing() -> None:
+    recall = Recall(answer=False)
+    with pytest.raises(PollTimeoutError):
+        await poll_until_final(
+            recall.fetch,
+            _status,
+            payments_service_id="cxl-6",
+            timeout=0.2,
+            policy=FAST,
+            what="t",
+            chase=(0.3, recall.chase),
+        )
+    assert recall.chases == []
+
+
+async def test_a_chase_the_deadline_left_no_time_to_send_is_not_an_error() -> None:
+    unsent = TransportError("the call's deadline passed", request_sent=False, retryable=False)
+    recall = Recall(unsent)
+    result = await poll_until_final(
+        recall.fetch,
+        _status,
+        payments_service_id="cxl-7",
+        timeout=10,
+        policy=FAST,
+        what="t",
+        chase=(0.02, recall.chase),
+    )
+    assert result == "ACCC"
+    assert len(recall.chases) == 2
