@@ -220,8 +220,9 @@ class PaymentsClient:
 
     @property
     def with_response(self) -> WithResponse:
-        """The four operations, each returning ``(result, response)``: the answer's status,
-        headers, elapsed time and attempts beside the usual result (see `RawResponse`)."""
+        """The operations that send or read a message, each returning ``(result,
+        response)``: the answer's status, headers, elapsed time and attempts beside the
+        usual result (see `RawResponse`)."""
         return WithResponse(self)
 
     @property
@@ -565,7 +566,7 @@ class PaymentsClient:
     ) -> RawResponse:
         """Call an operation of the service the client does not wrap (a pacs.004 return...).
 
-        The request goes through the same pipeline as the four operations: the access
+        The request goes through the same pipeline as the operations: the access
         token, the client-id and request-id headers, an SCA token over the exact body
         bytes, the transport, its limits and deadlines, the typed errors, hooks, logging
         and telemetry (the operation is named ``request``). The body is encoded once;
@@ -575,9 +576,9 @@ class PaymentsClient:
         body is retried only when ``idempotency_id`` names the id by which the service
         recognises a resent body (a pacs.004's ``grpHdr.msgId``): the retries resend the
         same bytes, and an answer never seen raises ``OutcomeUnknownError``, as for the
-        four operations. Without it the request is sent once (a 401 is answered by one
-        resend with a new token: the service refused it before acting); if it may have
-        arrived but no answer said so, ``OutcomeUnknownError`` says that.
+        operations that send a message. Without it the request is sent once (a 401 is
+        answered by one resend with a new token: the service refused it before acting);
+        if it may have arrived but no answer said so, ``OutcomeUnknownError`` says that.
 
         ```python
         response = await client.request(
@@ -866,7 +867,8 @@ class PaymentsClient:
 
 
 class WithResponse:
-    """The client's four operations, each returning ``Answered(result, response)``.
+    """The client's operations that send or read a message, each returning
+    ``Answered(result, response)``.
 
     Reached as ``client.with_response``; each method takes what the client's method of
     the same name takes and raises what it raises.

@@ -389,7 +389,7 @@ class SyncPaymentsClient:
 
     @property
     def with_response(self) -> SyncWithResponse:
-        """The four operations, each returning ``Answered(result, response)``."""
+        """The operations that send or read a message, each returning ``Answered``."""
         return SyncWithResponse(self)
 
     _rotate = _blocking(PaymentsClient.rotate_credentials)
@@ -412,7 +412,8 @@ class SyncPaymentsClient:
 
 
 class SyncWithResponse:
-    """``SyncPaymentsClient``'s four operations, each returning ``Answered(result, response)``.
+    """``SyncPaymentsClient``'s operations that send or read a message, each returning
+    ``Answered(result, response)``.
 
     Reached as ``client.with_response``; blocking, as the client's own methods are:
 

@@ -26,6 +26,8 @@ from tests.support.cli import (
     write_csv,
 )
 
+pytestmark = pytest.mark.slow  # seconds: 1,000 rows through the CLI and the sandbox
+
 ROWS = int(os.environ.get("PAYMENTS_ASYNC_ACCEPTED_ROWS", "1000"))
 
 
