@@ -482,7 +482,8 @@ class PaymentsClient:
         update about ``recall`` (``request_status_update``, a new message each time) and
         goes on waiting: never more than one per quiet period. A chase that fails for a
         passing reason (a timeout, a 5xx, an unknown outcome) is logged and tried again
-        one quiet period later; one the service refuses (a 4xx) ends the wait.
+        one quiet period later (after an unknown outcome, with the same message); one the
+        service refuses (a 4xx) ends the wait.
 
         Args:
             payments_service_id: the id returned by ``request_cancellation``.
@@ -658,8 +659,9 @@ class PaymentsClient:
             return _raw(resp, op)
 
     def _chaser(self, recall: Camt056 | str | None) -> Callable[[float], Awaitable[object]]:
-        """What one chase of ``recall`` sends: a new pacs.028 about it, each time, within
-        the client's timeout and never past the wait's deadline (the seconds it is given)."""
+        """What one chase of ``recall`` sends: a new pacs.028 about it each time (the same
+        one again after an unknown outcome, so the service stores it once), within the
+        client's timeout and never past the wait's deadline (the seconds it is given)."""
         if isinstance(recall, Camt056):
             camt056: Camt056 | None = recall
             assignment_id: str | None = None
@@ -673,10 +675,19 @@ class PaymentsClient:
         # what the chases will send, checked now: a bad id is refused before anything is sent
         validate(build_status_request(camt056, assignment_id=assignment_id))
 
-        def chase(remaining: float) -> Coroutine[Any, Any, Submission]:
-            message = build_status_request(camt056, assignment_id=assignment_id)
+        unknown: list[Pacs028] = []  # a chase whose outcome is unknown: resent, not replaced
+
+        async def chase(remaining: float) -> Submission:
+            if unknown:
+                message = unknown.pop()
+            else:
+                message = build_status_request(camt056, assignment_id=assignment_id)
             total = min(self._timeout.total, max(remaining, 0.001))
-            return self.request_status_update(message, timeout=total)
+            try:
+                return await self.request_status_update(message, timeout=total)
+            except OutcomeUnknownError:
+                unknown.append(message)
+                raise
 
         return chase
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from payments_async import (
     Credentials,
     OutcomeUnknownError,
     PaymentsClient,
+    PollPolicy,
     RetryPolicy,
     Timeout,
     ValidationError,
@@ -28,6 +30,7 @@ BASE = "http://127.0.0.1:9"
 TOKEN_URL = f"{BASE}/oauth/token"
 CAMT056_URL = f"{BASE}/payments/camt056/v08"
 PACS028_URL = f"{BASE}/payments/pacs028/v03"
+CAMT029 = re.compile(rf"^{re.escape(BASE)}/payments/camt029/v09/.*$")
 TOKEN_BODY = {"access_token": "tok-1", "token_type": "bearer", "expires_in": 3600}
 
 
@@ -183,3 +186,46 @@ async def test_with_response_gives_the_status_update_and_its_answer(
     )
     assert sub.created
     assert response.status == 202
+
+
+async def test_a_chase_whose_outcome_is_unknown_is_resent_as_the_same_message(
+    mocked: aioresponses,
+) -> None:
+    chased: list[bytes] = []
+
+    def pacs028(url: URL, **kwargs: Any) -> CallbackResult:
+        chased.append(kwargs["data"])
+        if len(chased) == 1:
+            return CallbackResult(status=503)  # may have been stored: unknown
+        return CallbackResult(status=200, payload=_result(kwargs["data"], "SRQ-1"))
+
+    def camt029(url: URL, **kwargs: Any) -> CallbackResult:
+        conf, tx = ("ACCC", "ACCR") if len(chased) > 1 else ("PDCR", "PDCR")
+        return CallbackResult(
+            status=200,
+            payload={
+                "rsltnOfInvstgtn": {
+                    "assgnmt": {"id": "A-1"},
+                    "sts": {"conf": conf},
+                    "cxlDtls": [{"txInfAndSts": [{"cxlStsId": "C-1", "txCxlSts": tx}]}],
+                }
+            },
+        )
+
+    mocked.post(PACS028_URL, callback=pacs028, repeat=True)
+    mocked.get(CAMT029, callback=camt029, repeat=True)
+    async with PaymentsClient(
+        Credentials.sandbox(),
+        base_url=BASE,
+        retry=RetryPolicy.for_testing(attempts=1),
+        poll=PollPolicy(initial=0.005, maximum=0.005, jitter=0.0),
+    ) as client:
+        outcome = await client.wait_for_cancellation_outcome(
+            "cxl-1", timeout=10, chase_after=0.02, recall="ASG-1"
+        )
+    assert outcome.accepted
+    assert len(chased) == 2
+    assert chased[0] == chased[1]  # the same message again: stored once at most
+    assert json.loads(chased[0])["fitoFIPmtStsReq"]["txInf"][0]["orgnlGrpInf"]["orgnlMsgId"] == (
+        "ASG-1"
+    )
