@@ -501,12 +501,12 @@ class PaymentsClient:
         Raises:
             PollTimeoutError: no final code before ``timeout`` (carries every code seen).
             NotFoundError: the id stayed unknown past the grace period.
-            ValidationError: the id is not 1-128 of ``[A-Za-z0-9_-]``; nothing was sent.
+            ValidationError: the id is not 1-128 of ``[A-Za-z0-9_-]``, or ``recall``
+                cannot be named in a pacs.028 (an ``assgnmt.id`` over 35 characters,
+                say); nothing was sent.
             ApiError: the service refused a chase (a recall it does not know, say).
             ConfigurationError: ``timeout`` or ``chase_after`` is not a positive number,
                 or ``chase_after`` is given without ``recall``.
-            ValidationError: ``recall`` cannot be named in a pacs.028 (an id that is not
-                an ISO ``Max35Text`` id, say); nothing was sent.
         """
         chase = None
         if chase_after is not None:
