@@ -288,8 +288,9 @@ class Poll(Generic[T]):
                         early = self.peek()  # confirmed while the read was in flight
                         if early is not None:
                             return self.settled(early)
-                    # wake for a chase when it falls due, not a poll interval later
-                    pause = min(interval, remaining, max(0.0, chase_at - time.monotonic()))
+                    pause = min(interval, remaining)
+                    if chase is not None:  # wake for a chase when it falls due
+                        pause = min(pause, max(0.0, chase_at - time.monotonic()))
                 # One future, completed by the timer or by the source, whichever comes first.
                 loop = asyncio.get_running_loop()
                 waiter: asyncio.Future[None] = loop.create_future()
