@@ -1,11 +1,13 @@
-"""PaymentsClient: the four operations of the service through one request pipeline."""
+"""PaymentsClient: the operations of the service through one request pipeline."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 import ssl
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 
@@ -23,7 +25,13 @@ from ._constants import (
     TOKEN_PATH,
 )
 from ._credentials import Credentials
-from ._errors import ConfigurationError, PaymentsError, ValidationError
+from ._errors import (
+    ConfigurationError,
+    OutcomeUnknownError,
+    PaymentsError,
+    TransportError,
+    ValidationError,
+)
 from ._instrument import Call, Hooks, Instruments
 from ._models import (
     Answered,
@@ -34,11 +42,11 @@ from ._models import (
 )
 from ._operation import Operation
 from ._pipeline import Pipeline
-from ._polling import MessagePoll, NotificationSource, PollPolicy, Summary
+from ._polling import Chase, MessagePoll, NotificationSource, PollPolicy, Summary
 from ._profile import ServiceProfile, check_request_path
 from ._proxy import resolve_proxy
 from ._rate import RateLimit, RateLimiter, rate_limiter
-from ._retry import RetryPolicy
+from ._retry import RetryPolicy, parse_retry_after
 from ._telemetry import Telemetry
 from ._tokens import TokenSession
 from ._transport import Response, Transport, check_base_url
@@ -47,16 +55,20 @@ from .iso20022 import (
     Camt056,
     Pacs002,
     Pacs008,
+    Pacs028,
     PaymentStatus,
+    build_status_request,
     decode_camt029,
     decode_pacs002,
     encode_validated,
     summarize_resolution,
     summarize_status_report,
+    validate,
 )
 
 __all__ = ["METHODS", "PaymentsClient", "WithResponse"]
 
+_log = logging.getLogger("payments_async")
 T = TypeVar("T")
 M = TypeVar("M")
 S = TypeVar("S", bound=Summary)
@@ -208,8 +220,9 @@ class PaymentsClient:
 
     @property
     def with_response(self) -> WithResponse:
-        """The four operations, each returning ``(result, response)``: the answer's status,
-        headers, elapsed time and attempts beside the usual result (see `RawResponse`)."""
+        """The operations that send or read a message, each returning ``(result,
+        response)``: the answer's status, headers, elapsed time and attempts beside the
+        usual result (see `RawResponse`)."""
         return WithResponse(self)
 
     @property
@@ -363,6 +376,41 @@ class PaymentsClient:
         )
         return sub
 
+    async def request_status_update(
+        self, status_request: Pacs028, *, timeout: float | Timeout | None = None
+    ) -> Submission:
+        """Chase an unanswered recall with a pacs.028 (``POST /payments/pacs028/v03``).
+
+        SEPA's request for status update on a camt.056 the beneficiary bank has not
+        answered. Build it with ``build_status_request(cancellation)`` (or from the
+        camt.056's ids); it is signed, sent and made idempotent as the other POSTs are:
+        an SCA token over the exact bytes, retries that resend those bytes, and the
+        service's idempotency on ``grpHdr.msgId`` (201 the first time, 200 after).
+        The recall's answer is still read as a camt.029 (``get_cancellation_outcome`` or
+        ``wait_for_cancellation_outcome``); ``wait_for_cancellation_outcome`` can send
+        this request itself (``chase_after``).
+
+        Args:
+            status_request: the message; validated before anything is sent.
+            timeout: this call's ``Timeout``, or a number of seconds for its ``total``.
+                The client's ``timeout`` when None.
+
+        Returns:
+            The submission of the status request (its own ``payments_service_id``).
+
+        Raises:
+            ValidationError: not a Pacs028, or it breaks a rule; nothing was sent.
+            OutcomeUnknownError: the POST may have been stored but no valid answer said
+                so; resubmit the same message (same ``grpHdr.msgId``).
+            ApiError: the service refused it (a recall it does not know, say).
+            ConfigurationError: ``timeout`` is neither a positive number nor a Timeout.
+        """
+        _check_type(status_request, Pacs028, "request_status_update")
+        sub, _ = await self._submit(
+            "request_status_update", self._profile.pacs028_path, status_request, timeout
+        )
+        return sub
+
     async def get_credit_transfer_status(
         self, payments_service_id: str, *, timeout: float | Timeout | None = None
     ) -> Pacs002:
@@ -414,7 +462,12 @@ class PaymentsClient:
         return message
 
     async def wait_for_cancellation_outcome(
-        self, payments_service_id: str, *, timeout: float = POLL_TIMEOUT
+        self,
+        payments_service_id: str,
+        *,
+        timeout: float = POLL_TIMEOUT,
+        chase_after: float | None = None,
+        recall: Camt056 | str | None = None,
     ) -> CancellationOutcome:
         """Poll camt.029 until a final code (ACCC, RJTC, CNCL, RJCR, ACCR, ...) appears, or
         a notification receiver (``attach_notifications``) confirms one.
@@ -423,10 +476,23 @@ class PaymentsClient:
         other (``sts.conf`` ACCC with ``txCxlSts`` RJCR) are returned as soon as a second
         poll confirms them, with ``outcome`` ``Outcome.UNKNOWN`` and every raw code.
 
+        With ``chase_after``, the wait chases an unanswered recall as SEPA does: each time
+        ``chase_after`` seconds pass without a final outcome (counted from the start of
+        the wait, then from the last chase), it sends one pacs.028 request for status
+        update about ``recall`` (``request_status_update``, a new message each time) and
+        goes on waiting: never more than one per quiet period. A chase that fails for a
+        passing reason (a timeout, a 5xx, an unknown outcome) is logged and tried again
+        one quiet period later (after an unknown outcome, with the same message); one the
+        service refuses (a 4xx) ends the wait.
+
         Args:
             payments_service_id: the id returned by ``request_cancellation``.
             timeout: seconds to wait for a final outcome (not a ``Timeout``: each read
                 within it follows the client's ``timeout``).
+            chase_after: the quiet period in seconds after which a pacs.028 is sent;
+                None (the default): never chase.
+            recall: the camt.056 waited for, or its ``assgnmt.id`` (the ``message_id`` of
+                its `Submission`): what the pacs.028 names. Needed with ``chase_after``.
 
         Returns:
             The outcome; when rejected, ``return_request_needed`` says whether the funds
@@ -435,9 +501,16 @@ class PaymentsClient:
         Raises:
             PollTimeoutError: no final code before ``timeout`` (carries every code seen).
             NotFoundError: the id stayed unknown past the grace period.
-            ValidationError: the id is not 1-128 of ``[A-Za-z0-9_-]``; nothing was sent.
-            ConfigurationError: ``timeout`` is not a positive number.
+            ValidationError: the id is not 1-128 of ``[A-Za-z0-9_-]``, or ``recall``
+                cannot be named in a pacs.028 (an ``assgnmt.id`` over 35 characters,
+                say); nothing was sent.
+            ApiError: the service refused a chase (a recall it does not know, say).
+            ConfigurationError: ``timeout`` or ``chase_after`` is not a positive number,
+                or ``chase_after`` is given without ``recall``.
         """
+        chase = None
+        if chase_after is not None:
+            chase = (check_seconds("chase_after", chase_after), self._chaser(recall))
         resolution, summary = await self._wait_for(
             "wait_for_cancellation_outcome",
             self._profile.camt029_path,
@@ -446,6 +519,7 @@ class PaymentsClient:
             summarize_resolution,
             timeout,
             "cancellation outcome",
+            chase=chase,
         )
         return CancellationOutcome.from_resolution(payments_service_id, resolution, summary)
 
@@ -493,7 +567,7 @@ class PaymentsClient:
     ) -> RawResponse:
         """Call an operation of the service the client does not wrap (a pacs.004 return...).
 
-        The request goes through the same pipeline as the four operations: the access
+        The request goes through the same pipeline as the operations: the access
         token, the client-id and request-id headers, an SCA token over the exact body
         bytes, the transport, its limits and deadlines, the typed errors, hooks, logging
         and telemetry (the operation is named ``request``). The body is encoded once;
@@ -503,9 +577,9 @@ class PaymentsClient:
         body is retried only when ``idempotency_id`` names the id by which the service
         recognises a resent body (a pacs.004's ``grpHdr.msgId``): the retries resend the
         same bytes, and an answer never seen raises ``OutcomeUnknownError``, as for the
-        four operations. Without it the request is sent once (a 401 is answered by one
-        resend with a new token: the service refused it before acting); if it may have
-        arrived but no answer said so, ``OutcomeUnknownError`` says that.
+        operations that send a message. Without it the request is sent once (a 401 is
+        answered by one resend with a new token: the service refused it before acting);
+        if it may have arrived but no answer said so, ``OutcomeUnknownError`` says that.
 
         ```python
         response = await client.request(
@@ -584,6 +658,39 @@ class PaymentsClient:
                 )
             return _raw(resp, op)
 
+    def _chaser(self, recall: Camt056 | str | None) -> Callable[[float], Awaitable[object]]:
+        """What one chase of ``recall`` sends: a new pacs.028 about it each time (the same
+        one again after an unknown outcome, so the service stores it once), within the
+        client's timeout and never past the wait's deadline (the seconds it is given)."""
+        if isinstance(recall, Camt056):
+            camt056: Camt056 | None = recall
+            assignment_id: str | None = None
+        elif isinstance(recall, str) and recall:
+            camt056, assignment_id = None, recall
+        else:
+            raise ConfigurationError(
+                "chase_after needs recall: the camt.056 waited for, or its assgnmt.id"
+            )
+
+        # what the chases will send, checked now: a bad id is refused before anything is sent
+        validate(build_status_request(camt056, assignment_id=assignment_id))
+
+        unknown: list[Pacs028] = []  # a chase whose outcome is unknown: resent, not replaced
+
+        async def chase(remaining: float) -> Submission:
+            if unknown:
+                message = unknown.pop()
+            else:
+                message = build_status_request(camt056, assignment_id=assignment_id)
+            total = min(self._timeout.total, max(remaining, 0.001))
+            try:
+                return await self.request_status_update(message, timeout=total)
+            except OutcomeUnknownError:
+                unknown.append(message)
+                raise
+
+        return chase
+
     # --- how the operations use the pipeline ---------------------------------------------
     #
     # caller -> _submit / _read_once / _wait_for (the operation's instruments; the waiters
@@ -593,12 +700,17 @@ class PaymentsClient:
         self,
         name: str,
         path: str,
-        message: Pacs008 | Camt056,
+        message: Pacs008 | Camt056 | Pacs028,
         timeout: float | Timeout | None,
         *,
         capture: bool = False,
     ) -> tuple[Submission, RawResponse | None]:
-        """POST ``message`` as the operation ``name``; with ``capture``, its answer too."""
+        """POST ``message`` as the operation ``name``; with ``capture``, its answer too.
+
+        A 202 or 204 (accepted, processing not completed) without a submission result is
+        followed by resubmissions of the same bytes until the service names the id (it
+        answers 200 with it) or the deadline passes (``OutcomeUnknownError``).
+        """
         timeouts = self._timeout if timeout is None else call_timeout(self._timeout, timeout)
         deadline = time.monotonic() + timeouts.total
         message_id = message.message_id
@@ -613,6 +725,8 @@ class PaymentsClient:
             op = Operation("POST", path, timeouts, body, message_id, capture=capture)
             try:
                 resp = await self._pipeline.send(op, deadline)
+                if resp.status > 201:  # 202, 204: the id may not have been named yet
+                    resp = await self._named(op, resp, deadline)
             except PaymentsError as exc:
                 # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
                 # attempt may have been stored, the honest answer is "unknown", not "failed".
@@ -630,7 +744,7 @@ class PaymentsClient:
                 echoed_id=result.payment_id,
                 status=result.status,
                 creation_date_time=result.creation_date_time,
-                created=resp.status == 201,
+                created=resp.status != 200,  # 201, or 202 with its result
                 attempts=op.attempts,
                 request_id=op.request_id,
             )
@@ -645,9 +759,56 @@ class PaymentsClient:
                         "payments.request_id": sub.request_id,
                     },
                 )
-            if self._notices is not None:  # the receiver tracks it before we return it
+            if self._notices is not None and not isinstance(message, Pacs028):
+                # the receiver tracks it before we return it (a status request has no
+                # outcome of its own to track)
                 await self._notices.submitted(sub, path)
             return sub, _raw(resp, op) if capture else None
+
+    async def _named(self, op: Operation, resp: Response, deadline: float) -> Response:
+        """The answer naming the id of a POST the service accepted (202/204) without one.
+
+        A 202 with a JSON body carries the submission result. After a 202 without one
+        (or with another content type) or a 204, the same bytes are resubmitted under
+        the same message id, after the retry policy's backoff (or the answer's
+        ``Retry-After``, capped as a 429's is), until an answer names the id.
+
+        Raises:
+            OutcomeUnknownError: the deadline passed first; the message was accepted.
+            PaymentsError: a resubmission's own error.
+        """
+        op.maybe_stored = True  # accepted: whatever happens next, it may be stored
+        retry = self._pipeline.retry
+        resubmits = 0
+        while resp.status in (202, 204):
+            if (
+                resp.status == 202
+                and resp.body
+                and "json" in resp.headers.get("Content-Type", "").lower()
+            ):
+                return resp  # the submission result, judged by the caller
+            resubmits += 1
+            pause = parse_retry_after(resp.headers.get("Retry-After"))
+            if pause is None:
+                pause = retry.backoff(resubmits, None, self._rng)
+            pause = min(pause, retry.retry_after_cap)
+            if time.monotonic() + pause >= deadline:
+                raise _unnamed(op, resp.status, resubmits - 1)
+            _log.debug(
+                "%s %s -> %d without an id; resubmitting the same message in %.2fs",
+                op.method,
+                op.path,
+                resp.status,
+                pause,
+            )
+            await asyncio.sleep(pause)
+            try:
+                resp = await self._pipeline.send(op, deadline)
+            except TransportError as exc:
+                if exc.request_sent:
+                    raise
+                raise _unnamed(op, resp.status, resubmits - 1) from exc  # no time left
+        return resp
 
     async def _read_once(
         self,
@@ -682,6 +843,8 @@ class PaymentsClient:
         summarize: Callable[[M], S],
         timeout: float,
         what: str,
+        *,
+        chase: Chase | None = None,
     ) -> Coroutine[Any, Any, tuple[M, S]]:
         """Poll ``prefix/{id}`` until the summary of its message is settled; both waiters.
 
@@ -710,11 +873,13 @@ class PaymentsClient:
             what=what,
             rng=self._rng,
             source=notices,
+            chase=chase,
         ).run()
 
 
 class WithResponse:
-    """The client's four operations, each returning ``Answered(result, response)``.
+    """The client's operations that send or read a message, each returning
+    ``Answered(result, response)``.
 
     Reached as ``client.with_response``; each method takes what the client's method of
     the same name takes and raises what it raises.
@@ -762,6 +927,22 @@ class WithResponse:
             )
         )
 
+    async def request_status_update(
+        self, status_request: Pacs028, *, timeout: float | Timeout | None = None
+    ) -> Answered[Submission]:
+        """``PaymentsClient.request_status_update`` and its answer."""
+        client = self._client
+        _check_type(status_request, Pacs028, "request_status_update")
+        return _answered(
+            await client._submit(
+                "request_status_update",
+                client.profile.pacs028_path,
+                status_request,
+                timeout,
+                capture=True,
+            )
+        )
+
     async def get_credit_transfer_status(
         self, payments_service_id: str, *, timeout: float | Timeout | None = None
     ) -> Answered[Pacs002]:
@@ -793,6 +974,17 @@ class WithResponse:
                 capture=True,
             )
         )
+
+
+def _unnamed(op: Operation, status: int, resubmits: int) -> OutcomeUnknownError:
+    """The error for a POST accepted (``status``) whose id no answer named in time."""
+    return OutcomeUnknownError(
+        f"the service accepted the message ({status}) but named no id before the call's "
+        f"deadline, after {resubmits} resubmission(s); resubmit the same message to learn it",
+        message_id=op.payment_id or "",
+        status=status,
+        **op.context(),
+    )
 
 
 def _answered(pair: tuple[T, RawResponse | None]) -> Answered[T]:

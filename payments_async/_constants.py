@@ -12,6 +12,7 @@ PACS008_PATH: Final = "/payments/pacs008/v10"
 PACS002_PATH: Final = "/payments/pacs002/v12"  # + "/{paymentsServiceId}"
 CAMT056_PATH: Final = "/payments/camt056/v08"
 CAMT029_PATH: Final = "/payments/camt029/v09"  # + "/{paymentsServiceId}"
+PACS028_PATH: Final = "/payments/pacs028/v03"  # the service's docs (status request)
 
 JWT_BEARER_GRANT: Final = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_SCOPE: Final = "makePayments"

@@ -36,7 +36,7 @@ _RETURN_ADVICE = (
 
 
 class Submission(msgspec.Struct, frozen=True):
-    """The result of submitting a pacs.008 or camt.056.
+    """The result of submitting a pacs.008, camt.056 or pacs.028.
 
     Immutable, compared and hashed by value (a frozen ``msgspec.Struct``);
     ``msgspec.structs.asdict(submission)`` gives its fields as a dict.
@@ -47,7 +47,8 @@ class Submission(msgspec.Struct, frozen=True):
         echoed_id: the id the service echoed (``paymentId``), if it did.
         status: the service's status at submission (``PENDING``).
         creation_date_time: when the service stored it (no zone designator, as sent).
-        created: True for 201 (stored now); False for 200 (an earlier attempt or an
+        created: True for 201 (stored now) or 202 with a submission result (accepted
+            now, processing not completed); False for 200 (an earlier attempt or an
             earlier call had stored it: the message exists exactly once).
         attempts: how many HTTP attempts this call took.
         request_id: the ``X-Request-ID`` of the call.
@@ -158,8 +159,11 @@ def submission_result(
     """
     problem: str | None = None
     result: SubmissionResult | None = None
-    if status not in (200, 201):
-        problem = f"status {status} is neither 201 (stored) nor 200 (already stored)"
+    if status not in (200, 201, 202):
+        problem = (
+            f"status {status} is neither 201 (stored), 200 (already stored) nor 202 "
+            "(accepted, processing)"
+        )
     elif "json" not in content_type.lower():
         problem = f"expected a JSON body, got content type {content_type.split(';')[0] or 'none'!r}"
     else:

@@ -23,6 +23,7 @@ from ._constants import (
 from ._errors import (
     ConfigurationError,
     NotFoundError,
+    OutcomeUnknownError,
     PaymentsError,
     PollTimeoutError,
     TransportError,
@@ -34,7 +35,7 @@ from ._pipeline import Pipeline
 from ._retry import is_retryable
 from .iso20022.codes import Outcome
 
-__all__ = ["MessagePoll", "NotificationSource", "Poll", "PollPolicy", "Summary"]
+__all__ = ["Chase", "MessagePoll", "NotificationSource", "Poll", "PollPolicy", "Summary"]
 
 T = TypeVar("T")
 M = TypeVar("M")
@@ -119,6 +120,10 @@ class NotificationSource(Protocol):
 
 _NO_OPERATION = contextlib.nullcontext()
 
+Chase = tuple[float, Callable[[float], Awaitable[object]]]
+"""A waiter's chase: the quiet period in seconds, and what one chase sends, given the
+seconds left to the wait's deadline."""
+
 
 def _expire(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
@@ -141,9 +146,11 @@ class Poll(Generic[T]):
         source: a notification receiver; with it, the first poll waits one interval
             (polling is then the safety net) and each wait ends early when the source
             confirms a final status for the id.
+        chase: ``(quiet period, send)``: after each quiet period without a final
+            outcome, ``send`` is awaited once (see `run`); None: never.
     """
 
-    __slots__ = ("_id", "_policy", "_rng", "_source", "_timeout", "_what")
+    __slots__ = ("_chase", "_id", "_policy", "_rng", "_source", "_timeout", "_what")
 
     def __init__(
         self,
@@ -154,7 +161,9 @@ class Poll(Generic[T]):
         what: str,
         rng: random.Random | None = None,
         source: NotificationSource | None = None,
+        chase: Chase | None = None,
     ) -> None:
+        self._chase = chase
         self._id = payments_service_id
         self._timeout = timeout
         self._policy = policy
@@ -192,8 +201,14 @@ class Poll(Generic[T]):
 
         Transient errors (the same ones a request retries on) and a 404 within the grace
         period are logged and polled again; any other error propagates at once. Cancelling
-        the awaiting task stops polling immediately: the only await points are the fetch
-        and the sleep, both cancellable.
+        the awaiting task stops polling immediately: the only await points are the fetch,
+        the chase and the sleep, all cancellable.
+
+        With a chase, a read that is not final once the quiet period has passed since the
+        start (or since the last chase) is followed by one chase, and the next one is due
+        a quiet period later: never more than one per quiet period, and none once the
+        deadline has passed. A chase failing for a passing reason (retryable, an unknown
+        outcome, or not sent at all) is logged; any other error propagates.
 
         Raises:
             PollTimeoutError: the deadline passed first; carries every raw code seen.
@@ -210,6 +225,8 @@ class Poll(Generic[T]):
             polls = 0
             base = policy.initial  # the schedule's next base interval (``PollPolicy.intervals``)
             first_sleeps = source is not None  # with a source, polling is the safety net
+            chase = self._chase
+            chase_at = start + chase[0] if chase is not None else float("inf")
             while True:
                 interval, base = policy._next(base, self._jitter())
                 early = self.peek()
@@ -261,6 +278,9 @@ class Poll(Generic[T]):
                         else:
                             unknown = None
                         del result  # not kept while sleeping
+                        if chase is not None and chase_at <= time.monotonic() < deadline:
+                            await self._chase_once(chase[1], deadline)
+                            chase_at = time.monotonic() + chase[0]
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         break
@@ -269,6 +289,8 @@ class Poll(Generic[T]):
                         if early is not None:
                             return self.settled(early)
                     pause = min(interval, remaining)
+                    if chase is not None:  # wake for a chase when it falls due
+                        pause = min(pause, max(0.0, chase_at - time.monotonic()))
                 # One future, completed by the timer or by the source, whichever comes first.
                 loop = asyncio.get_running_loop()
                 waiter: asyncio.Future[None] = loop.create_future()
@@ -288,6 +310,21 @@ class Poll(Generic[T]):
                 statuses=tuple(seen) if seen is not None else (),
                 last_error=failed,
             )
+
+    async def _chase_once(
+        self, send: Callable[[float], Awaitable[object]], deadline: float
+    ) -> None:
+        try:
+            await send(deadline - time.monotonic())
+        except PaymentsError as exc:
+            unsent = isinstance(exc, TransportError) and not exc.request_sent
+            if not (isinstance(exc, OutcomeUnknownError) or is_retryable(exc) or unsent):
+                raise
+            logger.warning(
+                "chase of %s %s failed, to be tried again: %s", self._what, self._id, exc
+            )
+        else:
+            logger.info("chased %s %s with a request for status update", self._what, self._id)
 
     def _jitter(self) -> random.Random:
         if self._rng is None:

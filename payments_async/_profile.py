@@ -1,4 +1,4 @@
-"""The service's edition as one value: the four operations' paths and the client-id header."""
+"""The service's edition as one value: the operations' paths and the client-id header."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ._constants import (
     CLIENT_ID_HEADER,
     PACS002_PATH,
     PACS008_PATH,
+    PACS028_PATH,
     REQUEST_ID_HEADER,
     SCA_HEADER,
     TOKEN_PATH,
@@ -42,7 +43,7 @@ _RESERVED_HEADERS = frozenset(
         "Cookie",
     )
 )
-_PATH_FIELDS = ("pacs008_path", "pacs002_path", "camt056_path", "camt029_path")
+_PATH_FIELDS = ("pacs008_path", "pacs002_path", "camt056_path", "camt029_path", "pacs028_path")
 
 
 def check_request_path(path: object, *, name: str = "path") -> str:
@@ -84,6 +85,7 @@ class ServiceProfile:
         pacs002_path: where a payment's status report is read (``/{id}`` is appended).
         camt056_path: where cancellation requests are POSTed.
         camt029_path: where a cancellation's resolution is read (``/{id}`` is appended).
+        pacs028_path: where requests for status update (pacs.028) are POSTed.
         client_id_header: the request header that names the client.
 
     Raises:
@@ -96,6 +98,7 @@ class ServiceProfile:
     pacs002_path: str = PACS002_PATH
     camt056_path: str = CAMT056_PATH
     camt029_path: str = CAMT029_PATH
+    pacs028_path: str = PACS028_PATH
     client_id_header: str = CLIENT_ID_HEADER
 
     def __post_init__(self) -> None:

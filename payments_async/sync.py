@@ -389,7 +389,7 @@ class SyncPaymentsClient:
 
     @property
     def with_response(self) -> SyncWithResponse:
-        """The four operations, each returning ``Answered(result, response)``."""
+        """The operations that send or read a message, each returning ``Answered``."""
         return SyncWithResponse(self)
 
     _rotate = _blocking(PaymentsClient.rotate_credentials)
@@ -403,6 +403,7 @@ class SyncPaymentsClient:
     access_token_lifetime = _blocking(PaymentsClient.access_token_lifetime)
     submit_credit_transfer = _blocking(PaymentsClient.submit_credit_transfer)
     request_cancellation = _blocking(PaymentsClient.request_cancellation)
+    request_status_update = _blocking(PaymentsClient.request_status_update)
     get_credit_transfer_status = _blocking(PaymentsClient.get_credit_transfer_status)
     get_cancellation_outcome = _blocking(PaymentsClient.get_cancellation_outcome)
     wait_for_cancellation_outcome = _blocking(PaymentsClient.wait_for_cancellation_outcome)
@@ -411,7 +412,8 @@ class SyncPaymentsClient:
 
 
 class SyncWithResponse:
-    """``SyncPaymentsClient``'s four operations, each returning ``Answered(result, response)``.
+    """``SyncPaymentsClient``'s operations that send or read a message, each returning
+    ``Answered(result, response)``.
 
     Reached as ``client.with_response``; blocking, as the client's own methods are:
 
@@ -428,5 +430,6 @@ class SyncWithResponse:
 
     submit_credit_transfer = _answered(PaymentsClient.submit_credit_transfer)
     request_cancellation = _answered(PaymentsClient.request_cancellation)
+    request_status_update = _answered(PaymentsClient.request_status_update)
     get_credit_transfer_status = _answered(PaymentsClient.get_credit_transfer_status)
     get_cancellation_outcome = _answered(PaymentsClient.get_cancellation_outcome)

@@ -2,7 +2,7 @@
 
 The concerns live beside it: ``_hygiene`` and ``_middleware`` (what every request goes
 through), ``_auth`` (the token endpoint and the checks of every API call), ``_routes`` (the
-four service routes), ``_bodies`` (their cached GET bodies), ``_control`` (the ``/_sandbox``
+service routes), ``_bodies`` (their cached GET bodies), ``_control`` (the ``/_sandbox``
 routes), ``_notify`` (notifications) and ``_server`` (the socket).
 """
 
@@ -19,7 +19,14 @@ from ._config import SandboxConfig
 from ._control import add_control_routes
 from ._middleware import middleware
 from ._notify import install
-from ._routes import get_camt029, get_pacs002, post_camt056, post_pacs008, prepare_checks
+from ._routes import (
+    get_camt029,
+    get_pacs002,
+    post_camt056,
+    post_pacs008,
+    post_pacs028,
+    prepare_checks,
+)
 from ._state import STATE_KEY, SandboxState, state_of
 
 __all__ = ["STATE_KEY", "create_app"]
@@ -47,6 +54,7 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
     r.add_get(profile.pacs002_path + "/{payments_service_id}", get_pacs002, name="pacs002")
     r.add_post(profile.camt056_path, post_camt056, name="camt056")
     r.add_get(profile.camt029_path + "/{payments_service_id}", get_camt029, name="camt029")
+    r.add_post(profile.pacs028_path, post_pacs028, name="pacs028")
     install(app, state, config.notifications)  # our extension: see sandbox/_notify.py
     add_control_routes(app)
 

@@ -110,7 +110,7 @@ def _finite(value: float) -> bool:
 class FaultConfig:
     """Fault injection: shares of requests that fail, off by default, seeded.
 
-    The exclusive faults (``error_500`` ... ``commit_then_drop``) are drawn with one random
+    The exclusive faults (``error_500`` ... ``no_content_204``) are drawn with one random
     number per request, so their shares must add up to at most 1. Latency is drawn
     independently and adds ``latency_seconds`` before the request is handled.
 
@@ -122,6 +122,11 @@ class FaultConfig:
         drop_before: share whose connection is closed without an answer, nothing stored.
         commit_then_drop: share that are handled (state changes) and then the connection is
             closed without an answer.
+        accepted_202: share of POSTs that are handled and, when stored now (201),
+            answered 202 Accepted with the same submission result instead.
+        accepted_202_empty: the same, answered 202 without a body: the client learns
+            the id by resubmitting the same message (answered 200 with it).
+        no_content_204: the same, answered 204 No Content.
         latency: share delayed by ``latency_seconds`` before being handled.
         latency_seconds: the added delay; pick it above the client's read timeout to make
             the client give up while the sandbox still stores the request.
@@ -136,6 +141,9 @@ class FaultConfig:
     rate_limit_429: float = 0.0
     drop_before: float = 0.0
     commit_then_drop: float = 0.0
+    accepted_202: float = 0.0
+    accepted_202_empty: float = 0.0
+    no_content_204: float = 0.0
     latency: float = 0.0
     latency_seconds: float = DEFAULT_FAULT_LATENCY
     retry_after: int = DEFAULT_RETRY_AFTER
@@ -163,6 +171,9 @@ class FaultConfig:
             ("rate_limit_429", self.rate_limit_429),
             ("drop_before", self.drop_before),
             ("commit_then_drop", self.commit_then_drop),
+            ("accepted_202", self.accepted_202),
+            ("accepted_202_empty", self.accepted_202_empty),
+            ("no_content_204", self.no_content_204),
         )
 
     @property

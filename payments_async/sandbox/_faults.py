@@ -18,6 +18,9 @@ FAULT_KINDS: Final = (
     "drop_before",
     "commit_then_drop",
     "latency",
+    "accepted_202",
+    "accepted_202_empty",
+    "no_content_204",
 )
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "CancellationStatus",
     "PaymentRecord",
     "PaymentStatus",
+    "StatusRequestRecord",
     "format_creation_date_time",
     "format_iso_utc",
 ]
@@ -182,3 +183,22 @@ class CancellationRecord:
         if self.accepted:
             return CancellationStatus(ACCC, ACCR, None, None, True)
         return CancellationStatus(RJTC, RJCR, self.reason_code, self.reason_text, True)
+
+
+@dataclass(slots=True)
+class StatusRequestRecord:
+    """One stored pacs.028 (a request for status update on a recall).
+
+    Attributes:
+        recall_id: ``paymentsServiceId`` of the camt.056 it asks about.
+        chased: True when that recall was still pending when it arrived (and was
+            answered because of it).
+    """
+
+    payments_service_id: str
+    client_id: str
+    msg_id: str
+    body_hash: str
+    created_at: float
+    recall_id: str
+    chased: bool

@@ -21,13 +21,15 @@ logger = logging.getLogger("payments_async.sandbox")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_API_ROUTES: Final = frozenset({"pacs008", "pacs002", "camt056", "camt029"})
+_API_ROUTES: Final = frozenset({"pacs008", "pacs002", "camt056", "camt029", "pacs028"})
 _GATEWAY_HTML: Final = (
     b"<html><head><title>502 Bad Gateway</title></head>"
     b"<body><h1>502 Bad Gateway</h1><p>sandbox: injected fault</p></body></html>"
 )
 
 _DROPPED: Final = "dropped"
+# Faults that change only the answer to a POST the handler stored now (201).
+_ACCEPTED: Final = frozenset({"accepted_202", "accepted_202_empty", "no_content_204"})
 
 _HTTP_CODES: Final = {
     404: ErrorCode.NOT_FOUND,
@@ -131,6 +133,8 @@ async def _dispatch(
     kind = decision.kind
     if kind is None:
         return await handler(request)
+    if kind in _ACCEPTED:
+        return await _accepted(request, handler, state, kind)
     state.stats.faults[kind] += 1
     if kind == "drop_before":
         return _drop(request)
@@ -138,3 +142,21 @@ async def _dispatch(
         await handler(request)
         return _drop(request)
     return _fault_response(kind, state)
+
+
+async def _accepted(
+    request: web.Request, handler: Handler, state: SandboxState, kind: str
+) -> web.StreamResponse:
+    """The handler's answer; a 201 to a POST becomes 202 (with or without its body) or 204.
+
+    A replay (200), a refusal and a GET are answered as the handler answered them: the
+    service names the id of a message it has stored when it is resubmitted (200).
+    """
+    response = await handler(request)
+    if request.method != "POST" or response.status != 201:
+        return response
+    state.stats.faults[kind] += 1
+    if kind == "accepted_202":
+        response.set_status(202)
+        return response
+    return web.Response(status=202 if kind == "accepted_202_empty" else 204)

@@ -1,4 +1,4 @@
-"""The four service routes: POST pacs.008 and camt.056, GET pacs.002 and camt.029."""
+"""The service routes: POST pacs.008, camt.056 and pacs.028, GET pacs.002 and camt.029."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ from .._errors import ValidationError
 from ..iso20022 import (
     Camt056,
     Pacs008,
+    Pacs028,
     build_cancellation,
     build_credit_transfer,
+    build_status_request,
     decode_camt056,
     decode_pacs008,
+    decode_pacs028,
     encode,
     find_problems,
     recall_window_problems,
@@ -31,7 +34,14 @@ from ._responses import ErrorCode, error_response, json_response, problems_respo
 from ._state import SandboxState, state_of
 from ._strict import strict_problems
 
-__all__ = ["get_camt029", "get_pacs002", "post_camt056", "post_pacs008", "prepare_checks"]
+__all__ = [
+    "get_camt029",
+    "get_pacs002",
+    "post_camt056",
+    "post_pacs008",
+    "post_pacs028",
+    "prepare_checks",
+]
 
 
 def prepare_checks() -> None:
@@ -58,7 +68,8 @@ def prepare_checks() -> None:
         assigner_bic="COBADEFFXXX",
         assignee_bic="BNPAFRPPXXX",
     )
-    for msg in (transfer, cancellation):
+    status_request = build_status_request(cancellation)
+    for msg in (transfer, cancellation, status_request):
         strict_problems(encode(msg), msg)
         find_problems(msg)
 
@@ -79,7 +90,7 @@ def _body_hash(msg: object) -> str:
     return hashlib.sha256(encode(msg)).hexdigest()
 
 
-M = TypeVar("M", Pacs008, Camt056)
+M = TypeVar("M", Pacs008, Camt056, Pacs028)
 
 
 async def _signed_message(
@@ -149,6 +160,22 @@ async def post_camt056(request: web.Request) -> web.Response:
     out = submission_body(
         record.payments_service_id, record.assignment_id, record.created_at, wrap=True
     )
+    return json_response(201 if created else 200, out)
+
+
+async def post_pacs028(request: web.Request) -> web.Response:
+    state = state_of(request)
+    signed = await _signed_message(request, state, decode_pacs028, accept_required=True)
+    if isinstance(signed, web.Response):
+        return signed
+    client_id, msg = signed
+    stored = state.submit_status_request(client_id, msg, _body_hash(msg))
+    if isinstance(stored, list):
+        return problems_response(stored, summary="invalid message")
+    record, created, answered = stored
+    if answered is not None:  # the recall's outcome is readable now: notified now
+        request.app[NOTIFIER_KEY].stored(answered, str(request.url.origin()))
+    out = submission_body(record.payments_service_id, record.msg_id, record.created_at, wrap=True)
     return json_response(201 if created else 200, out)
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from aiohttp import web
 
+from .._errors import Problem
+from ..iso20022 import RECALL_MESSAGE_NAME
 from ._config import FaultConfig, SandboxConfig
 from ._faults import FAULT_KINDS, FaultInjector
 from ._lifecycle import (
@@ -25,15 +27,16 @@ from ._lifecycle import (
     RJCT,
     CancellationRecord,
     PaymentRecord,
+    StatusRequestRecord,
     format_creation_date_time,
 )
 from ._registry import ClientRecord, Registry
 from ._store import SqliteStore
 
 if TYPE_CHECKING:
-    from ..iso20022 import Camt056, Pacs008
+    from ..iso20022 import Camt056, Pacs008, Pacs028
 
-R = TypeVar("R", PaymentRecord, CancellationRecord)
+R = TypeVar("R", PaymentRecord, CancellationRecord, StatusRequestRecord)
 
 __all__ = ["AccessToken", "ReplayCache", "SandboxState", "Stats"]
 
@@ -109,6 +112,8 @@ class Stats:
         faults: injected faults by kind (``error_500`` ... ``latency``).
         payments_stored: pacs.008 messages stored (first submissions).
         cancellations_stored: camt.056 messages stored (first submissions).
+        status_requests_stored: pacs.028 messages stored (first submissions).
+        recalls_chased: of them, those that found their recall pending and answered it.
         replays_answered: resubmissions of a stored id (200), whatever their body.
         replays_changed_body: those of them whose body differed from the stored message
             (answered 200 all the same, as the service does; the stored message is kept).
@@ -121,6 +126,8 @@ class Stats:
     faults: Counter[str] = field(default_factory=Counter)
     payments_stored: int = 0
     cancellations_stored: int = 0
+    status_requests_stored: int = 0
+    recalls_chased: int = 0
     replays_answered: int = 0
     replays_changed_body: int = 0
     token_requests: int = 0
@@ -135,6 +142,8 @@ class Stats:
             "faults_total": sum(self.faults.values()),
             "payments_stored": self.payments_stored,
             "cancellations_stored": self.cancellations_stored,
+            "status_requests_stored": self.status_requests_stored,
+            "recalls_chased": self.recalls_chased,
             "replays_answered": self.replays_answered,
             "replays_changed_body": self.replays_changed_body,
             "token_requests": self.token_requests,
@@ -162,6 +171,8 @@ class SandboxState:
         self.cancellations: dict[str, CancellationRecord] = {}
         self._payment_ids: dict[tuple[str, str], str] = {}  # (client, msgId) -> id
         self._cancellation_ids: dict[tuple[str, str], str] = {}  # (client, assgnmt.id) -> id
+        self.status_requests: dict[str, StatusRequestRecord] = {}
+        self._status_request_ids: dict[tuple[str, str], str] = {}  # (client, msgId) -> id
         self._by_end_to_end: dict[tuple[str, str], list[str]] = {}  # (client, e2e) -> ids
         self._tokens: dict[str, AccessToken] = {}
         self._token_sweep_at = _SWEEP_MIN
@@ -211,6 +222,9 @@ class SandboxState:
             c.accepted = bool(c.accepted)
             self.cancellations[c.payments_service_id] = c
             self._cancellation_ids[(c.client_id, c.assignment_id)] = c.payments_service_id
+        for r in store.load_status_requests():
+            self.status_requests[r.payments_service_id] = r
+            self._status_request_ids[(r.client_id, r.msg_id)] = r.payments_service_id
 
     def now(self) -> float:
         """The sandbox's clock (epoch seconds)."""
@@ -319,7 +333,7 @@ class SandboxState:
         ids: Mapping[tuple[str, str], str],
         records: Mapping[str, R],
         client_id: str,
-        msg: Pacs008 | Camt056,
+        msg: Pacs008 | Camt056 | Pacs028,
         body_hash: str,
     ) -> R | None:
         """The record already stored under this client's message id (a replay), if any.
@@ -434,6 +448,71 @@ class SandboxState:
         if self._store is not None:
             self._store.save_cancellation(record)
         return record, True
+
+    def submit_status_request(
+        self, client_id: str, msg: Pacs028, body_hash: str
+    ) -> tuple[StatusRequestRecord, bool, CancellationRecord | None] | list[Problem]:
+        """Store a pacs.028 on a recall, or find the one stored under its ``grpHdr.msgId``.
+
+        A new one must name a camt.056 of this client (``orgnlMsgNmId``
+        ``camt.056.001.08``, ``orgnlMsgId`` its ``assgnmt.id``). When that recall is
+        still pending, its decided outcome becomes readable now (as if the beneficiary
+        bank answered the chase), and an accepted recall stops its payment now.
+
+        Returns:
+            ``(record, created, recall answered now or None)``; or the problems that
+            refuse it (400), nothing stored. A replay returns the stored record whatever
+            the new body says, as for the other messages.
+        """
+        replay = self._stored(
+            self._status_request_ids, self.status_requests, client_id, msg, body_hash
+        )
+        if replay is not None:
+            return replay, False, None
+        tx = msg.fito_fi_pmt_sts_req.tx_inf[0]
+        at = "$.fitoFIPmtStsReq.txInf[0].orgnlGrpInf"
+        if tx.orgnl_grp_inf.orgnl_msg_nm_id != RECALL_MESSAGE_NAME:
+            return [
+                Problem(
+                    f"{at}.orgnlMsgNmId",
+                    f"the service answers status requests on recalls only: must be "
+                    f"{RECALL_MESSAGE_NAME!r}",
+                )
+            ]
+        recall_id = self._cancellation_ids.get((client_id, tx.orgnl_grp_inf.orgnl_msg_id))
+        if recall_id is None:
+            return [
+                Problem(
+                    f"{at}.orgnlMsgId",
+                    "no cancellation request (camt.056) of this client has this assgnmt.id",
+                )
+            ]
+        now = self.now()
+        recall = self.cancellations[recall_id]
+        chased = not recall.status_at(now).final
+        if chased:
+            recall.settles_at = now
+            original = self.payments.get(recall.original_payment_id or "")
+            if recall.accepted and original is not None and original.cancelled_by == recall_id:
+                original.cancel_effective_at = now
+                self.save(original)
+            self.save(recall)
+            self.stats.recalls_chased += 1
+        record = StatusRequestRecord(
+            payments_service_id=f"srq-{uuid.uuid4().hex}",
+            client_id=client_id,
+            msg_id=msg.message_id,
+            body_hash=body_hash,
+            created_at=now,
+            recall_id=recall_id,
+            chased=chased,
+        )
+        self.status_requests[record.payments_service_id] = record
+        self._status_request_ids[(client_id, msg.message_id)] = record.payments_service_id
+        self.stats.status_requests_stored += 1
+        if self._store is not None:
+            self._store.save_status_request(record)
+        return record, True, recall if chased else None
 
     def _decide_cancellation(
         self, client_id: str, e2e: str | None, now: float

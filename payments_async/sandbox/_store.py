@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from dataclasses import astuple, fields
 from pathlib import Path
 
-from ._lifecycle import CancellationRecord, PaymentRecord
+from ._lifecycle import CancellationRecord, PaymentRecord, StatusRequestRecord
 
 __all__ = ["SqliteStore"]
 
 _PAYMENT_COLUMNS = tuple(f.name for f in fields(PaymentRecord))
 _CANCELLATION_COLUMNS = tuple(f.name for f in fields(CancellationRecord))
+_STATUS_REQUEST_COLUMNS = tuple(f.name for f in fields(StatusRequestRecord))
 
 
 def _upsert(table: str, columns: tuple[str, ...]) -> str:
@@ -37,6 +38,8 @@ CREATE TABLE IF NOT EXISTS clients (
 CREATE TABLE IF NOT EXISTS payments ({", ".join(_PAYMENT_COLUMNS)},
     PRIMARY KEY (payments_service_id));
 CREATE TABLE IF NOT EXISTS cancellations ({", ".join(_CANCELLATION_COLUMNS)},
+    PRIMARY KEY (payments_service_id));
+CREATE TABLE IF NOT EXISTS status_requests ({", ".join(_STATUS_REQUEST_COLUMNS)},
     PRIMARY KEY (payments_service_id));
 CREATE TABLE IF NOT EXISTS seen_ids (
     cache TEXT NOT NULL, key TEXT NOT NULL, expires_at REAL NOT NULL,
@@ -60,6 +63,7 @@ class SqliteStore:
         self._db.executescript(_SCHEMA)
         self._save_payment = _upsert("payments", _PAYMENT_COLUMNS)
         self._save_cancellation = _upsert("cancellations", _CANCELLATION_COLUMNS)
+        self._save_status_request = _upsert("status_requests", _STATUS_REQUEST_COLUMNS)
 
     def close(self) -> None:
         """Close the database."""
@@ -79,6 +83,10 @@ class SqliteStore:
     def save_cancellation(self, record: CancellationRecord) -> None:
         """Insert or replace a cancellation."""
         self._db.execute(self._save_cancellation, astuple(record))
+
+    def save_status_request(self, record: StatusRequestRecord) -> None:
+        """Insert or replace a status request (pacs.028)."""
+        self._db.execute(self._save_status_request, astuple(record))
 
     def save_seen(self, cache: str, key: str, expires_at: float) -> None:
         """Remember a single-use id of ``cache`` (``sca_jti``...) until ``expires_at``."""
@@ -106,3 +114,11 @@ class SqliteStore:
         cols = ", ".join(_CANCELLATION_COLUMNS)
         for row in self._db.execute(f"SELECT {cols} FROM cancellations ORDER BY created_at"):  # noqa: S608
             yield CancellationRecord(*row)
+
+    def load_status_requests(self) -> Iterator[StatusRequestRecord]:
+        """Every stored status request, oldest first."""
+        cols = ", ".join(_STATUS_REQUEST_COLUMNS)
+        for row in self._db.execute(f"SELECT {cols} FROM status_requests ORDER BY created_at"):  # noqa: S608
+            record = StatusRequestRecord(*row)
+            record.chased = bool(record.chased)
+            yield record

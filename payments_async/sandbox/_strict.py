@@ -16,7 +16,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from .._errors import Problem
-from ..iso20022 import Camt056, Pacs008
+from ..iso20022 import Camt056, Pacs008, Pacs028
 
 __all__ = ["SEPA_SETTLEMENT_METHOD", "strict_problems"]
 
@@ -31,12 +31,12 @@ _Node: TypeAlias = "dict[str, _Node] | tuple[_Node] | str | None"
 ``_AMOUNT``, or None for a value with no rule here."""
 
 
-def strict_problems(body: bytes, msg: Pacs008 | Camt056) -> list[Problem]:
+def strict_problems(body: bytes, msg: Pacs008 | Camt056 | Pacs028) -> list[Problem]:
     """The strict rules a request body breaks, each with its JSON path.
 
     Args:
         body: the raw body, which decoded into ``msg``.
-        msg: the decoded pacs.008 or camt.056.
+        msg: the decoded pacs.008, camt.056 or pacs.028.
 
     Returns:
         One problem per ``null`` field, per amount sent as a string and, for a pacs.008,

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from payments_async._models import Submission
-from payments_async._polling import Poll, PollPolicy
+from payments_async._polling import Chase, Poll, PollPolicy
 from payments_async.iso20022.codes import Outcome
 
 T = TypeVar("T")
@@ -95,6 +95,7 @@ async def poll_until_final(
     rng: random.Random | None = None,
     wake: asyncio.Event | None = None,
     peek: Callable[[], T | None] | None = None,
+    chase: Chase | None = None,
 ) -> T:
     """``Poll.run`` with the read and its classification given as callables.
 
@@ -110,6 +111,7 @@ async def poll_until_final(
             one interval (polling is then the safety net) and every wait ends early when
             it is set (then it is cleared).
         peek: a final result known without a read (a confirmed notification), or None.
+        chase: ``(quiet period, send)``: what the wait sends after each quiet period.
 
     Raises:
         PollTimeoutError: the deadline passed first; carries every raw code seen.
@@ -124,5 +126,6 @@ async def poll_until_final(
         what=what,
         rng=rng,
         source=_EventSource(wake) if wake is not None else None,
+        chase=chase,
     )
     return await poll.run()
