@@ -268,9 +268,9 @@ import json, resource, sys, time
 from pathlib import Path
 path, journal, how = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 t0 = time.perf_counter()
-from payments_async.bulk import (
-    SqliteJournal, check_input, new_run_id, plan_input, plan_rows, read_input,
-)
+from payments_async.bulk import SqliteJournal
+from payments_async.bulk._input import check_input, read_input
+from payments_async.bulk._plan import new_run_id, plan_input, plan_rows
 if how == "stream":
     checked = check_input(path)
     j = SqliteJournal.open(journal, input_sha256=checked.sha256, new_run_id=new_run_id())
@@ -339,7 +339,9 @@ def measure_input_memory(work: Path, n_rows: int, how: str) -> dict[str, Any]:
 _PLAN_CHILD = r"""
 import json, sys
 from pathlib import Path
-from payments_async.bulk import SqliteJournal, check_input, new_run_id, plan_input
+from payments_async.bulk import SqliteJournal
+from payments_async.bulk._input import check_input
+from payments_async.bulk._plan import new_run_id, plan_input
 checked = check_input(sys.argv[1])
 j = SqliteJournal.open(Path(sys.argv[2]), input_sha256=checked.sha256, new_run_id=new_run_id())
 j.plan(plan_input(checked, j.run_id))

@@ -33,7 +33,7 @@ async def main(input_path: str, base_url: str) -> int:
         try:
             report = await bulk_cancel(client, input_path, concurrency=CONCURRENCY)
         except BulkInputError as exc:
-            for problem in exc.errors:  # every bad row, with its line; nothing was sent
+            for problem in exc.row_errors:  # every bad row, with its line; nothing was sent
                 print(f"{input_path}: {problem}", file=sys.stderr)
             return 2
     for outcome, rows in sorted(report.totals.as_dict().items()):

@@ -3,6 +3,8 @@
 ```text
 PaymentsError                      root: catch this to catch everything we raise
 ├── ValidationError                bad input, found before anything was sent
+│   └── BulkInputError             a bulk input file with problems, each with its line
+│                                  (``payments_async.bulk``)
 ├── ConfigurationError             bad key, credentials or client settings
 ├── SigningError                   a signer (thread pool, HSM) failed to sign
 ├── TransportError                 connect/read failure or timeout, no HTTP answer
@@ -16,6 +18,13 @@ PaymentsError                      root: catch this to catch everything we raise
 │   ├── InboxFull                  the inbox holds as many unprocessed items as it may
 │   ├── InboxBusyError             another receiver holds the SQLite inbox (one writer)
 │   └── InboxUnavailableError      the inbox's database is away (an outage); retry later
+├── JournalError                   a bulk run's journal cannot be used: unreadable, of
+│   │                              another input or schema (``payments_async.bulk``)
+│   ├── JournalUnavailableError    its database is away or its disk full (an outage):
+│   │                              every change is kept; rerun to resume
+│   └── JournalBusyError           another run holds the journal; nothing was sent
+├── ResultsWriteError              a bulk run's results file cannot be written (also an
+│                                  ``OSError``); the journal keeps every outcome
 └── ApiError                       the service answered with an error (any 4xx)
     ├── AuthenticationError        401 (after one token refresh), or the token
     │                              endpoint refused our credentials or assertion

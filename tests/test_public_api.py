@@ -140,9 +140,91 @@ def test_every_module_imports_with_an_aiohttp_older_than_its_newest_names() -> N
     assert proc.returncode == 0, proc.stderr
 
 
-# The public modules beside the root, each's ``__all__`` exactly as intended. ``bulk`` and
-# ``notifications`` join once their surfaces are cut to what a user of them needs.
+# The public modules beside the root, each's ``__all__`` exactly as intended. ``bulk`` is
+# what a user of the runner needs (run a bulk cancellation, its journals, its results and
+# outcome types, its errors, a journal's counts), not the planner's internals: the command
+# line and the tests import those from the private module that defines them.
 MODULES: dict[str, set[str]] = {
+    "bulk": {
+        "DEFAULT_CONCURRENCY",
+        "RESULT_COLUMNS",
+        "AttentionReport",
+        "BulkCounts",
+        "BulkEvents",
+        "BulkInputError",
+        "BulkReport",
+        "EnqueueReport",
+        "InputCheck",
+        "Journal",
+        "JournalBusyError",
+        "JournalError",
+        "JournalUnavailableError",
+        "MemoryJournal",
+        "PlannedRow",
+        "ProgressSink",
+        "QueueStatus",
+        "ResultsWriteError",
+        "RowError",
+        "RowOutcome",
+        "RowState",
+        "RunPlan",
+        "RunReport",
+        "RunTotals",
+        "SqliteJournal",
+        "Stage",
+        "Verdict",
+        "awaited_cancellations",
+        "bulk_cancel",
+        "check_run_input",
+        "connection_limit_for",
+        "default_journal_path",
+        "default_results_path",
+        "enqueue_run",
+        "execute_run",
+        "journal_counts",
+        "open_journal",
+        "open_run",
+        "plan_summary",
+        "queue_status",
+        "read_results",
+        "run_report",
+        "run_worker",
+        "write_attention",
+        "write_queue_results",
+        "write_run_results",
+    },
+    "notifications": {
+        "NOTIFY_PATH",
+        "Authenticator",
+        "BasicAuth",
+        "BearerAuth",
+        "Inbox",
+        "InboxBusyError",
+        "InboxError",
+        "InboxFull",
+        "InboxItem",
+        "InboxStatus",
+        "InboxUnavailableError",
+        "JwtBearerVerifier",
+        "MemoryInbox",
+        "Notification",
+        "NotificationEvent",
+        "NotificationKind",
+        "NotificationReceiver",
+        "NotificationRejected",
+        "PostgresInbox",
+        "ReceiverLimits",
+        "ReceiverServer",
+        "ReceiverStats",
+        "Retries",
+        "ServerLimits",
+        "SqliteInbox",
+        "Sweep",
+        "authenticate",
+        "create_app",
+        "open_inbox",
+        "parse",
+    },
     "iso20022": {
         "EPC_ADDRESS_CUTOVER",
         "RECALL_MESSAGE_NAME",
@@ -301,15 +383,11 @@ def test_each_public_modules_errors_derive_from_the_root(name: str) -> None:
             assert issubclass(obj, payments_async.PaymentsError), f"{name}.{public}"
 
 
-def test_the_error_tree_drawn_in_errors_docstring_is_every_error_under_the_root() -> None:
-    """Each subclass of ``PaymentsError`` the package defines is drawn under its parent."""
-    import payments_async._errors as errors
-
-    for info in pkgutil.walk_packages(payments_async.__path__, "payments_async."):
-        importlib.import_module(info.name)
-    drawn: dict[str, str] = {}  # name -> parent, from the indentation of the drawing
+def _drawn_tree(text: str) -> dict[str, str]:
+    """Each error's parent, from the indentation of the first text block of ``text``."""
+    drawn: dict[str, str] = {}
     stack: list[tuple[int, str]] = []
-    tree = (errors.__doc__ or "").split("```text")[1].split("```")[0]
+    tree = text.split("```text")[1].split("```")[0]
     root, *lines = tree.strip().splitlines()
     stack.append((-1, root.split()[0]))
     drawn[root.split()[0]] = ""
@@ -322,10 +400,62 @@ def test_the_error_tree_drawn_in_errors_docstring_is_every_error_under_the_root(
             stack.pop()
         drawn[name] = stack[-1][1] if stack else ""
         stack.append((depth, name))
+    return drawn
+
+
+def _error_drawing(where: str) -> str:
+    import payments_async._errors as errors
+
+    return (errors.__doc__ or "") if where == "_errors.py" else (DOCS / where).read_text()
+
+
+@pytest.mark.parametrize("where", ["_errors.py", "errors.md"])
+def test_the_error_tree_drawn_is_every_error_under_the_root(where: str) -> None:
+    """Each subclass of ``PaymentsError`` the package defines is drawn under its parent,
+    in ``_errors.py``'s docstring and in ``docs/errors.md``."""
+    for info in pkgutil.walk_packages(payments_async.__path__, "payments_async."):
+        importlib.import_module(info.name)
 
     def below(cls: type) -> list[type]:
         return [s for c in cls.__subclasses__() for s in (c, *below(c))]
 
     actual = {c.__name__: c.__bases__[0].__name__ for c in below(payments_async.PaymentsError)}
     actual["PaymentsError"] = ""
-    assert drawn == actual
+    assert _drawn_tree(_error_drawing(where)) == actual
+
+
+def test_the_tree_reader_sees_a_misplaced_error() -> None:
+    text = "```text\nPaymentsError  root\n├── ApiError  x\n│   └── JournalError  y\n```"
+    assert _drawn_tree(text) == {
+        "PaymentsError": "",
+        "ApiError": "PaymentsError",
+        "JournalError": "ApiError",
+    }
+    assert _drawn_tree(text)["JournalError"] != _module("bulk").JournalError.__bases__[0].__name__
+
+
+def _every_public_error() -> list[type[Exception]]:
+    found = [
+        obj
+        for module in (payments_async, *(_module(name) for name in sorted(MODULES)))
+        for name in module.__all__
+        if isinstance(obj := getattr(module, name), type) and issubclass(obj, Exception)
+    ]
+    return sorted(set(found), key=lambda cls: cls.__name__)
+
+
+def test_the_bulk_and_notification_errors_are_under_the_root() -> None:
+    names = {cls.__name__ for cls in _every_public_error()}
+    assert {
+        "BulkInputError",
+        "JournalError",
+        "JournalUnavailableError",
+        "JournalBusyError",
+        "ResultsWriteError",
+        "InboxError",
+        "InboxFull",
+        "InboxBusyError",
+        "InboxUnavailableError",
+        "NotificationRejected",
+    } <= names
+    assert all(issubclass(cls, payments_async.PaymentsError) for cls in _every_public_error())

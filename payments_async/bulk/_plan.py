@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .. import ValidationError
 from ..iso20022 import encode
+from ._errors import BulkInputError
 from ._input import (
     BulkInput,
     BulkRow,
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BulkEvents",
-    "BulkInputError",
     "check_run_input",
     "default_journal_path",
     "default_results_path",
@@ -44,19 +44,6 @@ __all__ = [
     "plan_rows",
     "recorded_refusal",
 ]
-
-
-class BulkInputError(Exception):
-    """The input file has problems; nothing was sent.
-
-    Attributes:
-        errors: every problem, with its line number.
-    """
-
-    def __init__(self, errors: Sequence[RowError]) -> None:
-        self.errors = tuple(errors)
-        n = len(self.errors)
-        super().__init__(f"{n} problem{'s' if n != 1 else ''} in the input; nothing was sent")
 
 
 class BulkEvents:

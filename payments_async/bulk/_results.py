@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from ._errors import ResultsWriteError
 from ._journal import RowState
 from ._rows import UNFINISHED, RowOutcome, RunTotals, Stage, outcome_of
 
@@ -89,11 +90,6 @@ def _csv_cell(value: Any) -> str:
     if isinstance(value, list):
         return " ".join(str(v) for v in value)
     return str(value)
-
-
-class ResultsWriteError(OSError):
-    """The results file could not be written (the run is over: the journal, if any, keeps
-    every row's outcome, and running the same command again writes the file)."""
 
 
 def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:

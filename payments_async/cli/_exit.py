@@ -60,28 +60,27 @@ class CliError(Exception):
 def exit_code_for(exc: CliError | PaymentsError) -> int:
     """The exit code of an error a command raised.
 
-    A `CliError` carries its own; invalid input or configuration is
-    ``EXIT_USAGE`` (nothing was sent); any other error of the library is ``EXIT_SERVICE``.
+    A `CliError` carries its own; invalid input or configuration is ``EXIT_USAGE``
+    (nothing was sent), and so is a bulk journal that cannot be used (another input, a bad
+    address, no such run) or is held by another run; a journal whose database cannot be
+    reached, and any other error of the library, is ``EXIT_SERVICE``.
     """
     from payments_async import ConfigurationError, ValidationError
+    from payments_async.bulk import JournalError, JournalUnavailableError
 
     if isinstance(exc, CliError):
         return exc.code
-    if isinstance(exc, ValidationError | ConfigurationError):
+    if isinstance(exc, JournalUnavailableError):
+        return EXIT_SERVICE  # rerun once the database is back
+    if isinstance(exc, ValidationError | ConfigurationError | JournalError):
         return EXIT_USAGE
     return EXIT_SERVICE
 
 
 def journal_failed(exc: JournalError) -> CliError:
-    """The one-line error of a journal or queue that cannot be used.
-
-    A database that cannot be reached is ``EXIT_SERVICE`` (rerun once it is back); any
-    other journal problem (another input, a bad address, no such run) is ``EXIT_USAGE``.
-    """
-    from payments_async.bulk import JournalUnavailableError
-
-    code = EXIT_SERVICE if isinstance(exc, JournalUnavailableError) else EXIT_USAGE
-    return CliError(str(exc), code)
+    """The one-line error of a journal or queue that cannot be used, with its exit code
+    (`exit_code_for`)."""
+    return CliError(str(exc), exit_code_for(exc))
 
 
 def outcome_exit_code(outcome: Outcome) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from payments_async import ConfigurationError, Credentials, ServiceProfile, check_key_id_and_issuer
-from payments_async.bulk import DuplicateKeyError, unique_keys
+from payments_async.bulk._input import DuplicateKeyError, unique_keys
 from payments_async.signing import KeySigner, Pkcs11Signer, Signer, ThreadPoolSigner
 
 from ._defaults import CLI_MAX_FILE_BYTES, CLI_MAX_JSON_DEPTH, ENV_CREDENTIALS

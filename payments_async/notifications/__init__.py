@@ -18,7 +18,7 @@ afterwards, and hands each final status of an id to the callbacks exactly once. 
 
 from .._constants import NOTIFY_PATH
 from .._serving import ServerLimits
-from ._app import RECEIVER_KEY, ReceiverServer, create_app
+from ._app import ReceiverServer, create_app
 from ._config import ReceiverLimits, Retries, Sweep
 from ._core import (
     Authenticator,
@@ -49,7 +49,6 @@ from ._sqlite import SqliteInbox
 
 __all__ = [
     "NOTIFY_PATH",
-    "RECEIVER_KEY",
     "Authenticator",
     "BasicAuth",
     "BearerAuth",

@@ -20,14 +20,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from payments_async import Credentials, PaymentsClient, RetryPolicy, Timeout
-from payments_async.bulk import (
-    BulkReport,
-    RunTotals,
-    SqliteJournal,
-    bulk_cancel,
-    plan_rows,
-    read_input,
-)
+from payments_async.bulk import BulkReport, RunTotals, SqliteJournal, bulk_cancel
+from payments_async.bulk._input import read_input
+from payments_async.bulk._plan import plan_rows
 from payments_async.cli import cli
 from payments_async.iso20022 import decode_camt056
 from payments_async.sandbox import SandboxConfig

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from payments_async import iso20022
-from payments_async.bulk import BulkRow, build_row_message
+from payments_async.bulk._input import BulkRow, build_row_message
 from payments_async.cli import cli
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import (

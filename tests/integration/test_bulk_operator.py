@@ -21,7 +21,9 @@ import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
-from payments_async.bulk import SqliteJournal, plan_rows, read_input
+from payments_async.bulk import SqliteJournal
+from payments_async.bulk._input import read_input
+from payments_async.bulk._plan import plan_rows
 from payments_async.cli import cli
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import (

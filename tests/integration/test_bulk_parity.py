@@ -27,7 +27,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from payments_async.bulk import check_input, open_run
+from payments_async.bulk import open_run
+from payments_async.bulk._input import check_input
 from tests.support.cli import bulk_rows, read_results, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -88,12 +88,14 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
                 await bulk_cancel(
                     client, src, results_path=out, journal_path=pg_dsn, new_run=True, timeout=1
                 )
-            assert len(listed.value.errors) == recorded
-            listed_out = {data[e.line - 2]["original_end_to_end_id"] for e in listed.value.errors}
+            assert len(listed.value.row_errors) == recorded
+            listed_out = {
+                data[e.line - 2]["original_end_to_end_id"] for e in listed.value.row_errors
+            }
             assert listed_out >= sent_before
             assert all(
                 "already has a cancellation recorded in this journal" in e.message
-                for e in listed.value.errors
+                for e in listed.value.row_errors
             )
             assert set(_stored_per_payment(sb)) == sent_before
 

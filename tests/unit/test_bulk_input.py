@@ -6,7 +6,8 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from payments_async.bulk import BulkRow, build_row_message, plan_rows, read_input
+from payments_async.bulk._input import BulkRow, build_row_message, read_input
+from payments_async.bulk._plan import plan_rows
 from payments_async.iso20022 import Address, encode
 
 HEADER = (

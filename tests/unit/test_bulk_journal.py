@@ -15,9 +15,9 @@ from payments_async.bulk import (
     PlannedRow,
     SqliteJournal,
     journal_counts,
-    plan_rows,
-    read_input,
 )
+from payments_async.bulk._input import read_input
+from payments_async.bulk._plan import plan_rows
 from payments_async.iso20022 import decode_camt056, encode
 
 HEADER = (

@@ -13,19 +13,18 @@ from typing import Any
 import pytest
 
 from payments_async.bulk import (
-    REPORT_ROWS,
     RowOutcome,
     RowState,
     Stage,
-    attention_reason,
-    check_input,
     plan_summary,
     read_results,
     run_report,
     write_attention,
-    write_results,
 )
-from payments_async.bulk._input import read_input
+from payments_async.bulk._attention import attention_reason
+from payments_async.bulk._input import check_input, read_input
+from payments_async.bulk._report import REPORT_ROWS
+from payments_async.bulk._results import write_results
 from tests.support.cli import bulk_rows, write_csv, write_jsonl
 
 

@@ -6,7 +6,8 @@ import csv
 import json
 from pathlib import Path
 
-from payments_async.bulk import RESULT_COLUMNS, RowState, write_results
+from payments_async.bulk import RESULT_COLUMNS, RowState
+from payments_async.bulk._results import write_results
 
 ROWS = [
     RowState(

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from payments_async import Outcome, Submission, TransportError
-from payments_async.bulk import BulkRunner, JournalError, MemoryJournal, PlannedRow, SqliteJournal
+from payments_async.bulk import JournalError, MemoryJournal, PlannedRow, SqliteJournal
 from payments_async.bulk._journal import READ_BATCH, RowState
-from payments_async.bulk._runner import QUEUED_PER_SUBMITTER
+from payments_async.bulk._runner import QUEUED_PER_SUBMITTER, BulkRunner
 from payments_async.iso20022 import build_cancellation, encode
 
 CONCURRENCY = 2

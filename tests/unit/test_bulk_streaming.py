@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from payments_async.bulk import (
-    JournalError,
-    PlannedRow,
-    check_input,
-    plan_input,
-    plan_rows,
-    read_input,
-)
+from payments_async.bulk import JournalError, PlannedRow
+from payments_async.bulk._input import check_input, read_input
+from payments_async.bulk._plan import plan_input, plan_rows
 
 HEADER = (
     "original_end_to_end_id,amount,creditor_agent_bic,creditor_iban,reason,assigner_bic,"

@@ -9,7 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from payments_async.bulk import BulkRow, build_row_message, check_input, plan_rows, read_input
+from payments_async.bulk._input import BulkRow, build_row_message, check_input, read_input
+from payments_async.bulk._plan import plan_rows
 from payments_async.iso20022 import Camt056
 
 xml = pytest.importorskip("payments_async.iso20022.xml")

@@ -49,6 +49,14 @@ from payments_async import (
     ValidationError,
     build_cancellation,
 )
+from payments_async.bulk import (
+    BulkInputError,
+    JournalBusyError,
+    JournalError,
+    JournalUnavailableError,
+    ResultsWriteError,
+    RowError,
+)
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
 from payments_async.notifications import (
     InboxBusyError,
@@ -627,6 +635,11 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     InboxFull: lambda: InboxFull("the inbox is full", **_CTX),
     InboxBusyError: lambda: InboxBusyError("inbox 'in.db' is in use", **_CTX),
     InboxUnavailableError: lambda: InboxUnavailableError("the disk is full", **_CTX),
+    BulkInputError: lambda: BulkInputError([RowError(2, "amount", "bad"), RowError(3, None, "x")]),
+    JournalError: lambda: JournalError("journal j.db belongs to another input"),
+    JournalUnavailableError: lambda: JournalUnavailableError("the journal's database is away"),
+    JournalBusyError: lambda: JournalBusyError("j.db", "pid 12 on host", lost=True),
+    ResultsWriteError: lambda: ResultsWriteError(28, "No space left on device", "r.csv"),
 }
 
 

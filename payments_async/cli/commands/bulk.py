@@ -25,7 +25,6 @@ from payments_async import (
 )
 from payments_async.bulk import (
     DEFAULT_CONCURRENCY,
-    STATUS_INTERVAL,
     BulkCounts,
     BulkEvents,
     BulkInputError,
@@ -39,12 +38,12 @@ from payments_async.bulk import (
     connection_limit_for,
     default_journal_path,
     default_results_path,
-    is_postgres_url,
     journal_counts,
-    new_run_id,
-    plan_input,
     plan_summary,
 )
+from payments_async.bulk._defaults import STATUS_INTERVAL
+from payments_async.bulk._plan import new_run_id, plan_input
+from payments_async.bulk._stores import is_postgres_url
 
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
@@ -467,9 +466,9 @@ def _input_refused(settings: Settings, input_path: Path, exc: BulkInputError) ->
     """The error of a bulk input with problems (a ``BulkInputError``): each one on stderr,
     and all of them in the ``--json`` error object."""
     if not settings.json:
-        for err in exc.errors:
+        for err in exc.row_errors:
             settings.err.print(Text(f"{input_path}: {err}", style="red"))
-    problems = [{"line": e.line, "column": e.column, "message": e.message} for e in exc.errors]
+    problems = [{"line": e.line, "column": e.column, "message": e.message} for e in exc.row_errors]
     return CliError(str(exc), EXIT_USAGE, details={"problems": problems})
 
 

@@ -14,7 +14,7 @@ from payments_async import (
     Outcome,
     check_payments_service_id,
 )
-from payments_async.bulk import COLUMNS, build_row_message, check_row, parse_record
+from payments_async.bulk._input import COLUMNS, build_row_message, check_row, parse_record
 from payments_async.iso20022 import decode_camt056, summarize_resolution
 
 from .._context import Settings, pass_settings

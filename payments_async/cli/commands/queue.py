@@ -7,13 +7,13 @@ import asyncio
 import click
 
 from payments_async import POLL_TIMEOUT, Limits, bulk
-from payments_async.bulk import (
+from payments_async.bulk import JournalError
+from payments_async.bulk._defaults import (
     HEARTBEAT_INTERVAL,
     STALLED_AFTER,
     STALLED_CHECK_INTERVAL,
     WORKER_CONCURRENCY,
     WORKER_ROWS,
-    JournalError,
 )
 
 from .._context import Settings, pass_settings
