@@ -239,8 +239,9 @@ class OutcomeUnknownError(PaymentsError):
     """A POST may have been stored by the service, but no answer said so.
 
     The service is idempotent on the message id, so resubmitting the *same* message (same
-    ``grpHdr.msgId`` / ``assgnmt.id``) is safe: it answers 200 with the existing
-    ``paymentsServiceId`` if the earlier attempt was stored, 201 if it was not.
+    ``grpHdr.msgId`` of a pacs.008 or pacs.028, ``assgnmt.id`` of a camt.056) is safe: it
+    answers 200 with the existing ``paymentsServiceId`` if the earlier attempt was stored,
+    201 if it was not.
 
     Attributes:
         message_id: ``grpHdr.msgId`` (pacs.008) or ``assgnmt.id`` (camt.056) to resubmit;

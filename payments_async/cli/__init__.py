@@ -223,7 +223,8 @@ def _usage_fail(as_json: bool, message: str, code: int) -> NoReturn:
     multiple=True,
     metavar="FIELD=VALUE",
     help="Another edition of the service: pacs008_path, pacs002_path, camt056_path, "
-    "camt029_path or client_id_header (repeatable; over the credentials file's profile table).",
+    "camt029_path, pacs028_path or client_id_header (repeatable; over the credentials "
+    "file's profile table).",
 )
 @click.version_option(__version__, prog_name="payments-async")
 @click.pass_context
