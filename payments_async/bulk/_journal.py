@@ -17,16 +17,18 @@ transactions, which a resume then redoes safely with the recorded ids.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from .._store import (
     FileLock,
@@ -40,12 +42,14 @@ from ._errors import JOURNAL_ERRORS, JournalError, JournalUnavailableError
 from ._rows import RowOutcome, Stage, stored_outcome
 
 __all__ = [
+    "PLANNED_COLUMNS",
     "READ_BATCH",
     "Journal",
     "JournalError",
     "JournalUnavailableError",
     "PlannedRow",
     "RowState",
+    "RowUpdate",
     "RowWrites",
     "SqliteJournal",
     "StoreReads",
@@ -91,7 +95,6 @@ _SELECT_UNFINISHED_AFTER: Final = (
     "AND state NOT IN ('final', 'invalid') ORDER BY line LIMIT ?"
 )
 _COUNT_STATES: Final = "SELECT state, COUNT(*) FROM rows GROUP BY state"
-_IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +116,22 @@ class PlannedRow:
     cancellation_id: str | None
     body: bytes | None
     error: str | None = None
+
+    @property
+    def stage(self) -> Stage:
+        """``invalid`` for a row with an error, else ``planned``."""
+        return Stage.INVALID if self.error is not None else Stage.PLANNED
+
+    def stored(self) -> tuple[Any, ...]:
+        """The row's values of `PLANNED_COLUMNS`, in their order, as a store writes them."""
+        ids = (self.original_end_to_end_id, self.assignment_id, self.cancellation_id)
+        return (self.line, *ids, self.body, self.stage.value, self.error)
+
+
+PLANNED_COLUMNS: Final = (
+    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, error"
+)
+"""The columns a plan writes per row (`PlannedRow.stored`); every store adds its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,19 +179,96 @@ class RowState:
         return self.state in (Stage.FINAL, Stage.INVALID)
 
 
-class RowWrites(Protocol):
-    """The state changes of a journal's rows: what a row's steps record.
+@dataclass(frozen=True, slots=True)
+class RowUpdate:
+    """One row's change as every store writes it: the fields of `RowState` to set.
 
-    Every change is committed before the awaiting coroutine resumes.
+    Attributes:
+        line: the row.
+        values: ``{RowState field: new value}``.
+        one_more_attempt: count one more attempt (``attempts + 1``).
+        if_attempts: make the change only if the row is still ``sent`` after exactly this
+            many attempts (a compare-and-set), else change nothing; None: always.
     """
+
+    line: int
+    values: dict[str, Any]
+    one_more_attempt: bool = False
+    if_attempts: int | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """``values`` as a database column holds them: words as text, codes as JSON."""
+        out: dict[str, Any] = {}
+        for name, value in self.values.items():
+            if isinstance(value, StrEnum):
+                value = value.value
+            elif name == "reason_codes":
+                value = json.dumps(list(value))
+            out[name] = value
+        return out
+
+    def applied_to(self, row: RowState) -> RowState:
+        """``row`` with this change made (unchanged when ``if_attempts`` does not hold)."""
+        if self.if_attempts is not None and (
+            row.state != Stage.SENT or row.attempts != self.if_attempts
+        ):
+            return row
+        values = dict(self.values)
+        if "reason_codes" in values:
+            values["reason_codes"] = tuple(values["reason_codes"])
+        if self.one_more_attempt:
+            values["attempts"] = row.attempts + 1
+        return replace(row, **values)
+
+    def statement(self, table: str, key: str, key_params: tuple[Any, ...], mark: str) -> Statement:
+        """The SQL ``UPDATE`` of this change, for a store whose placeholder is ``mark``.
+
+        Args:
+            table: the rows' table.
+            key: the condition naming the row (``line = ?``).
+            key_params: its parameters.
+            mark: the driver's placeholder (``?`` or ``%s``).
+        """
+        stored = {**self.stored(), "updated_at": time.time()}
+        sets = [f"{name} = {mark}" for name in stored]
+        if self.one_more_attempt:
+            sets.append("attempts = attempts + 1")
+        sql = f"UPDATE {table} SET {', '.join(sets)} WHERE {key}"  # noqa: S608
+        params = (*stored.values(), *key_params)
+        if self.if_attempts is not None:
+            sql += f" AND state = 'sent' AND attempts = {mark}"
+            params = (*params, self.if_attempts)
+        return sql, params
+
+
+Statement = tuple[str, tuple[Any, ...]]
+"""An SQL statement and its parameters."""
+
+
+class RowWrites(abc.ABC):
+    """The state changes of a journal's rows: what a row's steps record, for every store.
+
+    Each method turns a transition of `._rows` into one `RowUpdate`; a store only writes
+    it (`_apply`). Every change is committed before the awaiting coroutine resumes.
+    """
+
+    @abc.abstractmethod
+    def _apply(self, update: RowUpdate) -> Awaitable[None]:
+        """Write one change; the awaitable completes once it is committed."""
 
     async def mark_sent(self, line: int) -> None:
         """The row is about to be sent (one more attempt)."""
-        ...
+        await self._apply(RowUpdate(line, {"state": Stage.SENT}, one_more_attempt=True))
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """The service answered with the cancellation's ``paymentsServiceId``."""
-        ...
+        values = {
+            "state": Stage.ACKNOWLEDGED,
+            "payments_service_id": payments_service_id,
+            "created": created,
+            "error": None,
+        }
+        await self._apply(RowUpdate(line, values))
 
     async def mark_final(
         self,
@@ -192,58 +288,77 @@ class RowWrites(Protocol):
         so an attempt never overwrites what another execution of the same row recorded
         since; otherwise nothing changes.
         """
-        ...
+        values = {
+            "state": Stage.FINAL,
+            "outcome": RowOutcome(outcome),
+            "status": status,
+            "reason_codes": tuple(reason_codes),
+            "reason_text": reason_text,
+            "return_request_needed": return_request_needed,
+            "error": None,
+        }
+        await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
     async def mark_error(
         self, line: int, error: str, *, final: bool, if_attempts: int | None = None
     ) -> None:
         """Record an error; ``final`` when retrying cannot help: the row ends ``refused``."""
-        ...
+        values: dict[str, Any] = {"error": error}
+        if final:
+            values.update(state=Stage.FINAL, outcome=RowOutcome.REFUSED)
+        await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
     async def mark_not_sent(
         self, line: int, error: str, *, final: bool, if_attempts: int | None = None
     ) -> None:
         """The attempt failed before its request could reach the service: back to
         ``planned`` (``final``: the row ends as ``not_sent``)."""
-        ...
+        values: dict[str, Any] = {"error": error, "state": Stage.PLANNED, "outcome": None}
+        if final:
+            values.update(state=Stage.FINAL, outcome=RowOutcome.NOT_SENT)
+        await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
 
-class Journal(RowWrites, Protocol):
-    """What the runner needs from a journal: the plan, the reads, and the row changes.
+class Journal(RowWrites):
+    """A bulk run's journal: the plan, the reads, and the row changes (`RowWrites`).
 
-    `SqliteJournal` below and `MemoryJournal` provide it, and so does the
-    PostgreSQL store.
+    `SqliteJournal`, `MemoryJournal` and the PostgreSQL store are its stores: each keeps
+    only its schema and SQL; the changes and their meaning are written once here.
     """
+
+    _run_id: str
+    _planned: bool
 
     @property
     def path(self) -> Path | None:
-        """The journal file, or None when nothing is kept on disk."""
-        ...
+        """The journal file, or None when nothing is kept in a local file."""
+        return None
 
     @property
     def run_id(self) -> str:
         """The random id of this bulk run, part of every generated ``assgnmt.id``."""
-        ...
+        return self._run_id
 
     def is_planned(self) -> bool:
         """True when the plan is already recorded (a resumed run)."""
-        ...
+        return self._planned
 
+    @abc.abstractmethod
     def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Record every row's fixed ids and body in one committed transaction.
 
         ``rows`` is consumed once, so it may be a generator reading the input as it goes;
         an exception it raises rolls the whole plan back.
         """
-        ...
 
     def rows(self) -> list[RowState]:
         """Every row, in line order, all in memory at once (bodies included).
 
         For a large run prefer `iter_rows`, which holds one batch at a time.
         """
-        ...
+        return list(self.iter_rows())
 
+    @abc.abstractmethod
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
         """Every row, in line order, read as it is consumed.
 
@@ -254,15 +369,14 @@ class Journal(RowWrites, Protocol):
             unfinished: only the rows a run still has to finish (neither final nor
                 invalid).
         """
-        ...
 
+    @abc.abstractmethod
     def state_counts(self) -> dict[str, int]:
         """Rows per state, ``{state: count}``, counted without reading the rows."""
-        ...
 
+    @abc.abstractmethod
     def close(self) -> None:
-        """Write what is queued and release the file."""
-        ...
+        """Write what is queued and release the store."""
 
 
 def row_from_record(rec: Sequence[Any]) -> RowState:
@@ -308,23 +422,16 @@ def read_in_batches(fetch: Callable[[int], Sequence[RowState]]) -> Iterator[RowS
 _Conn = TypeVar("_Conn")
 
 
-class StoreReads(Generic[_Conn]):
-    """`rows` and `iter_rows` for a store read one batch per query."""
+class StoreReads(Journal, Generic[_Conn]):
+    """`Journal.iter_rows` for a store read one batch per query."""
 
+    @abc.abstractmethod
     def _reader(self) -> AbstractContextManager[_Conn]:
         """The connection to read with (a new one once the journal is closed)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _fetch(self, conn: _Conn, after: int, *, unfinished: bool) -> list[RowState]:
         """Up to `READ_BATCH` rows after line ``after``, in line order."""
-        raise NotImplementedError
-
-    def rows(self) -> list[RowState]:
-        """Every row, in line order, all in memory at once (bodies included).
-
-        Also after ``close()``: it then reads through a new connection.
-        """
-        return list(self.iter_rows())
 
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
         """Every row (or every unfinished one) in line order, `READ_BATCH` per query.
@@ -461,15 +568,6 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         """The journal file."""
         return self._path
 
-    @property
-    def run_id(self) -> str:
-        """The run id recorded in the file."""
-        return self._run_id
-
-    def is_planned(self) -> bool:
-        """True when the file holds the plan (this is a resumed run)."""
-        return self._planned
-
     def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Record every row and mark the plan complete, all in one transaction.
 
@@ -486,21 +584,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             if self._replacing is not None:
                 _replace_run(db, self._replacing, self._run_id)
             db.executemany(
-                "INSERT INTO rows (line, original_end_to_end_id, assignment_id, "
-                "cancellation_id, body, state, error, updated_at) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    (
-                        r.line,
-                        r.original_end_to_end_id,
-                        r.assignment_id,
-                        r.cancellation_id,
-                        r.body,
-                        (Stage.INVALID if r.error is not None else Stage.PLANNED).value,
-                        r.error,
-                        now,
-                    )
-                    for r in rows
-                ),
+                f"INSERT INTO rows ({PLANNED_COLUMNS}, updated_at) VALUES (?,?,?,?,?,?,?,?)",  # noqa: S608
+                ((*r.stored(), now) for r in rows),
             )
             db.execute("UPDATE meta SET value = '1' WHERE key = 'planned'")
             db.execute("COMMIT")
@@ -569,7 +654,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
     def _read_error(self, exc: sqlite3.Error) -> Exception:
         return sqlite_error("read", "journal", self._path, exc, JOURNAL_ERRORS)
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
+    def _apply(self, update: RowUpdate) -> asyncio.Future[None]:
+        sql, params = update.statement("rows", "line = ?", (update.line,), "?")
         future: asyncio.Future[None] = self._group.submit(lambda db: db.execute(sql, params))
         return future
 
@@ -578,92 +664,6 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         """Transactions written (the plan's and the group commit's), for benchmarks and
         tests."""
         return self._plan_commits + self._group.commits
-
-    async def mark_sent(self, line: int) -> None:
-        """Commit ``sent`` (one more attempt) before the request goes out."""
-        await self._write(
-            "UPDATE rows SET state = ?, attempts = attempts + 1, updated_at = ? WHERE line = ?",
-            (Stage.SENT.value, time.time(), line),
-        )
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """Commit the ``paymentsServiceId`` before the row is waited on."""
-        await self._write(
-            "UPDATE rows SET state = ?, payments_service_id = ?, created = ?, error = NULL, "
-            "updated_at = ? WHERE line = ?",
-            (Stage.ACKNOWLEDGED.value, payments_service_id, int(created), time.time(), line),
-        )
-
-    async def mark_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-        if_attempts: int | None = None,
-    ) -> None:
-        """Commit the outcome; the row counts as done only after this returns."""
-        await self._write_if(
-            "UPDATE rows SET state = ?, outcome = ?, status = ?, reason_codes = ?, "
-            "reason_text = ?, return_request_needed = ?, error = NULL, updated_at = ? "
-            "WHERE line = ?",
-            (
-                Stage.FINAL.value,
-                RowOutcome(outcome).value,
-                status,
-                json.dumps(list(reason_codes)),
-                reason_text,
-                int(return_request_needed),
-                time.time(),
-                line,
-            ),
-            if_attempts,
-        )
-
-    async def mark_error(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Commit an error; a ``final`` one ends the row as ``refused``."""
-        if final:
-            await self._write_if(
-                "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.FINAL.value, RowOutcome.REFUSED.value, error, time.time(), line),
-                if_attempts,
-            )
-        else:
-            await self._write_if(
-                "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?",
-                (error, time.time(), line),
-                if_attempts,
-            )
-
-    async def mark_not_sent(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
-        if final:
-            await self._write_if(
-                "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.FINAL.value, RowOutcome.NOT_SENT.value, error, time.time(), line),
-                if_attempts,
-            )
-        else:
-            await self._write_if(
-                "UPDATE rows SET state = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.PLANNED.value, error, time.time(), line),
-                if_attempts,
-            )
-
-    def _write_if(
-        self, sql: str, params: tuple[Any, ...], if_attempts: int | None
-    ) -> asyncio.Future[None]:
-        """Queue a change, made only if the row is still ``sent`` after ``if_attempts``."""
-        if if_attempts is None:
-            return self._write(sql, params)
-        return self._write(sql + _IF_STILL_SENT, (*params, if_attempts))
 
     def _open_db(self) -> sqlite3.Connection | None:
         return None if self._closed else self._db
