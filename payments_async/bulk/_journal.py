@@ -36,6 +36,7 @@ from .._store import (
     SqliteBatch,
     lock_file,
     open_sqlite,
+    open_sqlite_read_only,
     sqlite_error,
 )
 from ._errors import JOURNAL_ERRORS, JournalError, JournalUnavailableError
@@ -639,7 +640,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             self._group.write_pending(self._batch.write_now)
             return contextlib.nullcontext(self._db)
         try:
-            return contextlib.closing(_connect_read_only(self._path))
+            return contextlib.closing(open_sqlite_read_only(self._path))
         except sqlite3.Error as exc:
             raise self._read_error(exc) from exc
 
@@ -711,10 +712,6 @@ def _replace_run(db: sqlite3.Connection, input_sha256: str, run_id: str) -> None
     )
 
 
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
 def journal_counts(path: str | Path) -> dict[str, int]:
     """Rows per state in a journal file, read without disturbing a running writer.
 
@@ -724,7 +721,7 @@ def journal_counts(path: str | Path) -> dict[str, int]:
     Returns:
         ``{state: count}``; empty when the plan is not written yet.
     """
-    db = _connect_read_only(Path(path))
+    db = open_sqlite_read_only(Path(path))
     try:
         return dict(db.execute(_COUNT_STATES).fetchall())
     except sqlite3.OperationalError:
