@@ -76,6 +76,7 @@ from ._queue import (
     run_worker,
     write_queue_results,
 )
+from ._recall import AlreadyRecalledError, Recall
 from ._report import REPORT_ROWS, RunReport, charts_available, run_report
 from ._results import (
     RESULT_COLUMNS,
@@ -98,6 +99,7 @@ from ._runner import (
 )
 from ._steps import connection_limit_for
 from ._stores import is_postgres_url, open_journal
+from ._stores._recalls import RecallLedger, open_recall_ledger
 
 __all__ = [
     "ATTENTION_COLUMN",
@@ -115,6 +117,7 @@ __all__ = [
     "UNFINISHED",
     "WORKER_CONCURRENCY",
     "WORKER_ROWS",
+    "AlreadyRecalledError",
     "AttentionReport",
     "BulkCounts",
     "BulkEvents",
@@ -134,6 +137,8 @@ __all__ = [
     "PlannedRow",
     "ProgressSink",
     "QueueStatus",
+    "Recall",
+    "RecallLedger",
     "ResultsWriteError",
     "RowError",
     "RowOutcome",
@@ -163,6 +168,7 @@ __all__ = [
     "journal_counts",
     "new_run_id",
     "open_journal",
+    "open_recall_ledger",
     "open_run",
     "parse_record",
     "plan_input",

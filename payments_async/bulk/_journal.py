@@ -40,6 +40,7 @@ from .._store import (
     sqlite_error,
 )
 from ._errors import JOURNAL_ERRORS, JournalError, JournalUnavailableError
+from ._recall import MAY_HAVE_REACHED, SQLITE, first_per_payment
 from ._rows import RowOutcome, Stage, stored_outcome
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "RowWrites",
     "SqliteJournal",
     "StoreReads",
+    "ensure_sqlite_schema",
     "journal_counts",
     "row_from_record",
 ]
@@ -84,6 +86,12 @@ CREATE TABLE IF NOT EXISTS rows (
     updated_at REAL NOT NULL
 );
 """
+
+
+def ensure_sqlite_schema(db: sqlite3.Connection) -> None:
+    """Create a journal file's tables when missing (its rows, meta and recall ledger)."""
+    db.executescript(_SCHEMA + SQLITE.schema())
+
 
 _COLUMNS: Final = (
     "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
@@ -375,6 +383,21 @@ class Journal(RowWrites):
     def state_counts(self) -> dict[str, int]:
         """Rows per state, ``{state: count}``, counted without reading the rows."""
 
+    def recorded_cancellations(self) -> dict[str, str]:
+        """The payments the journal records a recall for outside this run, which a new
+        run must not recall again (see `.._recall`); none for a journal kept in memory.
+
+        Returns:
+            ``{original_end_to_end_id: the first recall, as people read it}``.
+
+        Raises:
+            JournalError: the journal cannot be read.
+        """
+        return {}
+
+    def forget_unplanned(self) -> None:
+        """Leave nothing of this run behind while it holds no plan (a refused new run)."""
+
     @abc.abstractmethod
     def close(self) -> None:
         """Write what is queued and release the store."""
@@ -462,7 +485,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         planned: True when the file already holds a plan.
         lock: the lock of this run on the file, released by `close`.
         replacing: the input digest of a new run that replaces the file's run once
-            planned (see ``open(new_run=True)``), or None.
+            planned, or None.
+        new_run: the new run may set aside an unfinished run (see `open`).
     """
 
     def __init__(
@@ -474,7 +498,9 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         planned: bool,
         lock: FileLock | None = None,
         replacing: str | None = None,
+        new_run: bool = False,
     ) -> None:
+        self._new_run = new_run
         self._lock = lock
         self._replacing = replacing
         self._db = connection
@@ -496,14 +522,16 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             path: the journal file; created with its directory if missing.
             input_sha256: the input's digest; an existing journal must record the same.
             new_run_id: the run id to record when the file is new.
-            new_run: when the file belongs to another input, start a new run in it rather
-                than refuse: its rows stay recorded (see `recorded_cancellations`) and
-                `plan` replaces them, in the same transaction as the new plan.
+            new_run: when the file holds an unfinished run of another input, `plan` a new
+                run rather than refuse. A file holds one run: the new run's `plan`
+                replaces the file's run of another input (a finished one, or with
+                ``new_run``) in the same transaction, and keeps that run's recalls in
+                the file's ledger (see `recorded_cancellations`).
 
         Raises:
             JournalBusyError: another run holds the journal (nothing was opened).
-            JournalError: the file is not a journal of this version, or it belongs to a
-                different input file, or it cannot be opened or made.
+            JournalError: the file is not a journal of this version, or it cannot be
+                opened or made.
         """
         path = Path(path)
         lock = lock_file(path, JOURNAL_ERRORS, what="journal")
@@ -520,7 +548,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         db: sqlite3.Connection | None = None
         try:
             db = open_sqlite(path, synchronous="NORMAL")
-            db.executescript(_SCHEMA)
+            ensure_sqlite_schema(db)
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             if not meta:
                 db.execute("BEGIN")
@@ -547,22 +575,16 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 f"(schema {meta.get('schema')!r}); use another --journal path"
             )
         if meta.get("input_sha256") != input_sha256:
-            if new_run:
-                return cls(db, path, new_run_id, planned=False, lock=lock, replacing=input_sha256)
-            db.close()
-            raise JournalError(
-                f"journal {str(path)!r} belongs to a different input file (its contents "
-                "changed since the run started); nothing was sent. Resume with the original "
-                "file (its rows keep their ids), or start a new run in this journal with "
-                "--new-run: rows whose payment already has a cancellation recorded in it "
-                "are refused"
+            return cls(
+                db,
+                path,
+                new_run_id,
+                planned=False,
+                lock=lock,
+                replacing=input_sha256,
+                new_run=new_run,
             )
         return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1", lock=lock)
-
-    @property
-    def replaces_run(self) -> bool:
-        """True when `plan` will replace the file's run of another input (``new_run``)."""
-        return self._replacing is not None
 
     @property
     def path(self) -> Path:
@@ -575,6 +597,11 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         Either the whole plan is in the file or none of it: a run killed while planning
         (or a ``rows`` generator that raises) leaves no plan, and nothing had been sent.
         The rows are streamed into the file, not kept: `iter_rows` reads them back.
+
+        Raises:
+            JournalError: the file holds a plan already, or an unfinished run of another
+                input and the journal was not opened with ``new_run`` (nothing is
+                written; the rows are read first, so their own refusal comes first).
         """
         if self._planned:
             raise JournalError("the journal already holds a plan")
@@ -582,12 +609,21 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         db = self._db
         db.execute("BEGIN")
         try:
+            unfinished = db.execute(_ANY_UNFINISHED).fetchone() is not None
             if self._replacing is not None:
                 _replace_run(db, self._replacing, self._run_id)
             db.executemany(
                 f"INSERT INTO rows ({PLANNED_COLUMNS}, updated_at) VALUES (?,?,?,?,?,?,?,?)",  # noqa: S608
                 ((*r.stored(), now) for r in rows),
             )
+            if unfinished and self._replacing is not None and not self._new_run:
+                raise JournalError(
+                    f"journal {str(self._path)!r} holds an unfinished run of a different "
+                    "input file (edited since the run started?); nothing was sent. Resume "
+                    "with the original file (its rows keep their ids), or start a new run "
+                    "with --new-run: that run's rows never sent are set aside, and rows "
+                    "whose payment already has a recall recorded in the journal are refused"
+                )
             db.execute("UPDATE meta SET value = '1' WHERE key = 'planned'")
             db.execute("COMMIT")
         except BaseException as exc:
@@ -601,25 +637,18 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         self._replacing = None
 
     def recorded_cancellations(self) -> dict[str, str]:
-        """The payments this file records a cancellation for, which the service may hold.
-
-        Rows sent at least once (in flight, acknowledged, or final with an outcome from
-        the service), of the file's run and of the runs it replaced.
+        """The payments the file records a recall for (see `.._recall`): its ledger's,
+        and the rows of its run that may have reached the service.
 
         Returns:
-            ``{original_end_to_end_id: "run R, line N, outcome"}``.
+            ``{original_end_to_end_id: the first recall, as people read it}``.
         """
         with self._reader() as db:
             try:
-                found = db.execute(_SELECT_RECORDED).fetchall()
-                if _has_earlier(db):
-                    found += db.execute(_SELECT_EARLIER).fetchall()
+                found = db.execute(SQLITE.select(MAY_HAVE_REACHED)).fetchall()
             except sqlite3.Error as exc:
                 raise self._read_error(exc) from exc
-        return {
-            e2e: f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
-            for e2e, r, line, outcome in found
-        }
+        return {e2e: str(recall) for e2e, recall in first_per_payment(found).items()}
 
     def state_counts(self) -> dict[str, int]:
         """Rows per state, counted by the file (changes still queued are written first).
@@ -678,33 +707,13 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             self._lock.release()
 
 
-# Rows that may have reached the service: sent, acknowledged, or final with its outcome.
-_RECORDED: Final = (
-    "(state IN ('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
-    "('accepted', 'rejected', 'unknown')))"
-)
-_SELECT_RECORDED: Final = (
-    "SELECT original_end_to_end_id, (SELECT value FROM meta WHERE key = 'run_id'), line, "  # noqa: S608
-    f"outcome FROM rows WHERE {_RECORDED}"
-)
-_SELECT_EARLIER: Final = "SELECT original_end_to_end_id, run_id, line, outcome FROM earlier"
-
-
-def _has_earlier(db: sqlite3.Connection) -> bool:
-    return bool(db.execute("SELECT 1 FROM sqlite_master WHERE name = 'earlier'").fetchone())
+_ANY_UNFINISHED: Final = "SELECT 1 FROM rows WHERE state NOT IN ('final', 'invalid') LIMIT 1"
 
 
 def _replace_run(db: sqlite3.Connection, input_sha256: str, run_id: str) -> None:
-    """Inside the plan's transaction: keep the recorded cancellations of the file's run,
+    """Inside the plan's transaction: keep the recalls of the file's run in its ledger,
     drop its rows, and make the file the new input's."""
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS earlier (original_end_to_end_id TEXT, run_id TEXT, "
-        "line INTEGER, outcome TEXT)"
-    )
-    db.execute(
-        "INSERT INTO earlier SELECT original_end_to_end_id, "  # noqa: S608
-        f"(SELECT value FROM meta WHERE key = 'run_id'), line, outcome FROM rows WHERE {_RECORDED}"
-    )
+    db.execute(SQLITE.keep(MAY_HAVE_REACHED))
     db.execute("DELETE FROM rows")
     db.executemany(
         "UPDATE meta SET value = ? WHERE key = ?",

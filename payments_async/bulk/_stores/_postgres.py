@@ -34,6 +34,7 @@ from .._journal import (
     StoreReads,
     row_from_record,
 )
+from .._recall import HELD, POSTGRES, first_per_payment
 from ._connect import batch, connect, connect_error, outage, require_psycopg
 from ._run_lock import lock_run, lock_writer
 
@@ -96,7 +97,7 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
     UNIQUE (run_id, assignment_id)
 );
 CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
-"""
+""" + POSTGRES.schema()
 
 _T = TypeVar("_T")
 logger = logging.getLogger("payments_async.bulk")
@@ -125,24 +126,15 @@ _COUNT_STATES: Final = (
 )
 
 _SELECT_ROW: Final = f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows WHERE run_id = %s AND line = %s"  # noqa: S608
-# Rows of other runs that have reached or may still reach the service: planned (that run
-# can resume and send them), sent, acknowledged, or final with an outcome from the service.
-_SELECT_RECORDED_ELSEWHERE: Final = (
-    "SELECT original_end_to_end_id, run_id, line, outcome FROM payments_bulk_rows "
-    "WHERE run_id <> %s AND original_end_to_end_id IS NOT NULL AND (state IN "
-    "('planned', 'sent', 'acknowledged') OR (state = 'final' AND outcome IN "
-    "('accepted', 'rejected', 'unknown')))"
-)
 
 
 def recorded_elsewhere(conn: psycopg.Connection[Any], run_id: str) -> dict[str, str]:
-    """The payments another run of the database records a cancellation for, which the
-    service holds or may yet receive: ``{original_end_to_end_id: "run R, line N, ..."}``."""
-    found = conn.execute(_SELECT_RECORDED_ELSEWHERE, (run_id,)).fetchall()
-    return {
-        str(e2e): f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
-        for e2e, r, line, outcome in found
-    }
+    """The payments the database records a recall for outside this run (see `.._recall`):
+    its ledger's, and other runs' rows that reached or may still reach the service
+    (planned included: that run can resume): ``{original_end_to_end_id: the first
+    recall, as people read it}``."""
+    found = conn.execute(POSTGRES.select(f"run_id <> %s AND {HELD}"), (run_id,)).fetchall()
+    return {e2e: str(recall) for e2e, recall in first_per_payment(found).items()}
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
