@@ -224,8 +224,8 @@ def _not_recorded(
         first = refused[0]
         raise JournalError(
             f"{len(refused)} payment(s) of this input already have a cancellation recorded "
-            f"in another run of the journal (first at line {first.line}: {first.message}): "
-            "the input was edited after a stop, or repeats another run's payments; nothing "
+            f"in the journal (first at line {first.line}: {first.message}): the input was "
+            "edited after a stop, or repeats payments recalled before; nothing "
             "was sent. Resume with the original file (its rows keep their ids), or start a "
             "new run with --new-run: rows whose payment already has a cancellation recorded "
             "in the journal are refused"
