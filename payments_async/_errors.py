@@ -22,7 +22,9 @@ PaymentsError                      root: catch this to catch everything we raise
 │   │                              another input or schema (``payments_async.bulk``)
 │   ├── JournalUnavailableError    its database is away or its disk full (an outage):
 │   │                              every change is kept; rerun to resume
-│   └── JournalBusyError           another run holds the journal; nothing was sent
+│   ├── JournalBusyError           another run holds the journal; nothing was sent
+│   └── AlreadyRecalledError       the payment's recall is already recorded in the
+│                                  journal (one recall per payment); nothing was sent
 ├── ResultsWriteError              a bulk run's results file cannot be written (also an
 │                                  ``OSError``); the journal keeps every outcome
 └── ApiError                       the service answered with an error (any 4xx)

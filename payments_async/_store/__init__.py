@@ -14,7 +14,7 @@ from ._group import GroupCommit, PsycopgBatch, SqliteBatch
 from ._lock import FileLock, holder_text, lock_file, run_holder
 from ._outage import Outage, Spell, is_connection_lost, quiet_psycopg
 from ._postgres import CONNECT_TIMEOUT, aconnect, connect, connect_error, require_psycopg
-from ._sqlite import is_disk_full, open_sqlite, sqlite_error
+from ._sqlite import is_disk_full, open_sqlite, open_sqlite_read_only, sqlite_error
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -33,6 +33,7 @@ __all__ = [
     "is_disk_full",
     "lock_file",
     "open_sqlite",
+    "open_sqlite_read_only",
     "quiet_psycopg",
     "require_psycopg",
     "run_holder",

@@ -10,7 +10,7 @@ from typing import Final
 
 from ._errors import StoreErrors
 
-__all__ = ["is_disk_full", "open_sqlite", "sqlite_error"]
+__all__ = ["is_disk_full", "open_sqlite", "open_sqlite_read_only", "sqlite_error"]
 
 _FULL: Final = ("database or disk is full", "no space left on device", "disk quota exceeded")
 
@@ -70,3 +70,12 @@ def open_sqlite(
         db.close()
         raise
     return db
+
+
+def open_sqlite_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an existing file, beside a writer that may be running.
+
+    Raises:
+        sqlite3.Error: the file cannot be opened (missing, or not a database).
+    """
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

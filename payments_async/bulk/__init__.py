@@ -46,6 +46,7 @@ from ._queue import (
     run_worker,
     write_queue_results,
 )
+from ._recall import AlreadyRecalledError, Recall
 from ._report import RunReport, run_report
 from ._results import RESULT_COLUMNS, write_run_results
 from ._rows import RowOutcome, RunTotals, Stage, Verdict
@@ -59,10 +60,12 @@ from ._runner import (
 )
 from ._steps import connection_limit_for
 from ._stores import open_journal
+from ._stores._recalls import RecallLedger, open_recall_ledger
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "RESULT_COLUMNS",
+    "AlreadyRecalledError",
     "AttentionReport",
     "BulkCounts",
     "BulkEvents",
@@ -78,6 +81,8 @@ __all__ = [
     "PlannedRow",
     "ProgressSink",
     "QueueStatus",
+    "Recall",
+    "RecallLedger",
     "ResultsWriteError",
     "RowError",
     "RowOutcome",
@@ -98,6 +103,7 @@ __all__ = [
     "execute_run",
     "journal_counts",
     "open_journal",
+    "open_recall_ledger",
     "open_run",
     "plan_summary",
     "queue_status",

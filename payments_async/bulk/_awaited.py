@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from ._journal import JournalError, _connect_read_only
+from .._store import open_sqlite_read_only
+from ._errors import JournalError
 from ._rows import Stage
 from ._stores import is_postgres_url
 
@@ -48,7 +49,7 @@ def awaited_cancellations(target: str | Path) -> list[str]:
     if not path.is_file():
         raise JournalError(f"no journal at {str(path)!r}")
     try:
-        db = _connect_read_only(path)
+        db = open_sqlite_read_only(path)
         try:
             return [str(r[0]) for r in db.execute(_AWAITED_FILE, (state,)).fetchall()]
         finally:

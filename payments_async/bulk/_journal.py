@@ -17,16 +17,18 @@ transactions, which a resume then redoes safely with the recorded ids.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from .._store import (
     FileLock,
@@ -34,21 +36,26 @@ from .._store import (
     SqliteBatch,
     lock_file,
     open_sqlite,
+    open_sqlite_read_only,
     sqlite_error,
 )
 from ._errors import JOURNAL_ERRORS, JournalError, JournalUnavailableError
+from ._recall import MAY_HAVE_REACHED, SQLITE, first_per_payment
 from ._rows import RowOutcome, Stage, stored_outcome
 
 __all__ = [
+    "PLANNED_COLUMNS",
     "READ_BATCH",
     "Journal",
     "JournalError",
     "JournalUnavailableError",
     "PlannedRow",
     "RowState",
+    "RowUpdate",
     "RowWrites",
     "SqliteJournal",
     "StoreReads",
+    "ensure_sqlite_schema",
     "journal_counts",
     "row_from_record",
 ]
@@ -80,6 +87,12 @@ CREATE TABLE IF NOT EXISTS rows (
 );
 """
 
+
+def ensure_sqlite_schema(db: sqlite3.Connection) -> None:
+    """Create a journal file's tables when missing (its rows, meta and recall ledger)."""
+    db.executescript(_SCHEMA + SQLITE.schema())
+
+
 _COLUMNS: Final = (
     "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
@@ -91,7 +104,6 @@ _SELECT_UNFINISHED_AFTER: Final = (
     "AND state NOT IN ('final', 'invalid') ORDER BY line LIMIT ?"
 )
 _COUNT_STATES: Final = "SELECT state, COUNT(*) FROM rows GROUP BY state"
-_IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +125,22 @@ class PlannedRow:
     cancellation_id: str | None
     body: bytes | None
     error: str | None = None
+
+    @property
+    def stage(self) -> Stage:
+        """``invalid`` for a row with an error, else ``planned``."""
+        return Stage.INVALID if self.error is not None else Stage.PLANNED
+
+    def stored(self) -> tuple[Any, ...]:
+        """The row's values of `PLANNED_COLUMNS`, in their order, as a store writes them."""
+        ids = (self.original_end_to_end_id, self.assignment_id, self.cancellation_id)
+        return (self.line, *ids, self.body, self.stage.value, self.error)
+
+
+PLANNED_COLUMNS: Final = (
+    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, error"
+)
+"""The columns a plan writes per row (`PlannedRow.stored`); every store adds its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,19 +188,96 @@ class RowState:
         return self.state in (Stage.FINAL, Stage.INVALID)
 
 
-class RowWrites(Protocol):
-    """The state changes of a journal's rows: what a row's steps record.
+@dataclass(frozen=True, slots=True)
+class RowUpdate:
+    """One row's change as every store writes it: the fields of `RowState` to set.
 
-    Every change is committed before the awaiting coroutine resumes.
+    Attributes:
+        line: the row.
+        values: ``{RowState field: new value}``.
+        one_more_attempt: count one more attempt (``attempts + 1``).
+        if_attempts: make the change only if the row is still ``sent`` after exactly this
+            many attempts (a compare-and-set), else change nothing; None: always.
     """
+
+    line: int
+    values: dict[str, Any]
+    one_more_attempt: bool = False
+    if_attempts: int | None = None
+
+    def stored(self) -> dict[str, Any]:
+        """``values`` as a database column holds them: words as text, codes as JSON."""
+        out: dict[str, Any] = {}
+        for name, value in self.values.items():
+            if isinstance(value, StrEnum):
+                value = value.value
+            elif name == "reason_codes":
+                value = json.dumps(list(value))
+            out[name] = value
+        return out
+
+    def applied_to(self, row: RowState) -> RowState:
+        """``row`` with this change made (unchanged when ``if_attempts`` does not hold)."""
+        if self.if_attempts is not None and (
+            row.state != Stage.SENT or row.attempts != self.if_attempts
+        ):
+            return row
+        values = dict(self.values)
+        if "reason_codes" in values:
+            values["reason_codes"] = tuple(values["reason_codes"])
+        if self.one_more_attempt:
+            values["attempts"] = row.attempts + 1
+        return replace(row, **values)
+
+    def statement(self, table: str, key: str, key_params: tuple[Any, ...], mark: str) -> Statement:
+        """The SQL ``UPDATE`` of this change, for a store whose placeholder is ``mark``.
+
+        Args:
+            table: the rows' table.
+            key: the condition naming the row (``line = ?``).
+            key_params: its parameters.
+            mark: the driver's placeholder (``?`` or ``%s``).
+        """
+        stored = {**self.stored(), "updated_at": time.time()}
+        sets = [f"{name} = {mark}" for name in stored]
+        if self.one_more_attempt:
+            sets.append("attempts = attempts + 1")
+        sql = f"UPDATE {table} SET {', '.join(sets)} WHERE {key}"  # noqa: S608
+        params = (*stored.values(), *key_params)
+        if self.if_attempts is not None:
+            sql += f" AND state = 'sent' AND attempts = {mark}"
+            params = (*params, self.if_attempts)
+        return sql, params
+
+
+Statement = tuple[str, tuple[Any, ...]]
+"""An SQL statement and its parameters."""
+
+
+class RowWrites(abc.ABC):
+    """The state changes of a journal's rows: what a row's steps record, for every store.
+
+    Each method turns a transition of `._rows` into one `RowUpdate`; a store only writes
+    it (`_apply`). Every change is committed before the awaiting coroutine resumes.
+    """
+
+    @abc.abstractmethod
+    def _apply(self, update: RowUpdate) -> Awaitable[None]:
+        """Write one change; the awaitable completes once it is committed."""
 
     async def mark_sent(self, line: int) -> None:
         """The row is about to be sent (one more attempt)."""
-        ...
+        await self._apply(RowUpdate(line, {"state": Stage.SENT}, one_more_attempt=True))
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """The service answered with the cancellation's ``paymentsServiceId``."""
-        ...
+        values = {
+            "state": Stage.ACKNOWLEDGED,
+            "payments_service_id": payments_service_id,
+            "created": created,
+            "error": None,
+        }
+        await self._apply(RowUpdate(line, values))
 
     async def mark_final(
         self,
@@ -192,58 +297,77 @@ class RowWrites(Protocol):
         so an attempt never overwrites what another execution of the same row recorded
         since; otherwise nothing changes.
         """
-        ...
+        values = {
+            "state": Stage.FINAL,
+            "outcome": RowOutcome(outcome),
+            "status": status,
+            "reason_codes": tuple(reason_codes),
+            "reason_text": reason_text,
+            "return_request_needed": return_request_needed,
+            "error": None,
+        }
+        await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
     async def mark_error(
         self, line: int, error: str, *, final: bool, if_attempts: int | None = None
     ) -> None:
         """Record an error; ``final`` when retrying cannot help: the row ends ``refused``."""
-        ...
+        values: dict[str, Any] = {"error": error}
+        if final:
+            values.update(state=Stage.FINAL, outcome=RowOutcome.REFUSED)
+        await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
     async def mark_not_sent(
         self, line: int, error: str, *, final: bool, if_attempts: int | None = None
     ) -> None:
         """The attempt failed before its request could reach the service: back to
         ``planned`` (``final``: the row ends as ``not_sent``)."""
-        ...
+        values: dict[str, Any] = {"error": error, "state": Stage.PLANNED, "outcome": None}
+        if final:
+            values.update(state=Stage.FINAL, outcome=RowOutcome.NOT_SENT)
+        await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
 
-class Journal(RowWrites, Protocol):
-    """What the runner needs from a journal: the plan, the reads, and the row changes.
+class Journal(RowWrites):
+    """A bulk run's journal: the plan, the reads, and the row changes (`RowWrites`).
 
-    `SqliteJournal` below and `MemoryJournal` provide it, and so does the
-    PostgreSQL store.
+    `SqliteJournal`, `MemoryJournal` and the PostgreSQL store are its stores: each keeps
+    only its schema and SQL; the changes and their meaning are written once here.
     """
+
+    _run_id: str
+    _planned: bool
 
     @property
     def path(self) -> Path | None:
-        """The journal file, or None when nothing is kept on disk."""
-        ...
+        """The journal file, or None when nothing is kept in a local file."""
+        return None
 
     @property
     def run_id(self) -> str:
         """The random id of this bulk run, part of every generated ``assgnmt.id``."""
-        ...
+        return self._run_id
 
     def is_planned(self) -> bool:
         """True when the plan is already recorded (a resumed run)."""
-        ...
+        return self._planned
 
+    @abc.abstractmethod
     def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Record every row's fixed ids and body in one committed transaction.
 
         ``rows`` is consumed once, so it may be a generator reading the input as it goes;
         an exception it raises rolls the whole plan back.
         """
-        ...
 
     def rows(self) -> list[RowState]:
         """Every row, in line order, all in memory at once (bodies included).
 
         For a large run prefer `iter_rows`, which holds one batch at a time.
         """
-        ...
+        return list(self.iter_rows())
 
+    @abc.abstractmethod
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
         """Every row, in line order, read as it is consumed.
 
@@ -254,15 +378,29 @@ class Journal(RowWrites, Protocol):
             unfinished: only the rows a run still has to finish (neither final nor
                 invalid).
         """
-        ...
 
+    @abc.abstractmethod
     def state_counts(self) -> dict[str, int]:
         """Rows per state, ``{state: count}``, counted without reading the rows."""
-        ...
 
+    def recorded_cancellations(self) -> dict[str, str]:
+        """The payments the journal records a recall for outside this run, which a new
+        run must not recall again (see `.._recall`); none for a journal kept in memory.
+
+        Returns:
+            ``{original_end_to_end_id: the first recall, as people read it}``.
+
+        Raises:
+            JournalError: the journal cannot be read.
+        """
+        return {}
+
+    def forget_unplanned(self) -> None:
+        """Leave nothing of this run behind while it holds no plan (a refused new run)."""
+
+    @abc.abstractmethod
     def close(self) -> None:
-        """Write what is queued and release the file."""
-        ...
+        """Write what is queued and release the store."""
 
 
 def row_from_record(rec: Sequence[Any]) -> RowState:
@@ -308,23 +446,16 @@ def read_in_batches(fetch: Callable[[int], Sequence[RowState]]) -> Iterator[RowS
 _Conn = TypeVar("_Conn")
 
 
-class StoreReads(Generic[_Conn]):
-    """`rows` and `iter_rows` for a store read one batch per query."""
+class StoreReads(Journal, Generic[_Conn]):
+    """`Journal.iter_rows` for a store read one batch per query."""
 
+    @abc.abstractmethod
     def _reader(self) -> AbstractContextManager[_Conn]:
         """The connection to read with (a new one once the journal is closed)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _fetch(self, conn: _Conn, after: int, *, unfinished: bool) -> list[RowState]:
         """Up to `READ_BATCH` rows after line ``after``, in line order."""
-        raise NotImplementedError
-
-    def rows(self) -> list[RowState]:
-        """Every row, in line order, all in memory at once (bodies included).
-
-        Also after ``close()``: it then reads through a new connection.
-        """
-        return list(self.iter_rows())
 
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
         """Every row (or every unfinished one) in line order, `READ_BATCH` per query.
@@ -354,7 +485,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         planned: True when the file already holds a plan.
         lock: the lock of this run on the file, released by `close`.
         replacing: the input digest of a new run that replaces the file's run once
-            planned (see ``open(new_run=True)``), or None.
+            planned, or None.
+        new_run: the new run may set aside an unfinished run (see `open`).
     """
 
     def __init__(
@@ -366,7 +498,9 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         planned: bool,
         lock: FileLock | None = None,
         replacing: str | None = None,
+        new_run: bool = False,
     ) -> None:
+        self._new_run = new_run
         self._lock = lock
         self._replacing = replacing
         self._db = connection
@@ -388,14 +522,16 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             path: the journal file; created with its directory if missing.
             input_sha256: the input's digest; an existing journal must record the same.
             new_run_id: the run id to record when the file is new.
-            new_run: when the file belongs to another input, start a new run in it rather
-                than refuse: its rows stay recorded (see `recorded_cancellations`) and
-                `plan` replaces them, in the same transaction as the new plan.
+            new_run: when the file holds an unfinished run of another input, `plan` a new
+                run rather than refuse. A file holds one run: the new run's `plan`
+                replaces the file's run of another input (a finished one, or with
+                ``new_run``) in the same transaction, and keeps that run's recalls in
+                the file's ledger (see `recorded_cancellations`).
 
         Raises:
             JournalBusyError: another run holds the journal (nothing was opened).
-            JournalError: the file is not a journal of this version, or it belongs to a
-                different input file, or it cannot be opened or made.
+            JournalError: the file is not a journal of this version, or it cannot be
+                opened or made.
         """
         path = Path(path)
         lock = lock_file(path, JOURNAL_ERRORS, what="journal")
@@ -412,7 +548,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         db: sqlite3.Connection | None = None
         try:
             db = open_sqlite(path, synchronous="NORMAL")
-            db.executescript(_SCHEMA)
+            ensure_sqlite_schema(db)
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
             if not meta:
                 db.execute("BEGIN")
@@ -439,36 +575,21 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
                 f"(schema {meta.get('schema')!r}); use another --journal path"
             )
         if meta.get("input_sha256") != input_sha256:
-            if new_run:
-                return cls(db, path, new_run_id, planned=False, lock=lock, replacing=input_sha256)
-            db.close()
-            raise JournalError(
-                f"journal {str(path)!r} belongs to a different input file (its contents "
-                "changed since the run started); nothing was sent. Resume with the original "
-                "file (its rows keep their ids), or start a new run in this journal with "
-                "--new-run: rows whose payment already has a cancellation recorded in it "
-                "are refused"
+            return cls(
+                db,
+                path,
+                new_run_id,
+                planned=False,
+                lock=lock,
+                replacing=input_sha256,
+                new_run=new_run,
             )
         return cls(db, path, meta["run_id"], planned=meta.get("planned") == "1", lock=lock)
-
-    @property
-    def replaces_run(self) -> bool:
-        """True when `plan` will replace the file's run of another input (``new_run``)."""
-        return self._replacing is not None
 
     @property
     def path(self) -> Path:
         """The journal file."""
         return self._path
-
-    @property
-    def run_id(self) -> str:
-        """The run id recorded in the file."""
-        return self._run_id
-
-    def is_planned(self) -> bool:
-        """True when the file holds the plan (this is a resumed run)."""
-        return self._planned
 
     def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Record every row and mark the plan complete, all in one transaction.
@@ -476,6 +597,11 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         Either the whole plan is in the file or none of it: a run killed while planning
         (or a ``rows`` generator that raises) leaves no plan, and nothing had been sent.
         The rows are streamed into the file, not kept: `iter_rows` reads them back.
+
+        Raises:
+            JournalError: the file holds a plan already, or an unfinished run of another
+                input and the journal was not opened with ``new_run`` (nothing is
+                written; the rows are read first, so their own refusal comes first).
         """
         if self._planned:
             raise JournalError("the journal already holds a plan")
@@ -483,25 +609,21 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         db = self._db
         db.execute("BEGIN")
         try:
+            unfinished = db.execute(_ANY_UNFINISHED).fetchone() is not None
             if self._replacing is not None:
                 _replace_run(db, self._replacing, self._run_id)
             db.executemany(
-                "INSERT INTO rows (line, original_end_to_end_id, assignment_id, "
-                "cancellation_id, body, state, error, updated_at) VALUES (?,?,?,?,?,?,?,?)",
-                (
-                    (
-                        r.line,
-                        r.original_end_to_end_id,
-                        r.assignment_id,
-                        r.cancellation_id,
-                        r.body,
-                        (Stage.INVALID if r.error is not None else Stage.PLANNED).value,
-                        r.error,
-                        now,
-                    )
-                    for r in rows
-                ),
+                f"INSERT INTO rows ({PLANNED_COLUMNS}, updated_at) VALUES (?,?,?,?,?,?,?,?)",  # noqa: S608
+                ((*r.stored(), now) for r in rows),
             )
+            if unfinished and self._replacing is not None and not self._new_run:
+                raise JournalError(
+                    f"journal {str(self._path)!r} holds an unfinished run of a different "
+                    "input file (edited since the run started?); nothing was sent. Resume "
+                    "with the original file (its rows keep their ids), or start a new run "
+                    "with --new-run: that run's rows never sent are set aside, and rows "
+                    "whose payment already has a recall recorded in the journal are refused"
+                )
             db.execute("UPDATE meta SET value = '1' WHERE key = 'planned'")
             db.execute("COMMIT")
         except BaseException as exc:
@@ -515,25 +637,18 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         self._replacing = None
 
     def recorded_cancellations(self) -> dict[str, str]:
-        """The payments this file records a cancellation for, which the service may hold.
-
-        Rows sent at least once (in flight, acknowledged, or final with an outcome from
-        the service), of the file's run and of the runs it replaced.
+        """The payments the file records a recall for (see `.._recall`): its ledger's,
+        and the rows of its run that may have reached the service.
 
         Returns:
-            ``{original_end_to_end_id: "run R, line N, outcome"}``.
+            ``{original_end_to_end_id: the first recall, as people read it}``.
         """
         with self._reader() as db:
             try:
-                found = db.execute(_SELECT_RECORDED).fetchall()
-                if _has_earlier(db):
-                    found += db.execute(_SELECT_EARLIER).fetchall()
+                found = db.execute(SQLITE.select(MAY_HAVE_REACHED)).fetchall()
             except sqlite3.Error as exc:
                 raise self._read_error(exc) from exc
-        return {
-            e2e: f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
-            for e2e, r, line, outcome in found
-        }
+        return {e2e: str(recall) for e2e, recall in first_per_payment(found).items()}
 
     def state_counts(self) -> dict[str, int]:
         """Rows per state, counted by the file (changes still queued are written first).
@@ -554,7 +669,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             self._group.write_pending(self._batch.write_now)
             return contextlib.nullcontext(self._db)
         try:
-            return contextlib.closing(_connect_read_only(self._path))
+            return contextlib.closing(open_sqlite_read_only(self._path))
         except sqlite3.Error as exc:
             raise self._read_error(exc) from exc
 
@@ -569,7 +684,8 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
     def _read_error(self, exc: sqlite3.Error) -> Exception:
         return sqlite_error("read", "journal", self._path, exc, JOURNAL_ERRORS)
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> asyncio.Future[None]:
+    def _apply(self, update: RowUpdate) -> asyncio.Future[None]:
+        sql, params = update.statement("rows", "line = ?", (update.line,), "?")
         future: asyncio.Future[None] = self._group.submit(lambda db: db.execute(sql, params))
         return future
 
@@ -578,92 +694,6 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
         """Transactions written (the plan's and the group commit's), for benchmarks and
         tests."""
         return self._plan_commits + self._group.commits
-
-    async def mark_sent(self, line: int) -> None:
-        """Commit ``sent`` (one more attempt) before the request goes out."""
-        await self._write(
-            "UPDATE rows SET state = ?, attempts = attempts + 1, updated_at = ? WHERE line = ?",
-            (Stage.SENT.value, time.time(), line),
-        )
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """Commit the ``paymentsServiceId`` before the row is waited on."""
-        await self._write(
-            "UPDATE rows SET state = ?, payments_service_id = ?, created = ?, error = NULL, "
-            "updated_at = ? WHERE line = ?",
-            (Stage.ACKNOWLEDGED.value, payments_service_id, int(created), time.time(), line),
-        )
-
-    async def mark_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-        if_attempts: int | None = None,
-    ) -> None:
-        """Commit the outcome; the row counts as done only after this returns."""
-        await self._write_if(
-            "UPDATE rows SET state = ?, outcome = ?, status = ?, reason_codes = ?, "
-            "reason_text = ?, return_request_needed = ?, error = NULL, updated_at = ? "
-            "WHERE line = ?",
-            (
-                Stage.FINAL.value,
-                RowOutcome(outcome).value,
-                status,
-                json.dumps(list(reason_codes)),
-                reason_text,
-                int(return_request_needed),
-                time.time(),
-                line,
-            ),
-            if_attempts,
-        )
-
-    async def mark_error(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Commit an error; a ``final`` one ends the row as ``refused``."""
-        if final:
-            await self._write_if(
-                "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.FINAL.value, RowOutcome.REFUSED.value, error, time.time(), line),
-                if_attempts,
-            )
-        else:
-            await self._write_if(
-                "UPDATE rows SET error = ?, updated_at = ? WHERE line = ?",
-                (error, time.time(), line),
-                if_attempts,
-            )
-
-    async def mark_not_sent(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
-        if final:
-            await self._write_if(
-                "UPDATE rows SET state = ?, outcome = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.FINAL.value, RowOutcome.NOT_SENT.value, error, time.time(), line),
-                if_attempts,
-            )
-        else:
-            await self._write_if(
-                "UPDATE rows SET state = ?, error = ?, updated_at = ? WHERE line = ?",
-                (Stage.PLANNED.value, error, time.time(), line),
-                if_attempts,
-            )
-
-    def _write_if(
-        self, sql: str, params: tuple[Any, ...], if_attempts: int | None
-    ) -> asyncio.Future[None]:
-        """Queue a change, made only if the row is still ``sent`` after ``if_attempts``."""
-        if if_attempts is None:
-            return self._write(sql, params)
-        return self._write(sql + _IF_STILL_SENT, (*params, if_attempts))
 
     def _open_db(self) -> sqlite3.Connection | None:
         return None if self._closed else self._db
@@ -677,42 +707,18 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             self._lock.release()
 
 
-# Rows that may have reached the service: sent, acknowledged, or final with its outcome.
-_RECORDED: Final = (
-    "(state IN ('sent', 'acknowledged') OR (state = 'final' AND outcome IN "
-    "('accepted', 'rejected', 'unknown')))"
-)
-_SELECT_RECORDED: Final = (
-    "SELECT original_end_to_end_id, (SELECT value FROM meta WHERE key = 'run_id'), line, "  # noqa: S608
-    f"outcome FROM rows WHERE {_RECORDED}"
-)
-_SELECT_EARLIER: Final = "SELECT original_end_to_end_id, run_id, line, outcome FROM earlier"
-
-
-def _has_earlier(db: sqlite3.Connection) -> bool:
-    return bool(db.execute("SELECT 1 FROM sqlite_master WHERE name = 'earlier'").fetchone())
+_ANY_UNFINISHED: Final = "SELECT 1 FROM rows WHERE state NOT IN ('final', 'invalid') LIMIT 1"
 
 
 def _replace_run(db: sqlite3.Connection, input_sha256: str, run_id: str) -> None:
-    """Inside the plan's transaction: keep the recorded cancellations of the file's run,
+    """Inside the plan's transaction: keep the recalls of the file's run in its ledger,
     drop its rows, and make the file the new input's."""
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS earlier (original_end_to_end_id TEXT, run_id TEXT, "
-        "line INTEGER, outcome TEXT)"
-    )
-    db.execute(
-        "INSERT INTO earlier SELECT original_end_to_end_id, "  # noqa: S608
-        f"(SELECT value FROM meta WHERE key = 'run_id'), line, outcome FROM rows WHERE {_RECORDED}"
-    )
+    db.execute(SQLITE.keep(MAY_HAVE_REACHED))
     db.execute("DELETE FROM rows")
     db.executemany(
         "UPDATE meta SET value = ? WHERE key = ?",
         [(input_sha256, "input_sha256"), (run_id, "run_id"), (str(time.time()), "created_at")],
     )
-
-
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def journal_counts(path: str | Path) -> dict[str, int]:
@@ -724,7 +730,7 @@ def journal_counts(path: str | Path) -> dict[str, int]:
     Returns:
         ``{state: count}``; empty when the plan is not written yet.
     """
-    db = _connect_read_only(Path(path))
+    db = open_sqlite_read_only(Path(path))
     try:
         return dict(db.execute(_COUNT_STATES).fetchall())
     except sqlite3.OperationalError:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Iterator
 
-from ._journal import PlannedRow, RowState
-from ._rows import RowOutcome, Stage
+from ._journal import Journal, PlannedRow, RowState, RowUpdate
 
 __all__ = ["MemoryJournal"]
 
 
-class MemoryJournal:
+class MemoryJournal(Journal):
     """A journal that keeps nothing on disk (``--no-journal``): no resume after a crash.
 
     It exists so a run can do without the file (and a benchmark can measure its cost);
@@ -30,20 +26,6 @@ class MemoryJournal:
         self._run_id = run_id
         self._planned = False
 
-    @property
-    def path(self) -> Path | None:
-        """Always None: nothing is written."""
-        return None
-
-    @property
-    def run_id(self) -> str:
-        """The random id of this bulk run."""
-        return self._run_id
-
-    def is_planned(self) -> bool:
-        """True once `plan` ran."""
-        return self._planned
-
     def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Keep the plan in memory."""
         for r in rows:
@@ -53,14 +35,10 @@ class MemoryJournal:
                 assignment_id=r.assignment_id,
                 cancellation_id=r.cancellation_id,
                 body=r.body,
-                state=Stage.INVALID if r.error is not None else Stage.PLANNED,
+                state=r.stage,
                 error=r.error,
             )
         self._planned = True
-
-    def rows(self) -> list[RowState]:
-        """Every row, in line order."""
-        return list(self.iter_rows())
 
     def iter_rows(self, *, unfinished: bool = False) -> Iterator[RowState]:
         """Every row (or every unfinished one) in line order, as it is when reached."""
@@ -73,71 +51,8 @@ class MemoryJournal:
         """Rows per state."""
         return dict(Counter(r.state for r in self._rows.values()))
 
-    def _update(self, line: int, if_attempts: int | None = None, **changes: Any) -> None:
-        row = self._rows[line]
-        if if_attempts is not None and (row.state != Stage.SENT or row.attempts != if_attempts):
-            return
-        self._rows[line] = replace(row, **changes)
-
-    async def mark_sent(self, line: int) -> None:
-        """Count one more attempt."""
-        self._update(line, state=Stage.SENT, attempts=self._rows[line].attempts + 1)
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """Keep the ``paymentsServiceId``."""
-        self._update(
-            line,
-            state=Stage.ACKNOWLEDGED,
-            payments_service_id=payments_service_id,
-            created=created,
-            error=None,
-        )
-
-    async def mark_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-        if_attempts: int | None = None,
-    ) -> None:
-        """Keep the outcome."""
-        self._update(
-            line,
-            if_attempts,
-            state=Stage.FINAL,
-            outcome=RowOutcome(outcome),
-            status=status,
-            reason_codes=tuple(reason_codes),
-            reason_text=reason_text,
-            return_request_needed=return_request_needed,
-            error=None,
-        )
-
-    async def mark_error(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Keep the error (and end the row ``refused`` when retrying cannot help)."""
-        if final:
-            self._update(
-                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.REFUSED, error=error
-            )
-        else:
-            self._update(line, if_attempts, error=error)
-
-    async def mark_not_sent(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Keep the error; the row is ``planned`` again (or final ``not_sent``)."""
-        if final:
-            self._update(
-                line, if_attempts, state=Stage.FINAL, outcome=RowOutcome.NOT_SENT, error=error
-            )
-        else:
-            self._update(line, if_attempts, state=Stage.PLANNED, error=error)
+    async def _apply(self, update: RowUpdate) -> None:
+        self._rows[update.line] = update.applied_to(self._rows[update.line])
 
     def close(self) -> None:
         """Nothing to release; the rows stay readable."""

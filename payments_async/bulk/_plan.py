@@ -25,10 +25,9 @@ from ._input import (
     build_row_message,
     check_input,
 )
-from ._journal import Journal, JournalError, PlannedRow, SqliteJournal
+from ._journal import Journal, JournalError, PlannedRow
 from ._memory import MemoryJournal
 from ._stores import is_postgres_url, open_journal
-from ._stores._postgres import PostgresJournal
 
 if TYPE_CHECKING:
     from ._runner import BulkCounts
@@ -212,8 +211,8 @@ def _not_recorded(
         first = refused[0]
         raise JournalError(
             f"{len(refused)} payment(s) of this input already have a cancellation recorded "
-            f"in another run of the journal (first at line {first.line}: {first.message}): "
-            "the input was edited after a stop, or repeats another run's payments; nothing "
+            f"in the journal (first at line {first.line}: {first.message}): the input was "
+            "edited after a stop, or repeats payments recalled before; nothing "
             "was sent. Resume with the original file (its rows keep their ids), or start a "
             "new run with --new-run: rows whose payment already has a cancellation recorded "
             "in the journal are refused"
@@ -299,19 +298,14 @@ def open_run(
         resumed = journal.is_planned()
         if not resumed:
             rows = plan_input(checked, journal.run_id, progress=_reading(events, "plan"))
-            if isinstance(journal, SqliteJournal) and journal.replaces_run:
-                recorded = journal.recorded_cancellations()
-                rows = _not_recorded(rows, recorded, skip_invalid=skip_invalid)
-            elif isinstance(journal, PostgresJournal):
-                recorded = journal.recorded_cancellations()
-                if recorded:
-                    rows = _not_recorded(
-                        rows, recorded, skip_invalid=skip_invalid, refuse_input=not new_run
-                    )
+            recorded = journal.recorded_cancellations()
+            if recorded:
+                rows = _not_recorded(
+                    rows, recorded, skip_invalid=skip_invalid, refuse_input=not new_run
+                )
             journal.plan(rows)
     except BaseException:
-        if isinstance(journal, PostgresJournal):
-            journal.forget_unplanned()
+        journal.forget_unplanned()
         journal.close()
         raise
     return journal, resumed

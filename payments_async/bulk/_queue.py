@@ -163,19 +163,17 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
     async def cancel_row(
         context: procrastinate.JobContext,
         run_id: str,
-        lines: list[int] | None = None,
-        line: int | None = None,  # a job of one row, as queued by earlier versions
+        lines: list[int],
     ) -> None:
         state = context.additional_context["payments_bulk"]
         assert isinstance(state, _WorkerState)
-        todo = lines if lines is not None else [] if line is None else [line]
         try:
-            await _through_database_outages(state, run_id, todo)
+            await _through_database_outages(state, run_id, lines)
         except asyncio.CancelledError:
             # A stopping worker cancels its rows after the grace period. Failing the job
             # (instead of letting procrastinate mark it aborted) puts it back in the
             # queue: its rows resume elsewhere from their recorded states.
-            raise WorkerStopped(f"rows {todo} of run {run_id} interrupted") from None
+            raise WorkerStopped(f"rows {lines} of run {run_id} interrupted") from None
 
     return app
 

@@ -111,15 +111,14 @@ _STAGE_OUTCOME: Final = {
     Stage.INVALID: RowOutcome.INVALID,
 }
 
-_LEGACY_OUTCOMES: Final = {"failed": RowOutcome.REFUSED}
-"""Words journals written before the one vocabulary stored, read as today's."""
-
 
 def stored_outcome(value: str | None) -> RowOutcome | None:
-    """A final row's outcome as a journal stores it (older words read as today's)."""
-    if value is None:
-        return None
-    return _LEGACY_OUTCOMES.get(value) or RowOutcome(value)
+    """A final row's outcome as a journal stores it.
+
+    Raises:
+        ValueError: ``value`` is not an outcome.
+    """
+    return None if value is None else RowOutcome(value)
 
 
 def outcome_of(stage: str, outcome: str | None) -> RowOutcome:

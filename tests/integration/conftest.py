@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,3 +18,12 @@ def softhsm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SoftHsm]:
     first loaded, so every module's keys live in this one token (each under its labels).
     """
     yield from init_token(tmp_path_factory.mktemp("softhsm"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def journal_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A bulk journal of every store: a SQLite file, then a PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "run.journal.sqlite")
+    else:
+        yield str(request.getfixturevalue("pg_dsn"))

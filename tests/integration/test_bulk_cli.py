@@ -170,7 +170,8 @@ def test_a_journal_of_another_file_is_refused(sb: ThreadedSandbox, tmp_path: Pat
     requests = camt056_requests(sb)
     result = bulk(sb, str(first), "--journal", str(journal))
     assert result.exit_code == 2
-    assert "different input file" in result.stderr
+    assert "1 payment(s) of this input already have a cancellation recorded" in result.stderr
+    assert "--new-run" in result.stderr
     assert camt056_requests(sb) == requests
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -210,19 +209,6 @@ async def test_a_change_for_an_attempt_is_made_only_while_the_row_is_as_it_left_
     assert (row2.state, row2.outcome, row2.error) == ("final", "refused", "refused by attempt 2")
     assert (row3.state, row3.payments_service_id) == ("acknowledged", "PSID-3")
     j.close()
-
-
-def test_a_journal_written_with_the_old_word_reads_refused(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite"
-    j = open_journal(path, input_sha256="a" * 64, new_run_id="RUN1")
-    j.plan(_rows(1))
-    j.close()
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE rows SET state = 'final', outcome = 'failed', error = 'E: 400'")
-    again = open_journal(path, input_sha256="a" * 64, new_run_id="RUN2")
-    (row,) = again.rows()
-    assert (row.state, row.outcome, row_outcome(row)) == ("final", "refused", "refused")
-    again.close()
 
 
 def test_postgres_journal_keeps_one_run_per_input(pg_dsn: str) -> None:

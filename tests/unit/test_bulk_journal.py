@@ -63,11 +63,30 @@ def test_plan_is_committed_in_one_transaction_and_read_back(tmp_path: Path) -> N
     assert not (tmp_path / "j.sqlite-wal").exists()
 
 
-def test_a_journal_of_another_input_is_refused(tmp_path: Path) -> None:
+async def test_a_run_of_another_input_sets_aside_only_a_finished_run_or_with_new_run(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "j.sqlite"
-    SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R").close()
-    with pytest.raises(JournalError, match="different input file"):
-        SqliteJournal.open(path, input_sha256="b" * 64, new_run_id="R")
+    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R1")
+    j.plan(_rows(2))
+    j.close()
+    other = SqliteJournal.open(path, input_sha256="b" * 64, new_run_id="R2")
+    with pytest.raises(JournalError, match="unfinished run of a different input file"):
+        other.plan(_rows(3))
+    other.close()
+    kept = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="X")
+    assert (kept.run_id, kept.is_planned(), len(kept.rows())) == ("R1", True, 2)  # untouched
+    for line in (2, 3):  # the run ends: its rows final
+        await kept.mark_error(line, "refused", final=True)
+    kept.close()
+    after = SqliteJournal.open(path, input_sha256="b" * 64, new_run_id="R2")
+    after.plan(_rows(3))  # a finished run is set aside without --new-run
+    assert (after.run_id, len(after.rows())) == ("R2", 3)
+    after.close()
+    forced = SqliteJournal.open(path, input_sha256="c" * 64, new_run_id="R3", new_run=True)
+    forced.plan(_rows(1))  # R2's rows are all planned, unfinished: set aside on request
+    assert (forced.run_id, [r.line for r in forced.rows()]) == ("R3", [2])
+    forced.close()
 
 
 def test_a_file_that_is_not_a_journal_is_refused(tmp_path: Path) -> None:
@@ -206,3 +225,35 @@ def test_plan_fixes_ids_and_bodies_that_resend_byte_for_byte(tmp_path: Path) -> 
         assert msg.message_id == row.assignment_id
         assert encode(msg) == row.body  # a resend after a crash is the very same message
         assert len(row.assignment_id or "") <= 35
+
+
+def test_the_recall_ledger_refuses_a_second_recall_until_the_first_did_not_count(
+    tmp_path: Path,
+) -> None:
+    from payments_async import ApiError, TransportError
+    from payments_async.bulk import AlreadyRecalledError, open_recall_ledger
+
+    path = tmp_path / "j.sqlite"
+    with open_recall_ledger(path) as ledger:
+        ledger.claim(["E2E-1"], "M-1")
+        ledger.claim(["E2E-1"], "M-1")  # the same message again: its resend is allowed
+        with pytest.raises(AlreadyRecalledError, match=r"camt.056 M-1 \(the cancel command\)"):
+            ledger.claim(["E2E-2", "E2E-1"], "M-2")
+        assert ledger.recorded("E2E-2") is None  # a refused claim records nothing
+        ledger.failed("M-1", TransportError("refused", request_sent=False))  # never left
+        ledger.claim(["E2E-1"], "M-2")
+        refused = ApiError("bad", method="POST", path="/cancellations", status=400)
+        ledger.failed("M-2", refused)  # the service refused it for good
+        ledger.claim(["E2E-1"], "M-3")
+        ledger.failed("M-3", TransportError("reset", request_sent=True))  # it may have it
+        with pytest.raises(AlreadyRecalledError) as caught:
+            ledger.claim(["E2E-1"], "M-4")
+        assert caught.value.first.message_id == "M-3"
+        ledger.settle("M-3", "accepted")
+        assert str(ledger.recorded("E2E-1")).endswith("(the cancel command), accepted")
+    # A bulk run's journal in the same file sees the recall.
+    journal = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="R")
+    assert journal.recorded_cancellations() == {
+        "E2E-1": "camt.056 M-3 (the cancel command), accepted"
+    }
+    journal.close()

@@ -50,7 +50,7 @@ ROWS = [
         b"{}",
         "final",
         attempts=1,
-        outcome="failed",
+        outcome="refused",
         error="ApiError: POST /payments/camt056/v08: -> 400: duplicate [DUPLICATE_MESSAGE_ID]",
     ),
     RowState(
@@ -73,7 +73,7 @@ def test_csv_results(tmp_path: Path) -> None:
         reader = csv.DictReader(fh)
         assert tuple(reader.fieldnames or ()) == RESULT_COLUMNS
         got = list(reader)
-    # A refused row says so (not "failed"); a row that never left is "not_sent", one that
+    # A refused row says so; a row that never left is "not_sent", one that
     # left without an answer "in_flight", an acknowledged one "pending".
     assert [r["outcome"] for r in got] == [
         "accepted",

@@ -50,10 +50,12 @@ from payments_async import (
     build_cancellation,
 )
 from payments_async.bulk import (
+    AlreadyRecalledError,
     BulkInputError,
     JournalBusyError,
     JournalError,
     JournalUnavailableError,
+    Recall,
     ResultsWriteError,
     RowError,
 )
@@ -640,6 +642,9 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     JournalUnavailableError: lambda: JournalUnavailableError("the journal's database is away"),
     JournalBusyError: lambda: JournalBusyError("j.db", "pid 12 on host", lost=True),
     ResultsWriteError: lambda: ResultsWriteError(28, "No space left on device", "r.csv"),
+    AlreadyRecalledError: lambda: AlreadyRecalledError(
+        Recall("E2E-1", "ASG-1", run_id="run-1", line=7, outcome="accepted")
+    ),
 }
 
 

@@ -15,18 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ... import _store as store
 from ..._store import GroupCommit, is_connection_lost
 from .._errors import JournalError, JournalUnavailableError
-from .._journal import READ_BATCH, PlannedRow, RowState, StoreReads, row_from_record
-from .._rows import RowOutcome, Stage
+from .._journal import (
+    PLANNED_COLUMNS,
+    READ_BATCH,
+    PlannedRow,
+    RowState,
+    RowUpdate,
+    RowWrites,
+    StoreReads,
+    row_from_record,
+)
+from .._recall import HELD, POSTGRES, first_per_payment
 from ._connect import batch, connect, connect_error, outage, require_psycopg
 from ._run_lock import lock_run, lock_writer
 
@@ -89,7 +97,7 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
     UNIQUE (run_id, assignment_id)
 );
 CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
-"""
+""" + POSTGRES.schema()
 
 _T = TypeVar("_T")
 logger = logging.getLogger("payments_async.bulk")
@@ -117,46 +125,16 @@ _COUNT_STATES: Final = (
     "SELECT state, COUNT(*) FROM payments_bulk_rows WHERE run_id = %s GROUP BY state"
 )
 
-_SQL_SENT: Final = (
-    "UPDATE payments_bulk_rows SET state = %s, attempts = attempts + 1, updated_at = %s "
-    "WHERE run_id = %s AND line = %s"
-)
-_SQL_ACKNOWLEDGED: Final = (
-    "UPDATE payments_bulk_rows SET state = %s, payments_service_id = %s, created = %s, "
-    "error = NULL, updated_at = %s WHERE run_id = %s AND line = %s"
-)
-_SQL_FINAL: Final = (
-    "UPDATE payments_bulk_rows SET state = %s, outcome = %s, status = %s, reason_codes = %s, "
-    "reason_text = %s, return_request_needed = %s, error = NULL, updated_at = %s "
-    "WHERE run_id = %s AND line = %s"
-)
-_SQL_ENDED: Final = (
-    "UPDATE payments_bulk_rows SET state = %s, outcome = %s, error = %s, updated_at = %s "
-    "WHERE run_id = %s AND line = %s"
-)
-_SQL_ERROR: Final = (
-    "UPDATE payments_bulk_rows SET error = %s, updated_at = %s WHERE run_id = %s AND line = %s"
-)
-_IF_STILL_SENT: Final = " AND state = 'sent' AND attempts = %s"
 _SELECT_ROW: Final = f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows WHERE run_id = %s AND line = %s"  # noqa: S608
-# Rows of other runs that have reached or may still reach the service: planned (that run
-# can resume and send them), sent, acknowledged, or final with an outcome from the service.
-_SELECT_RECORDED_ELSEWHERE: Final = (
-    "SELECT original_end_to_end_id, run_id, line, outcome FROM payments_bulk_rows "
-    "WHERE run_id <> %s AND original_end_to_end_id IS NOT NULL AND (state IN "
-    "('planned', 'sent', 'acknowledged') OR (state = 'final' AND outcome IN "
-    "('accepted', 'rejected', 'unknown')))"
-)
 
 
 def recorded_elsewhere(conn: psycopg.Connection[Any], run_id: str) -> dict[str, str]:
-    """The payments another run of the database records a cancellation for, which the
-    service holds or may yet receive: ``{original_end_to_end_id: "run R, line N, ..."}``."""
-    found = conn.execute(_SELECT_RECORDED_ELSEWHERE, (run_id,)).fetchall()
-    return {
-        str(e2e): f"run {r}, line {line}, {outcome or 'outcome not known yet'}"
-        for e2e, r, line, outcome in found
-    }
+    """The payments the database records a recall for outside this run (see `.._recall`):
+    its ledger's, and other runs' rows that reached or may still reach the service
+    (planned included: that run can resume): ``{original_end_to_end_id: the first
+    recall, as people read it}``."""
+    found = conn.execute(POSTGRES.select(f"run_id <> %s AND {HELD}"), (run_id,)).fetchall()
+    return {e2e: str(recall) for e2e, recall in first_per_payment(found).items()}
 
 
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
@@ -254,24 +232,11 @@ def plan_run(conn: psycopg.Connection[Any], run_id: str, rows: Iterable[PlannedR
             with (
                 conn.cursor() as cur,
                 cur.copy(
-                    "COPY payments_bulk_rows (run_id, line, original_end_to_end_id, "
-                    "assignment_id, cancellation_id, body, state, error, updated_at) FROM STDIN"
+                    f"COPY payments_bulk_rows (run_id, {PLANNED_COLUMNS}, updated_at) FROM STDIN"
                 ) as copy,
             ):
                 for r in given():
-                    copy.write_row(
-                        (
-                            run_id,
-                            r.line,
-                            r.original_end_to_end_id,
-                            r.assignment_id,
-                            r.cancellation_id,
-                            r.body,
-                            (Stage.INVALID if r.error is not None else Stage.PLANNED).value,
-                            r.error,
-                            now,
-                        )
-                    )
+                    copy.write_row((run_id, *r.stored(), now))
                     n += 1
         except psycopg.Error:
             if failed:  # what the rows raised, not how the COPY reports it
@@ -359,13 +324,11 @@ async def read_row(
     return None if rec is None else row_from_record(rec)
 
 
-class PostgresRows:
-    """The state changes of one run's rows (the writing half of the journal protocol).
+class PostgresRows(RowWrites):
+    """The state changes of one run's rows (the writing half of the journal).
 
     Every change goes through a `GroupCommitter`, shared by every run of a worker
-    process; each awaited change is committed before its coroutine resumes. With
-    ``if_attempts`` a change is made only if the row is still ``sent`` after exactly that
-    many attempts (see `payments_async.bulk.Journal.mark_final`).
+    process; each awaited change is committed before its coroutine resumes.
 
     Args:
         committer: the group committer to write with.
@@ -376,76 +339,10 @@ class PostgresRows:
         self._committer = committer
         self._run_id = run_id
 
-    def _write(
-        self, sql: str, params: tuple[Any, ...], if_attempts: int | None = None
-    ) -> asyncio.Future[None]:
-        if if_attempts is not None:
-            sql, params = sql + _IF_STILL_SENT, (*params, if_attempts)
+    def _apply(self, update: RowUpdate) -> asyncio.Future[None]:
+        key = "run_id = %s AND line = %s"
+        sql, params = update.statement("payments_bulk_rows", key, (self._run_id, update.line), "%s")
         return self._committer.write(sql, params)
-
-    async def mark_sent(self, line: int) -> None:
-        """Commit ``sent`` (one more attempt) before the request goes out."""
-        await self._write(_SQL_SENT, (Stage.SENT.value, time.time(), self._run_id, line))
-
-    async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
-        """Commit the ``paymentsServiceId`` before the row is waited on."""
-        await self._write(
-            _SQL_ACKNOWLEDGED,
-            (
-                Stage.ACKNOWLEDGED.value,
-                payments_service_id,
-                created,
-                time.time(),
-                self._run_id,
-                line,
-            ),
-        )
-
-    async def mark_final(
-        self,
-        line: int,
-        *,
-        outcome: str,
-        status: str | None,
-        reason_codes: Sequence[str],
-        reason_text: str | None,
-        return_request_needed: bool,
-        if_attempts: int | None = None,
-    ) -> None:
-        """Commit the outcome; the row counts as done only after this returns."""
-        params = (
-            Stage.FINAL.value,
-            RowOutcome(outcome).value,
-            status,
-            json.dumps(list(reason_codes)),
-            reason_text,
-            return_request_needed,
-            time.time(),
-            self._run_id,
-            line,
-        )
-        await self._write(_SQL_FINAL, params, if_attempts)
-
-    async def mark_error(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Commit an error; a ``final`` one ends the row as ``refused``."""
-        now = time.time()
-        if final:
-            ended = (Stage.FINAL.value, RowOutcome.REFUSED.value, error, now, self._run_id, line)
-            await self._write(_SQL_ENDED, ended, if_attempts)
-        else:
-            await self._write(_SQL_ERROR, (error, now, self._run_id, line), if_attempts)
-
-    async def mark_not_sent(
-        self, line: int, error: str, *, final: bool, if_attempts: int | None = None
-    ) -> None:
-        """Commit that the attempt never left: ``planned`` again, or final ``not_sent``."""
-        state, outcome = (
-            (Stage.FINAL.value, RowOutcome.NOT_SENT.value) if final else (Stage.PLANNED.value, None)
-        )
-        params = (state, outcome, error, time.time(), self._run_id, line)
-        await self._write(_SQL_ENDED, params, if_attempts)
 
 
 class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
@@ -526,20 +423,6 @@ class PostgresJournal(PostgresRows, StoreReads["psycopg.Connection[Any]"]):
             if waiting is not None:
                 waiting.ended()
             return cls(conn, dsn, run_id, planned=planned)
-
-    @property
-    def path(self) -> None:
-        """None: nothing is kept in a local file."""
-        return None
-
-    @property
-    def run_id(self) -> str:
-        """The run id recorded in the database."""
-        return self._run_id
-
-    def is_planned(self) -> bool:
-        """True when the database holds this run's plan (a resumed run)."""
-        return self._planned
 
     def plan(self, rows: Iterable[PlannedRow]) -> None:
         """Record every row and mark the plan complete, all in one transaction.

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import os
 import time
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from ..._store import holder_text, run_holder
@@ -89,6 +90,32 @@ def _busy(run_id: str, record: tuple[Any, ...] | None, *, again: bool) -> Journa
     return JournalBusyError(f"run {run_id}", holder, lost=again)
 
 
+_Step = tuple[str, tuple[Any, ...]] | None
+"""A query of the locking steps and its parameters, or None: pause `_END_PAUSE`."""
+
+
+def _locking(lock: int, run_id: str, again: bool) -> Generator[_Step, Any, None]:
+    """The steps of taking a lock, written once for a synchronous and an asyncio session:
+    each query is sent back its first record (see `lock_run`)."""
+    key, me = _key(run_id), _session_name()
+    yield _NAME, (me,)
+    ended = False
+    holder = None
+    for _ in range(_END_TRIES):
+        got = yield _TRY, (lock, key)
+        if got is not None and got[0]:
+            return
+        holder = yield _HOLDER, (lock, key)
+        pid = _our_lost(holder, me, again)
+        if pid is None and (holder is not None or not ended):  # another's, or no lost one
+            raise _busy(run_id, holder, again=again)
+        if pid is not None:
+            yield _END, (pid,)
+            ended = True
+        yield None  # the lock is released as the ended backend exits
+    raise _busy(run_id, holder, again=again)
+
+
 def lock_run(conn: psycopg.Connection[Any], run_id: str, *, again: bool = False) -> None:
     """Hold the run lock on this session (until it closes): one run at a time.
 
@@ -100,22 +127,16 @@ def lock_run(conn: psycopg.Connection[Any], run_id: str, *, again: bool = False)
     Raises:
         JournalBusyError: another session holds it.
     """
-    key, me = _key(run_id), _session_name()
-    conn.execute(_NAME, (me,))
-    ended = False
-    for _ in range(_END_TRIES):
-        got = conn.execute(_TRY, (RUN_LOCK, key)).fetchone()
-        if got is not None and got[0]:
-            return
-        holder = conn.execute(_HOLDER, (RUN_LOCK, key)).fetchone()
-        pid = _our_lost(holder, me, again)
-        if pid is None and (holder is not None or not ended):  # another's, or no lost one
-            raise _busy(run_id, holder, again=again)
-        if pid is not None:
-            conn.execute(_END, (pid,))
-            ended = True
-        time.sleep(_END_PAUSE)  # the lock is released as the ended backend exits
-    raise _busy(run_id, holder, again=again)
+    steps = _locking(RUN_LOCK, run_id, again)
+    reply = None
+    with contextlib.suppress(StopIteration):
+        while True:
+            step = steps.send(reply)
+            if step is None:
+                time.sleep(_END_PAUSE)
+                reply = None
+            else:
+                reply = conn.execute(*step).fetchone()
 
 
 async def lock_writer(
@@ -131,19 +152,13 @@ async def lock_writer(
     Raises:
         JournalBusyError: another session holds it.
     """
-    key, me = _key(run_id), _session_name()
-    await aconn.execute(_NAME, (me,))
-    ended = False
-    for _ in range(_END_TRIES):
-        got = await (await aconn.execute(_TRY, (WRITER_LOCK, key))).fetchone()
-        if got is not None and got[0]:
-            return
-        holder = await (await aconn.execute(_HOLDER, (WRITER_LOCK, key))).fetchone()
-        pid = _our_lost(holder, me, again)
-        if pid is None and (holder is not None or not ended):  # another's, or no lost one
-            raise _busy(run_id, holder, again=again)
-        if pid is not None:
-            await aconn.execute(_END, (pid,))
-            ended = True
-        await asyncio.sleep(_END_PAUSE)  # the lock is released as the ended backend exits
-    raise _busy(run_id, holder, again=again)
+    steps = _locking(WRITER_LOCK, run_id, again)
+    reply = None
+    with contextlib.suppress(StopIteration):
+        while True:
+            step = steps.send(reply)
+            if step is None:
+                await asyncio.sleep(_END_PAUSE)
+                reply = None
+            else:
+                reply = await (await aconn.execute(*step)).fetchone()

@@ -341,14 +341,14 @@ def _recorded(journal: Path, checked: InputCheck, new_run: bool) -> dict[str, st
     in it (None when the run resumes it). Opened as the run opens it, and left unchanged.
 
     Raises:
-        JournalError: as the run would: the journal is busy, or belongs to another input
-            and ``new_run`` is off.
+        JournalError: as the run would: the journal is busy, or holds an unfinished run
+            of another input and ``new_run`` is off.
     """
     opened = SqliteJournal.open(
         journal, input_sha256=checked.sha256, new_run_id=new_run_id(), new_run=new_run
     )
     try:
-        return opened.recorded_cancellations() if opened.replaces_run else None
+        return None if opened.is_planned() else opened.recorded_cancellations()
     finally:
         opened.close()
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -12,13 +14,15 @@ from payments_async import (
     Camt056,
     CancellationOutcome,
     Outcome,
+    PaymentsError,
     check_payments_service_id,
 )
+from payments_async.bulk import JournalError, RecallLedger, open_recall_ledger
 from payments_async.bulk._input import COLUMNS, build_row_message, check_row, parse_record
 from payments_async.iso20022 import decode_camt056, summarize_resolution
 
 from .._context import Settings, pass_settings
-from .._exit import EXIT_OK, CliError, outcome_exit_code
+from .._exit import EXIT_OK, CliError, journal_failed, outcome_exit_code
 from .._files import load_json_bytes, read_json_file
 from .._params import read_options, seconds
 from .._render import outcome_dict, say_outcome, say_submission, submission_dict
@@ -54,9 +58,22 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
 @click.option(
     "--timeout", type=float, callback=seconds, default=POLL_TIMEOUT, show_default=True, metavar="S"
 )
+@click.option(
+    "--journal",
+    metavar="PATH|URL",
+    help="Record this recall in a bulk journal (a file, or postgresql://...), and refuse "
+    "it when the journal already records a recall of the same payment.",
+)
 @xsd_option
 @pass_settings
-def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path | None) -> None:
+def cancel(
+    settings: Settings,
+    file: Path,
+    wait: bool,
+    timeout: float,
+    journal: str | None,
+    xsd: Path | None,
+) -> None:
     """Request a cancellation (camt.056). Exit 1 when --wait sees it rejected.
 
     FILE is a camt.056 JSON (root fitoFIPmtCxlReq), a camt.056.001.08 ISO XML document
@@ -66,18 +83,34 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path
     answers 200 with the same paymentsServiceId. An object is built into a new message
     on every run; give it an assignment_id so that a second run is refused by the
     service (same id, other creation time) instead of creating a second request.
+
+    With --journal, the recall is recorded in that bulk journal before it is sent, and
+    refused (exit 2, nothing sent) when the journal already records a recall of the same
+    payment, by a bulk run or another cancel, naming that first recall. Without it,
+    nothing stops a second recall of a payment.
     """
 
     async def go() -> int:
         msg = _cancellation_from_file(read_json_file(file), file, xsd)
-        async with connected(settings) as client:
-            sub = await client.request_cancellation(msg)
-            settings.created["cancellation"] = sub.payments_service_id
-            outcome = None
-            if wait:
-                outcome = await client.wait_for_cancellation_outcome(
-                    sub.payments_service_id, timeout=timeout
-                )
+        try:
+            with _recall_ledger(journal, msg) as ledger:
+                async with connected(settings) as client:
+                    try:
+                        sub = await client.request_cancellation(msg)
+                    except PaymentsError as exc:
+                        if ledger is not None:
+                            ledger.failed(msg.message_id, exc)
+                        raise
+                    settings.created["cancellation"] = sub.payments_service_id
+                    outcome = None
+                    if wait:
+                        outcome = await client.wait_for_cancellation_outcome(
+                            sub.payments_service_id, timeout=timeout
+                        )
+                if ledger is not None and outcome is not None:
+                    ledger.settle(msg.message_id, outcome.outcome.value)
+        except JournalError as exc:
+            raise journal_failed(exc) from None
         if settings.json:
             data = submission_dict(sub)
             if outcome is not None:
@@ -90,6 +123,35 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path
         return EXIT_OK if outcome is None else outcome_exit_code(outcome.outcome)
 
     run_command(settings, go)
+
+
+@contextlib.contextmanager
+def _recall_ledger(journal: str | None, msg: Camt056) -> Iterator[RecallLedger | None]:
+    """The journal's recall ledger with this message's recall claimed, or None without
+    ``--journal``.
+
+    Raises:
+        CliError: the camt.056 names no payment.
+        JournalError: the journal already records a recall of one of its payments
+            (`AlreadyRecalledError`, naming it), or it cannot be used.
+    """
+    if journal is None:
+        yield None
+        return
+    payments = [
+        tx.orgnl_end_to_end_id
+        for und in msg.fito_fi_pmt_cxl_req.undrlyg
+        for tx in und.tx_inf
+        if tx.orgnl_end_to_end_id is not None
+    ]
+    if not payments:
+        raise CliError(
+            "the camt.056 names no orgnlEndToEndId: --journal keeps recalls per payment, "
+            "so it cannot record this one"
+        )
+    with open_recall_ledger(journal) as ledger:
+        ledger.claim(payments, msg.message_id)
+        yield ledger
 
 
 @click.command()

@@ -1,4 +1,5 @@
-"""An input edited after a stop, rerun against the same PostgreSQL journal: refused with
+"""``--new-run`` means one thing for every journal store: an input edited after a stop,
+rerun against the same journal (a SQLite file or a PostgreSQL database), is refused with
 the advice, and ``new_run`` never sends a second cancellation for a payment; each proven
 from the sandbox's own records."""
 
@@ -15,6 +16,7 @@ import pytest
 from payments_async import Credentials, PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import BulkInputError, JournalError, bulk_cancel
+from payments_async.bulk._stores import is_postgres_url
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import (
     ThreadedSandbox,
@@ -48,7 +50,7 @@ def _runs(dsn: str) -> int:
 
 
 async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
-    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    journal_target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     # Outcomes never settle: the stopped run leaves rows sent or acknowledged, unfinished.
@@ -61,7 +63,7 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
             stop = asyncio.Event()
             watch = asyncio.create_task(_stop_when_stored(sb, ROWS // 2, stop))
             first = await bulk_cancel(
-                client, src, results_path=out, journal_path=pg_dsn, concurrency=8, stop=stop
+                client, src, results_path=out, journal_path=journal_target, concurrency=8, stop=stop
             )
             await watch
             assert first.interrupted
@@ -72,7 +74,9 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
             data.append(bulk_rows(1, prefix="E2E-PGNEW")[0])  # ...and adds a payment
             write_csv(src, data)
             with pytest.raises(JournalError) as caught:
-                await bulk_cancel(client, src, results_path=out, journal_path=pg_dsn, timeout=1)
+                await bulk_cancel(
+                    client, src, results_path=out, journal_path=journal_target, timeout=1
+                )
             said = str(caught.value)
             # The journal records every row sent, which includes those the sandbox stored
             # (a row marked sent just before the stop may never have reached it).
@@ -80,13 +84,19 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
             assert recorded >= len(sent_before)
             assert "--new-run" in said
             assert "nothing was sent" in said
-            assert _runs(pg_dsn) == 1  # the refused run is not left behind
+            if is_postgres_url(journal_target):
+                assert _runs(journal_target) == 1  # the refused run is not left behind
             assert set(_stored_per_payment(sb)) == sent_before
 
             # The explicit new run lists every payment already cancelled; nothing is sent.
             with pytest.raises(BulkInputError) as listed:
                 await bulk_cancel(
-                    client, src, results_path=out, journal_path=pg_dsn, new_run=True, timeout=1
+                    client,
+                    src,
+                    results_path=out,
+                    journal_path=journal_target,
+                    new_run=True,
+                    timeout=1,
                 )
             assert len(listed.value.row_errors) == recorded
             listed_out = {
@@ -104,7 +114,7 @@ async def test_an_edited_input_is_refused_and_new_run_never_cancels_twice(
                 client,
                 src,
                 results_path=out,
-                journal_path=pg_dsn,
+                journal_path=journal_target,
                 new_run=True,
                 skip_invalid=True,
                 timeout=1,
