@@ -56,6 +56,21 @@ LEVELS = (1, 16, 64)
 GET_TARGET = 1.10
 
 
+async def bare_headers(session: aiohttp.ClientSession, url: str) -> dict[str, str]:
+    """The headers of the bare read: a token from the raw server, the client id, Accept."""
+    async with session.post(
+        url + "/oauth/token",
+        data={"grant_type": "x", "assertion": "x", "scope": "makePayments"},
+        auth=aiohttp.BasicAuth(CLIENT_ID, CLIENT_SECRET),
+    ) as r:
+        token = (await r.json())["access_token"]
+    return {
+        "Authorization": f"Bearer {token}",
+        CLIENT_ID_HEADER: CLIENT_ID,
+        "Accept": "application/json",
+    }
+
+
 async def run(
     url: str,
     key: Any,
@@ -81,17 +96,7 @@ async def run(
     rows: list[dict[str, Any]] = []
     extra: dict[str, Any] = {}
     try:
-        async with session.post(
-            url + "/oauth/token",
-            data={"grant_type": "x", "assertion": "x", "scope": "makePayments"},
-            auth=aiohttp.BasicAuth(CLIENT_ID, CLIENT_SECRET),
-        ) as r:
-            token = (await r.json())["access_token"]
-        headers = {
-            "Authorization": f"Bearer {token}",
-            CLIENT_ID_HEADER: CLIENT_ID,
-            "Accept": "application/json",
-        }
+        headers = await bare_headers(session, url)
         decoders = {
             "camt029": msgspec.json.Decoder(Camt029),
             "pacs002": msgspec.json.Decoder(Pacs002),

@@ -14,7 +14,9 @@ threads, is pinned to core 1. Variants, each at c=1 and c=8:
   idle loop thread is in the process while the async variants run.
 
 Before them, ``hop_cpu_us``: the CPU of handing a coroutine that does nothing to a loop
-thread and waiting for it (``LoopThread.run``), what the sync client adds to each call.
+thread and waiting for it (``LoopThread.run``), what the sync client adds to each call, and
+``stdlib_hop_cpu_us``: the same through ``asyncio.run_coroutine_threadsafe(...).result()``,
+interleaved with it.
 
 Every round runs every variant once, in a balanced order (each right after each other one
 equally often); the ratios sync / async are taken within each round and their median over
@@ -105,26 +107,42 @@ def threaded_loop(op: Callable[[int], object], n: int, concurrency: int) -> Loop
     return LoopResult(n, concurrency, wall, cpu, latencies, errors, first_error=first_error)
 
 
-def hop_cpu_us(n: int) -> float:
+def hop_cpu_us(n: int) -> dict[str, float]:
     """CPU per hand-over of a coroutine that does nothing to a loop thread and back: what
-    the sync client adds to every call, without the call (median of three runs)."""
+    the sync client adds to every call, without the call; beside it the standard library's
+    hand-over (``asyncio.run_coroutine_threadsafe(...).result()``) to the same loop,
+    interleaved (medians of three runs each)."""
 
     async def nothing() -> None:
         return None
 
     thread = LoopThread("bench-hop")
     try:
-        for _ in range(n // 10):
+        loop = thread.run(_running_loop())
+
+        def ours() -> None:
             thread.run(nothing())
-        runs = []
-        for _ in range(3):
+
+        def stdlib() -> None:
+            asyncio.run_coroutine_threadsafe(nothing(), loop).result()
+
+        runs: dict[str, list[float]] = {"ours": [], "stdlib": []}
+        for _ in range(n // 10):
+            ours()
+            stdlib()
+        for i in range(6):
+            name, hop = (("ours", ours), ("stdlib", stdlib))[i % 2]
             c0 = time.process_time()
             for _ in range(n):
-                thread.run(nothing())
-            runs.append((time.process_time() - c0) / n * 1e6)
+                hop()
+            runs[name].append((time.process_time() - c0) / n * 1e6)
     finally:
         thread.stop()
-    return round(sorted(runs)[1], 1)
+    return {name: round(sorted(values)[1], 1) for name, values in runs.items()}
+
+
+async def _running_loop() -> asyncio.AbstractEventLoop:
+    return asyncio.get_running_loop()
 
 
 def run(
@@ -207,8 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     client_cpu = pin_client()
     info = machine_info()
     key, _pem = generate_test_keypair()
-    hop_us = hop_cpu_us(500 if args.quick else 10_000)
-    print(f"the hop alone: {hop_us} µs CPU per call", flush=True)
+    hops = hop_cpu_us(500 if args.quick else 10_000)
+    print(
+        f"the hop alone: {hops['ours']} µs CPU per call "
+        f"(the standard library's: {hops['stdlib']} µs)",
+        flush=True,
+    )
     with raw_server_process(loop="uvloop") as server:
         print(f"raw server {server.url} (core {server.cpu}); client core {client_cpu}", flush=True)
         rows = run(server.url, key, counts, rounds, warmup)
@@ -247,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         "medians": medians,
         "ratios": ratios,
         "worst_sync_cpu_over_async_cpu": worst,
-        "hop_cpu_us": hop_us,
+        "hop_cpu_us": hops["ours"],
+        "stdlib_hop_cpu_us": hops["stdlib"],
         "server_refused": refused,
         "targets": {
             f"sync_cpu_over_async_cpu <= {CPU_TARGET} (worst case)": worst is not None
