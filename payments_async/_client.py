@@ -731,7 +731,9 @@ class PaymentsClient:
             except PaymentsError as exc:
                 # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
                 # attempt may have been stored, the honest answer is "unknown", not "failed".
-                if not op.maybe_stored:
+                # One already unknown (an accepted POST whose id was never named) says so
+                # itself, with this call's context.
+                if not op.maybe_stored or isinstance(exc, OutcomeUnknownError):
                     raise
                 raise op.outcome_unknown(
                     exc, message_id, "resubmit the same message to learn it"

@@ -127,6 +127,7 @@ async def test_a_202_without_the_id_until_the_deadline_is_an_unknown_outcome(
     assert err.message_id == cancellation.message_id
     assert err.status == 202
     assert "accepted the message (202) but named no id" in str(err)
+    assert str(err).count("resubmit the same message") == 1, str(err)  # said once, not nested
     assert len(_calls(mocked, CAMT056_URL)) >= 2  # it did ask again
 
 
