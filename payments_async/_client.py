@@ -60,6 +60,7 @@ from .iso20022 import (
     build_status_request,
     decode_camt029,
     decode_pacs002,
+    decode_submission,
     encode_validated,
     summarize_resolution,
     summarize_status_report,
@@ -730,7 +731,9 @@ class PaymentsClient:
             except PaymentsError as exc:
                 # Whatever ended the retries (a 429, a 401, a timeout...), if an earlier
                 # attempt may have been stored, the honest answer is "unknown", not "failed".
-                if not op.maybe_stored:
+                # One already unknown (an accepted POST whose id was never named) says so
+                # itself, with this call's context.
+                if not op.maybe_stored or isinstance(exc, OutcomeUnknownError):
                     raise
                 raise op.outcome_unknown(
                     exc, message_id, "resubmit the same message to learn it"
@@ -768,9 +771,10 @@ class PaymentsClient:
     async def _named(self, op: Operation, resp: Response, deadline: float) -> Response:
         """The answer naming the id of a POST the service accepted (202/204) without one.
 
-        A 202 with a JSON body carries the submission result. After a 202 without one
-        (or with another content type) or a 204, the same bytes are resubmitted under
-        the same message id, after the retry policy's backoff (or the answer's
+        A 202 whose JSON body is a submission result (it names a ``paymentsServiceId``)
+        is returned, for the caller to judge. After a 202 without one (no body, another
+        content type, or JSON that names no id) or a 204, the same bytes are resubmitted
+        under the same message id, after the retry policy's backoff (or the answer's
         ``Retry-After``, capped as a 429's is), until an answer names the id.
 
         Raises:
@@ -781,11 +785,7 @@ class PaymentsClient:
         retry = self._pipeline.retry
         resubmits = 0
         while resp.status in (202, 204):
-            if (
-                resp.status == 202
-                and resp.body
-                and "json" in resp.headers.get("Content-Type", "").lower()
-            ):
+            if resp.status == 202 and _names_an_id(resp):
                 return resp  # the submission result, judged by the caller
             resubmits += 1
             pause = parse_retry_after(resp.headers.get("Retry-After"))
@@ -974,6 +974,22 @@ class WithResponse:
                 capture=True,
             )
         )
+
+
+def _names_an_id(resp: Response) -> bool:
+    """True when a 202's body is a submission result naming the service's id.
+
+    An acknowledgement that names none (``{}``, ``{"status": ...}``, unreadable JSON) is
+    a 202 without a result: its id is learnt by resubmitting, which is always safe, not
+    reported as an unknown outcome while the call has time.
+    """
+    if not resp.body or "json" not in resp.headers.get("Content-Type", "").lower():
+        return False
+    try:
+        decode_submission(resp.body)
+    except ValidationError:
+        return False
+    return True
 
 
 def _unnamed(op: Operation, status: int, resubmits: int) -> OutcomeUnknownError:

@@ -289,8 +289,10 @@ class Poll(Generic[T]):
                         if early is not None:
                             return self.settled(early)
                     pause = min(interval, remaining)
-                    if chase is not None:  # wake for a chase when it falls due
-                        pause = min(pause, max(0.0, chase_at - time.monotonic()))
+                    # Wake for a chase when it falls due. One already due waits for the
+                    # next read that answers (it follows a read): the schedule holds.
+                    if chase is not None and (due := chase_at - time.monotonic()) > 0:
+                        pause = min(pause, due)
                 # One future, completed by the timer or by the source, whichever comes first.
                 loop = asyncio.get_running_loop()
                 waiter: asyncio.Future[None] = loop.create_future()

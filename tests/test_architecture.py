@@ -433,7 +433,11 @@ def _private(module: str) -> bool:
     return any(part.startswith("_") for part in module.split(".")[1:])
 
 
-_CLI_MAY_IMPORT: Final = (f"{PACKAGE}.bulk",)
+# The four bulk modules docs/architecture.md names, not the whole room: a new reach into
+# bulk's privates (its runner, its journal) is a decision to make here, not a default.
+_CLI_MAY_IMPORT: Final = tuple(
+    f"{PACKAGE}.bulk.{module}" for module in ("_defaults", "_input", "_plan", "_stores")
+)
 
 
 @pytest.mark.parametrize("cli", [f"{PACKAGE}.cli"])

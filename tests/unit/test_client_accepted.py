@@ -127,6 +127,7 @@ async def test_a_202_without_the_id_until_the_deadline_is_an_unknown_outcome(
     assert err.message_id == cancellation.message_id
     assert err.status == 202
     assert "accepted the message (202) but named no id" in str(err)
+    assert str(err).count("resubmit the same message") == 1, str(err)  # said once, not nested
     assert len(_calls(mocked, CAMT056_URL)) >= 2  # it did ask again
 
 
@@ -141,13 +142,36 @@ async def test_a_202_asking_to_come_back_later_is_honoured_within_the_deadline(
     assert len(_calls(mocked, CAMT056_URL)) == 1
 
 
-async def test_a_202_with_a_body_that_is_not_a_result_is_an_unknown_outcome(
+@pytest.mark.parametrize(
+    "body",
+    [{"accepted": True}, {"data": {"status": "PENDING"}}, {}],
+    ids=["other", "no-id", "empty-object"],
+)
+async def test_a_202_whose_json_names_no_id_is_learned_by_resubmitting(
+    mocked: aioresponses, client: PaymentsClient, body: dict[str, Any]
+) -> None:
+    """An acknowledgement in JSON that names no id is a 202 without a submission result:
+    a success whose id is learnt from the same message again, not an unknown outcome."""
+    mocked.post(CAMT056_URL, status=202, payload=body)
+    mocked.post(CAMT056_URL, callback=_answer(200))
+    cancellation = _cancellation()
+    sub = await client.request_cancellation(cancellation)
+    assert sub.payments_service_id == "PS-1"
+    calls = _calls(mocked, CAMT056_URL)
+    assert [c.kwargs["data"] for c in calls] == [encode(cancellation)] * 2
+
+
+async def test_a_202_whose_result_echoes_another_id_is_an_unknown_outcome(
     mocked: aioresponses, client: PaymentsClient
 ) -> None:
-    mocked.post(CAMT056_URL, status=202, payload={"accepted": True})
+    """A result that names an id but echoes another message's: the answer is wrong, and
+    that is said, not papered over by resubmitting."""
+    result = {"paymentsServiceId": "PS-9", "paymentId": "SOMEONE-ELSE", "status": "PENDING"}
+    mocked.post(CAMT056_URL, status=202, payload=result)
     with pytest.raises(OutcomeUnknownError) as info:
         await client.request_cancellation(_cancellation())
     assert info.value.status == 202
+    assert len(_calls(mocked, CAMT056_URL)) == 1
 
 
 async def test_status_update_is_posted_signed_at_the_profile_path(

@@ -168,3 +168,32 @@ async def test_a_chase_the_deadline_left_no_time_to_send_is_not_an_error() -> No
     )
     assert result == "ACCC"
     assert len(recall.chases) == 2
+
+
+async def test_a_due_chase_does_not_turn_failed_reads_into_a_busy_loop() -> None:
+    """A chase follows a read that answered; while reads fail after it fell due, the wait
+    still polls on its schedule (0.1 s here), not as fast as the loop can spin."""
+    reads = 0
+
+    async def pending_then_busy() -> str:
+        nonlocal reads
+        reads += 1
+        if reads == 1:
+            return "PDCR"  # read before the chase falls due
+        raise ServerError("busy", status=503)  # every read after it fails
+
+    recall = Recall()
+    policy = PollPolicy(initial=0.1, maximum=0.1, jitter=0.0)
+    with pytest.raises(PollTimeoutError):
+        await poll_until_final(
+            pending_then_busy,
+            _status,
+            payments_service_id="cxl-8",
+            timeout=0.5,
+            policy=policy,
+            what="t",
+            chase=(0.01, recall.chase),
+        )
+    assert recall.chases == []  # no read answered once it was due
+    # about one read per 0.1 s (a loaded machine reads fewer, never more)
+    assert reads <= 7, reads
