@@ -7,13 +7,14 @@ anything is sent, and open the run's journal (planning it when new).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import secrets
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import ValidationError
 from ..iso20022 import encode
+from ._events import BulkEvents
 from ._input import (
     BulkInput,
     BulkRow,
@@ -21,6 +22,7 @@ from ._input import (
     InputScan,
     ProgressCallback,
     RowError,
+    RowOptions,
     build_row_message,
     check_input,
 )
@@ -28,9 +30,6 @@ from ._journal import Journal, JournalError, PlannedRow, SqliteJournal
 from ._memory import MemoryJournal
 from ._stores import is_postgres_url, open_journal
 from ._stores._postgres import PostgresJournal
-
-if TYPE_CHECKING:
-    from ._runner import BulkCounts
 
 __all__ = [
     "BulkEvents",
@@ -57,26 +56,6 @@ class BulkInputError(Exception):
         self.errors = tuple(errors)
         n = len(self.errors)
         super().__init__(f"{n} problem{'s' if n != 1 else ''} in the input; nothing was sent")
-
-
-class BulkEvents:
-    """What a run tells its caller as it goes (the CLI's bars and messages).
-
-    Every method does nothing here: subclass and override the ones you need.
-    """
-
-    def reading(self, phase: str, done: int, size: int) -> None:
-        """The input is being read: ``phase`` is ``"check"``, then ``"plan"`` for a new
-        run (the file is read as a stream twice), with bytes read and the file's size."""
-
-    async def checked(self, checked: InputCheck) -> None:
-        """The input is good; nothing is written yet. What this raises stops the run."""
-
-    def planned(self, checked: InputCheck, resumed: bool) -> None:
-        """The run is planned (``resumed``: an earlier run's plan was found); sending starts."""
-
-    def update(self, counts: BulkCounts) -> None:
-        """The run's counters changed."""
 
 
 def _reading(events: BulkEvents, phase: str) -> ProgressCallback:
@@ -113,14 +92,16 @@ def _problems_by_line(errors: Sequence[RowError]) -> dict[int, list[str]]:
     return by_line
 
 
-def _planned(row: BulkRow, line: int, run_id: str) -> PlannedRow:
+def _planned(row: BulkRow, line: int, run_id: str, options: RowOptions | None) -> PlannedRow:
     aid = row.assignment_id or f"BC-{run_id}-{line}"
     cid = f"CX-{run_id}-{line}"
-    msg = build_row_message(row, assignment_id=aid, cancellation_id=cid)
+    msg = build_row_message(row, assignment_id=aid, cancellation_id=cid, options=options)
     return PlannedRow(line, row.original_end_to_end_id, aid, cid, encode(msg))
 
 
-def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
+def plan_rows(
+    bulk: BulkInput, run_id: str, *, options: RowOptions | None = None
+) -> list[PlannedRow]:
     """Fix every row's ids and encode its camt.056, before anything is sent.
 
     A row's ``assgnmt.id`` is the file's ``assignment_id`` or ``BC-<run id>-<line>``; its
@@ -129,11 +110,12 @@ def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
     Args:
         bulk: the input read and checked.
         run_id: the run's id.
+        options: the rules the rows were read by (`read_input`'s ``options``).
 
     Returns:
         One planned row per data row; invalid rows carry their errors and no body.
     """
-    planned = [_planned(row, row.line, run_id) for row in bulk.rows]
+    planned = [_planned(row, row.line, run_id, options) for row in bulk.rows]
     by_line = _problems_by_line(bulk.errors)
     planned.extend(
         PlannedRow(line, None, None, None, None, error="; ".join(by_line.get(line, ["invalid"])))
@@ -152,8 +134,9 @@ def plan_input(
 ) -> Iterator[PlannedRow]:
     """Plan a checked file row by row, reading it again as a stream (bounded memory).
 
-    The same ids and bodies as `plan_rows`; give the result to ``Journal.plan``,
-    which consumes it inside its one transaction.
+    The same ids and bodies as `plan_rows`, built by the rules the file was checked by
+    (``checked.options``: transliteration, the day recall windows are judged on); give
+    the result to ``Journal.plan``, which consumes it inside its one transaction.
 
     Args:
         checked: what `check_input` found in the file.
@@ -184,7 +167,7 @@ def plan_input(
         if row is None:
             raise changed
         try:
-            planned = _planned(row, line, run_id)
+            planned = _planned(row, line, run_id, checked.options)
         except ValidationError:
             raise changed from None
         yield planned
@@ -236,7 +219,12 @@ def _not_recorded(
 
 
 async def check_run_input(
-    input_path: str | Path, *, skip_invalid: bool = False, events: BulkEvents | None = None
+    input_path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    events: BulkEvents | None = None,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> InputCheck:
     """Step 1 of a run: check every row of the input, as a stream; nothing is written.
 
@@ -245,6 +233,13 @@ async def check_run_input(
         skip_invalid: accept a file with invalid rows (they are reported ``invalid``),
             as long as some rows are valid.
         events: told how much of the file has been read.
+        transliterate: convert names and addresses to the SEPA character set (every
+            change is reported in the results); identifiers never change. Without it,
+            text outside the set is a problem that names its characters.
+        today: the TARGET2 day recall windows are judged on (rows that give
+            ``original_settlement_date`` and are past their window are refused, each
+            problem carrying its deadline); None: today in Central European Time. The
+            run is planned by the same day (``InputCheck.options``).
 
     Raises:
         BulkInputError: the input has problems (and ``skip_invalid`` is off, or nothing
@@ -253,7 +248,10 @@ async def check_run_input(
         UnicodeDecodeError: the input is not UTF-8.
     """
     events = events or BulkEvents()
-    bulk = await asyncio.to_thread(check_input, input_path, progress=_reading(events, "check"))
+    options = RowOptions(transliterate=transliterate, today=today)
+    bulk = await asyncio.to_thread(
+        check_input, input_path, progress=_reading(events, "check"), options=options
+    )
     if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
         raise BulkInputError(bulk.errors)
     return bulk
