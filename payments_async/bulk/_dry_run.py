@@ -16,7 +16,6 @@ from ._journal import JournalError
 from ._plan import recorded_refusal
 
 __all__ = [
-    "IF_LATE",
     "REQUESTS_PER_ROW",
     "RunPlan",
     "earliest_recall_deadline",
@@ -26,9 +25,6 @@ __all__ = [
 REQUESTS_PER_ROW: Final = 2
 """Requests a row costs at the least: its POST and one read of its outcome. A rate
 limit (``--rate``) counts both, so a run's time is estimated from this."""
-
-IF_LATE: Final = ("warn", "refuse")
-"""What a run does when it cannot finish before its earliest recall deadline at its rate."""
 
 
 def earliest_recall_deadline(rows: Iterable[BulkRow]) -> dt.date | None:

@@ -18,6 +18,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from .._errors import ValidationError
 from ._address import (
     ADDRESS_COLUMNS,
     ADDRESS_KEY,
@@ -36,6 +37,7 @@ from ._input_row import (
     build_row_message,
     check_row,
     row_deadline,
+    row_transliterations,
 )
 from ._xml_input import is_xml_input, scan_xml
 
@@ -62,6 +64,7 @@ __all__ = [
     "parse_record",
     "read_input",
     "read_records",
+    "transliterations",
     "unique_keys",
 ]
 
@@ -501,7 +504,13 @@ class InputScan:
         self._own_check = check
         self._options = options or RowOptions()
         self._check = (
-            check if check is not None else functools.partial(check_row, options=self._options)
+            check
+            if check is not None
+            else functools.partial(
+                check_row,
+                transliterate=self._options.transliterate,
+                today=self._options.today,
+            )
         )
         self._progress = progress
         self.sha256: str | None = None
@@ -626,7 +635,8 @@ def check_input(
     *,
     check: Callable[[BulkRow], list[RowError]] | None = None,
     progress: ProgressCallback | None = None,
-    options: RowOptions | None = None,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> InputCheck:
     """Check every row of a CSV or JSONL bulk file, reading it as a stream; nothing is sent.
 
@@ -636,15 +646,17 @@ def check_input(
         path: the input file.
         check: the per-row ISO/SEPA check; None: `check_row` under ``options``.
         progress: told ``(bytes read, file size)`` as the file is read.
-        options: the run's rules (transliteration, the day recall windows are judged
-            on: today in TARGET2's time zone unless set); kept on the result, ``today``
-            fixed.
+        transliterate: convert names and addresses to the SEPA character set
+            (identifiers never change); without it, text outside the set is a problem
+            that names its characters.
+        today: the TARGET2 day recall windows are judged on; None: today in Central
+            European Time. Kept on the result (``options``), so the plan uses it too.
 
     Raises:
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    fixed = (options or RowOptions()).fixed()
+    fixed = RowOptions(transliterate=transliterate, today=today).fixed()
     scan = InputScan(path, check=check, progress=progress, options=fixed)
     collected = _collect(scan, keep_rows=False)
     return InputCheck(
@@ -702,7 +714,8 @@ def read_input(
     path: str | Path,
     *,
     check: Callable[[BulkRow], list[RowError]] | None = None,
-    options: RowOptions | None = None,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> BulkInput:
     """Read a CSV or JSONL bulk file and check every row; nothing is sent.
 
@@ -717,7 +730,8 @@ def read_input(
         path: the input file.
         check: the per-row ISO/SEPA check; None: `check_row` under ``options`` (which
             builds each row's camt.056).
-        options: the run's rules (transliteration, the day recall windows are judged on).
+        transliterate: as `check_input`'s.
+        today: as `check_input`'s.
 
     Returns:
         The valid rows and every error.
@@ -726,7 +740,8 @@ def read_input(
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    scan = InputScan(path, check=check, options=(options or RowOptions()).fixed())
+    options = RowOptions(transliterate=transliterate, today=today).fixed()
+    scan = InputScan(path, check=check, options=options)
     collected = _collect(scan, keep_rows=True)
     return BulkInput(
         path=Path(path),
@@ -736,3 +751,32 @@ def read_input(
         invalid_lines=collected.invalid,
         xml=scan.xml,
     )
+
+
+def _no_check(row: BulkRow) -> list[RowError]:
+    return []
+
+
+def transliterations(checked: InputCheck) -> Iterator[tuple[int, str]]:
+    """``(line, what was converted)`` for every valid row of a checked file whose text its
+    run converts to the SEPA set (``checked.options.transliterate``), in line order.
+
+    The file is read again as a stream and each row built by the rules it was checked
+    by; the text is ``field: 'old' -> 'new'`` per change, ``; ``-separated. Nothing
+    without transliteration.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    if not checked.options.transliterate:
+        return
+    invalid = frozenset(checked.invalid_lines)
+    for item in InputScan(checked.path, check=_no_check, options=checked.options):
+        if item.header or item.row is None or item.line in invalid:
+            continue
+        try:
+            changes = row_transliterations(item.row, checked.options)
+        except ValidationError:
+            continue  # the file changed since it was checked: the plan says so
+        if changes:
+            yield item.line, "; ".join(str(c) for c in changes)

@@ -177,7 +177,8 @@ def build_row_message(
     *,
     assignment_id: str | None,
     cancellation_id: str | None,
-    options: RowOptions | None = None,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> Camt056:
     """The camt.056 that cancels one row's payment, with the ids fixed by the plan.
 
@@ -185,14 +186,15 @@ def build_row_message(
         row: the parsed row.
         assignment_id: ``assgnmt.id``; generated when None.
         cancellation_id: ``cxlId``; generated when None.
-        options: the run's rules (transliteration, the day recall windows are judged
-            on); None: no transliteration, judged on today.
+        transliterate: convert names and addresses to the SEPA character set (each
+            change on the result's ``transliterations``); identifiers never change.
+        today: the TARGET2 day the recall window is judged on; None: today in Central
+            European Time.
 
     Raises:
         ValidationError: the row breaks an ISO/SEPA rule, or its recall window has
             closed (every problem listed).
     """
-    options = options or RowOptions()
     return build_cancellation(
         original_end_to_end_id=row.original_end_to_end_id,
         amount=row.amount,
@@ -207,8 +209,8 @@ def build_row_message(
         cancellation_id=cancellation_id,
         creditor_agent_address=row.creditor_agent_address,
         original_settlement_date=row.original_settlement_date,
-        sent_on=options.today,
-        transliterate=options.transliterate,
+        sent_on=today,
+        transliterate=transliterate,
     )
 
 
@@ -257,12 +259,15 @@ def row_problems(
     return out
 
 
-def check_row(row: BulkRow, options: RowOptions | None = None) -> list[RowError]:
+def check_row(
+    row: BulkRow, *, transliterate: bool = False, today: dt.date | None = None
+) -> list[RowError]:
     """Every ISO/SEPA problem of one row, found by building its camt.056.
 
     Args:
         row: the parsed row.
-        options: the run's rules; None: no transliteration, recall windows judged on today.
+        transliterate: as `build_row_message`'s.
+        today: as `build_row_message`'s.
 
     Returns:
         The problems, each named by input column; empty when the row is valid. A row past
@@ -274,7 +279,8 @@ def check_row(row: BulkRow, options: RowOptions | None = None) -> list[RowError]
             row,
             assignment_id=row.assignment_id or "BC-CHECK",
             cancellation_id="CX-CHECK",
-            options=options,
+            transliterate=transliterate,
+            today=today,
         )
     except ValidationError as exc:
         return row_problems(row, exc)
@@ -290,6 +296,10 @@ def row_transliterations(row: BulkRow, options: RowOptions) -> tuple[Translitera
     if not options.transliterate:
         return ()
     msg = build_row_message(
-        row, assignment_id="BC-CHECK", cancellation_id="CX-CHECK", options=options
+        row,
+        assignment_id="BC-CHECK",
+        cancellation_id="CX-CHECK",
+        transliterate=True,
+        today=options.today,
     )
     return msg.transliterations

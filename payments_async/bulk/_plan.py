@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import secrets
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -95,12 +96,19 @@ def _problems_by_line(errors: Sequence[RowError]) -> dict[int, list[str]]:
 def _planned(row: BulkRow, line: int, run_id: str, options: RowOptions | None) -> PlannedRow:
     aid = row.assignment_id or f"BC-{run_id}-{line}"
     cid = f"CX-{run_id}-{line}"
-    msg = build_row_message(row, assignment_id=aid, cancellation_id=cid, options=options)
+    options = options or RowOptions()
+    msg = build_row_message(
+        row,
+        assignment_id=aid,
+        cancellation_id=cid,
+        transliterate=options.transliterate,
+        today=options.today,
+    )
     return PlannedRow(line, row.original_end_to_end_id, aid, cid, encode(msg))
 
 
 def plan_rows(
-    bulk: BulkInput, run_id: str, *, options: RowOptions | None = None
+    bulk: BulkInput, run_id: str, *, transliterate: bool = False, today: dt.date | None = None
 ) -> list[PlannedRow]:
     """Fix every row's ids and encode its camt.056, before anything is sent.
 
@@ -110,11 +118,13 @@ def plan_rows(
     Args:
         bulk: the input read and checked.
         run_id: the run's id.
-        options: the rules the rows were read by (`read_input`'s ``options``).
+        transliterate: as the rows were read (see `check_run_input`).
+        today: the day recall windows are judged on (see `check_run_input`).
 
     Returns:
         One planned row per data row; invalid rows carry their errors and no body.
     """
+    options = RowOptions(transliterate=transliterate, today=today)
     planned = [_planned(row, row.line, run_id, options) for row in bulk.rows]
     by_line = _problems_by_line(bulk.errors)
     planned.extend(
@@ -248,9 +258,14 @@ async def check_run_input(
         UnicodeDecodeError: the input is not UTF-8.
     """
     events = events or BulkEvents()
-    options = RowOptions(transliterate=transliterate, today=today)
     bulk = await asyncio.to_thread(
-        check_input, input_path, progress=_reading(events, "check"), options=options
+        functools.partial(
+            check_input,
+            input_path,
+            progress=_reading(events, "check"),
+            transliterate=transliterate,
+            today=today,
+        )
     )
     if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
         raise BulkInputError(bulk.errors)

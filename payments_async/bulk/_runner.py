@@ -17,6 +17,7 @@ from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
 from ._defaults import RESEND_INITIAL, RESEND_MAX, SHUTDOWN_GRACE
 from ._events import BulkCounts, BulkEvents
+from ._input import transliterations
 from ._journal import Journal, JournalError, RowState
 from ._plan import (
     check_run_input,
@@ -538,7 +539,9 @@ async def bulk_cancel(
             client, journal, concurrency=concurrency, timeout=timeout, progress=events, stop=stop
         )
         sending = time.monotonic() - sending
-        totals = write_run_results(journal.iter_rows(), results)
+        totals = write_run_results(
+            journal.iter_rows(), results, transliterated=transliterations(checked)
+        )
         return BulkReport(
             counts=counts,
             row_count=totals.rows,

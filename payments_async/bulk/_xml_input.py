@@ -211,7 +211,11 @@ def _problems(
     line = row.line
     try:
         built = build_row_message(
-            row, assignment_id=tx.cxl_id, cancellation_id=tx.cxl_id, options=options
+            row,
+            assignment_id=tx.cxl_id,
+            cancellation_id=tx.cxl_id,
+            transliterate=options.transliterate,
+            today=options.today,
         )
     except ValidationError as exc:
         return row_problems(row, exc, lambda path: _in_document(path, where))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -28,8 +29,11 @@ from .._xml import is_xml, print_xml, read_xml_message, xml_module, xml_options,
 __all__ = ["cancel", "outcome"]
 
 
-def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056:
-    """A camt.056 document (JSON or ISO XML), or one bulk-style row object turned into one."""
+def _cancellation_from_file(
+    raw: bytes, path: Path, xsd: Path | None, transliterate: bool = False
+) -> Camt056:
+    """A camt.056 document (JSON or ISO XML), or one bulk-style row object turned into one
+    (its text converted to the SEPA set with ``transliterate``; a document is sent as is)."""
     if is_xml(raw):
         return read_xml_message(raw, path, Camt056, xsd)
     obj = load_json_bytes(raw, repr(str(path)))
@@ -37,7 +41,8 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
         return decode_camt056(raw)
     if not isinstance(obj, dict):
         raise CliError(f"{str(path)!r} must hold a JSON object")
-    row, problems = parse_record(1, obj, check_row, known_only=True)
+    check = functools.partial(check_row, transliterate=transliterate)
+    row, problems = parse_record(1, obj, check, known_only=True)
     if row is None:
         listed = "; ".join(f"{e.column}: {e.message}" if e.column else e.message for e in problems)
         raise CliError(
@@ -45,7 +50,9 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
             f"or an object with {', '.join(COLUMNS)})",
             details={"problems": [{"column": e.column, "message": e.message} for e in problems]},
         )
-    return build_row_message(row, assignment_id=row.assignment_id, cancellation_id=None)
+    return build_row_message(
+        row, assignment_id=row.assignment_id, cancellation_id=None, transliterate=transliterate
+    )
 
 
 @click.command()
@@ -54,9 +61,22 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
 @click.option(
     "--timeout", type=float, callback=seconds, default=POLL_TIMEOUT, show_default=True, metavar="S"
 )
+@click.option(
+    "--transliterate",
+    is_flag=True,
+    help="For an object with the bulk columns: convert the originator's name and the "
+    "address to the SEPA character set (each change said); identifiers never change.",
+)
 @xsd_option
 @pass_settings
-def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path | None) -> None:
+def cancel(
+    settings: Settings,
+    file: Path,
+    wait: bool,
+    timeout: float,
+    transliterate: bool,
+    xsd: Path | None,
+) -> None:
     """Request a cancellation (camt.056). Exit 1 when --wait sees it rejected.
 
     FILE is a camt.056 JSON (root fitoFIPmtCxlReq), a camt.056.001.08 ISO XML document
@@ -69,7 +89,11 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path
     """
 
     async def go() -> int:
-        msg = _cancellation_from_file(read_json_file(file), file, xsd)
+        msg = _cancellation_from_file(read_json_file(file), file, xsd, transliterate)
+        changes = [str(c) for c in msg.transliterations]
+        if changes and not settings.json:
+            for change in changes:
+                settings.err.print(f"transliterated {change}")
         async with connected(settings) as client:
             sub = await client.request_cancellation(msg)
             settings.created["cancellation"] = sub.payments_service_id
@@ -80,6 +104,8 @@ def cancel(settings: Settings, file: Path, wait: bool, timeout: float, xsd: Path
                 )
         if settings.json:
             data = submission_dict(sub)
+            if changes:
+                data["transliterated"] = changes
             if outcome is not None:
                 data["outcome"] = outcome_dict(outcome)
             settings.emit(data)
