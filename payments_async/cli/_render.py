@@ -146,8 +146,10 @@ def bulk_summary(
     input_path: Path,
     halted: str | None = None,
     database: str | None = None,
+    deadlines: dict[str, object] | None = None,
 ) -> int:
-    """Print a finished (or interrupted) run; ``database``: a PostgreSQL journal, as shown."""
+    """Print a finished (or interrupted) run; ``database``: a PostgreSQL journal, as shown;
+    ``deadlines``: the run's recall deadlines, for ``--json`` (people get `deadline_line`)."""
     journal = str(report.journal_path) if report.journal_path is not None else database
     t = report.totals
     run = report.counts
@@ -174,6 +176,7 @@ def bulk_summary(
                 "rows_per_s": round(rate, 1),
                 "results": str(report.results_path),
                 "journal": journal,
+                "recall_deadlines": deadlines,
                 "exit_code": code,
             }
         )
@@ -286,7 +289,7 @@ def queue_summary(settings: Settings, st: QueueStatus) -> int:
 _PLAN_PROBLEMS: Final = 20  # refused rows named on a terminal; --json lists more
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     """``2 d 3 h``, ``3 h 20 min``, ``12 min``, ``40 s``: a span as a person reads it."""
     s = int(max(seconds, 0))
     days, s = divmod(s, 86400)
@@ -313,7 +316,7 @@ def deadline_line(plan: RunPlan, rate: float | None, now: dt.datetime) -> str | 
         assert left is not None
         parts.append(
             f"earliest recall deadline {deadline.isoformat()} "
-            + (f"({_duration(left)} left)" if left > 0 else "(passed)")
+            + (f"({duration_text(left)} left)" if left > 0 else "(passed)")
         )
     if late:
         parts.append(f"{late:,} row(s) past their recall window, refused (never sent)")
@@ -322,7 +325,7 @@ def deadline_line(plan: RunPlan, rate: float | None, now: dt.datetime) -> str | 
     if needed is not None and in_time is not None:
         verdict = "in time" if in_time else "NOT in time for the earliest deadline"
         parts.append(
-            f"{plan.to_send:,} rows take at least {_duration(needed)} at {rate:g} requests/s: "
+            f"{plan.to_send:,} rows take at least {duration_text(needed)} at {rate:g} requests/s: "
             f"{verdict}"
         )
     elif deadline is not None and rate is None:

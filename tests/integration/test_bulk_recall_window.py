@@ -124,6 +124,15 @@ def test_rows_past_their_window_are_listed_and_never_sent(
     assert all("had to be sent by" in r["reason"] for r in invalid)
     assert {r["outcome"] for r in results if r not in invalid} == {"accepted"}
 
+    # The same command again, for scripts: nothing sent, the deadlines in the summary.
+    again = bulk(sb, str(src), "--yes", "--skip-invalid", json_out=True)
+    assert again.exit_code == 0, again.output
+    summary = json.loads(again.stdout)
+    deadlines = summary["recall_deadlines"]
+    assert deadlines["past_deadline_rows"] == len(late)
+    assert deadlines["seconds_left"] > 300 * 86400
+    assert camt056_requests(sb) == before + len(in_time)
+
 
 def test_a_run_that_cannot_finish_in_time_is_refused_under_if_late_refuse(
     sb: ThreadedSandbox, tmp_path: Path

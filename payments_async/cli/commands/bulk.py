@@ -316,9 +316,11 @@ def bulk_cancel(
             halted = down[0]
         elif report.halted is not None:
             halted = await describe_unreachable(settings, report.halted)
-        code = bulk_summary(settings, report, input_path, halted, shown_journal)
-        if events.plan is not None:
-            rules.say_deadline(settings, events.plan)
+        plan = events.plan
+        deadlines = None if plan is None else rules.deadlines(plan)
+        code = bulk_summary(settings, report, input_path, halted, shown_journal, deadlines)
+        if plan is not None:
+            rules.say_deadline(settings, plan)
         return code
 
     run_command(settings, go)
@@ -350,6 +352,14 @@ class _Rules:
         if line is not None and not settings.json:
             settings.err.print(Text(line, style="yellow" if in_time is False else ""))
         return in_time
+
+    def deadlines(self, plan: RunPlan) -> dict[str, object] | None:
+        """The run's recall deadlines for ``--json``: None when no row gives a date."""
+        if plan.earliest_recall_deadline is None and not plan.past_deadline:
+            return None
+        data = plan.as_dict(self.rate, problems=0, now=dt.datetime.now(dt.UTC))
+        keys = ("earliest_recall_deadline", "today", "past_deadline_rows", "seconds_left")
+        return {key: data[key] for key in keys}
 
     def feasible(self, settings: Settings, checked: InputCheck) -> RunPlan:
         """Before anything is sent: the deadlines said, and a run that cannot finish in
@@ -517,6 +527,8 @@ class _LocalRunEvents(BulkEvents):
         if self._reading is not None:
             self._reading.close()  # the deadlines are said on a clean line
         self.plan = self._rules.feasible(self._settings, checked)
+        if self._bar is not None:
+            self._bar.deadline_in(self.plan.seconds_left(dt.datetime.now(dt.UTC)))
         if self._confirm is not None:
             if self._reading is not None:
                 self._reading.close()  # the question is asked on a clean line
@@ -603,7 +615,7 @@ def _bulk_cancel_queued(
         finally:
             if reading is not None:
                 reading.close()
-        rules.feasible(settings, checked)
+        plan = rules.feasible(settings, checked)
         if confirm is not None:
             await confirm(checked)
         try:
@@ -637,6 +649,8 @@ def _bulk_cancel_queued(
                 )
             return EXIT_OK
         bar = run_bar(settings)
+        if bar is not None:
+            bar.deadline_in(plan.seconds_left(dt.datetime.now(dt.UTC)))
         with showing(bar):
             while True:
                 try:
