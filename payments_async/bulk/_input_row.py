@@ -67,7 +67,7 @@ _PATH_TO_COLUMN: Final = (
     ("cxlId", "assignment_id"),
 )
 
-_TRANSLITERATE_HINT: Final = "; bulk-cancel --transliterate (transliterate=True) converts it"
+_TRANSLITERATE_HINT: Final = "; --transliterate (transliterate=True) converts text to the set"
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,3 +210,29 @@ def test_a_thousand_european_names_are_sent_converted_with_every_change_reported
     assert changed_rows > NAMES_ROWS * 0.9
     sent = {c.original_end_to_end_id for c in sb.cancellations()}
     assert {r["original_end_to_end_id"] for r in rows} <= sent
+
+
+def test_cancel_converts_a_row_object_s_name_with_transliterate(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    row = {**bulk_rows(1, prefix="E2E-ONE")[0], "originator_name": "Zoë Núñez & Söhne"}
+    src = tmp_path / "one.json"
+    src.write_text(json.dumps(row), encoding="utf-8")
+    pre = ["--sandbox", "--base-url", sb.url, "--json"]
+    before = camt056_requests(sb)
+
+    plain = CliRunner().invoke(cli, [*pre, "cancel", str(src)])
+    assert plain.exit_code == 2, plain.output
+    error = json.loads(plain.stdout)["error"]
+    assert "characters outside the SEPA set: '&ëñöú'" in error
+    assert "--transliterate" in error
+    assert camt056_requests(sb) == before
+
+    sent = CliRunner().invoke(cli, [*pre, "cancel", str(src), "--transliterate"])
+    assert sent.exit_code == 0, sent.output
+    assert json.loads(sent.stdout)["transliterated"] == [
+        "originator_name: 'Zoë Núñez & Söhne' -> 'Zoe Nunez + Sohne'"
+    ]
+    assert camt056_requests(sb) == before + 1
+    (stored,) = [c for c in sb.cancellations() if c.original_end_to_end_id == "E2E-ONE-000000"]
+    assert stored.original_end_to_end_id == row["original_end_to_end_id"]
