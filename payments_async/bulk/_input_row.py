@@ -7,10 +7,12 @@ this room and nothing here knows a format.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final
+
+import msgspec
 
 from .._errors import ValidationError
 from ..iso20022 import (
@@ -19,6 +21,7 @@ from ..iso20022 import (
     Camt056,
     Transliteration,
     build_cancellation,
+    outside_sepa_set,
     recall_deadline,
     target2_today,
 )
@@ -293,8 +296,8 @@ def row_transliterations(row: BulkRow, options: RowOptions) -> tuple[Translitera
     Raises:
         ValidationError: the row is not valid under ``options``.
     """
-    if not options.transliterate:
-        return ()
+    if not options.transliterate or not any(outside_sepa_set(t) for t in _texts(row)):
+        return ()  # nothing to convert: no need to build the message
     msg = build_row_message(
         row,
         assignment_id="BC-CHECK",
@@ -303,3 +306,15 @@ def row_transliterations(row: BulkRow, options: RowOptions) -> tuple[Translitera
         today=options.today,
     )
     return msg.transliterations
+
+
+def _texts(row: BulkRow) -> Iterator[str]:
+    """Every text of a row that transliteration may convert (and some it never does)."""
+    if row.originator_name is not None:
+        yield row.originator_name
+    if row.creditor_agent_address is not None:
+        for value in msgspec.structs.astuple(row.creditor_agent_address):
+            if isinstance(value, str):
+                yield value
+            elif isinstance(value, tuple):
+                yield from (v for v in value if isinstance(v, str))
