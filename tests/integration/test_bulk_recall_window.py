@@ -8,6 +8,7 @@ outcome does not depend on the hour the test runs.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import itertools
 import json
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from payments_async import Credentials, PaymentsClient, RetryPolicy
+from payments_async.bulk import BulkReport, bulk_cancel
 from payments_async.cli import cli
 from payments_async.iso20022 import outside_sepa_set, target2_today, transliterate
 from payments_async.sandbox import SandboxConfig
@@ -236,3 +239,31 @@ def test_cancel_converts_a_row_object_s_name_with_transliterate(
     assert camt056_requests(sb) == before + 1
     (stored,) = [c for c in sb.cancellations() if c.original_end_to_end_id == "E2E-ONE-000000"]
     assert stored.original_end_to_end_id == row["original_end_to_end_id"]
+
+
+async def _run_planned_on(url: str, src: Path, planned_on: dt.date) -> BulkReport:
+    async with PaymentsClient(
+        Credentials.sandbox(), base_url=url, retry=RetryPolicy.for_testing()
+    ) as client:
+        return await bulk_cancel(
+            client, src, journal_path=src.with_suffix(".sqlite"), concurrency=4, today=planned_on
+        )
+
+
+def test_a_row_whose_window_closed_after_it_was_planned_is_not_sent(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    rows, in_time, late = _straddling("E2E-LATER")
+    precreate_payments(sb, in_time)
+    src = write_csv(tmp_path / "later.csv", rows)
+    # Planned on the day after the late rows' settlement: every row was in time then.
+    settled = dt.date.fromisoformat(rows[1]["original_settlement_date"])
+    before = camt056_requests(sb)
+    report = asyncio.run(_run_planned_on(sb.url, src, settled + dt.timedelta(days=1)))
+    assert report.totals["accepted"] == len(in_time)
+    assert report.totals["not_sent"] == len(late)
+    assert camt056_requests(sb) == before + len(in_time)  # 0 POSTs for the late rows
+    for row in report.rows:
+        if row.original_end_to_end_id in late:
+            assert row.error is not None
+            assert "had to be sent by" in row.error
