@@ -56,11 +56,7 @@ MAX_LINES: Final = 1500
 
 # Import cycles still closed by a deferred import, each to be removed; the lead empties
 # this list at merge. An entry no longer found fails the test.
-KNOWN_CYCLES: Final[list[list[str]]] = [
-    # bulk's input and planning rooms, being rebuilt: each goes when its room is
-    [f"{PACKAGE}.bulk._input", f"{PACKAGE}.bulk._xml_input"],
-    [f"{PACKAGE}.bulk._plan", f"{PACKAGE}.bulk._runner"],
-]
+KNOWN_CYCLES: Final[list[list[str]]] = []
 
 # (rule, importing module or package prefix, imported module or ""): what may still break
 # a rule until the room it belongs to is rebuilt. Each names its issue. None today.

@@ -9,11 +9,18 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
+from ..iso20022._calendar import target2_day_end
 from ._input import BulkRow, InputCheck, InputScan, RowError
+from ._input_row import row_deadline
 from ._journal import JournalError
 from ._plan import recorded_refusal
 
-__all__ = ["REQUESTS_PER_ROW", "RunPlan", "earliest_recall_deadline", "plan_summary"]
+__all__ = [
+    "REQUESTS_PER_ROW",
+    "RunPlan",
+    "earliest_recall_deadline",
+    "plan_summary",
+]
 
 REQUESTS_PER_ROW: Final = 2
 """Requests a row costs at the least: its POST and one read of its outcome. A rate
@@ -23,15 +30,16 @@ limit (``--rate``) counts both, so a run's time is estimated from this."""
 def earliest_recall_deadline(rows: Iterable[BulkRow]) -> dt.date | None:
     """The earliest date by which one of ``rows`` must be recalled, or None when unknown.
 
-    The hook through which a plan learns the recall deadlines of its payments. A row's
-    deadline follows from its recall reason and the original payment's settlement date
-    (banking days of the TARGET2 calendar); until rows carry that date, this returns
-    None and a plan reports the deadline as unknown. It reads the rows once, as a
-    stream, and the plan counts every row whatever it reads.
+    A row's deadline follows from its recall reason and its ``original_settlement_date``
+    (`payments_async.recall_deadline`: banking days or months of the TARGET2 calendar);
+    rows without that date have none. It reads the rows once, as a stream.
     """
-    for _ in rows:
-        break
-    return None
+    earliest: dt.date | None = None
+    for row in rows:
+        deadline = row_deadline(row)
+        if deadline is not None and (earliest is None or deadline < earliest):
+            earliest = deadline
+    return earliest
 
 
 def _no_check(row: BulkRow) -> list[RowError]:
@@ -52,7 +60,12 @@ class RunPlan:
             journal records a cancellation for (``--skip-invalid`` reports them
             ``invalid``; without it the input is refused as a whole).
         refused_rows: rows a run refuses.
-        earliest_recall_deadline: see `earliest_recall_deadline`; None when unknown.
+        earliest_recall_deadline: the earliest recall deadline of the rows to send (see
+            `earliest_recall_deadline`); None when no row gives its settlement date.
+        today: the TARGET2 day the recall windows were judged on.
+        past_deadline: the rows refused because their recall window closed before
+            ``today``, each problem carrying its deadline (they are among ``refused``
+            and are never sent).
     """
 
     input_name: str
@@ -63,17 +76,64 @@ class RunPlan:
     refused: tuple[RowError, ...] = ()
     refused_rows: int = 0
     earliest_recall_deadline: dt.date | None = None
+    today: dt.date | None = None
+    past_deadline: tuple[RowError, ...] = ()
+
+    @classmethod
+    def of_check(cls, checked: InputCheck) -> RunPlan:
+        """The figures a check alone gives (no second reading of the file): rows, rows
+        to send, rows refused, the recall deadlines; no amounts nor reasons."""
+        invalid = frozenset(checked.invalid_lines)
+        return cls(
+            input_name=checked.path.name,
+            rows=checked.total,
+            to_send=checked.valid,
+            refused=tuple(e for e in checked.errors if e.line in invalid),
+            refused_rows=len(invalid),
+            earliest_recall_deadline=checked.earliest_recall_deadline,
+            today=checked.options.today,
+            past_deadline=checked.late,
+        )
 
     def estimated_seconds(self, rate: float | None) -> float | None:
-        """The least time the run takes at ``rate`` requests per second (None: no rate set)."""
+        """The least time the run takes at ``rate`` requests per second (None: no rate set):
+        ``to_send x REQUESTS_PER_ROW / rate``."""
         if rate is None:
             return None
         return self.to_send * REQUESTS_PER_ROW / rate
 
-    def as_dict(self, rate: float | None = None, *, problems: int = 1000) -> dict[str, Any]:
-        """The plan as JSON types (amounts as strings, exact); at most ``problems`` listed."""
+    def seconds_left(self, now: dt.datetime) -> float | None:
+        """Seconds from ``now`` (aware) to the end of the earliest recall deadline's day in
+        TARGET2's time zone; negative once it has passed; None when no deadline is known."""
+        deadline = self.earliest_recall_deadline
+        if deadline is None:
+            return None
+        return (target2_day_end(deadline) - now).total_seconds()
+
+    def in_time(self, rate: float | None, now: dt.datetime) -> bool | None:
+        """Whether the run can finish by its earliest recall deadline at ``rate``: None when
+        that cannot be told (no deadline known, or no rate set)."""
+        needed = self.estimated_seconds(rate)
+        left = self.seconds_left(now)
+        if needed is None or left is None:
+            return None
+        return needed <= left
+
+    def as_dict(
+        self,
+        rate: float | None = None,
+        *,
+        problems: int = 1000,
+        now: dt.datetime | None = None,
+    ) -> dict[str, Any]:
+        """The plan as JSON types (amounts as strings, exact); at most ``problems`` listed.
+
+        With ``now`` (aware), also the seconds left to the earliest recall deadline and
+        whether the run can finish in time at ``rate``.
+        """
         seconds = self.estimated_seconds(rate)
         deadline = self.earliest_recall_deadline
+        left = None if now is None else self.seconds_left(now)
         return {
             "input": self.input_name,
             "rows": self.rows,
@@ -87,8 +147,20 @@ class RunPlan:
             ],
             "refused_listed": min(len(self.refused), problems),
             "earliest_recall_deadline": None if deadline is None else deadline.isoformat(),
+            "today": None if self.today is None else self.today.isoformat(),
+            "past_deadline_rows": len(self.past_deadline),
+            "past_deadline": [
+                {
+                    "line": e.line,
+                    "deadline": e.deadline.isoformat() if e.deadline else None,
+                    "message": e.message,
+                }
+                for e in self.past_deadline[:problems]
+            ],
             "rate_per_s": rate,
             "estimated_s": None if seconds is None else round(seconds, 1),
+            "seconds_left": None if left is None else round(left, 1),
+            "in_time": None if now is None else self.in_time(rate, now),
         }
 
 
@@ -159,4 +231,6 @@ def plan_summary(checked: InputCheck, recorded: Mapping[str, str] | None = None)
         ),
         refused_rows=len(invalid) + len(refused_recorded),
         earliest_recall_deadline=deadline,
+        today=checked.options.today,
+        past_deadline=checked.late,
     )

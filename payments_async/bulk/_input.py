@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import datetime as dt
+import functools
 import hashlib
 import io
 import json
@@ -11,21 +13,33 @@ import re
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final, TextIO
 
 from .._errors import ValidationError
-from ..iso20022 import Address, Camt056, build_cancellation
 from ._address import (
     ADDRESS_COLUMNS,
     ADDRESS_KEY,
-    address_column_of,
     address_from_columns,
     address_from_object,
     object_column,
 )
+from ._input_row import (
+    DOCUMENT_LINE,
+    HEADER_LINE,
+    SETTLEMENT_DATE_COLUMN,
+    BulkRow,
+    RowError,
+    RowOptions,
+    ScannedRow,
+    build_row_message,
+    check_row,
+    row_deadline,
+    row_transliterations,
+)
+from ._xml_input import is_xml_input, scan_xml
 
 __all__ = [
     "ATTENTION_COLUMN",
@@ -39,6 +53,7 @@ __all__ = [
     "InputScan",
     "ProgressCallback",
     "RowError",
+    "RowOptions",
     "ScannedRow",
     "build_row_message",
     "check_input",
@@ -49,6 +64,7 @@ __all__ = [
     "parse_record",
     "read_input",
     "read_records",
+    "transliterations",
     "unique_keys",
 ]
 
@@ -63,8 +79,17 @@ REQUIRED_COLUMNS: Final = (
 )
 """Columns every row must fill."""
 
-OPTIONAL_COLUMNS: Final = ("currency", "originator_name", "assignment_id")
-"""Columns that may be absent or empty (currency defaults to EUR)."""
+OPTIONAL_COLUMNS: Final = (
+    "currency",
+    "originator_name",
+    "assignment_id",
+    SETTLEMENT_DATE_COLUMN,
+)
+"""Columns that may be absent or empty (currency defaults to EUR).
+
+``original_settlement_date`` is the original payment's interbank settlement date
+(``YYYY-MM-DD``): a row past its recall window is refused, and a plan knows its deadline.
+"""
 
 COLUMNS: Final = REQUIRED_COLUMNS + OPTIONAL_COLUMNS
 """The columns of both formats, in the order the example file uses.
@@ -81,87 +106,17 @@ ATTENTION_COLUMN: Final = "attention"
 _JSON_KEYS: Final = frozenset((*COLUMNS, ADDRESS_KEY, ATTENTION_COLUMN))
 _CSV_COLUMNS: Final = frozenset((*COLUMNS, *ADDRESS_COLUMNS, ATTENTION_COLUMN))
 
-_HEADER_LINE: Final = 1
-_DOCUMENT_LINE: Final = 0  # an XML document's own problems; its transactions are 1, 2, ...
+_HEADER_LINE: Final = HEADER_LINE
+_DOCUMENT_LINE: Final = DOCUMENT_LINE
 
 # An amount as people and ISO 20022 write it: ASCII digits, at most one point. No exponent
 # (1e3), no digit separators (1_000.00, 1,000.00), no sign, no other scripts' digits
 # (Python's Decimal() accepts all of these).
 _AMOUNT: Final = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)
 
-# A validation problem's JSON path -> the input column it came from (first match wins).
-_PATH_TO_COLUMN: Final = (
-    ("orgnlEndToEndId", "original_end_to_end_id"),
-    ("intrBkSttlmAmt.value", "amount"),
-    ("intrBkSttlmAmt.ccy", "currency"),
-    ("cdtrAcct.ccy", "currency"),
-    ("cdtrAgt", "creditor_agent_bic"),
-    ("cdtrAcct", "creditor_iban"),
-    ("rsn.cd", "reason"),
-    ("orgtr.nm", "originator_name"),
-    ("orgtr.id", "assigner_bic"),
-    ("assgnr", "assigner_bic"),
-    ("assgne", "assignee_bic"),
-    ("assgnmt.id", "assignment_id"),
-    ("cxlId", "assignment_id"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class RowError:
-    """One problem in the input file.
-
-    Attributes:
-        line: the line number in the file (1 is the CSV header); in an XML document the
-            transaction's position (1 is the first), 0 for the document as a whole.
-        column: the column concerned, or None for the whole row.
-        message: what is wrong.
-    """
-
-    line: int
-    column: str | None
-    message: str
-
-    def __str__(self) -> str:
-        where = f"line {self.line}" if self.line != _DOCUMENT_LINE else "document"
-        return (
-            f"{where}: {self.column}: {self.message}" if self.column else f"{where}: {self.message}"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class BulkRow:
-    """One valid input row: the facts a camt.056 needs about the payment to cancel.
-
-    Attributes:
-        line: the line number in the file (in an XML document, the transaction's
-            position); the row's key in the journal and results.
-        original_end_to_end_id: ``endToEndId`` of the payment to cancel.
-        amount: its amount.
-        currency: its currency (EUR).
-        creditor_agent_bic: BIC of the creditor's bank.
-        creditor_iban: the creditor's IBAN.
-        reason: SEPA recall reason code (DUPL, TECH, FRAD, AC03, AM09, CUST).
-        assigner_bic: the customer's agent.
-        assignee_bic: the merchant's agent.
-        originator_name: who asks for the cancellation, if given.
-        assignment_id: ``assgnmt.id`` given by the file, or None to have one generated.
-        creditor_agent_address: the postal address of the creditor's bank, if given
-            (``orgnlTxRef.cdtrAgt.finInstnId.pstlAdr``; the EPC address rule applies).
-    """
-
-    line: int
-    original_end_to_end_id: str
-    amount: Decimal
-    currency: str
-    creditor_agent_bic: str
-    creditor_iban: str
-    reason: str
-    assigner_bic: str
-    assignee_bic: str
-    originator_name: str | None = None
-    assignment_id: str | None = None
-    creditor_agent_address: Address | None = None
+# A date as ISO 8601 writes it in a camt.056: YYYY-MM-DD, nothing else (Python's
+# fromisoformat() also reads 20260105 and 2026-W02-1).
+_DATE: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,45 +154,6 @@ def _unusable(errors: tuple[RowError, ...], *, xml: bool) -> bool:
     """A problem of the CSV header (line 1) or of the XML document (its line 0)."""
     whole = _DOCUMENT_LINE if xml else _HEADER_LINE
     return any(e.line == whole for e in errors)
-
-
-def build_row_message(
-    row: BulkRow, *, assignment_id: str | None, cancellation_id: str | None
-) -> Camt056:
-    """The camt.056 that cancels one row's payment, with the ids fixed by the plan.
-
-    Args:
-        row: the parsed row.
-        assignment_id: ``assgnmt.id``; generated when None.
-        cancellation_id: ``cxlId``; generated when None.
-
-    Raises:
-        ValidationError: the row breaks an ISO/SEPA rule (every problem listed).
-    """
-    return build_cancellation(
-        original_end_to_end_id=row.original_end_to_end_id,
-        amount=row.amount,
-        currency=row.currency,
-        creditor_agent_bic=row.creditor_agent_bic,
-        creditor_iban=row.creditor_iban,
-        reason=row.reason,
-        assigner_bic=row.assigner_bic,
-        assignee_bic=row.assignee_bic,
-        originator_name=row.originator_name,
-        assignment_id=assignment_id,
-        cancellation_id=cancellation_id,
-        creditor_agent_address=row.creditor_agent_address,
-    )
-
-
-def _column_of(path: str) -> str | None:
-    address_column = address_column_of(path)
-    if address_column is not None:
-        return address_column
-    for fragment, column in _PATH_TO_COLUMN:
-        if fragment in path:
-            return column
-    return None
 
 
 class DuplicateKeyError(ValueError):
@@ -425,6 +341,7 @@ def parse_record(
                     "one '.', such as 1000.00)",
                 )
             )
+    settled = _settlement_date(values[SETTLEMENT_DATE_COLUMN], line, errors)
     row = BulkRow(
         line=line,
         original_end_to_end_id=values["original_end_to_end_id"] or "",
@@ -439,39 +356,40 @@ def parse_record(
         originator_name=values["originator_name"],
         assignment_id=values["assignment_id"],
         creditor_agent_address=address,
+        original_settlement_date=settled,
     )
     reported = {e.column for e in errors}
     for e in check(row):
         column = object_column(e.column) if known_only else e.column
         if column is None or column not in reported:
-            errors.append(RowError(e.line, column, e.message))
+            errors.append(RowError(e.line, column, e.message, deadline=e.deadline))
     return (None, errors) if errors else (row, [])
+
+
+def _settlement_date(text: str | None, line: int, out: list[RowError]) -> dt.date | None:
+    """The ``original_settlement_date`` cell as a date (None when empty or wrong)."""
+    if text is None:
+        return None
+    if _DATE.fullmatch(text):
+        try:
+            return dt.date.fromisoformat(text)
+        except ValueError:
+            pass
+    out.append(
+        RowError(
+            line,
+            SETTLEMENT_DATE_COLUMN,
+            f"not a date: {text[:40]!r} (write the original payment's settlement date as "
+            "YYYY-MM-DD, such as 2026-11-27)",
+        )
+    )
+    return None
 
 
 def _object_hint(key: str) -> str:
     if key in ADDRESS_COLUMNS:
         return f" (in JSON the address is one object: {ADDRESS_KEY!r})"
     return ""
-
-
-def check_row(row: BulkRow) -> list[RowError]:
-    """Every ISO/SEPA problem of one row, found by building its camt.056.
-
-    Args:
-        row: the parsed row.
-
-    Returns:
-        The problems, each named by input column; empty when the row is valid.
-    """
-    try:
-        build_row_message(
-            row,
-            assignment_id=row.assignment_id or "BC-CHECK",
-            cancellation_id="CX-CHECK",
-        )
-    except ValidationError as exc:
-        return [RowError(row.line, _column_of(p.path), p.message) for p in exc.problems]
-    return []
 
 
 ProgressCallback = Callable[[int, int], None]
@@ -560,23 +478,6 @@ _E2E: Final = 0
 _ASSIGNMENT: Final = 1
 
 
-@dataclass(slots=True)
-class ScannedRow:
-    """One item of `scan_input`.
-
-    Attributes:
-        line: the line number in the file.
-        row: the parsed row, or None when the line is unusable.
-        errors: its problems (duplicates included); empty for a valid row.
-        header: True for the CSV header's problems (not a data row).
-    """
-
-    line: int
-    row: BulkRow | None
-    errors: list[RowError]
-    header: bool = False
-
-
 class InputScan:
     """A bulk file read as a stream: iterate it once for every row, then read its digest.
 
@@ -585,19 +486,32 @@ class InputScan:
 
     Args:
         path: the CSV or JSONL file.
-        check: the per-row ISO/SEPA check (the default builds each row's camt.056).
+        check: the per-row ISO/SEPA check; None: `check_row` under ``options`` (which
+            builds each row's camt.056).
         progress: told ``(bytes read, file size)`` every few thousand rows and at the end.
+        options: the run's rules for the default check.
     """
 
     def __init__(
         self,
         path: str | Path,
         *,
-        check: Callable[[BulkRow], list[RowError]] = check_row,
+        check: Callable[[BulkRow], list[RowError]] | None = None,
         progress: ProgressCallback | None = None,
+        options: RowOptions | None = None,
     ) -> None:
         self.path = Path(path)
-        self._check = check
+        self._own_check = check
+        self._options = options or RowOptions()
+        self._check = (
+            check
+            if check is not None
+            else functools.partial(
+                check_row,
+                transliterate=self._options.transliterate,
+                today=self._options.today,
+            )
+        )
         self._progress = progress
         self.sha256: str | None = None
         """The file's SHA-256, once the iteration has read it to the end."""
@@ -613,11 +527,9 @@ class InputScan:
         """
         path = self.path
         size = path.stat().st_size
-        from ._xml_input import is_xml_input, scan_xml  # it builds on this module
-
         if is_xml_input(path):
             self.xml = True
-            sha256, items = scan_xml(path, self._check)
+            sha256, items = scan_xml(path, self._own_check, self._options)
             yield from items
             self.sha256 = sha256
             if self._progress is not None:
@@ -686,6 +598,10 @@ class InputCheck:
         errors: every problem found, in line order.
         invalid_lines: lines of the rows that have errors.
         xml: True for an ISO 20022 XML document (a line is a transaction's position).
+        options: the rules the rows were checked by (``today`` fixed): planning the
+            file builds every row by the same rules.
+        earliest_recall_deadline: the earliest recall deadline of the valid rows that
+            give their settlement date; None when none does.
     """
 
     path: Path
@@ -694,11 +610,19 @@ class InputCheck:
     errors: tuple[RowError, ...]
     invalid_lines: tuple[int, ...]
     xml: bool = False
+    options: RowOptions = field(default_factory=RowOptions)
+    earliest_recall_deadline: dt.date | None = None
 
     @property
     def fatal(self) -> bool:
         """True when the file as a whole is unusable (bad header, no rows): nothing can run."""
         return _unusable(self.errors, xml=self.xml) or (not self.valid and not self.invalid_lines)
+
+    @property
+    def late(self) -> tuple[RowError, ...]:
+        """The rows refused because their recall window closed before ``options.today``,
+        one problem each, carrying its deadline."""
+        return tuple(e for e in self.errors if e.deadline is not None)
 
     @property
     def total(self) -> int:
@@ -709,8 +633,10 @@ class InputCheck:
 def check_input(
     path: str | Path,
     *,
-    check: Callable[[BulkRow], list[RowError]] = check_row,
+    check: Callable[[BulkRow], list[RowError]] | None = None,
     progress: ProgressCallback | None = None,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> InputCheck:
     """Check every row of a CSV or JSONL bulk file, reading it as a stream; nothing is sent.
 
@@ -718,33 +644,51 @@ def check_input(
 
     Args:
         path: the input file.
-        check: the per-row ISO/SEPA check.
+        check: the per-row ISO/SEPA check; None: `check_row` under ``options``.
         progress: told ``(bytes read, file size)`` as the file is read.
+        transliterate: convert names and addresses to the SEPA character set
+            (identifiers never change); without it, text outside the set is a problem
+            that names its characters.
+        today: the TARGET2 day recall windows are judged on; None: today in Central
+            European Time. Kept on the result (``options``), so the plan uses it too.
 
     Raises:
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    scan = InputScan(path, check=check, progress=progress)
-    sha256, _, valid, errors, invalid = _collect(scan, keep_rows=False)
+    fixed = RowOptions(transliterate=transliterate, today=today).fixed()
+    scan = InputScan(path, check=check, progress=progress, options=fixed)
+    collected = _collect(scan, keep_rows=False)
     return InputCheck(
         path=Path(path),
-        sha256=sha256,
-        valid=valid,
-        errors=errors,
-        invalid_lines=invalid,
+        sha256=collected.sha256,
+        valid=collected.valid,
+        errors=collected.errors,
+        invalid_lines=collected.invalid,
         xml=scan.xml,
+        options=fixed,
+        earliest_recall_deadline=collected.earliest,
     )
 
 
-def _collect(
-    scan: InputScan, *, keep_rows: bool
-) -> tuple[str, tuple[BulkRow, ...], int, tuple[RowError, ...], tuple[int, ...]]:
-    """Read a scan to its end: ``(sha256, rows kept, valid rows, errors, invalid lines)``."""
+@dataclass(frozen=True, slots=True)
+class _Collected:
+    sha256: str
+    rows: tuple[BulkRow, ...]
+    valid: int
+    errors: tuple[RowError, ...]
+    invalid: tuple[int, ...]
+    earliest: dt.date | None
+
+
+def _collect(scan: InputScan, *, keep_rows: bool) -> _Collected:
+    """Read a scan to its end: its digest, the rows kept, every problem, the earliest
+    recall deadline of the valid rows."""
     rows: list[BulkRow] = []
     valid = 0
     errors: list[RowError] = []
     invalid: list[int] = []
+    earliest: dt.date | None = None
     for item in scan:
         errors.extend(item.errors)
         if item.header:
@@ -753,6 +697,9 @@ def _collect(
             invalid.append(item.line)
         else:
             valid += 1
+            deadline = row_deadline(item.row)
+            if deadline is not None and (earliest is None or deadline < earliest):
+                earliest = deadline
             if keep_rows:
                 rows.append(item.row)
     if not valid and not errors:
@@ -760,11 +707,15 @@ def _collect(
             RowError(_DOCUMENT_LINE if scan.xml else _HEADER_LINE, None, "no rows to cancel")
         )
     assert scan.sha256 is not None  # the scan read the file to its end
-    return scan.sha256, tuple(rows), valid, tuple(errors), tuple(invalid)
+    return _Collected(scan.sha256, tuple(rows), valid, tuple(errors), tuple(invalid), earliest)
 
 
 def read_input(
-    path: str | Path, *, check: Callable[[BulkRow], list[RowError]] = check_row
+    path: str | Path,
+    *,
+    check: Callable[[BulkRow], list[RowError]] | None = None,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> BulkInput:
     """Read a CSV or JSONL bulk file and check every row; nothing is sent.
 
@@ -777,7 +728,10 @@ def read_input(
 
     Args:
         path: the input file.
-        check: the per-row ISO/SEPA check (the default builds each row's camt.056).
+        check: the per-row ISO/SEPA check; None: `check_row` under ``options`` (which
+            builds each row's camt.056).
+        transliterate: as `check_input`'s.
+        today: as `check_input`'s.
 
     Returns:
         The valid rows and every error.
@@ -786,13 +740,43 @@ def read_input(
         OSError: the file cannot be read.
         UnicodeDecodeError: the file is not UTF-8.
     """
-    scan = InputScan(path, check=check)
-    sha256, rows, _, errors, invalid = _collect(scan, keep_rows=True)
+    options = RowOptions(transliterate=transliterate, today=today).fixed()
+    scan = InputScan(path, check=check, options=options)
+    collected = _collect(scan, keep_rows=True)
     return BulkInput(
         path=Path(path),
-        sha256=sha256,
-        rows=rows,
-        errors=errors,
-        invalid_lines=invalid,
+        sha256=collected.sha256,
+        rows=collected.rows,
+        errors=collected.errors,
+        invalid_lines=collected.invalid,
         xml=scan.xml,
     )
+
+
+def _no_check(row: BulkRow) -> list[RowError]:
+    return []
+
+
+def transliterations(checked: InputCheck) -> Iterator[tuple[int, str]]:
+    """``(line, what was converted)`` for every valid row of a checked file whose text its
+    run converts to the SEPA set (``checked.options.transliterate``), in line order.
+
+    The file is read again as a stream and each row built by the rules it was checked
+    by; the text is ``field: 'old' -> 'new'`` per change, ``; ``-separated. Nothing
+    without transliteration.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    if not checked.options.transliterate:
+        return
+    invalid = frozenset(checked.invalid_lines)
+    for item in InputScan(checked.path, check=_no_check, options=checked.options):
+        if item.header or item.row is None or item.line in invalid:
+            continue
+        try:
+            changes = row_transliterations(item.row, checked.options)
+        except ValidationError:
+            continue  # the file changed since it was checked: the plan says so
+        if changes:
+            yield item.line, "; ".join(str(c) for c in changes)

@@ -7,14 +7,16 @@ anything is sent, and open the run's journal (planning it when new).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import functools
 import secrets
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import ValidationError
 from ..iso20022 import encode
 from ._errors import BulkInputError
+from ._events import BulkEvents
 from ._input import (
     BulkInput,
     BulkRow,
@@ -22,15 +24,13 @@ from ._input import (
     InputScan,
     ProgressCallback,
     RowError,
+    RowOptions,
     build_row_message,
     check_input,
 )
 from ._journal import Journal, JournalError, PlannedRow
 from ._memory import MemoryJournal
 from ._stores import is_postgres_url, open_journal
-
-if TYPE_CHECKING:
-    from ._runner import BulkCounts
 
 __all__ = [
     "BulkEvents",
@@ -43,26 +43,6 @@ __all__ = [
     "plan_rows",
     "recorded_refusal",
 ]
-
-
-class BulkEvents:
-    """What a run tells its caller as it goes (the CLI's bars and messages).
-
-    Every method does nothing here: subclass and override the ones you need.
-    """
-
-    def reading(self, phase: str, done: int, size: int) -> None:
-        """The input is being read: ``phase`` is ``"check"``, then ``"plan"`` for a new
-        run (the file is read as a stream twice), with bytes read and the file's size."""
-
-    async def checked(self, checked: InputCheck) -> None:
-        """The input is good; nothing is written yet. What this raises stops the run."""
-
-    def planned(self, checked: InputCheck, resumed: bool) -> None:
-        """The run is planned (``resumed``: an earlier run's plan was found); sending starts."""
-
-    def update(self, counts: BulkCounts) -> None:
-        """The run's counters changed."""
 
 
 def _reading(events: BulkEvents, phase: str) -> ProgressCallback:
@@ -99,14 +79,23 @@ def _problems_by_line(errors: Sequence[RowError]) -> dict[int, list[str]]:
     return by_line
 
 
-def _planned(row: BulkRow, line: int, run_id: str) -> PlannedRow:
+def _planned(row: BulkRow, line: int, run_id: str, options: RowOptions | None) -> PlannedRow:
     aid = row.assignment_id or f"BC-{run_id}-{line}"
     cid = f"CX-{run_id}-{line}"
-    msg = build_row_message(row, assignment_id=aid, cancellation_id=cid)
+    options = options or RowOptions()
+    msg = build_row_message(
+        row,
+        assignment_id=aid,
+        cancellation_id=cid,
+        transliterate=options.transliterate,
+        today=options.today,
+    )
     return PlannedRow(line, row.original_end_to_end_id, aid, cid, encode(msg))
 
 
-def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
+def plan_rows(
+    bulk: BulkInput, run_id: str, *, transliterate: bool = False, today: dt.date | None = None
+) -> list[PlannedRow]:
     """Fix every row's ids and encode its camt.056, before anything is sent.
 
     A row's ``assgnmt.id`` is the file's ``assignment_id`` or ``BC-<run id>-<line>``; its
@@ -115,11 +104,14 @@ def plan_rows(bulk: BulkInput, run_id: str) -> list[PlannedRow]:
     Args:
         bulk: the input read and checked.
         run_id: the run's id.
+        transliterate: as the rows were read (see `check_run_input`).
+        today: the day recall windows are judged on (see `check_run_input`).
 
     Returns:
         One planned row per data row; invalid rows carry their errors and no body.
     """
-    planned = [_planned(row, row.line, run_id) for row in bulk.rows]
+    options = RowOptions(transliterate=transliterate, today=today)
+    planned = [_planned(row, row.line, run_id, options) for row in bulk.rows]
     by_line = _problems_by_line(bulk.errors)
     planned.extend(
         PlannedRow(line, None, None, None, None, error="; ".join(by_line.get(line, ["invalid"])))
@@ -138,8 +130,9 @@ def plan_input(
 ) -> Iterator[PlannedRow]:
     """Plan a checked file row by row, reading it again as a stream (bounded memory).
 
-    The same ids and bodies as `plan_rows`; give the result to ``Journal.plan``,
-    which consumes it inside its one transaction.
+    The same ids and bodies as `plan_rows`, built by the rules the file was checked by
+    (``checked.options``: transliteration, the day recall windows are judged on); give
+    the result to ``Journal.plan``, which consumes it inside its one transaction.
 
     Args:
         checked: what `check_input` found in the file.
@@ -170,7 +163,7 @@ def plan_input(
         if row is None:
             raise changed
         try:
-            planned = _planned(row, line, run_id)
+            planned = _planned(row, line, run_id, checked.options)
         except ValidationError:
             raise changed from None
         yield planned
@@ -222,7 +215,12 @@ def _not_recorded(
 
 
 async def check_run_input(
-    input_path: str | Path, *, skip_invalid: bool = False, events: BulkEvents | None = None
+    input_path: str | Path,
+    *,
+    skip_invalid: bool = False,
+    events: BulkEvents | None = None,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> InputCheck:
     """Step 1 of a run: check every row of the input, as a stream; nothing is written.
 
@@ -231,6 +229,13 @@ async def check_run_input(
         skip_invalid: accept a file with invalid rows (they are reported ``invalid``),
             as long as some rows are valid.
         events: told how much of the file has been read.
+        transliterate: convert names and addresses to the SEPA character set (every
+            change is reported in the results); identifiers never change. Without it,
+            text outside the set is a problem that names its characters.
+        today: the TARGET2 day recall windows are judged on (rows that give
+            ``original_settlement_date`` and are past their window are refused, each
+            problem carrying its deadline); None: today in Central European Time. The
+            run is planned by the same day (``InputCheck.options``).
 
     Raises:
         BulkInputError: the input has problems (and ``skip_invalid`` is off, or nothing
@@ -239,7 +244,15 @@ async def check_run_input(
         UnicodeDecodeError: the input is not UTF-8.
     """
     events = events or BulkEvents()
-    bulk = await asyncio.to_thread(check_input, input_path, progress=_reading(events, "check"))
+    bulk = await asyncio.to_thread(
+        functools.partial(
+            check_input,
+            input_path,
+            progress=_reading(events, "check"),
+            transliterate=transliterate,
+            today=today,
+        )
+    )
     if bulk.errors and (not skip_invalid or bulk.fatal or not bulk.valid):
         raise BulkInputError(bulk.errors)
     return bulk

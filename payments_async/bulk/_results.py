@@ -35,8 +35,14 @@ RESULT_COLUMNS: Final = (
     "reason",
     "return_request_needed",
     "attempts",
+    "transliterated",
 )
-"""The columns of the results file, in order."""
+"""The columns of the results file, in order.
+
+``transliterated`` lists, for a run with transliteration, every text the row's camt.056
+sends converted to the SEPA character set (``field: 'old' -> 'new'``, ``; ``-separated);
+empty when nothing was converted.
+"""
 
 
 def row_outcome(row: RowState) -> RowOutcome:
@@ -57,12 +63,13 @@ def row_outcome(row: RowState) -> RowOutcome:
 _FINAL_REASONS: Final = frozenset({RowOutcome.ACCEPTED, RowOutcome.REJECTED, RowOutcome.UNKNOWN})
 
 
-def result_record(row: RowState) -> dict[str, Any]:
+def result_record(row: RowState, transliterated: str | None = None) -> dict[str, Any]:
     """One row of the results file as a dict (JSON types; CSV writes them as text).
 
     ``outcome`` is one of `row_outcome`'s names. ``reason`` carries the service's
     reason text for a final outcome, otherwise the error met (why it was refused, why it
-    could not be sent, what interrupted it).
+    could not be sent, what interrupted it). ``transliterated``: what the row's text was
+    converted to (see `RESULT_COLUMNS`), or None.
     """
     outcome = row_outcome(row)
     reason = row.reason_text if outcome in _FINAL_REASONS else row.error
@@ -79,6 +86,7 @@ def result_record(row: RowState) -> dict[str, Any]:
         "reason": reason or None,
         "return_request_needed": row.return_request_needed,
         "attempts": row.attempts,
+        "transliterated": transliterated,
     }
 
 
@@ -92,7 +100,31 @@ def _csv_cell(value: Any) -> str:
     return str(value)
 
 
-def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
+def _noted(
+    rows: Iterable[RowState], notes: Iterable[tuple[int, str]] | None
+) -> Iterator[tuple[RowState, str | None]]:
+    """Each row with its note: ``notes`` are ``(line, text)`` in line order, as the rows."""
+    if notes is None:
+        for row in rows:
+            yield row, None
+        return
+    pending = iter(notes)
+    note = next(pending, None)
+    for row in rows:
+        while note is not None and note[0] < row.line:
+            note = next(pending, None)
+        if note is not None and note[0] == row.line:
+            yield row, note[1]
+        else:
+            yield row, None
+
+
+def write_results(
+    path: str | Path,
+    rows: Iterable[RowState],
+    *,
+    transliterated: Iterable[tuple[int, str]] | None = None,
+) -> Path:
     """Write the results file atomically (a temporary file renamed over the old one).
 
     The format follows the suffix: ``.jsonl``/``.ndjson``/``.json`` writes one JSON object
@@ -100,7 +132,9 @@ def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
 
     Args:
         path: where to write.
-        rows: the rows, in the order to write them.
+        rows: the rows, in line order.
+        transliterated: ``(line, text)`` in line order: the ``transliterated`` column of
+            the rows it names (read as the rows are written, so in bounded memory).
 
     Returns:
         The path written.
@@ -111,13 +145,13 @@ def write_results(path: str | Path, rows: Iterable[RowState]) -> Path:
     jsonl = path.suffix.lower() in (".jsonl", ".ndjson", ".json")
     with tmp.open("w", encoding="utf-8", newline="") as fh:
         if jsonl:
-            for row in rows:
-                fh.write(json.dumps(result_record(row), separators=(",", ":")) + "\n")
+            for row, note in _noted(rows, transliterated):
+                fh.write(json.dumps(result_record(row, note), separators=(",", ":")) + "\n")
         else:
             writer = csv.writer(fh)
             writer.writerow(RESULT_COLUMNS)
-            for row in rows:
-                rec = result_record(row)
+            for row, note in _noted(rows, transliterated):
+                rec = result_record(row, note)
                 writer.writerow([_csv_cell(rec[c]) for c in RESULT_COLUMNS])
         fh.flush()
         os.fsync(fh.fileno())
@@ -137,15 +171,25 @@ def _counted(rows: Iterable[RowState], totals: RunTotals) -> Iterator[RowState]:
         yield r
 
 
-def write_run_results(rows: Iterable[RowState], results_path: str | Path) -> RunTotals:
+def write_run_results(
+    rows: Iterable[RowState],
+    results_path: str | Path,
+    *,
+    transliterated: Iterable[tuple[int, str]] | None = None,
+) -> RunTotals:
     """Step 4 of a run: write the results file from the rows, and count them by outcome.
+
+    Args:
+        rows: the journal's rows, in line order.
+        results_path: where to write.
+        transliterated: see `write_results`.
 
     Raises:
         ResultsWriteError: the file cannot be written (an ``OSError``).
     """
     totals = RunTotals()
     try:
-        write_results(results_path, _counted(rows, totals))
+        write_results(results_path, _counted(rows, totals), transliterated=transliterated)
     except OSError as exc:
         raise ResultsWriteError(exc.errno, exc.strerror, str(results_path)) from exc
     return totals

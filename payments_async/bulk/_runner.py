@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import random
 import time
@@ -15,9 +16,10 @@ from typing import Final, Protocol
 from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
 from ._defaults import RESEND_INITIAL, RESEND_MAX, SHUTDOWN_GRACE
+from ._events import BulkCounts, BulkEvents
+from ._input import transliterations
 from ._journal import Journal, JournalError, RowState
 from ._plan import (
-    BulkEvents,
     check_run_input,
     default_journal_path,
     default_results_path,
@@ -59,51 +61,6 @@ RESEND_JITTER: Final = 0.5
 
 QUEUED_PER_SUBMITTER: Final = 4
 """Rows read ahead of the submitters, per unit of concurrency (the rest stay in the journal)."""
-
-
-@dataclass(slots=True)
-class BulkCounts:
-    """Counters of a run, as the progress bar and the summary show them.
-
-    Attributes:
-        total: rows this run has to finish (not final before it started).
-        sent: requests this run sent that may have reached the service (an attempt that
-            failed before its request could leave is not counted).
-        submitted: rows the service acknowledged during this run (201 or 200).
-        replayed: of those, rows it already had (200): resent with their recorded id.
-        accepted: rows whose cancellation was accepted during this run.
-        rejected: rows whose cancellation was rejected during this run.
-        unknown: rows whose outcome nobody can tell: codes nobody can classify, or a row
-            an earlier run sent whose recorded message can no longer be sent. Check
-            them with the bank.
-        refused: rows the service refused for good (a 4xx a rerun cannot change).
-        not_sent: rows whose request could not be sent (token endpoint down, no
-            connection, invalid message): the service does not have them.
-        failed: rows that met an error a rerun may overcome (see the results file).
-    """
-
-    total: int = 0
-    sent: int = 0
-    submitted: int = 0
-    replayed: int = 0
-    accepted: int = 0
-    rejected: int = 0
-    unknown: int = 0
-    refused: int = 0
-    not_sent: int = 0
-    failed: int = 0
-
-    @property
-    def done(self) -> int:
-        """Rows that need nothing more from this run (final, refused, not sent or failed)."""
-        return (
-            self.accepted
-            + self.rejected
-            + self.unknown
-            + self.refused
-            + self.not_sent
-            + self.failed
-        )
 
 
 class ProgressSink(Protocol):
@@ -506,6 +463,8 @@ async def bulk_cancel(
     events: BulkEvents | None = None,
     stop: asyncio.Event | None = None,
     new_run: bool = False,
+    transliterate: bool = False,
+    today: dt.date | None = None,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
@@ -536,6 +495,10 @@ async def bulk_cancel(
             another run of the database records); rows whose payment has a cancellation
             recorded in the journal are refused, or with ``skip_invalid`` reported
             ``invalid`` (see `open_run`).
+        transliterate: convert names and addresses to the SEPA character set; each
+            change is in the row's ``transliterated`` result (see `check_run_input`).
+        today: the TARGET2 day recall windows are judged on (see `check_run_input`);
+            None: today in Central European Time.
 
     Returns:
         The report; the results file is written even when the run was interrupted.
@@ -554,7 +517,13 @@ async def bulk_cancel(
     """
     start = time.monotonic()
     events = events or BulkEvents()
-    checked = await check_run_input(input_path, skip_invalid=skip_invalid, events=events)
+    checked = await check_run_input(
+        input_path,
+        skip_invalid=skip_invalid,
+        events=events,
+        transliterate=transliterate,
+        today=today,
+    )
     await events.checked(checked)
     results = Path(results_path) if results_path is not None else default_results_path(input_path)
     journal_target = (journal_path or default_journal_path(results)) if use_journal else None
@@ -570,7 +539,9 @@ async def bulk_cancel(
             client, journal, concurrency=concurrency, timeout=timeout, progress=events, stop=stop
         )
         sending = time.monotonic() - sending
-        totals = write_run_results(journal.iter_rows(), results)
+        totals = write_run_results(
+            journal.iter_rows(), results, transliterated=transliterations(checked)
+        )
         return BulkReport(
             counts=counts,
             row_count=totals.rows,

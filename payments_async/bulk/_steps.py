@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from .. import CancellationOutcome, PaymentsClient, RateLimiter, Submission
-from ..iso20022 import decode_camt056
+from .. import CancellationOutcome, PaymentsClient, RateLimiter, Submission, ValidationError
+from ..iso20022 import decode_camt056, recall_window_problems, target2_today
 from ._defaults import RATE_BACKLOG
 from ._journal import RowState, RowWrites
 from ._rows import RowChange, RowOutcome, Stage
@@ -27,6 +27,12 @@ def connection_limit_for(concurrency: int) -> int:
 async def send_row(client: PaymentsClient, row: RowState) -> Submission:
     """Send a row's recorded camt.056, byte for byte (mark it ``sent`` first).
 
+    A row never sent before whose recall window has closed since it was planned (its
+    message gives the original settlement date, and today in TARGET2's time zone is past
+    the deadline: a run resumed, or still going, on a later day) is not sent: a
+    `ValidationError` names the deadline. A row sent before is resent as it was: the
+    service may already hold it from within its window.
+
     Under a rate (``limit_rate``), the row first waits until the rate is booked at most
     ``RATE_BACKLOG`` seconds ahead: the rows under way then ask no more than the rate
     serves, and their requests find slots well within their deadlines.
@@ -35,10 +41,15 @@ async def send_row(client: PaymentsClient, row: RowState) -> Submission:
         PaymentsError: what the client met; give it to `._rows.after_failure`.
     """
     assert row.body is not None  # only invalid rows lack a body, and they are done
+    message = decode_camt056(row.body)
+    if row.state == Stage.PLANNED:
+        late = recall_window_problems(message, target2_today())
+        if late:
+            raise ValidationError(late)
     limiter = RateLimiter.current()
     if limiter is not None:
         await limiter.admit(RATE_BACKLOG)
-    return await client.request_cancellation(decode_camt056(row.body))
+    return await client.request_cancellation(message)
 
 
 async def wait_for_outcome(

@@ -3,6 +3,7 @@ transaction."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,11 +12,19 @@ from typing import Any, Final
 import msgspec
 
 from .._errors import ValidationError
-from ..iso20022 import Address, Camt056, Pacs008
+from ..iso20022 import Address, Camt056, Pacs008, transliterate
 from ..iso20022.camt056 import Assignment, CancellationTransaction
 from ._defaults import XML_INPUT_MAX_BYTES
-from ._input import _DOCUMENT_LINE as DOCUMENT_LINE
-from ._input import BulkRow, RowError, ScannedRow, build_row_message, check_row
+from ._input_row import (
+    DOCUMENT_LINE,
+    BulkRow,
+    RowError,
+    RowOptions,
+    ScannedRow,
+    build_row_message,
+    check_row,
+    row_problems,
+)
 
 __all__ = ["is_xml_input", "scan_xml"]
 
@@ -43,7 +52,9 @@ def _document_error(message: str, column: str | None = None) -> ScannedRow:
 
 
 def scan_xml(
-    path: Path, check: Callable[[BulkRow], list[RowError]]
+    path: Path,
+    check: Callable[[BulkRow], list[RowError]] | None,
+    options: RowOptions | None = None,
 ) -> tuple[str, list[ScannedRow]]:
     """Read a camt.056.001.08 document: ``(sha256 of its bytes, one item per transaction)``.
 
@@ -54,8 +65,9 @@ def scan_xml(
 
     Args:
         path: the file.
-        check: the per-row check; with `check_row` (the default of the scans) the
-            problems are named by their path in the document.
+        check: the per-row check; None (or `check_row`): the rows' camt.056 built under
+            ``options``, the problems named by their path in the document.
+        options: the run's rules (transliteration, the day recall windows are judged on).
 
     Raises:
         OSError: the file cannot be read.
@@ -88,10 +100,14 @@ def scan_xml(
     if not isinstance(message, Camt056):
         held = "pacs.008" if isinstance(message, Pacs008) else "pacs.028"
         return sha256, [_document_error(f"holds a {held}, not a camt.056.001.08 document")]
-    return sha256, list(_rows(message, check))
+    return sha256, list(_rows(message, check, options or RowOptions()))
 
 
-def _rows(message: Camt056, check: Callable[[BulkRow], list[RowError]]) -> Iterator[ScannedRow]:
+def _rows(
+    message: Camt056,
+    check: Callable[[BulkRow], list[RowError]] | None,
+    options: RowOptions,
+) -> Iterator[ScannedRow]:
     body = message.body
     txs = [
         (f"$.fitoFIPmtCxlReq.undrlyg[{i}].txInf[{j}]", tx)
@@ -109,7 +125,10 @@ def _rows(message: Camt056, check: Callable[[BulkRow], list[RowError]]) -> Itera
     for line, (where, tx) in enumerate(txs, start=1):
         row, problems = _row(line, where, body.assgnmt, tx)
         if row is not None:
-            problems = _problems(row, where, tx) if check is check_row else check(row)
+            if check is None or check is check_row:
+                problems = _problems(row, where, tx, options)
+            else:
+                problems = check(row)
             for field, value in (
                 ("orgnlEndToEndId", row.original_end_to_end_id),
                 ("cxlId", tx.cxl_id),
@@ -150,6 +169,10 @@ def _row(
     if missing or amount is None or tx.orgnl_end_to_end_id is None or bic is None or iban is None:
         return None, missing
     address = agent.pstl_adr if agent is not None else None
+    settled = _date(ref.intr_bk_sttlm_dt)
+    if ref.intr_bk_sttlm_dt is not None and settled is None:
+        where_date = f"{where}.orgnlTxRef.intrBkSttlmDt"
+        return None, [RowError(line, where_date, "not a date (YYYY-MM-DD)")]
     return BulkRow(
         line=line,
         original_end_to_end_id=tx.orgnl_end_to_end_id,
@@ -163,10 +186,22 @@ def _row(
         originator_name=originator.nm if originator is not None else None,
         assignment_id=tx.cxl_id,
         creditor_agent_address=Address.from_iso(address) if address is not None else None,
+        original_settlement_date=settled,
     ), []
 
 
-def _problems(row: BulkRow, where: str, tx: CancellationTransaction) -> list[RowError]:
+def _date(value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _problems(
+    row: BulkRow, where: str, tx: CancellationTransaction, options: RowOptions
+) -> list[RowError]:
     """Every problem of a transaction's row, named by its path in the document.
 
     The row's camt.056 is built as it will be sent; the ISO/SEPA rules it breaks are
@@ -175,14 +210,31 @@ def _problems(row: BulkRow, where: str, tx: CancellationTransaction) -> list[Row
     """
     line = row.line
     try:
-        built = build_row_message(row, assignment_id=tx.cxl_id, cancellation_id=tx.cxl_id)
+        built = build_row_message(
+            row,
+            assignment_id=tx.cxl_id,
+            cancellation_id=tx.cxl_id,
+            transliterate=options.transliterate,
+            today=options.today,
+        )
     except ValidationError as exc:
-        return [RowError(line, _in_document(p.path, where), p.message) for p in exc.problems]
+        return row_problems(row, exc, lambda path: _in_document(path, where))
     sent = msgspec.to_builtins(built.body.undrlyg[0].tx_inf[0])
-    return [
-        RowError(line, path, message)
-        for path, message in _dropped(msgspec.to_builtins(tx), sent, where)
-    ]
+    given = msgspec.to_builtins(tx)
+    if options.transliterate:  # text is sent converted, not dropped (text in the set stays)
+        given = _converted(given)
+    return [RowError(line, path, message) for path, message in _dropped(given, sent, where)]
+
+
+def _converted(value: Any) -> Any:
+    """``value`` with every string converted to the SEPA set, as ``transliterate=True``."""
+    if isinstance(value, dict):
+        return {key: _converted(v) for key, v in value.items()}
+    if isinstance(value, list):
+        return [_converted(v) for v in value]
+    if isinstance(value, str):
+        return transliterate(value)[0]
+    return value
 
 
 def _in_document(path: str, where: str) -> str:

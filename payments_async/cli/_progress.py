@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
@@ -18,6 +19,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.text import Text
+
+from ._render import duration_text
 
 if TYPE_CHECKING:
     from payments_async.bulk import BulkCounts
@@ -55,12 +58,14 @@ class RunBar:
             RateColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[due]}"),
             console=console,
             transient=False,
         )
         self._task = self._progress.add_task(
-            "bulk", total=None, submitted=0, accepted=0, rejected=0, failed=0
+            "bulk", total=None, submitted=0, accepted=0, rejected=0, failed=0, due=""
         )
+        self._due: float | None = None  # time.monotonic() at the earliest recall deadline
 
         self._started = False
 
@@ -74,6 +79,16 @@ class RunBar:
             if self._started:
                 self._progress.stop()
 
+    def deadline_in(self, seconds: float | None) -> None:
+        """Show the time left to the run's earliest recall deadline, ``seconds`` from now."""
+        self._due = None if seconds is None else time.monotonic() + seconds
+
+    def _due_text(self) -> str:
+        if self._due is None:
+            return ""
+        left = self._due - time.monotonic()
+        return f"deadline in {duration_text(left)}" if left > 0 else "[red]deadline passed[/]"
+
     def update(self, counts: BulkCounts) -> None:
         if not self._started:
             self._started = True
@@ -86,6 +101,7 @@ class RunBar:
             accepted=counts.accepted,
             rejected=counts.rejected,
             failed=counts.failed,
+            due=self._due_text(),
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import shlex
 from collections.abc import Callable
 from pathlib import Path
@@ -145,8 +146,10 @@ def bulk_summary(
     input_path: Path,
     halted: str | None = None,
     database: str | None = None,
+    deadlines: dict[str, object] | None = None,
 ) -> int:
-    """Print a finished (or interrupted) run; ``database``: a PostgreSQL journal, as shown."""
+    """Print a finished (or interrupted) run; ``database``: a PostgreSQL journal, as shown;
+    ``deadlines``: the run's recall deadlines, for ``--json`` (people get `deadline_line`)."""
     journal = str(report.journal_path) if report.journal_path is not None else database
     t = report.totals
     run = report.counts
@@ -173,6 +176,7 @@ def bulk_summary(
                 "rows_per_s": round(rate, 1),
                 "results": str(report.results_path),
                 "journal": journal,
+                "recall_deadlines": deadlines,
                 "exit_code": code,
             }
         )
@@ -285,6 +289,50 @@ def queue_summary(settings: Settings, st: QueueStatus) -> int:
 _PLAN_PROBLEMS: Final = 20  # refused rows named on a terminal; --json lists more
 
 
+def duration_text(seconds: float) -> str:
+    """``2 d 3 h``, ``3 h 20 min``, ``12 min``, ``40 s``: a span as a person reads it."""
+    s = int(max(seconds, 0))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min" if minutes else f"{s} s"
+
+
+def deadline_line(plan: RunPlan, rate: float | None, now: dt.datetime) -> str | None:
+    """One line on a run's recall deadlines, or None when its rows give no settlement date:
+    the earliest deadline and the time left to it, the rows past their window, and whether
+    the run finishes in time at ``rate``."""
+    deadline = plan.earliest_recall_deadline
+    late = len(plan.past_deadline)
+    if deadline is None and not late:
+        return None
+    parts = []
+    if deadline is not None:
+        left = plan.seconds_left(now)
+        assert left is not None
+        parts.append(
+            f"earliest recall deadline {deadline.isoformat()} "
+            + (f"({duration_text(left)} left)" if left > 0 else "(passed)")
+        )
+    if late:
+        parts.append(f"{late:,} row(s) past their recall window, refused (never sent)")
+    needed = plan.estimated_seconds(rate)
+    in_time = plan.in_time(rate, now)
+    if needed is not None and in_time is not None:
+        verdict = "in time" if in_time else "NOT in time for the earliest deadline"
+        parts.append(
+            f"{plan.to_send:,} rows take at least {duration_text(needed)} at {rate:g} requests/s: "
+            f"{verdict}"
+        )
+    elif deadline is not None and rate is None:
+        parts.append("no --rate set: whether the run finishes in time is not estimated")
+    return "; ".join(parts)
+
+
 def plan_table(plan: RunPlan, rate: float | None) -> Table:
     """What a run of an input would send (``bulk-cancel --dry-run``, the confirmation)."""
     table = Table(title=f"{plan.input_name}: what a run sends", show_edge=False)
@@ -305,6 +353,8 @@ def plan_table(plan: RunPlan, rate: float | None) -> Table:
     table.add_row(
         "earliest recall deadline", "unknown" if deadline is None else deadline.isoformat()
     )
+    if plan.past_deadline:
+        table.add_row("rows past their recall window", f"{len(plan.past_deadline):,}")
     seconds = plan.estimated_seconds(rate)
     table.add_row(
         "least time",

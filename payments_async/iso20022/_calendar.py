@@ -40,6 +40,7 @@ __all__ = [
     "easter_sunday",
     "is_banking_day",
     "recall_deadline",
+    "target2_day_end",
     "target2_today",
 ]
 
@@ -261,3 +262,16 @@ def target2_today(now: dt.datetime | None = None) -> dt.date:
     elif now.tzinfo is None:
         raise ValueError("a naive datetime has no time zone: give an aware one")
     return now.astimezone(_CET).date()
+
+
+def target2_day_end(day: dt.date) -> dt.datetime:
+    """The moment ``day`` ends in TARGET2's time zone (midnight after it, Central European
+    Time): the latest a recall due on ``day`` can be sent.
+
+    Args:
+        day: a calendar date.
+
+    Returns:
+        An aware datetime.
+    """
+    return dt.datetime.combine(day + dt.timedelta(days=1), dt.time(0), tzinfo=_CET)

@@ -219,3 +219,57 @@ def test_a_document_over_the_cap_is_refused_whole(
     assert bulk.rows == ()
     assert [e.line for e in bulk.errors] == [0]
     assert "an XML input holds at most" in bulk.errors[0].message
+
+
+def test_a_transaction_s_settlement_date_is_the_row_s_and_judges_its_recall_window(
+    tmp_path: Path,
+) -> None:
+    import datetime as dt
+
+    day = dt.date(2026, 11, 27)
+    rows = tuple(
+        dataclasses.replace(r, original_settlement_date=settled)
+        for r, settled in zip(
+            _csv_rows(tmp_path),
+            (dt.date(2026, 11, 13), dt.date(2026, 11, 20), dt.date(2026, 11, 12)),
+            strict=True,
+        )
+    )
+    document = _one_document(
+        [
+            build_row_message(
+                r,
+                assignment_id=r.assignment_id,
+                cancellation_id=r.assignment_id,
+                today=dt.date(2026, 11, 20),
+            )
+            for r in rows
+        ]
+    )
+    src = _write(tmp_path, document)
+    checked = check_input(src, today=day)
+    # E2E-1 (DUPL) due today, E2E-2 (FRAD) within 13 months, E2E-3 (TECH) due yesterday.
+    assert checked.valid == 2
+    (late,) = checked.late
+    assert late.line == 3
+    assert late.column == "$.fitoFIPmtCxlReq.undrlyg[2].txInf[0].orgnlTxRef.intrBkSttlmDt"
+    assert late.deadline == dt.date(2026, 11, 26)
+    assert checked.earliest_recall_deadline == day
+    read = read_input(src, today=dt.date(2026, 11, 20))
+    assert read.errors == ()  # the date is carried, not reported as dropped
+    assert [r.original_settlement_date for r in read.rows] == [
+        r.original_settlement_date for r in rows
+    ]
+
+
+def test_a_transaction_s_settlement_date_that_is_no_date_is_named(tmp_path: Path) -> None:
+    (row,) = _csv_rows(tmp_path)[:1]
+    msg = build_row_message(row, assignment_id=row.assignment_id, cancellation_id="C1")
+    data = _one_document([msg]).replace(
+        b"<CdtrAcct>", b"<IntrBkSttlmDt>2026-13-01</IntrBkSttlmDt><CdtrAcct>", 1
+    )
+    bulk = read_input(_write(tmp_path, data))
+    assert bulk.rows == ()
+    assert any("IntrBkSttlmDt" in str(e) or "intrBkSttlmDt" in str(e) for e in bulk.errors), (
+        bulk.errors
+    )

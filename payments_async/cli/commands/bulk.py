@@ -4,6 +4,7 @@ queued run's ``bulk-status`` and ``bulk-results``."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
 import sys
 from pathlib import Path
@@ -50,7 +51,7 @@ from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
 from .._files import check_results_path, not_utf8
 from .._params import queue_option, run_option, seconds
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
-from .._render import bulk_summary, plan_table, queue_summary
+from .._render import bulk_summary, deadline_line, plan_table, queue_summary
 from .._run import (
     describe_unreachable,
     make_client,
@@ -143,6 +144,21 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
     "why, the least time at --rate. Nothing is sent and no journal is made.",
 )
 @click.option(
+    "--transliterate",
+    is_flag=True,
+    help="Convert names and addresses to the SEPA character set (Müller -> Muller, "
+    "Łódź -> Lodz, & -> +); every change is in the results' transliterated column. "
+    "Identifiers (IBAN, BIC, ids) are never changed.",
+)
+@click.option(
+    "--if-late",
+    type=click.Choice(["warn", "refuse"]),
+    default="warn",
+    show_default=True,
+    help="When the rows cannot all be sent by the earliest recall deadline at --rate "
+    "(rows x 2 requests / rate against the time left): warn, or refuse to start (exit 2).",
+)
+@click.option(
     "--yes",
     is_flag=True,
     help="Do not ask for confirmation on a terminal (a run whose stdin is not a terminal "
@@ -164,6 +180,8 @@ def bulk_cancel(
     timeout: float,
     rate: float | None,
     dry_run: bool,
+    transliterate: bool,
+    if_late: str,
     yes: bool,
     xsd: Path | None,
 ) -> None:
@@ -175,9 +193,15 @@ def bulk_cancel(
     reason (DUPL TECH FRAD AC03 AM09 CUST), assigner_bic, assignee_bic; optional:
     currency (EUR), originator_name, assignment_id, the creditor agent's address
     (creditor_agent_street, _building, _post_code, _town, _country, _lines; in JSONL a
-    creditor_agent_address object). In XML, a row's "line" is its transaction's
-    position (1, 2, ...) and its problems are named by their path in the document.
-    See examples/README.md and docs/xml.md.
+    creditor_agent_address object), original_settlement_date (YYYY-MM-DD; in XML
+    orgnlTxRef.intrBkSttlmDt). In XML, a row's "line" is its transaction's position
+    (1, 2, ...) and its problems are named by their path in the document. See
+    examples/README.md and docs/xml.md.
+
+    A row whose original_settlement_date puts it past its reason's recall window (10
+    TARGET2 banking days for DUPL/TECH, 13 months for the others) is refused with its
+    deadline, and never sent. Before sending, the run says its earliest recall deadline
+    and whether it finishes in time at --rate (--if-late).
 
     Every row is checked first; any problem is listed with its line number and nothing
     is sent (exit 2), unless --skip-invalid. Each row's ids are fixed in the journal
@@ -215,12 +239,13 @@ def bulk_cancel(
         if queue_url is not None or no_journal
         else _journal_file(input_path, journal_path, results_path)
     )
+    rules = _Rules(transliterate=transliterate, rate=rate, if_late=if_late)
     if dry_run:
-        _dry_run(settings, input_path, skip_invalid, rate, xsd, local_journal, new_run)
+        _dry_run(settings, input_path, skip_invalid, rules, xsd, local_journal, new_run)
     confirm = None if yes or not sys.stdin.isatty() else _Confirm(settings, rate, local_journal)
     if queue_url is not None:
         _bulk_cancel_queued(
-            settings, input_path, queue_url, no_wait, skip_invalid, rate, xsd, confirm
+            settings, input_path, queue_url, no_wait, skip_invalid, rules, xsd, confirm
         )
     results = results_path if results_path is not None else default_results_path(input_path)
 
@@ -247,7 +272,9 @@ def bulk_cancel(
             ):
                 if not settings.json:
                     settings.err.print(f"checking {input_path} ...")
-                events = _LocalRunEvents(settings, client, watch, results, bar, reading, confirm)
+                events = _LocalRunEvents(
+                    settings, client, watch, results, bar, reading, confirm, rules
+                )
                 with set_on_signals(stop), showing(bar), limit_rate(limiter):
                     report = await bulk.bulk_cancel(
                         client,
@@ -261,6 +288,7 @@ def bulk_cancel(
                         events=events,
                         stop=stop,
                         new_run=new_run,
+                        transliterate=transliterate,
                     )
         except BulkInputError as exc:
             raise _input_refused(settings, input_path, exc) from None
@@ -287,16 +315,76 @@ def bulk_cancel(
             halted = down[0]
         elif report.halted is not None:
             halted = await describe_unreachable(settings, report.halted)
-        return bulk_summary(settings, report, input_path, halted, shown_journal)
+        plan = events.plan
+        deadlines = None if plan is None else rules.deadlines(plan)
+        code = bulk_summary(settings, report, input_path, halted, shown_journal, deadlines)
+        if plan is not None:
+            rules.say_deadline(settings, plan)
+        return code
 
     run_command(settings, go)
+
+
+class _Rules:
+    """The run's options that judge its rows and its deadlines."""
+
+    def __init__(self, *, transliterate: bool, rate: float | None, if_late: str) -> None:
+        self.transliterate = transliterate
+        self.rate = rate
+        self.if_late = if_late
+
+    async def check(
+        self, input_path: Path, skip_invalid: bool, events: BulkEvents | None = None
+    ) -> InputCheck:
+        return await check_run_input(
+            input_path,
+            skip_invalid=skip_invalid,
+            events=events,
+            transliterate=self.transliterate,
+        )
+
+    def say_deadline(self, settings: Settings, plan: RunPlan) -> bool | None:
+        """Say the run's recall deadlines (stderr); return whether it finishes in time."""
+        now = dt.datetime.now(dt.UTC)
+        line = deadline_line(plan, self.rate, now)
+        in_time = plan.in_time(self.rate, now)
+        if line is not None and not settings.json:
+            settings.err.print(Text(line, style="yellow" if in_time is False else ""))
+        return in_time
+
+    def deadlines(self, plan: RunPlan) -> dict[str, object] | None:
+        """The run's recall deadlines for ``--json``: None when no row gives a date."""
+        if plan.earliest_recall_deadline is None and not plan.past_deadline:
+            return None
+        data = plan.as_dict(self.rate, problems=0, now=dt.datetime.now(dt.UTC))
+        keys = ("earliest_recall_deadline", "today", "past_deadline_rows", "seconds_left")
+        return {key: data[key] for key in keys}
+
+    def feasible(self, settings: Settings, checked: InputCheck) -> RunPlan:
+        """Before anything is sent: the deadlines said, and a run that cannot finish in
+        time at its rate refused under ``--if-late refuse``.
+
+        Raises:
+            CliError: refused (exit 2), nothing sent.
+        """
+        plan = RunPlan.of_check(checked)
+        if self.say_deadline(settings, plan) is False and self.if_late == "refuse":
+            deadline = plan.earliest_recall_deadline
+            assert deadline is not None
+            raise CliError(
+                f"the run cannot send its {plan.to_send:,} rows by the earliest recall "
+                f"deadline ({deadline.isoformat()}) at {self.rate:g} requests/s "
+                "(--if-late refuse): nothing was sent. Raise --rate if the bank allows, "
+                "or split the input by deadline"
+            )
+        return plan
 
 
 def _dry_run(
     settings: Settings,
     input_path: Path,
     skip_invalid: bool,
-    rate: float | None,
+    rules: _Rules,
     xsd: Path | None,
     journal: Path | None,
     new_run: bool,
@@ -311,7 +399,7 @@ def _dry_run(
     async def go() -> int:
         check_bulk_xml(input_path, xsd)
         try:
-            checked = await check_run_input(input_path, skip_invalid=skip_invalid)
+            checked = await rules.check(input_path, skip_invalid)
             recorded = None if journal is None else _recorded(journal, checked, new_run)
             plan = await asyncio.to_thread(plan_summary, checked, recorded)
         except BulkInputError as exc:
@@ -325,10 +413,20 @@ def _dry_run(
         if plan.refused_rows and not skip_invalid:  # rows the journal records: as the run
             raise _input_refused(settings, input_path, BulkInputError(plan.refused))
         states = None if journal is None or recorded is not None else journal_counts(journal)
+        rate = rules.rate
+        now = dt.datetime.now(dt.UTC)
         if settings.json:
-            settings.emit({**plan.as_dict(rate), "dry_run": True, "journal_states": states})
+            settings.emit(
+                {
+                    **plan.as_dict(rate, now=now),
+                    "if_late": rules.if_late,
+                    "dry_run": True,
+                    "journal_states": states,
+                }
+            )
         else:
             settings.out.print(plan_table(plan, rate))
+            rules.say_deadline(settings, plan)
             _say_resumed(settings, states)
             settings.err.print("dry run: nothing was sent")
         return EXIT_OK
@@ -405,7 +503,11 @@ class _LocalRunEvents(BulkEvents):
         bar: RunBar | None,
         reading: InputBar | None,
         confirm: _Confirm | None,
+        rules: _Rules,
     ) -> None:
+        self._rules = rules
+        self.plan: RunPlan | None = None
+        """What the check found (deadlines), once the input is checked."""
         self._settings = settings
         self._client = client
         self._watch = watch
@@ -421,6 +523,11 @@ class _LocalRunEvents(BulkEvents):
     async def checked(self, checked: InputCheck) -> None:
         # The service is checked once the input is: bad input is exit 2 whatever the
         # service's state, and no journal is made for a run that cannot start.
+        if self._reading is not None:
+            self._reading.close()  # the deadlines are said on a clean line
+        self.plan = self._rules.feasible(self._settings, checked)
+        if self._bar is not None:
+            self._bar.deadline_in(self.plan.seconds_left(dt.datetime.now(dt.UTC)))
         if self._confirm is not None:
             if self._reading is not None:
                 self._reading.close()  # the question is asked on a clean line
@@ -483,11 +590,12 @@ def _bulk_cancel_queued(
     queue_url: str,
     no_wait: bool,
     skip_invalid: bool,
-    rate: float | None,
+    rules: _Rules,
     xsd: Path | None,
     confirm: _Confirm | None,
 ) -> NoReturn:
     """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
+    rate = rules.rate
     reading = input_bar(settings)
     events = _QueuedRunEvents(reading)
 
@@ -496,7 +604,7 @@ def _bulk_cancel_queued(
         if not settings.json:
             settings.err.print(f"checking {input_path} ...")
         try:
-            checked = await check_run_input(input_path, skip_invalid=skip_invalid, events=events)
+            checked = await rules.check(input_path, skip_invalid, events)
         except BulkInputError as exc:
             raise _input_refused(settings, input_path, exc) from None
         except UnicodeDecodeError as exc:
@@ -506,6 +614,7 @@ def _bulk_cancel_queued(
         finally:
             if reading is not None:
                 reading.close()
+        plan = rules.feasible(settings, checked)
         if confirm is not None:
             await confirm(checked)
         try:
@@ -539,6 +648,8 @@ def _bulk_cancel_queued(
                 )
             return EXIT_OK
         bar = run_bar(settings)
+        if bar is not None:
+            bar.deadline_in(plan.seconds_left(dt.datetime.now(dt.UTC)))
         with showing(bar):
             while True:
                 try:

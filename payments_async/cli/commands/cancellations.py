@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,8 +33,11 @@ from .._xml import is_xml, print_xml, read_xml_message, xml_module, xml_options,
 __all__ = ["cancel", "outcome"]
 
 
-def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056:
-    """A camt.056 document (JSON or ISO XML), or one bulk-style row object turned into one."""
+def _cancellation_from_file(
+    raw: bytes, path: Path, xsd: Path | None, transliterate: bool = False
+) -> Camt056:
+    """A camt.056 document (JSON or ISO XML), or one bulk-style row object turned into one
+    (its text converted to the SEPA set with ``transliterate``; a document is sent as is)."""
     if is_xml(raw):
         return read_xml_message(raw, path, Camt056, xsd)
     obj = load_json_bytes(raw, repr(str(path)))
@@ -41,7 +45,8 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
         return decode_camt056(raw)
     if not isinstance(obj, dict):
         raise CliError(f"{str(path)!r} must hold a JSON object")
-    row, problems = parse_record(1, obj, check_row, known_only=True)
+    check = functools.partial(check_row, transliterate=transliterate)
+    row, problems = parse_record(1, obj, check, known_only=True)
     if row is None:
         listed = "; ".join(f"{e.column}: {e.message}" if e.column else e.message for e in problems)
         raise CliError(
@@ -49,7 +54,9 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
             f"or an object with {', '.join(COLUMNS)})",
             details={"problems": [{"column": e.column, "message": e.message} for e in problems]},
         )
-    return build_row_message(row, assignment_id=row.assignment_id, cancellation_id=None)
+    return build_row_message(
+        row, assignment_id=row.assignment_id, cancellation_id=None, transliterate=transliterate
+    )
 
 
 @click.command()
@@ -64,6 +71,12 @@ def _cancellation_from_file(raw: bytes, path: Path, xsd: Path | None) -> Camt056
     help="Record this recall in a bulk journal (a file, or postgresql://...), and refuse "
     "it when the journal already records a recall of the same payment.",
 )
+@click.option(
+    "--transliterate",
+    is_flag=True,
+    help="For an object with the bulk columns: convert the originator's name and the "
+    "address to the SEPA character set (each change said); identifiers never change.",
+)
 @xsd_option
 @pass_settings
 def cancel(
@@ -72,6 +85,7 @@ def cancel(
     wait: bool,
     timeout: float,
     journal: str | None,
+    transliterate: bool,
     xsd: Path | None,
 ) -> None:
     """Request a cancellation (camt.056). Exit 1 when --wait sees it rejected.
@@ -91,7 +105,11 @@ def cancel(
     """
 
     async def go() -> int:
-        msg = _cancellation_from_file(read_json_file(file), file, xsd)
+        msg = _cancellation_from_file(read_json_file(file), file, xsd, transliterate)
+        changes = [str(c) for c in msg.transliterations]
+        if changes and not settings.json:
+            for change in changes:
+                settings.err.print(f"transliterated {change}")
         try:
             with _recall_ledger(journal, msg) as ledger:
                 async with connected(settings) as client:
@@ -113,6 +131,8 @@ def cancel(
             raise journal_failed(exc) from None
         if settings.json:
             data = submission_dict(sub)
+            if changes:
+                data["transliterated"] = changes
             if outcome is not None:
                 data["outcome"] = outcome_dict(outcome)
             settings.emit(data)
