@@ -6,7 +6,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -61,6 +61,26 @@ async def session(transport: Transport, creds: Credentials) -> AsyncIterator[Tok
 
 def _other_tasks() -> set[asyncio.Task[Any]]:
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+
+
+class DrivenClock:
+    """``time.monotonic()`` plus the seconds a test has moved it forward: a session on it
+    reaches a refresh without the test waiting for one."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def advance_once(self, seconds: float) -> Callable[[AccessToken], None]:
+        """An ``on_refresh`` that moves the clock ``seconds`` forward at the first token."""
+
+        def on_first(token: AccessToken) -> None:
+            if not self.ahead:
+                self.ahead = seconds
+
+        return on_first
 
 
 async def _until(predicate: Any, timeout: float = 5.0) -> None:
@@ -165,9 +185,14 @@ async def test_refresh_happens_before_expiry_without_a_caller_waiting(
 ) -> None:
     token_server.expires_in = 1  # refresh lead: min(60 s, 20% of 1 s) = 0.2 s
     refreshed: list[tuple[AccessToken, float]] = []
-    async with TokenSession(
-        transport, creds, on_refresh=lambda t: refreshed.append((t, time.monotonic()))
-    ) as s:
+    clock = DrivenClock()
+    to_refresh = clock.advance_once(0.79)  # the first token 0.79 s old: refresh in 0.01 s
+
+    def on_refresh(token: AccessToken) -> None:
+        refreshed.append((token, clock()))
+        to_refresh(token)
+
+    async with TokenSession(transport, creds, on_refresh=on_refresh, monotonic=clock) as s:
         first = await s.get()
         await _until(lambda: len(refreshed) == 2, timeout=3)
         second, at = refreshed[1]
@@ -186,15 +211,24 @@ async def test_failed_background_refresh_keeps_serving_the_valid_token(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The shortest lifetime the service can grant (whole seconds); refreshing at 10 % of
-    # it, the session waits only its floor (half a short lifetime): the refresh is at 0.5 s.
+    # it, the session waits only its floor (half a short lifetime): the refresh is at 0.5 s,
+    # 0.01 s after the clock is moved on.
     token_server.expires_in = 1
     refreshed: list[AccessToken] = []
+    clock = DrivenClock()
+    to_refresh = clock.advance_once(0.49)
+
+    def on_refresh(token: AccessToken) -> None:
+        refreshed.append(token)
+        to_refresh(token)
+
     async with TokenSession(
         transport,
         creds,
         fetch_deadline=0.05,
-        on_refresh=refreshed.append,
+        on_refresh=on_refresh,
         refresh_fraction=0.9,
+        monotonic=clock,
         **FAST,
     ) as s:
         first = await s.get()
@@ -205,7 +239,7 @@ async def test_failed_background_refresh_keeps_serving_the_valid_token(
                 lambda: sum("refresh failed" in r.getMessage() for r in caplog.records) >= 2,
                 timeout=4,
             )
-        assert first.is_valid()
+        assert first.is_valid(clock())
         assert await s.get() is first  # still served, no error raised to the caller
         assert s.current is first
         token_server.default = "token"  # the service recovers: the backoff loop gets a token
@@ -381,10 +415,13 @@ async def test_no_secret_in_logs_reprs_or_errors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="payments_async")
-    token_server.expires_in = 1  # a background refresh at 0.8 s
+    token_server.expires_in = 1  # a background refresh at 0.8 s, 0.01 s after the clock moves
     seen: list[str] = []
     errors: list[BaseException] = []
-    async with TokenSession(transport, creds, **FAST) as s:
+    clock = DrivenClock()
+    async with TokenSession(
+        transport, creds, on_refresh=clock.advance_once(0.79), monotonic=clock, **FAST
+    ) as s:
         first = await s.get()
         await _until(lambda: len(token_server.issued) == 2, timeout=3)  # background refresh
         second = await s.get()
