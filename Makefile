@@ -39,9 +39,15 @@ PARALLEL  := -n $(WORKERS)
 # `make test` prints the 25 slowest tests of its main run, so that where the time goes is seen.
 DURATIONS := --durations=25
 
+# uv's own environment gets no pip of its own where the machine's pip can install into it
+# (--python): ensurepip alone took over a minute on a loaded machine. An older pip, or none,
+# falls back to a venv with pip.
 $(UV):
-	$(PYTHON) -m venv $(UV_VENV)
-	$(UV_VENV)/bin/python -m pip install --quiet uv
+	rm -rf $(UV_VENV)
+	( $(PYTHON) -m venv --without-pip $(UV_VENV) \
+	  && $(PYTHON) -m pip --python $(UV_VENV)/bin/python install --quiet uv ) \
+	|| ( rm -rf $(UV_VENV) && $(PYTHON) -m venv $(UV_VENV) \
+	  && $(UV_VENV)/bin/python -m pip install --quiet uv )
 
 $(STAMP): pyproject.toml | $(UV)
 	$(UV) venv --quiet --seed --allow-existing --python $(VENV_PYTHON) $(VENV)
