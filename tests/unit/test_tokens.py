@@ -183,10 +183,10 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_fetch(
 async def test_refresh_happens_before_expiry_without_a_caller_waiting(
     transport: Transport, creds: Credentials, token_server: TokenServer
 ) -> None:
-    token_server.expires_in = 1  # refresh lead: min(60 s, 20% of 1 s) = 0.2 s
+    token_server.expires_in = 60  # refresh lead: min(60 s, 20% of 60 s) = 12 s
     refreshed: list[tuple[AccessToken, float]] = []
     clock = DrivenClock()
-    to_refresh = clock.advance_once(0.79)  # the first token 0.79 s old: refresh in 0.01 s
+    to_refresh = clock.advance_once(47.99)  # the first token 47.99 s old: refresh in 0.01 s
 
     def on_refresh(token: AccessToken) -> None:
         refreshed.append((token, clock()))
@@ -197,7 +197,7 @@ async def test_refresh_happens_before_expiry_without_a_caller_waiting(
         await _until(lambda: len(refreshed) == 2, timeout=3)
         second, at = refreshed[1]
         assert at < first.expires_at  # refreshed while the first was still valid
-        assert at >= first.expires_at - 0.2 - 0.05
+        assert at >= first.expires_at - 12 - 0.05
         assert second.value != first.value
         assert s.current is second
         assert await s.get() is second  # served from the cache
@@ -210,16 +210,17 @@ async def test_failed_background_refresh_keeps_serving_the_valid_token(
     token_server: TokenServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # The shortest lifetime the service can grant (whole seconds); refreshing at 10 % of
-    # it, the session waits only its floor (half a short lifetime): the refresh is at 0.5 s,
-    # 0.01 s after the clock is moved on.
-    token_server.expires_in = 1
+    # Refreshing 90 % of a minute before expiry: at 6 s, 0.01 s after the clock is moved on;
+    # the failed refreshes then have 54 s of the token's life to be served in.
+    token_server.expires_in = 60
     refreshed: list[AccessToken] = []
     clock = DrivenClock()
-    to_refresh = clock.advance_once(0.49)
+    to_refresh = clock.advance_once(5.99)
 
     def on_refresh(token: AccessToken) -> None:
         refreshed.append(token)
+        if len(refreshed) == 1:  # before the refresh is planned: it cannot get a token
+            token_server.default = (503, {"errors": [{"code": "UNAVAILABLE"}]})
         to_refresh(token)
 
     async with TokenSession(
@@ -232,7 +233,6 @@ async def test_failed_background_refresh_keeps_serving_the_valid_token(
         **FAST,
     ) as s:
         first = await s.get()
-        token_server.default = (503, {"errors": [{"code": "UNAVAILABLE"}]})
         with caplog.at_level(logging.WARNING, logger="payments_async"):
             # Two failed refreshes: the first, then its retry after a backoff.
             await _until(
@@ -415,12 +415,12 @@ async def test_no_secret_in_logs_reprs_or_errors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="payments_async")
-    token_server.expires_in = 1  # a background refresh at 0.8 s, 0.01 s after the clock moves
+    token_server.expires_in = 60  # a background refresh at 48 s, 0.01 s after the clock moves
     seen: list[str] = []
     errors: list[BaseException] = []
     clock = DrivenClock()
     async with TokenSession(
-        transport, creds, on_refresh=clock.advance_once(0.79), monotonic=clock, **FAST
+        transport, creds, on_refresh=clock.advance_once(47.99), monotonic=clock, **FAST
     ) as s:
         first = await s.get()
         await _until(lambda: len(token_server.issued) == 2, timeout=3)  # background refresh
