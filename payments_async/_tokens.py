@@ -54,9 +54,10 @@ class AccessToken:
 
     Attributes:
         value: the opaque bearer token. A secret: kept out of ``repr``.
-        expires_at: ``time.monotonic()`` at which it expires (request start + ``expires_in``,
-            so the time the request took counts against it).
-        obtained_at: ``time.monotonic()`` when its request was sent.
+        expires_at: the session's clock (``time.monotonic()`` unless it was given another)
+            at which it expires (request start + ``expires_in``, so the time the request
+            took counts against it).
+        obtained_at: the session's clock when its request was sent.
         lifetime: ``expires_in`` as the service gave it, in seconds.
         scope: the scope the service granted, if it said.
         signer: the signer whose assertion obtained this token. The SCA tokens of requests
@@ -147,6 +148,12 @@ class TokenSession:
             once. A private one if None.
         instruments: told about each fetch and each token request (of kind
             ``"token"``); the transport's if None.
+        monotonic: the session's clock, in seconds: tokens' ``obtained_at`` and
+            ``expires_at``, the refresh times and the fetch deadline are read on it
+            (pass ``now=`` to a token's ``is_valid``/``remaining`` if it is not
+            ``time.monotonic``). The background refresh reads it to plan its wait each
+            time a token is stored, so a clock moved forward then (by ``on_refresh``,
+            which runs first) brings the refresh forward as much: a test need not wait.
     """
 
     def __init__(
@@ -162,6 +169,7 @@ class TokenSession:
         on_refresh: Callable[[AccessToken], object] | None = None,
         clock: ClockSkew | None = None,
         instruments: Instruments | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if refresh_leeway < 0 or not 0 <= refresh_fraction < 1:
             raise ConfigurationError("refresh_leeway must be >= 0 and refresh_fraction in [0, 1)")
@@ -179,6 +187,7 @@ class TokenSession:
         self._retry_max = retry_max
         self._fetch_deadline = fetch_deadline
         self._on_refresh = on_refresh
+        self._monotonic = monotonic
         self.last_error: PaymentsError | None = None
         self._clock = clock if clock is not None else ClockSkew()
         self._instruments = instruments if instruments is not None else transport.instruments
@@ -196,7 +205,7 @@ class TokenSession:
     def current(self) -> AccessToken | None:
         """The cached token if it is still valid, without any I/O; else None."""
         token = self._token  # token.is_valid(), inline: read before every request
-        return token if token is not None and token.expires_at > time.monotonic() else None
+        return token if token is not None and token.expires_at > self._monotonic() else None
 
     async def get(self) -> AccessToken:
         """Return a valid access token, fetching one only if none is cached.
@@ -212,7 +221,7 @@ class TokenSession:
             raise ConfigurationError("the token session is closed")
         self._ensure_refresher()
         token = self._token
-        if token is not None and token.is_valid():
+        if token is not None and token.is_valid(self._monotonic()):
             return token
         return await self._fetch_shared()
 
@@ -233,7 +242,7 @@ class TokenSession:
         self._changed.set()
         _log.debug(
             "access token invalidated after %.1fs of %ss",
-            time.monotonic() - current.obtained_at,
+            self._monotonic() - current.obtained_at,
             current.lifetime,
             extra={"event": "token.invalidated", "lifetime": current.lifetime},
         )
@@ -328,7 +337,7 @@ class TokenSession:
             return await self._fetch_attempts(identity)
 
     async def _fetch_attempts(self, identity: _Identity) -> AccessToken:
-        deadline = time.monotonic() + self._fetch_deadline
+        deadline = self._monotonic() + self._fetch_deadline
         attempt = 0
         clock_retried = False
         while True:
@@ -357,7 +366,7 @@ class TokenSession:
                 retry_after = getattr(exc, "retry_after", None)
                 if isinstance(retry_after, float | int):
                     delay = min(max(delay, float(retry_after)), self._retry_max)
-                if time.monotonic() + delay >= deadline:
+                if self._monotonic() + delay >= deadline:
                     raise
                 _log.debug(
                     "token request attempt %d failed (%s); retrying in %.2fs",
@@ -399,7 +408,7 @@ class TokenSession:
             "User-Agent": USER_AGENT,
             REQUEST_ID_HEADER: request_id,
         }
-        started = time.monotonic()
+        started = self._monotonic()
         timeout = max(0.001, min(self._fetch_deadline / 3, deadline - started))
         exchange = Exchange(
             "POST", TOKEN_PATH, request_id, attempt, resend_count=attempt - 1, kind="token"
@@ -450,7 +459,7 @@ class TokenSession:
     def _store(self, token: AccessToken) -> None:
         self._token = token
         self._changed.set()
-        elapsed = time.monotonic() - token.obtained_at
+        elapsed = self._monotonic() - token.obtained_at
         _log.debug(
             "access token obtained in %.3fs, expires in %ss",
             elapsed,
@@ -501,7 +510,7 @@ class TokenSession:
         while True:
             self._changed.clear()
             token = self._token
-            now = time.monotonic()
+            now = self._monotonic()
             if failures and token is not failed_for:
                 failures = 0  # someone else got a new token meanwhile
             if token is None or not token.is_valid(now):
@@ -523,11 +532,11 @@ class TokenSession:
                     "background token refresh failed (%s); still serving the current token "
                     "for %.0fs more",
                     exc,
-                    token.remaining(),
+                    token.remaining(self._monotonic()),
                     extra={
                         "event": "token.refresh_failed",
                         "failures": failures,
-                        "remaining": token.remaining(),
+                        "remaining": token.remaining(self._monotonic()),
                     },
                 )
             else:

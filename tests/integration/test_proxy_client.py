@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from payments_async import PaymentsClient, RetryPolicy, TransportError
+from payments_async import PaymentsClient, RetryPolicy, Timeout, TransportError
 from payments_async._instrument import Exchange
 from payments_async._proxy import Proxy
 from payments_async._transport import Transport
@@ -201,13 +201,14 @@ async def test_unreachable_proxy_is_named_without_its_credentials() -> None:
 async def test_trust_env_uses_https_proxy_and_honours_no_proxy(
     forward_proxy: ForwardProxy, tls_sandbox: TlsSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def client(trust_env: bool) -> PaymentsClient:
+    def client(trust_env: bool, timeout: Timeout | None = None) -> PaymentsClient:
         return PaymentsClient(
             tls_sandbox.credentials,
             base_url=tls_sandbox.url,
             ssl_context=tls_sandbox.client_ssl,
             trust_env=trust_env,
             retry=FAST,
+            timeout=timeout,
         )
 
     tunnel = f"CONNECT localhost:{tls_sandbox.port}"
@@ -220,9 +221,12 @@ async def test_trust_env_uses_https_proxy_and_honours_no_proxy(
 
     # A proxy that is not there: trusted, the client fails; NO_PROXY or not trusting the
     # environment, it never tries it.
-    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{_dead_port()}")
-    async with client(trust_env=True) as c:
-        with pytest.raises(TransportError):
+    # (The token fetch retries a refused connection until its own deadline: a second here,
+    # not the default's thirty.)
+    dead = _dead_port()
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{dead}")
+    async with client(trust_env=True, timeout=Timeout(token=1.0)) as c:
+        with pytest.raises(TransportError, match=f"cannot connect to the proxy .*:{dead}"):
             await c.get_credit_transfer_status("abc")
     async with client(trust_env=False) as c:
         assert await c.access_token_lifetime() > 0

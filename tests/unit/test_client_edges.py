@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -47,6 +48,7 @@ from payments_async import (
     Timeout,
     TransportError,
     ValidationError,
+    _polling,
     build_cancellation,
 )
 from payments_async.bulk import (
@@ -258,13 +260,26 @@ async def test_unclassifiable_pacs002_returns_unknown_within_two_polls(
     assert _gets(mocked) == 2
 
 
-async def test_poll_timeout_carries_every_code_seen(mocked: aioresponses) -> None:
+async def test_poll_timeout_carries_every_code_seen(
+    mocked: aioresponses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The wait's clock is driven: its deadline passes as the second answer is read, never
+    # sooner (a real 0.1 s deadline on a loaded machine passed before the second poll).
+    late = [0.0]
+    monkeypatch.setattr(
+        _polling, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + late[0])
+    )
+
+    def second(url: Any, **kwargs: Any) -> CallbackResult:
+        late[0] = 3600.0
+        return CallbackResult(payload=_resolution("PEND", "PDNG"))
+
     mocked.post(TOKEN_URL, payload=TOKEN_BODY, repeat=True)
     mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"))
-    mocked.get(CAMT029, payload=_resolution("PEND", "PDNG"), repeat=True)
+    mocked.get(CAMT029, callback=second)
     async with _client() as c:
         with pytest.raises(PollTimeoutError) as info:
-            await c.wait_for_cancellation_outcome("PS-1", timeout=0.1)
+            await c.wait_for_cancellation_outcome("PS-1", timeout=60)
     assert info.value.statuses == ("PDCR", "PEND", "PDNG")
     assert "PDCR, PEND, PDNG" in str(info.value)
 

@@ -6,7 +6,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -61,6 +61,26 @@ async def session(transport: Transport, creds: Credentials) -> AsyncIterator[Tok
 
 def _other_tasks() -> set[asyncio.Task[Any]]:
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
+
+
+class DrivenClock:
+    """``time.monotonic()`` plus the seconds a test has moved it forward: a session on it
+    reaches a refresh without the test waiting for one."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def advance_once(self, seconds: float) -> Callable[[AccessToken], None]:
+        """An ``on_refresh`` that moves the clock ``seconds`` forward at the first token."""
+
+        def on_first(token: AccessToken) -> None:
+            if not self.ahead:
+                self.ahead = seconds
+
+        return on_first
 
 
 async def _until(predicate: Any, timeout: float = 5.0) -> None:
@@ -163,16 +183,21 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_fetch(
 async def test_refresh_happens_before_expiry_without_a_caller_waiting(
     transport: Transport, creds: Credentials, token_server: TokenServer
 ) -> None:
-    token_server.expires_in = 1  # refresh lead: min(60 s, 20% of 1 s) = 0.2 s
+    token_server.expires_in = 60  # refresh lead: min(60 s, 20% of 60 s) = 12 s
     refreshed: list[tuple[AccessToken, float]] = []
-    async with TokenSession(
-        transport, creds, on_refresh=lambda t: refreshed.append((t, time.monotonic()))
-    ) as s:
+    clock = DrivenClock()
+    to_refresh = clock.advance_once(47.99)  # the first token 47.99 s old: refresh in 0.01 s
+
+    def on_refresh(token: AccessToken) -> None:
+        refreshed.append((token, clock()))
+        to_refresh(token)
+
+    async with TokenSession(transport, creds, on_refresh=on_refresh, monotonic=clock) as s:
         first = await s.get()
         await _until(lambda: len(refreshed) == 2, timeout=3)
         second, at = refreshed[1]
         assert at < first.expires_at  # refreshed while the first was still valid
-        assert at >= first.expires_at - 0.2 - 0.05
+        assert at >= first.expires_at - 12 - 0.05
         assert second.value != first.value
         assert s.current is second
         assert await s.get() is second  # served from the cache
@@ -185,27 +210,36 @@ async def test_failed_background_refresh_keeps_serving_the_valid_token(
     token_server: TokenServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # The shortest lifetime the service can grant (whole seconds); refreshing at 10 % of
-    # it, the session waits only its floor (half a short lifetime): the refresh is at 0.5 s.
-    token_server.expires_in = 1
+    # Refreshing 90 % of a minute before expiry: at 6 s, 0.01 s after the clock is moved on;
+    # the failed refreshes then have 54 s of the token's life to be served in.
+    token_server.expires_in = 60
     refreshed: list[AccessToken] = []
+    clock = DrivenClock()
+    to_refresh = clock.advance_once(5.99)
+
+    def on_refresh(token: AccessToken) -> None:
+        refreshed.append(token)
+        if len(refreshed) == 1:  # before the refresh is planned: it cannot get a token
+            token_server.default = (503, {"errors": [{"code": "UNAVAILABLE"}]})
+        to_refresh(token)
+
     async with TokenSession(
         transport,
         creds,
         fetch_deadline=0.05,
-        on_refresh=refreshed.append,
+        on_refresh=on_refresh,
         refresh_fraction=0.9,
+        monotonic=clock,
         **FAST,
     ) as s:
         first = await s.get()
-        token_server.default = (503, {"errors": [{"code": "UNAVAILABLE"}]})
         with caplog.at_level(logging.WARNING, logger="payments_async"):
             # Two failed refreshes: the first, then its retry after a backoff.
             await _until(
                 lambda: sum("refresh failed" in r.getMessage() for r in caplog.records) >= 2,
                 timeout=4,
             )
-        assert first.is_valid()
+        assert first.is_valid(clock())
         assert await s.get() is first  # still served, no error raised to the caller
         assert s.current is first
         token_server.default = "token"  # the service recovers: the backoff loop gets a token
@@ -381,10 +415,13 @@ async def test_no_secret_in_logs_reprs_or_errors(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="payments_async")
-    token_server.expires_in = 1  # a background refresh at 0.8 s
+    token_server.expires_in = 60  # a background refresh at 48 s, 0.01 s after the clock moves
     seen: list[str] = []
     errors: list[BaseException] = []
-    async with TokenSession(transport, creds, **FAST) as s:
+    clock = DrivenClock()
+    async with TokenSession(
+        transport, creds, on_refresh=clock.advance_once(47.99), monotonic=clock, **FAST
+    ) as s:
         first = await s.get()
         await _until(lambda: len(token_server.issued) == 2, timeout=3)  # background refresh
         second = await s.get()
