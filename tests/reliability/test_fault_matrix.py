@@ -200,3 +200,52 @@ def _wait_for_stored(sb: ThreadedSandbox, proc: subprocess.Popen[str], n: int) -
             return
         time.sleep(0.05)
     raise AssertionError(f"the sandbox never stored {n} cancellations")
+
+
+def _pg_command(sb: ThreadedSandbox, src: Path, dsn: str) -> list[str]:
+    return [*_command(sb, src), "--journal", dsn]
+
+
+def test_postgresql_journal_x_sigkill(tmp_path: Path, pg_dsn: str) -> None:
+    rows = bulk_rows(ROWS, prefix="E2E-PGKILL")
+    src = write_csv(tmp_path / "pgkill.csv", rows)
+    with _sandbox() as sb:
+        cmd = _pg_command(sb, src, pg_dsn)
+        proc = _start(cmd)
+        try:
+            _wait_for_stored(sb, proc, ROWS // 4)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.communicate(timeout=30)
+        assert sb.stats()["cancellations_stored"] < ROWS  # it really was cut short
+        again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+        assert again.returncode in (0, 1), again.stderr  # the rerun finishes the run
+        summary = json.loads(again.stdout)
+        assert summary["resumed"] is True
+        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        _quiet(again.stderr)
+        _exactly_once(sb, rows)
+
+
+@pytest.mark.parametrize(
+    "pause", [PAUSE, pytest.param(LONG_PAUSE, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+def test_postgresql_journal_x_process_paused(tmp_path: Path, pg_dsn: str, pause: float) -> None:
+    rows = bulk_rows(ROWS, prefix="E2E-PGPAUSE")
+    src = write_csv(tmp_path / "pgpause.csv", rows)
+    with _sandbox() as sb:
+        proc = _start(_pg_command(sb, src, pg_dsn))
+        try:
+            _wait_for_stored(sb, proc, ROWS // 3)
+            os.kill(proc.pid, signal.SIGSTOP)
+            time.sleep(pause)  # the fault itself: the process is stopped for this long
+            os.kill(proc.pid, signal.SIGCONT)
+            out, err = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        assert proc.returncode in (0, 1), (proc.returncode, err)  # finished: no rerun asked
+        summary = json.loads(out)
+        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        _quiet(err)
+        _exactly_once(sb, rows)
