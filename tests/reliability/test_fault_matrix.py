@@ -18,8 +18,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,7 @@ from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import journal_counts
 from payments_async.sandbox import SandboxConfig
 from tests.integration.test_bulk_kill import _command, _start, _wait_for
+from tests.integration.test_bulk_queue import _cli, _run, _stored, _worker
 from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
 
 ROWS = 300
@@ -249,3 +250,85 @@ def test_postgresql_journal_x_process_paused(tmp_path: Path, pg_dsn: str, pause:
         assert summary["accepted"] + summary["rejected"] == ROWS, summary
         _quiet(err)
         _exactly_once(sb, rows)
+
+
+QUEUE_ROWS = 300
+
+
+def _queue_sandbox() -> AbstractContextManager[ThreadedSandbox]:
+    """No payment exists (every cancellation is rejected), settled after 1.5 s."""
+    return threaded_sandbox(SandboxConfig(processing_delay=3600, settlement_delay=1.5))
+
+
+@contextmanager
+def _queued_run(
+    sb: ThreadedSandbox, tmp_path: Path, dsn: str
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """A run queued on ``dsn`` (nothing sent yet) and two workers taking it; on exit the
+    workers are stopped (SIGINT), and each must have left by that stop, quietly."""
+    src = write_csv(tmp_path / "q.csv", bulk_rows(QUEUE_ROWS, prefix="E2E-QM"))
+    queued = _run(_cli(sb, "bulk-cancel", str(src), "--queue", dsn, "--no-wait"))
+    assert queued.returncode == 0, queued.stderr
+    workers = [_worker(sb, dsn) for _ in range(2)]
+    try:
+        _wait_until(lambda: sb.stats()["cancellations_stored"] >= QUEUE_ROWS // 4, workers)
+        yield workers
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGINT)
+        errs = [w.communicate(timeout=60)[1] for w in workers]
+    for w, err in zip(workers, errs, strict=True):
+        assert w.returncode == 130, err  # stopped by the test, not by the fault
+        _quiet(err)
+
+
+def _wait_until(
+    done: Callable[[], bool], workers: list[subprocess.Popen[str]], seconds: float = 60
+) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        for w in workers:
+            assert w.poll() is None, f"a worker exited: {w.communicate()[1]}"
+        assert time.monotonic() < deadline, "the queued run never got there"
+        time.sleep(0.1)
+
+
+def _queue_finished(sb: ThreadedSandbox, dsn: str, workers: list[subprocess.Popen[str]]) -> None:
+    """Until ``bulk-status`` says the run is over (no rerun: the workers finish it); then
+    every row stored once at the sandbox."""
+    status: list[subprocess.CompletedProcess[str]] = []
+
+    def over() -> bool:
+        status[:] = [_run(_cli(sb, "--json", "bulk-status", "--queue", dsn))]
+        return status[0].returncode != 3
+
+    _wait_until(over, workers, seconds=120)
+    assert status[0].returncode == 1, status[0].stdout  # every row final: rejected (no payment)
+    assert json.loads(status[0].stdout)["outcomes"] == {"rejected": QUEUE_ROWS}
+    stored = _stored(sb)
+    assert len(stored) == QUEUE_ROWS  # none lost
+    assert max(stored.values()) == 1  # none twice
+
+
+@pytest.mark.alone  # every server process of the test's PostgreSQL is stopped
+@pytest.mark.parametrize(
+    "hang", [HANG, pytest.param(LONG_HANG, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+def test_queue_workers_x_database_hang(
+    tmp_path: Path, postgres_server: object, pg_dsn: str, hang: float
+) -> None:
+    with _queue_sandbox() as sb, _queued_run(sb, tmp_path, pg_dsn) as workers:
+        with _hung(postgres_server, seconds_max=hang + 30):
+            time.sleep(hang)  # the fault itself: the database answers nothing this long
+        _queue_finished(sb, pg_dsn, workers)
+
+
+@pytest.mark.parametrize(
+    "pause", [PAUSE, pytest.param(LONG_PAUSE, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+def test_queue_workers_x_process_paused(tmp_path: Path, pg_dsn: str, pause: float) -> None:
+    with _queue_sandbox() as sb, _queued_run(sb, tmp_path, pg_dsn) as workers:
+        os.kill(workers[0].pid, signal.SIGSTOP)
+        time.sleep(pause)  # the fault itself: one worker is stopped this long
+        os.kill(workers[0].pid, signal.SIGCONT)
+        _queue_finished(sb, pg_dsn, workers)
