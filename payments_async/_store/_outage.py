@@ -156,7 +156,8 @@ class Outage:
 
         ``began``: the ``time.monotonic()`` at which the failure began, when it is found
         only later (a hung transaction, ended at its bound): the outage is counted, and
-        its duration told, from then.
+        its duration told, from then, and it is told at once, even when the next try
+        reaches the database (the database did not answer for that long).
 
         Raises:
             Exception: ``errors.unavailable``, once the window has passed since the first
@@ -168,7 +169,7 @@ class Outage:
             away = _away.get(self._dsn)
             if self._failures == 1:
                 self._first = now if began is None else min(began, now)
-                if away is None:
+                if away is None and began is None:
                     return 0.0  # a lost connection: try once more at once, silently
             tell = away is None
             if away is None:
@@ -197,6 +198,8 @@ class Outage:
                 f"{self._window:g} s: {one_line(exc)}); every change made before is kept: "
                 "run the same command again once the database is back"
             ) from None
+        if self._failures == 1:
+            return 0.0  # a hang, told: try once more at once
         pause, self._pause = self._pause, min(2 * self._pause, _RECONNECT_MAX)
         return pause
 

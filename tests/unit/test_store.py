@@ -104,10 +104,43 @@ def test_a_hang_found_at_its_bound_is_told_from_when_it_began(
     began = time.monotonic() - 15  # the transaction hung this long before its bound
     with caplog.at_level(logging.WARNING, logger="payments_async.store"):
         assert outage.failed(TimeoutError(), began=began) == 0.0  # once more at once
-        outage.failed(TimeoutError())  # the reconnection fails too: told
+        outage.failed(TimeoutError())  # the reconnection fails too: told already
         outage.ended()
     told = [r.getMessage() for r in caplog.records]
     assert len(told) == 2
     assert "cannot be reached" in told[0]
     assert float(told[1].split("is back after ")[1].split(" s")[0]) >= 15
     assert "secret" not in caplog.text
+
+
+def test_a_hang_found_at_its_bound_is_told_even_when_the_next_try_gets_through(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A transaction that began during a hang and ended at its bound, with the database
+    back by the reconnection: the hang still lasted the bound, so it is told."""
+    import logging
+    import time
+
+    from payments_async._store import Outage
+
+    dsn = "postgresql://u:secret@db.example/hang-ends"
+    outage = Outage(dsn, window=60, errors=JOURNAL_ERRORS, what="journal")
+    with caplog.at_level(logging.WARNING, logger="payments_async.store"):
+        assert outage.failed(TimeoutError(), began=time.monotonic() - 15) == 0.0
+        outage.ended()  # the reconnection reached it
+    told = [r.getMessage() for r in caplog.records]
+    assert len(told) == 2, told
+    assert "cannot be reached" in told[0]
+    assert float(told[1].split("is back after ")[1].split(" s")[0]) >= 15
+
+
+def test_a_connection_lost_once_is_made_again_silently(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from payments_async._store import Outage
+
+    outage = Outage("postgresql://db.example/lost", window=60, errors=JOURNAL_ERRORS, what="x")
+    with caplog.at_level(logging.WARNING, logger="payments_async.store"):
+        assert outage.failed(ConnectionResetError()) == 0.0
+        outage.ended()
+    assert caplog.records == []
