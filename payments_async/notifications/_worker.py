@@ -1,8 +1,9 @@
 """The workers: take notifications from the inbox, confirm each with the client's signed
 GET, call back once per final status, wake the waiters, and write what happened.
 
-An item is done once its callbacks have returned, and the "delivered" mark of its final
-status is written in the same transaction, so no final status reaches the callbacks twice.
+An item is done once its callbacks (and the event of its first final status) have
+returned, and the "delivered" mark of its final status is written in the same
+transaction, so no final status reaches the callbacks twice.
 """
 
 from __future__ import annotations
@@ -212,9 +213,12 @@ class Workers:
             await self._callback_failed(item, exc)
             return
         self._stats.callbacks += 1
+        # The first final event is part of the delivery (`listen` prints it): handed out
+        # before the mark, like the callbacks, so that a process stopped in between hands
+        # it out again after its restart rather than never.
+        await self._emit(notification, message, first=True)
         await self._write_held(psid, lambda: self._inbox.complete(item, mark))
         self._stats.delivered += 1
-        await self._emit(notification, message, first=True)
 
     async def confirm(self, notification: Notification) -> Pacs002 | Camt029 | PaymentsError:
         """The status the client's signed GET reads, or the error it raised."""
