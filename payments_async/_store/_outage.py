@@ -150,7 +150,8 @@ class Outage:
         self._errors = errors
         self._what = what
         self._failures = 0
-        self._first = 0.0
+        self._first = 0.0  # when the outage began (a hang: when its transaction began)
+        self._found = 0.0  # when it was found: the window is counted from then
         self._pause = _RECONNECT_INITIAL
 
     @property
@@ -162,13 +163,13 @@ class Outage:
         """Note a failure; return the pause before the next try.
 
         ``began``: the ``time.monotonic()`` at which the failure began, when it is found
-        only later (a hung transaction, ended at its bound): the outage is counted, and
-        its duration told, from then, and it is told at once, even when the next try
-        reaches the database (the database did not answer for that long).
+        only later (a hung transaction, ended at its bound): its duration is told from
+        then (the window is counted from when it was found), and it is told at once, even
+        when the next try reaches the database (the database did not answer for that long).
 
         Raises:
             Exception: ``errors.unavailable``, once the window has passed since the first
-                failure.
+                failure was found.
         """
         now = time.monotonic()
         self._failures += 1
@@ -176,6 +177,7 @@ class Outage:
             away = _away.get(self._dsn)
             if self._failures == 1:
                 self._first = now if began is None else min(began, now)
+                self._found = now
                 if away is None and began is None:
                     return 0.0  # a lost connection: try once more at once, silently
             tell = away is None
@@ -195,7 +197,7 @@ class Outage:
                 one_line(exc),
                 waiting,
             )
-        if now - self._first >= self._window:
+        if now - self._found >= self._window:
             # The outage stays told: others still waiting, or this caller trying again
             # later (a receiver answering 503 meanwhile), say nothing more until one of
             # them reaches the database and says it is back.
