@@ -12,7 +12,7 @@ keeps its own schema and meaning in its room, and its own public error types
 from ._errors import StoreErrors
 from ._group import GroupCommit, PsycopgBatch, SqliteBatch
 from ._lock import FileLock, holder_text, lock_file, run_holder
-from ._outage import Outage, Spell, is_connection_lost, quiet_psycopg
+from ._outage import Outage, Spell, is_connection_lost, quiet_psycopg, told
 from ._postgres import CONNECT_TIMEOUT, aconnect, connect, connect_error, require_psycopg
 from ._sqlite import is_disk_full, open_sqlite, open_sqlite_read_only, sqlite_error
 
@@ -38,4 +38,5 @@ __all__ = [
     "require_psycopg",
     "run_holder",
     "sqlite_error",
+    "told",
 ]

@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = ["HANG_AFTER", "GroupCommit", "PsycopgBatch", "SqliteBatch"]
 
+_LATE: Final = 5.0
+"""Seconds past its bound after which a hung transaction's timer fired late: the process
+itself did not run meanwhile."""
+
 HANG_AFTER: Final = 15.0
 """Seconds one transaction of changes may take before its database is taken for hung:
 its connection is dropped and the changes are written again on a new one (the outage
@@ -227,7 +231,10 @@ class PsycopgBatch:
                     raise self._failed(exc) from exc
                 await self.aclose()
                 # A hang is found only at its bound: the outage began with the transaction.
-                hung = isinstance(exc, TimeoutError)
+                # A bound that fired late was a stall of this process (it was stopped, or
+                # starved), not of the database: a lost connection, made again silently.
+                took = time.monotonic() - began
+                hung = isinstance(exc, TimeoutError) and took < self._hang_after + _LATE
                 await asyncio.sleep(outage.failed(exc, began=began if hung else None))
                 continue
             outage.ended()

@@ -26,6 +26,7 @@ __all__ = [
     "is_passing",
     "one_line",
     "quiet_psycopg",
+    "told",
 ]
 
 logger = logging.getLogger("payments_async.store")
@@ -66,6 +67,12 @@ def is_connection_lost(exc: BaseException) -> bool:
     # of sessions (53300) are waited out.
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03", "53300")
+
+
+def told(exc: BaseException) -> bool:
+    """True when ``exc`` is an outage `Outage` raised, which the process has said already
+    (once, naming the database): a part of the process that meets it says nothing more."""
+    return getattr(exc, "outage_told", False) is True
 
 
 def one_line(exc: BaseException) -> str:
@@ -143,7 +150,8 @@ class Outage:
         self._errors = errors
         self._what = what
         self._failures = 0
-        self._first = 0.0
+        self._first = 0.0  # when the outage began (a hang: when its transaction began)
+        self._found = 0.0  # when it was found: the window is counted from then
         self._pause = _RECONNECT_INITIAL
 
     @property
@@ -155,12 +163,13 @@ class Outage:
         """Note a failure; return the pause before the next try.
 
         ``began``: the ``time.monotonic()`` at which the failure began, when it is found
-        only later (a hung transaction, ended at its bound): the outage is counted, and
-        its duration told, from then.
+        only later (a hung transaction, ended at its bound): its duration is told from
+        then (the window is counted from when it was found), and it is told at once, even
+        when the next try reaches the database (the database did not answer for that long).
 
         Raises:
             Exception: ``errors.unavailable``, once the window has passed since the first
-                failure.
+                failure was found.
         """
         now = time.monotonic()
         self._failures += 1
@@ -168,7 +177,8 @@ class Outage:
             away = _away.get(self._dsn)
             if self._failures == 1:
                 self._first = now if began is None else min(began, now)
-                if away is None:
+                self._found = now
+                if away is None and began is None:
                     return 0.0  # a lost connection: try once more at once, silently
             tell = away is None
             if away is None:
@@ -187,25 +197,30 @@ class Outage:
                 one_line(exc),
                 waiting,
             )
-        if now - self._first >= self._window:
+        if now - self._found >= self._window:
             # The outage stays told: others still waiting, or this caller trying again
             # later (a receiver answering 503 meanwhile), say nothing more until one of
             # them reaches the database and says it is back.
             at = time.strftime("%H:%M:%S", time.localtime(since_wall))
-            raise self._errors.unavailable(
+            error = self._errors.unavailable(
                 f"the PostgreSQL {self._what} cannot be reached since {at} (waited "
                 f"{self._window:g} s: {one_line(exc)}); every change made before is kept: "
                 "run the same command again once the database is back"
-            ) from None
+            )
+            setattr(error, "outage_told", True)  # noqa: B010 (the room's error type has no such field; see `told`)
+            raise error from None
+        if self._failures == 1:
+            return 0.0  # a hang, told: try once more at once
         pause, self._pause = self._pause, min(2 * self._pause, _RECONNECT_MAX)
         return pause
 
     def ended(self) -> None:
-        """The database answered again."""
-        if not self._failures:
-            return
+        """The database answered again: an outage said by this connection or by another
+        (one that gave up at its window, a receiver's) is said to be over."""
         self._failures = 0
         self._pause = _RECONNECT_INITIAL
+        if not _away:  # nothing was said: the usual case, without the lock
+            return
         with _away_lock:
             away = _away.pop(self._dsn, None)
         if away is not None:
@@ -232,6 +247,7 @@ class Spell:
     def __init__(self, log: logging.Logger) -> None:
         self._log = log
         self._since: float | None = None
+        self._told = False
         self.count = 0
         """Failures in the current spell (0 outside one)."""
 
@@ -240,12 +256,17 @@ class Spell:
         """True between a failure and the next `ended`."""
         return self._since is not None
 
-    def failed(self, message: str, *args: object) -> None:
-        """Note a failure; log ``message % args`` as an error if it begins a spell."""
+    def failed(self, message: str, *args: object, told: bool = False) -> None:
+        """Note a failure; log ``message % args`` as an error if it begins a spell.
+
+        ``told``: the failure was said already (an `Outage`'s, see the function `told`):
+        a spell it begins is kept at debug level, its end too.
+        """
         self.count += 1
         if self._since is None:
             self._since = time.monotonic()
-            self._log.error(message, *args)
+            self._told = told
+            self._log.log(logging.DEBUG if told else logging.ERROR, message, *args)
         elif self._log.isEnabledFor(logging.DEBUG):
             self._log.debug(message, *args)
 
@@ -255,4 +276,5 @@ class Spell:
             return
         took, count = time.monotonic() - self._since, self.count
         self._since, self.count = None, 0
-        self._log.warning("%s after %.1f s (%d attempts met it)", message, took, count)
+        level = logging.DEBUG if self._told else logging.WARNING
+        self._log.log(level, "%s after %.1f s (%d attempts met it)", message, took, count)

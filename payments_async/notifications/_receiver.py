@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final, Self
 import msgspec
 
 from .._errors import ConfigurationError
-from .._store import Spell
+from .._store import Spell, told
 from ..iso20022 import Camt029, Pacs002
 from ._config import ReceiverLimits, Retries, Sweep
 from ._core import Authenticator, NotificationKind, NotificationRejected, authenticate, parse
@@ -338,6 +338,7 @@ class NotificationReceiver:
                 "503 and the service sends them again, until the inbox can be written",
                 notification.payments_service_id,
                 exc,
+                told=told(exc),
             )
             return 503, _STORE_DOWN_BODY
         if self._storing.failing:

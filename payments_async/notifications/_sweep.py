@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from .._store import Spell, told
 from ._config import Sweep
 from ._core import Notification, NotificationKind
 from ._defaults import NOTIFY_PRUNE_EVERY
@@ -23,12 +24,15 @@ async def sweep(inbox: Inbox, policy: Sweep, stored: Callable[[], None]) -> None
     each so the workers look at once."""
     pause = 1.0 / policy.rate
     idle = min(policy.grace / 2, 1.0)
+    reading = Spell(logger)  # an inbox that cannot be read is said once per outage
     while True:
         try:
             due = await inbox.due_tracked(max(1, int(policy.rate)), recheck=policy.grace)
         except InboxError as exc:
-            logger.error("cannot read the tracked ids: %s", exc)
+            reading.failed("cannot read the tracked ids: %s", exc, told=told(exc))
             due = []
+        else:
+            reading.ended("the tracked ids can be read again")
         for kind, psid in due:
             try:
                 await inbox.put(Notification(psid, NotificationKind(kind), "short"))

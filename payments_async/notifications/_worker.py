@@ -1,8 +1,9 @@
 """The workers: take notifications from the inbox, confirm each with the client's signed
 GET, call back once per final status, wake the waiters, and write what happened.
 
-An item is done once its callbacks have returned, and the "delivered" mark of its final
-status is written in the same transaction, so no final status reaches the callbacks twice.
+An item is done once its callbacks (and the event of its first final status) have
+returned, and the "delivered" mark of its final status is written in the same
+transaction, so no final status reaches the callbacks twice.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .. import redact_url
 from .._errors import NotFoundError, PaymentsError
-from .._store import Spell
+from .._store import Spell, told
 from ..iso20022 import (
     Camt029,
     Outcome,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from .._client import PaymentsClient
 
 __all__ = ["Callbacks", "Workers"]
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger("payments_async.notifications")
 
@@ -106,6 +109,7 @@ class Workers:
         self._read_failures: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._not_found: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._write_failing = False  # a delivery's write failed and is being retried
+        self._write_told = False  # ... by an outage the process said already
         self._reading = Spell(logger)  # the inbox could not be read (said once per outage)
 
     def start(self) -> None:
@@ -140,7 +144,9 @@ class Workers:
                 try:
                     items = await self._inbox.claim(free)
                 except InboxError as exc:
-                    self._reading.failed("cannot read the notification inbox: %s", exc)
+                    self._reading.failed(
+                        "cannot read the notification inbox: %s", exc, told=told(exc)
+                    )
                 else:
                     self._reading.ended("the notification inbox can be read again")
             for item in items:
@@ -201,7 +207,7 @@ class Workers:
             return
         self._waiters.confirm(key, message)
         mark = f"{notification.kind.value}:{psid}:{summary.status}"
-        if await self._inbox.is_delivered(mark):
+        if await self._held(psid, lambda: self._inbox.is_delivered(mark), "read the mark of"):
             # Not the first: the mark is there.
             await self._write_held(psid, lambda: self._inbox.complete(item, mark))
             await self._emit(notification, message, first=False)
@@ -212,9 +218,12 @@ class Workers:
             await self._callback_failed(item, exc)
             return
         self._stats.callbacks += 1
+        # The first final event is part of the delivery (`listen` prints it): handed out
+        # before the mark, like the callbacks, so that a process stopped in between hands
+        # it out again after its restart rather than never.
+        await self._emit(notification, message, first=True)
         await self._write_held(psid, lambda: self._inbox.complete(item, mark))
         self._stats.delivered += 1
-        await self._emit(notification, message, first=True)
 
     async def confirm(self, notification: Notification) -> Pacs002 | Camt029 | PaymentsError:
         """The status the client's signed GET reads, or the error it raised."""
@@ -295,17 +304,25 @@ class Workers:
         on every pass. So a failed write is tried again with backoff, logged once per
         outage; only stopping the receiver lets the item go (the documented crash window).
         """
+        await self._held(psid, write, "write the delivery of")
+
+    async def _held(self, psid: str, op: Callable[[], Awaitable[_T]], what: str) -> _T:
+        """``op``'s result, tried again with backoff while the inbox cannot be reached,
+        the item kept held meanwhile (see `_write_held`); said once per outage."""
         wait = NOTIFY_WRITE_WAIT
         while True:
             try:
-                await write()
+                result = await op()
             except InboxError as exc:
                 self._stats.write_retries += 1
                 if not self._write_failing:
                     self._write_failing = True
-                    logger.error(
-                        "cannot write the delivery of %s to the inbox: %s; items whose "
-                        "callbacks ran are held and their writes retried until they succeed",
+                    self._write_told = told(exc)
+                    logger.log(
+                        logging.DEBUG if self._write_told else logging.ERROR,
+                        "cannot %s %s in the inbox: %s; the items being processed are held "
+                        "and their reads and writes retried until they succeed",
+                        what,
                         psid,
                         exc,
                     )
@@ -314,8 +331,11 @@ class Workers:
                 continue
             if self._write_failing:
                 self._write_failing = False
-                logger.warning("the inbox is writable again: the deliveries held are written")
-            return
+                logger.log(
+                    logging.DEBUG if self._write_told else logging.WARNING,
+                    "the inbox is writable again: the deliveries held are written",
+                )
+            return result
 
     async def _deliver(self, psid: str, message: Pacs002 | Camt029, summary: Any) -> None:
         """Run the delivery callback of a final status; what it raises propagates."""

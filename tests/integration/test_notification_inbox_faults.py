@@ -22,6 +22,7 @@ from payments_async.notifications import (
     InboxItem,
     MemoryInbox,
     Notification,
+    NotificationEvent,
     NotificationKind,
     NotificationReceiver,
     PostgresInbox,
@@ -342,3 +343,63 @@ async def test_an_inbox_that_cannot_be_written_is_said_once_per_outage_not_per_d
         assert caplog.text.count("the inbox stores notifications again after") == 1
         assert "(50 attempts met it)" in caplog.text
         assert (await inbox.status()).delivered == 1
+
+
+class StopsAtTheMark(SqliteInbox):
+    """A SQLite inbox where a "delivered" mark is never written: the process is stopped
+    while it waits for it (as a kill or a stop at that instant leaves it)."""
+
+    async def complete(self, item: InboxItem, delivered: str | None) -> bool:
+        if delivered is not None:
+            await asyncio.Event().wait()  # until the receiver is stopped
+        return await super().complete(item, delivered)
+
+
+async def test_the_first_final_event_is_handed_out_before_its_mark_and_again_after_a_stop(
+    tmp_path: Path,
+) -> None:
+    """`listen` prints the first final event: a process stopped between it and the
+    "delivered" mark prints it again after its restart (the documented window), never
+    not at all."""
+    events: list[NotificationEvent] = []
+
+    async def on_event(event: NotificationEvent) -> None:
+        events.append(event)
+
+    path = tmp_path / "inbox.db"
+    async with notifying_stack(
+        inbox=StopsAtTheMark(path),
+        faults=SILENT,
+        on_event=on_event,
+        sweep=Sweep(track_submissions=False),
+    ) as st:
+        psid = await settled_payment(st)
+        await notify(st, psid)
+        for _ in range(200):
+            if events:
+                break
+            await asyncio.sleep(0.05)
+        assert [(e.final, e.first) for e in events] == [(True, True)]
+        await st.receiver.aclose()  # stopped between the event and the mark
+        assert (await _status_of(path)).depth == 1  # no mark: it is handed out again
+        again = NotificationReceiver(
+            st.client,
+            auth=BasicAuth(HOOK_USER, HOOK_PASSWORD),
+            on_event=on_event,
+            inbox=SqliteInbox(path),
+            sweep=Sweep(track_submissions=False),
+        )
+        async with again:
+            await asyncio.wait_for(again.join(), 10.0)
+    assert [(e.final, e.first) for e in events] == [(True, True), (True, True)]
+    status = await _status_of(path)
+    assert (status.depth, status.delivered) == (0, 1)
+
+
+async def _status_of(path: Path) -> Any:
+    inbox = SqliteInbox(path)
+    await inbox.open()
+    try:
+        return await inbox.status()
+    finally:
+        await inbox.aclose()

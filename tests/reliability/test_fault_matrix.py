@@ -11,24 +11,31 @@ table of every cell and what was seen.
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
 
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import journal_counts
-from payments_async.sandbox import SandboxConfig
+from payments_async.sandbox import SandboxConfig, SandboxServer
 from tests.integration.test_bulk_kill import _command, _start, _wait_for
+from tests.integration.test_bulk_queue import _cli, _run, _stored, _worker
+from tests.reliability.test_notification_kills import _final_payments
 from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
+from tests.support.listeners import Listeners, deliver
+from tests.support.postgres import cut_off, restore
 
 ROWS = 300
 PAUSE = 2.0  # the short pause of the default run; the soak cell outlasts a call's total
@@ -40,6 +47,7 @@ LONG_SETTLEMENT = 30.0
 STDERR_LINES = 3  # at most, per outage
 HANG = 8.0  # seconds every PostgreSQL server process stays stopped (under HANG_AFTER)
 LONG_HANG = 30.0  # past HANG_AFTER: the hung transaction is dropped and made again
+RESTART = 3.0  # seconds a restarted database refuses connections
 
 
 def _wait_for_progress(journal: Path, proc: subprocess.Popen[str], done: int) -> None:
@@ -188,6 +196,9 @@ def test_postgresql_journal_x_database_hang(
         summary = json.loads(out)
         assert summary["accepted"] + summary["rejected"] == ROWS, summary
         _quiet(err)
+        if hang == LONG_HANG:  # past the bound on a transaction: said when it went and back
+            assert err.count("cannot be reached") == 1, err
+            assert err.count("is back after") == 1, err
         _exactly_once(sb, rows)
 
 
@@ -200,3 +211,357 @@ def _wait_for_stored(sb: ThreadedSandbox, proc: subprocess.Popen[str], n: int) -
             return
         time.sleep(0.05)
     raise AssertionError(f"the sandbox never stored {n} cancellations")
+
+
+def _pg_command(sb: ThreadedSandbox, src: Path, dsn: str) -> list[str]:
+    return [*_command(sb, src), "--journal", dsn]
+
+
+def test_postgresql_journal_x_sigkill(tmp_path: Path, pg_dsn: str) -> None:
+    rows = bulk_rows(ROWS, prefix="E2E-PGKILL")
+    src = write_csv(tmp_path / "pgkill.csv", rows)
+    with _sandbox() as sb:
+        cmd = _pg_command(sb, src, pg_dsn)
+        proc = _start(cmd)
+        try:
+            _wait_for_stored(sb, proc, ROWS // 4)
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.communicate(timeout=30)
+        assert sb.stats()["cancellations_stored"] < ROWS  # it really was cut short
+        again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+        assert again.returncode in (0, 1), again.stderr  # the rerun finishes the run
+        summary = json.loads(again.stdout)
+        assert summary["resumed"] is True
+        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        _quiet(again.stderr)
+        _exactly_once(sb, rows)
+
+
+@pytest.mark.parametrize(
+    "pause", [PAUSE, pytest.param(LONG_PAUSE, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+def test_postgresql_journal_x_process_paused(tmp_path: Path, pg_dsn: str, pause: float) -> None:
+    rows = bulk_rows(ROWS, prefix="E2E-PGPAUSE")
+    src = write_csv(tmp_path / "pgpause.csv", rows)
+    with _sandbox() as sb:
+        proc = _start(_pg_command(sb, src, pg_dsn))
+        try:
+            _wait_for_stored(sb, proc, ROWS // 3)
+            os.kill(proc.pid, signal.SIGSTOP)
+            time.sleep(pause)  # the fault itself: the process is stopped for this long
+            os.kill(proc.pid, signal.SIGCONT)
+            out, err = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        assert proc.returncode in (0, 1), (proc.returncode, err)  # finished: no rerun asked
+        summary = json.loads(out)
+        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        _quiet(err)
+        _exactly_once(sb, rows)
+
+
+QUEUE_ROWS = 300
+
+
+def _queue_sandbox() -> AbstractContextManager[ThreadedSandbox]:
+    """No payment exists (every cancellation is rejected), settled after 1.5 s."""
+    return threaded_sandbox(SandboxConfig(processing_delay=3600, settlement_delay=1.5))
+
+
+@contextmanager
+def _queued_run(
+    sb: ThreadedSandbox, tmp_path: Path, dsn: str
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """A run queued on ``dsn`` (nothing sent yet) and two workers taking it; on exit the
+    workers are stopped (SIGINT), and each must have left by that stop, quietly."""
+    src = write_csv(tmp_path / "q.csv", bulk_rows(QUEUE_ROWS, prefix="E2E-QM"))
+    queued = _run(_cli(sb, "bulk-cancel", str(src), "--queue", dsn, "--no-wait"))
+    assert queued.returncode == 0, queued.stderr
+    workers = [_worker(sb, dsn) for _ in range(2)]
+    try:
+        _wait_until(lambda: sb.stats()["cancellations_stored"] >= QUEUE_ROWS // 4, workers)
+        yield workers
+    finally:
+        for w in workers:
+            w.send_signal(signal.SIGINT)
+        errs = [w.communicate(timeout=60)[1] for w in workers]
+    for w, err in zip(workers, errs, strict=True):
+        assert w.returncode == 130, err  # stopped by the test, not by the fault
+        _quiet(err)
+
+
+def _wait_until(
+    done: Callable[[], bool], workers: list[subprocess.Popen[str]], seconds: float = 60
+) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        for w in workers:
+            assert w.poll() is None, f"a worker exited: {w.communicate()[1]}"
+        assert time.monotonic() < deadline, "the queued run never got there"
+        time.sleep(0.1)
+
+
+def _queue_finished(sb: ThreadedSandbox, dsn: str, workers: list[subprocess.Popen[str]]) -> None:
+    """Until ``bulk-status`` says the run is over (no rerun: the workers finish it); then
+    every row stored once at the sandbox."""
+    status: list[subprocess.CompletedProcess[str]] = []
+
+    def over() -> bool:
+        status[:] = [_run(_cli(sb, "--json", "bulk-status", "--queue", dsn))]
+        return status[0].returncode != 3
+
+    _wait_until(over, workers, seconds=120)
+    assert status[0].returncode == 1, status[0].stdout  # every row final: rejected (no payment)
+    assert json.loads(status[0].stdout)["outcomes"] == {"rejected": QUEUE_ROWS}
+    stored = _stored(sb)
+    assert len(stored) == QUEUE_ROWS  # none lost
+    assert max(stored.values()) == 1  # none twice
+
+
+@pytest.mark.alone  # every server process of the test's PostgreSQL is stopped
+@pytest.mark.parametrize(
+    "hang", [HANG, pytest.param(LONG_HANG, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+def test_queue_workers_x_database_hang(
+    tmp_path: Path, postgres_server: object, pg_dsn: str, hang: float
+) -> None:
+    with _queue_sandbox() as sb, _queued_run(sb, tmp_path, pg_dsn) as workers:
+        with _hung(postgres_server, seconds_max=hang + 30):
+            time.sleep(hang)  # the fault itself: the database answers nothing this long
+        _queue_finished(sb, pg_dsn, workers)
+
+
+@pytest.mark.parametrize(
+    "pause", [PAUSE, pytest.param(LONG_PAUSE, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+def test_queue_workers_x_process_paused(tmp_path: Path, pg_dsn: str, pause: float) -> None:
+    with _queue_sandbox() as sb, _queued_run(sb, tmp_path, pg_dsn) as workers:
+        os.kill(workers[0].pid, signal.SIGSTOP)
+        time.sleep(pause)  # the fault itself: one worker is stopped this long
+        os.kill(workers[0].pid, signal.SIGCONT)
+        _queue_finished(sb, pg_dsn, workers)
+
+
+# The inbox cells: `listen` itself, fed by the test playing the service (short notices,
+# with duplicates, shuffled; what is not answered 202 is redelivered). The counter is the
+# callbacks' deliveries: the "first" final lines `listen --json` printed, over every
+# process a cell started.
+INBOX_IDS = 120
+KILLS = 3
+
+
+async def _inbox_cell(
+    tmp_path: Path, inbox: str, fault: Callable[[Listeners], Awaitable[int]]
+) -> None:
+    """Deliver a stream to ``listen`` on ``inbox`` while ``fault`` runs (it returns how many
+    deliveries the documented window allows to be repeated: 0 unless it killed a process
+    between a callback's return and its "delivered" mark); then 0 lost, 0 twice beyond that
+    window, no traceback, a few stderr lines per process."""
+    rng = random.Random(36)
+    config = SandboxConfig(processing_delay=0.1, settlement_delay=0.1)
+    async with SandboxServer(config) as sb:
+        expected = await _final_payments(sb.url, INBOX_IDS)
+        stream = [psid for psid in expected for _ in range(rng.choice((1, 1, 2, 3)))]
+        rng.shuffle(stream)
+        listeners = Listeners(sb.url, inbox, tmp_path)
+        await listeners.start()
+        try:
+            sending = asyncio.create_task(deliver(listeners, sb.url, stream))
+            window = await fault(listeners)
+            await sending
+            await listeners.until_delivered(expected)
+            await asyncio.sleep(1.0)  # a second delivery, were there one, would show by now
+            await listeners.stop()
+        finally:
+            await listeners.kill_all()
+    delivered = listeners.delivered()
+    lost = [p for p, s in expected.items() if f"{p} {s}" not in delivered]
+    twice = sum(n - 1 for n in delivered.values())
+    assert not lost, lost[:5]
+    assert twice <= window, (twice, window)
+    assert set(delivered) == {f"{p} {s}" for p, s in expected.items()}  # nothing else
+    for err in listeners.stderr:
+        _quiet(err)
+    assert listeners.current.returncode == 130, listeners.stderr[-1]  # stopped by the test
+
+
+async def _progress(listeners: Listeners, share: float) -> None:
+    """Until a ``share`` of the ids were delivered (a fault lands mid-stream)."""
+    want = int(share * INBOX_IDS)
+    deadline = asyncio.get_running_loop().time() + 60
+    while len(listeners.delivered()) < want:
+        assert listeners.current.returncode is None, listeners.stderr[-1]
+        assert asyncio.get_running_loop().time() < deadline, "the stream never got going"
+        await asyncio.sleep(0.02)
+
+
+async def _sigkill(listeners: Listeners) -> int:
+    """SIGKILL the listener KILLS times mid-stream, restarting it each time; returns the
+    deliveries made but not yet marked at the kills (`listen --status` of the dead
+    process's inbox): the documented window, repeated after the restart."""
+    window = 0
+    for k in range(1, KILLS + 1):
+        await _progress(listeners, k / (KILLS + 1))
+        listeners.current.kill()
+        await listeners.current.wait()
+        await asyncio.sleep(0.2)  # its last printed lines are read
+        marked = int((await listeners.status())["delivered"])  # type: ignore[call-overload]
+        window += max(0, len(listeners.delivered()) - marked)
+        await listeners.start()
+    return window
+
+
+def _paused(seconds: float) -> Callable[[Listeners], Awaitable[int]]:
+    async def fault(listeners: Listeners) -> int:
+        await _progress(listeners, 1 / 3)
+        os.kill(listeners.current.pid, signal.SIGSTOP)
+        await asyncio.sleep(seconds)  # the fault itself: the listener is stopped this long
+        os.kill(listeners.current.pid, signal.SIGCONT)
+        return 0
+
+    return fault
+
+
+def _inbox_target(store: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    if store == "sqlite":
+        return str(tmp_path / "inbox.db")
+    return str(request.getfixturevalue("pg_dsn"))
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+async def test_inbox_x_sigkill(tmp_path: Path, request: pytest.FixtureRequest, store: str) -> None:
+    await _inbox_cell(tmp_path, _inbox_target(store, tmp_path, request), _sigkill)
+
+
+@pytest.mark.parametrize(
+    "pause", [PAUSE, pytest.param(LONG_PAUSE, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+async def test_inbox_x_process_paused(
+    tmp_path: Path, request: pytest.FixtureRequest, store: str, pause: float
+) -> None:
+    await _inbox_cell(tmp_path, _inbox_target(store, tmp_path, request), _paused(pause))
+
+
+async def test_postgresql_inbox_x_database_restart(
+    tmp_path: Path, postgres_server: object, pg_dsn: str
+) -> None:
+    admin: str = postgres_server.get_uri()  # type: ignore[attr-defined]
+
+    async def restart(listeners: Listeners) -> int:
+        await _progress(listeners, 1 / 3)
+        cut_off(pg_dsn, admin)  # every session ended, new ones refused: a restart
+        await asyncio.sleep(RESTART)
+        restore(pg_dsn, admin)
+        return 0
+
+    await _inbox_cell(tmp_path, pg_dsn, restart)
+
+
+@pytest.mark.alone  # every server process of the test's PostgreSQL is stopped
+@pytest.mark.parametrize(
+    "hang", [HANG, pytest.param(LONG_HANG, marks=pytest.mark.soak)], ids=["short", "long"]
+)
+async def test_postgresql_inbox_x_database_hang(
+    tmp_path: Path, postgres_server: object, pg_dsn: str, hang: float
+) -> None:
+    async def hung(listeners: Listeners) -> int:
+        await _progress(listeners, 1 / 3)
+        with _hung(postgres_server, seconds_max=hang + 30):
+            await asyncio.sleep(hang)  # the fault itself: the database answers nothing
+        return 0
+
+    await _inbox_cell(tmp_path, pg_dsn, hung)
+
+
+# Full disk: a real size-limited file system (a tmpfs mounted for the test: the process
+# meets ENOSPC from the kernel, not a simulated error).
+SMALL_FS = "8m"
+
+
+@contextmanager
+def _small_file_system(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of `SMALL_FS` mounted for the test, unmounted at the end, failure or not."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SMALL_FS}", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"no size-limited file system here (mount: {mounted.stderr.strip()})")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def _write_forever(fd: int, data: bytes) -> None:
+    while True:
+        os.write(fd, data)
+
+
+def _fill(mnt: Path) -> Path:
+    """Fill the file system to its last byte (ENOSPC), with a file the test deletes."""
+    filler = mnt / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        for chunk in (1 << 16, 1 << 12, 1):
+            with pytest.raises(OSError, match="No space left") as full:
+                _write_forever(fd, b"\0" * chunk)
+            assert full.value.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+def _full_disk_said(returncode: int | None, out: str, err: str) -> None:
+    """Exit 3 and one line (`--json`: one JSON object on stdout) naming the full disk."""
+    assert returncode == 3, (out, err)
+    said = out + err
+    assert "Traceback" not in said, said
+    assert len(said.splitlines()) == 1, said  # one line
+    assert "full" in said.lower(), said
+
+
+def test_sqlite_journal_x_full_disk_while_planning(tmp_path: Path) -> None:
+    rows = bulk_rows(ROWS, prefix="E2E-FULLP")
+    with _small_file_system(tmp_path) as mnt, _sandbox() as sb:
+        src = write_csv(mnt / "full.csv", rows)
+        cmd = _command(sb, src)
+        filler = _fill(mnt)
+        full = subprocess.run(cmd, cwd=mnt, capture_output=True, text=True, timeout=180)
+        _full_disk_said(full.returncode, full.stdout, full.stderr)
+        filler.unlink()  # space is freed
+        again = subprocess.run(cmd, cwd=mnt, capture_output=True, text=True, timeout=180)
+        assert again.returncode in (0, 1), again.stderr  # the rerun finishes
+        summary = json.loads(again.stdout)
+        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        _quiet(again.stderr)
+        _exactly_once(sb, rows)
+
+
+def test_sqlite_journal_x_full_disk_mid_run(tmp_path: Path) -> None:
+    rows = bulk_rows(ROWS, prefix="E2E-FULLM")
+    with _small_file_system(tmp_path) as mnt, _sandbox(settlement=2.0) as sb:
+        src = write_csv(mnt / "full.csv", rows)
+        cmd = _command(sb, src)
+        proc = _start(cmd)
+        try:
+            _wait_for_stored(sb, proc, ROWS // 3)
+            filler = _fill(mnt)  # the outcomes still to come cannot be written
+            out, err = proc.communicate(timeout=180)
+        finally:
+            proc.kill()
+        _full_disk_said(proc.returncode, out, err)
+        filler.unlink()
+        again = subprocess.run(cmd, cwd=mnt, capture_output=True, text=True, timeout=180)
+        assert again.returncode in (0, 1), again.stderr  # the rerun finishes
+        summary = json.loads(again.stdout)
+        assert summary["resumed"] is True
+        assert summary["accepted"] + summary["rejected"] == ROWS, summary
+        _quiet(again.stderr)
+        _exactly_once(sb, rows)

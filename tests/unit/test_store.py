@@ -8,6 +8,7 @@ import errno
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,10 +105,73 @@ def test_a_hang_found_at_its_bound_is_told_from_when_it_began(
     began = time.monotonic() - 15  # the transaction hung this long before its bound
     with caplog.at_level(logging.WARNING, logger="payments_async.store"):
         assert outage.failed(TimeoutError(), began=began) == 0.0  # once more at once
-        outage.failed(TimeoutError())  # the reconnection fails too: told
+        outage.failed(TimeoutError())  # the reconnection fails too: told already
         outage.ended()
     told = [r.getMessage() for r in caplog.records]
     assert len(told) == 2
     assert "cannot be reached" in told[0]
     assert float(told[1].split("is back after ")[1].split(" s")[0]) >= 15
     assert "secret" not in caplog.text
+
+
+def test_a_hang_found_at_its_bound_is_told_even_when_the_next_try_gets_through(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A transaction that began during a hang and ended at its bound, with the database
+    back by the reconnection: the hang still lasted the bound, so it is told."""
+    import logging
+    import time
+
+    from payments_async._store import Outage
+
+    dsn = "postgresql://u:secret@db.example/hang-ends"
+    outage = Outage(dsn, window=60, errors=JOURNAL_ERRORS, what="journal")
+    with caplog.at_level(logging.WARNING, logger="payments_async.store"):
+        assert outage.failed(TimeoutError(), began=time.monotonic() - 15) == 0.0
+        outage.ended()  # the reconnection reached it
+    told = [r.getMessage() for r in caplog.records]
+    assert len(told) == 2, told
+    assert "cannot be reached" in told[0]
+    assert float(told[1].split("is back after ")[1].split(" s")[0]) >= 15
+
+
+def test_a_connection_lost_once_is_made_again_silently(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from payments_async._store import Outage
+
+    outage = Outage("postgresql://db.example/lost", window=60, errors=JOURNAL_ERRORS, what="x")
+    with caplog.at_level(logging.WARNING, logger="payments_async.store"):
+        assert outage.failed(ConnectionResetError()) == 0.0
+        outage.ended()
+    assert caplog.records == []
+
+
+def test_an_outage_given_up_at_once_is_said_back_by_the_next_connection_that_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A receiver's store waits 0 s (it answers 503 and is tried again later): each try
+    is a new `Outage`. The outage is said once, its error marked as said (the receiver's
+    parts stay quiet), and the first try that reaches the database says it is back."""
+    import logging
+
+    from payments_async._store import Outage, told
+
+    dsn = "postgresql://u:secret@db.example/inbox"
+    with caplog.at_level(logging.WARNING, logger="payments_async.store"):
+        for _ in range(3):
+            outage = Outage(dsn, window=0, errors=JOURNAL_ERRORS, what="inbox")
+            with pytest.raises(JournalUnavailableError) as raised:
+                _fail_twice(outage)  # the first failure alone is a lost connection
+            assert told(raised.value)
+        Outage(dsn, window=0, errors=JOURNAL_ERRORS, what="inbox").ended()  # answered
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert "cannot be reached" in said[0]
+    assert "is back after" in said[1]
+    assert not told(JournalUnavailableError("not from an outage"))
+
+
+def _fail_twice(outage: Any) -> None:
+    outage.failed(ConnectionRefusedError())
+    outage.failed(ConnectionRefusedError())
