@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -60,6 +60,7 @@ __all__ = [
     "UtcClock",
     "ensure_sqlite_schema",
     "journal_counts",
+    "micros",
     "row_from_record",
 ]
 
@@ -86,9 +87,9 @@ CREATE TABLE IF NOT EXISTS rows (
     reason_text TEXT,
     return_request_needed INTEGER,
     error TEXT,
-    sent_at REAL,
-    acknowledged_at REAL,
-    final_at REAL,
+    sent_at INTEGER,
+    acknowledged_at INTEGER,
+    final_at INTEGER,
     updated_at REAL NOT NULL
 );
 """
@@ -226,7 +227,7 @@ class RowUpdate:
             if isinstance(value, StrEnum):
                 value = value.value
             elif isinstance(value, datetime):
-                value = value.timestamp()
+                value = micros(value)
             elif name == "reason_codes":
                 value = json.dumps(list(value))
             out[name] = value
@@ -468,8 +469,18 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
     )
 
 
-def _utc(seconds: float | None) -> datetime | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+def micros(at: datetime) -> int:
+    """A row time as the stores keep it: whole microseconds since the POSIX epoch, so
+    differences and days computed by SQL and by Python agree exactly."""
+    return (at - _EPOCH) // _MICROSECOND
+
+
+def _utc(us: int | None) -> datetime | None:
+    return None if us is None else _EPOCH + us * _MICROSECOND
 
 
 def read_in_batches(fetch: Callable[[int], Sequence[RowState]]) -> Iterator[RowState]:

@@ -93,9 +93,9 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
     reason_text TEXT,
     return_request_needed BOOLEAN,
     error TEXT,
-    sent_at DOUBLE PRECISION,
-    acknowledged_at DOUBLE PRECISION,
-    final_at DOUBLE PRECISION,
+    sent_at BIGINT,
+    acknowledged_at BIGINT,
+    final_at BIGINT,
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (run_id, line),
     UNIQUE (run_id, assignment_id)
