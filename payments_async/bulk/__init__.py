@@ -47,6 +47,7 @@ from ._queue import (
     write_queue_results,
 )
 from ._recall import AlreadyRecalledError, Recall
+from ._refresh import RefreshReport, refresh_pending
 from ._report import RunReport, run_report
 from ._results import RESULT_COLUMNS, write_run_results
 from ._rows import RowOutcome, RunTotals, Stage, Verdict
@@ -61,6 +62,7 @@ from ._runner import (
 from ._steps import connection_limit_for
 from ._stores import open_journal
 from ._stores._recalls import RecallLedger, open_recall_ledger
+from ._times import RunTimes
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -83,12 +85,14 @@ __all__ = [
     "QueueStatus",
     "Recall",
     "RecallLedger",
+    "RefreshReport",
     "ResultsWriteError",
     "RowError",
     "RowOutcome",
     "RowState",
     "RunPlan",
     "RunReport",
+    "RunTimes",
     "RunTotals",
     "SqliteJournal",
     "Stage",
@@ -108,6 +112,7 @@ __all__ = [
     "plan_summary",
     "queue_status",
     "read_results",
+    "refresh_pending",
     "run_report",
     "run_worker",
     "write_attention",

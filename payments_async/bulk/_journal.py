@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -46,6 +47,7 @@ from ._rows import RowOutcome, Stage, stored_outcome
 __all__ = [
     "PLANNED_COLUMNS",
     "READ_BATCH",
+    "ROW_COLUMNS",
     "Journal",
     "JournalError",
     "JournalUnavailableError",
@@ -55,8 +57,10 @@ __all__ = [
     "RowWrites",
     "SqliteJournal",
     "StoreReads",
+    "UtcClock",
     "ensure_sqlite_schema",
     "journal_counts",
+    "micros",
     "row_from_record",
 ]
 
@@ -83,6 +87,9 @@ CREATE TABLE IF NOT EXISTS rows (
     reason_text TEXT,
     return_request_needed INTEGER,
     error TEXT,
+    sent_at INTEGER,
+    acknowledged_at INTEGER,
+    final_at INTEGER,
     updated_at REAL NOT NULL
 );
 """
@@ -93,14 +100,16 @@ def ensure_sqlite_schema(db: sqlite3.Connection) -> None:
     db.executescript(_SCHEMA + SQLITE.schema())
 
 
-_COLUMNS: Final = (
+ROW_COLUMNS: Final = (
     "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
-    "return_request_needed, error"
+    "return_request_needed, error, sent_at, acknowledged_at, final_at"
 )
-_SELECT_AFTER: Final = f"SELECT {_COLUMNS} FROM rows WHERE line > ? ORDER BY line LIMIT ?"  # noqa: S608
+"""The columns `row_from_record` reads, in its order (every store has them)."""
+
+_SELECT_AFTER: Final = f"SELECT {ROW_COLUMNS} FROM rows WHERE line > ? ORDER BY line LIMIT ?"  # noqa: S608
 _SELECT_UNFINISHED_AFTER: Final = (
-    f"SELECT {_COLUMNS} FROM rows WHERE line > ? "  # noqa: S608
+    f"SELECT {ROW_COLUMNS} FROM rows WHERE line > ? "  # noqa: S608
     "AND state NOT IN ('final', 'invalid') ORDER BY line LIMIT ?"
 )
 _COUNT_STATES: Final = "SELECT state, COUNT(*) FROM rows GROUP BY state"
@@ -164,6 +173,9 @@ class RowState:
         reason_text: the service's reason texts, or a sentence for people.
         return_request_needed: True when rejected: ask the beneficiary for a pacs.004.
         error: the last error met on this row (kept until the row succeeds).
+        sent_at: when its last POST started (UTC), or None while never sent.
+        acknowledged_at: when the service last answered its POST (UTC), or None.
+        final_at: when its outcome became final (UTC), or None while not final.
     """
 
     line: int
@@ -181,6 +193,9 @@ class RowState:
     reason_text: str | None = None
     return_request_needed: bool = False
     error: str | None = None
+    sent_at: datetime | None = None
+    acknowledged_at: datetime | None = None
+    final_at: datetime | None = None
 
     @property
     def is_done(self) -> bool:
@@ -211,6 +226,8 @@ class RowUpdate:
         for name, value in self.values.items():
             if isinstance(value, StrEnum):
                 value = value.value
+            elif isinstance(value, datetime):
+                value = micros(value)
             elif name == "reason_codes":
                 value = json.dumps(list(value))
             out[name] = value
@@ -254,12 +271,27 @@ Statement = tuple[str, tuple[Any, ...]]
 """An SQL statement and its parameters."""
 
 
+UtcClock = Callable[[], datetime]
+"""A clock giving the current time as an aware UTC datetime."""
+
+
+def _utc_now() -> datetime:
+    """The current time, UTC."""
+    return datetime.now(UTC)
+
+
 class RowWrites(abc.ABC):
     """The state changes of a journal's rows: what a row's steps record, for every store.
 
     Each method turns a transition of `._rows` into one `RowUpdate`; a store only writes
     it (`_apply`). Every change is committed before the awaiting coroutine resumes.
+
+    Attributes:
+        clock: what the row's times (``sent_at``, ``acknowledged_at``, ``final_at``) are
+            read from; the system clock in UTC unless replaced (a test's fixed clock).
     """
+
+    clock: UtcClock = staticmethod(_utc_now)
 
     @abc.abstractmethod
     def _apply(self, update: RowUpdate) -> Awaitable[None]:
@@ -267,7 +299,8 @@ class RowWrites(abc.ABC):
 
     async def mark_sent(self, line: int) -> None:
         """The row is about to be sent (one more attempt)."""
-        await self._apply(RowUpdate(line, {"state": Stage.SENT}, one_more_attempt=True))
+        values = {"state": Stage.SENT, "sent_at": self.clock()}
+        await self._apply(RowUpdate(line, values, one_more_attempt=True))
 
     async def mark_acknowledged(self, line: int, payments_service_id: str, created: bool) -> None:
         """The service answered with the cancellation's ``paymentsServiceId``."""
@@ -276,6 +309,7 @@ class RowWrites(abc.ABC):
             "payments_service_id": payments_service_id,
             "created": created,
             "error": None,
+            "acknowledged_at": self.clock(),
         }
         await self._apply(RowUpdate(line, values))
 
@@ -305,6 +339,7 @@ class RowWrites(abc.ABC):
             "reason_text": reason_text,
             "return_request_needed": return_request_needed,
             "error": None,
+            "final_at": self.clock(),
         }
         await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
@@ -314,7 +349,7 @@ class RowWrites(abc.ABC):
         """Record an error; ``final`` when retrying cannot help: the row ends ``refused``."""
         values: dict[str, Any] = {"error": error}
         if final:
-            values.update(state=Stage.FINAL, outcome=RowOutcome.REFUSED)
+            values.update(state=Stage.FINAL, outcome=RowOutcome.REFUSED, final_at=self.clock())
         await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
     async def mark_not_sent(
@@ -324,7 +359,7 @@ class RowWrites(abc.ABC):
         ``planned`` (``final``: the row ends as ``not_sent``)."""
         values: dict[str, Any] = {"error": error, "state": Stage.PLANNED, "outcome": None}
         if final:
-            values.update(state=Stage.FINAL, outcome=RowOutcome.NOT_SENT)
+            values.update(state=Stage.FINAL, outcome=RowOutcome.NOT_SENT, final_at=self.clock())
         await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
 
@@ -410,7 +445,8 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
     ``created`` as a boolean, SQLite as bytes and an integer.
     """
     (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
-    (outcome, status, codes, text, rrn, error) = rec[9:]
+    (outcome, status, codes, text, rrn, error) = rec[9:15]
+    (sent_at, acknowledged_at, final_at) = (_utc(t) for t in rec[15:18])
     return RowState(
         line=line,
         original_end_to_end_id=e2e,
@@ -427,7 +463,24 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
         reason_text=text,
         return_request_needed=bool(rrn),
         error=error,
+        sent_at=sent_at,
+        acknowledged_at=acknowledged_at,
+        final_at=final_at,
     )
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+def micros(at: datetime) -> int:
+    """A row time as the stores keep it: whole microseconds since the POSIX epoch, so
+    differences and days computed by SQL and by Python agree exactly."""
+    return (at - _EPOCH) // _MICROSECOND
+
+
+def _utc(us: int | None) -> datetime | None:
+    return None if us is None else _EPOCH + us * _MICROSECOND
 
 
 def read_in_batches(fetch: Callable[[int], Sequence[RowState]]) -> Iterator[RowState]:

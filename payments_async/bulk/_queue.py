@@ -24,7 +24,7 @@ import contextlib
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -57,10 +57,12 @@ from ._rows import (
 )
 from ._steps import connection_limit_for, record, send_row, wait_for_outcome
 from ._stores import _postgres as pg
+from ._times import RunTimes
 from ._worker_loops import through_outages
 
 if TYPE_CHECKING:
     import procrastinate
+    import psycopg
     import psycopg_pool
 
 __all__ = [
@@ -474,6 +476,8 @@ class QueueStatus:
         errors: rows not final whose last attempt met an error.
         totals: every row by outcome, as the single-process runner's report counts them
             (the same words, and the same ``verdict``).
+        times: the service's latency and the rows not final by the day they were sent
+            (`RunTimes`, without the over-time series).
     """
 
     run_id: str
@@ -484,6 +488,7 @@ class QueueStatus:
     queued: int
     errors: int
     totals: RunTotals
+    times: RunTimes = field(default_factory=RunTimes)
 
     @property
     def done(self) -> int:
@@ -526,6 +531,7 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
                 outcomes[outcome.value] = outcomes.get(outcome.value, 0) + n
             elif has_error and state != Stage.INVALID:
                 errors += n
+        times = _run_times(conn, run_id)
         queue = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
         # A run of the single-process runner (--journal postgresql://...) has no queue.
         queued = (
@@ -547,7 +553,31 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
         queued=int(queued[0]) if queued else 0,
         errors=errors,
         totals=totals,
+        times=times,
     )
+
+
+# Whole milliseconds and days rounded down from whole microseconds, as `RunTimes` counts
+# them row by row with Python's floor division.
+_LATENCIES: Final = (
+    "SELECT FLOOR((acknowledged_at - sent_at) / 1000.0)::bigint, COUNT(*) FROM payments_bulk_rows "
+    "WHERE run_id = %s AND acknowledged_at IS NOT NULL AND sent_at IS NOT NULL GROUP BY 1"
+)
+_UNFINISHED_SENT_ON: Final = (
+    "SELECT FLOOR(sent_at / 86400000000.0)::bigint, COUNT(*) FROM payments_bulk_rows "
+    "WHERE run_id = %s AND state IN ('sent', 'acknowledged') AND sent_at IS NOT NULL "
+    "GROUP BY 1"
+)
+
+
+def _run_times(conn: psycopg.Connection[Any], run_id: str) -> RunTimes:
+    """The run's latencies and unfinished rows' days, added up by the database."""
+    times = RunTimes()
+    for ms, n in conn.execute(_LATENCIES, (run_id,)):
+        times.latency_ms[int(ms)] += n
+    for day, n in conn.execute(_UNFINISHED_SENT_ON, (run_id,)):
+        times.add_unfinished(int(day), n)
+    return times
 
 
 def write_queue_results(dsn: str, path: str | Path, run: str | None = None) -> tuple[str, Path]:

@@ -9,15 +9,17 @@ attention file (``bulk-results --needs-attention``) for the rest.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import io
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._attention import attention_reason
 from ._rows import RowOutcome, RunTotals
+from ._times import PERCENTILES, RunTimes
 
 __all__ = ["NOT_RECORDED", "REPORT_ROWS", "RunReport", "charts_available", "run_report"]
 
@@ -28,11 +30,12 @@ REPORT_REASONS: Final = 20
 """Reasons a report names at most; the rest are counted as ``other``."""
 
 NOT_RECORDED: Final = (
-    "The journal does not record when each row was sent and when its outcome came: "
+    "The results do not say when each row was sent and when its outcome came: "
     "submissions and outcomes over time, the service's latency (p50/p90/p99) and the age "
     "of pending rows cannot be shown for this run."
 )
-"""What a report says in place of the figures that need per-row times."""
+"""What a report says in place of the figures that need per-row times (a results file
+written before the times were recorded)."""
 
 
 @dataclass(slots=True)
@@ -48,6 +51,8 @@ class RunReport:
         needs_attention: rows that need a person (see ``attention_reason``).
         return_request_rows: the first `REPORT_ROWS` rejected rows needing a pacs.004.
         pending_rows: the first `REPORT_ROWS` rows not final (in flight or pending).
+        times: the rows' times counted (over time, latency, age of rows not final).
+        today: the UTC day the age of rows not final is counted to.
         not_recorded: what cannot be shown, and why (None when everything is).
     """
 
@@ -58,6 +63,8 @@ class RunReport:
     needs_attention: int = 0
     return_request_rows: list[dict[str, Any]] = field(default_factory=list)
     pending_rows: list[dict[str, Any]] = field(default_factory=list)
+    times: RunTimes = field(default_factory=RunTimes)
+    today: dt.date = field(default_factory=lambda: dt.datetime.now(dt.UTC).date())
     not_recorded: str | None = NOT_RECORDED
 
     def as_dict(self) -> dict[str, Any]:
@@ -74,8 +81,9 @@ class RunReport:
             "return_request_rows": self.return_request_rows,
             "pending_rows": self.pending_rows,
             "rows_listed_at_most": REPORT_ROWS,
-            "over_time": None,
-            "latency": None,
+            "over_time": self.times.over_time(),
+            "latency": self.times.latency(),
+            "pending_by_age": self.times.unfinished_by_age(self.today),
             "not_recorded": self.not_recorded,
         }
 
@@ -107,14 +115,28 @@ def _listed(rec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_report(records: Iterable[Mapping[str, Any]], title: str) -> RunReport:
+def _time(rec: Mapping[str, Any], name: str) -> dt.datetime | None:
+    value = rec.get(name)
+    return None if value is None else dt.datetime.fromisoformat(value)
+
+
+def run_report(
+    records: Iterable[Mapping[str, Any]], title: str, *, today: dt.date | None = None
+) -> RunReport:
     """Add up a run's results records (``read_results``), one pass, bounded memory.
 
     Args:
         records: every row of the run's results file.
         title: what the report is of.
+        today: the UTC day the age of rows not final is counted to (default: today).
+
+    Raises:
+        ValueError: a record's time is not an ISO 8601 time.
     """
     report = RunReport(title)
+    if today is not None:
+        report.today = today
+    timed = False
     reasons: Counter[str] = Counter()
     attempts: Counter[int] = Counter()
     for rec in records:
@@ -122,6 +144,13 @@ def run_report(records: Iterable[Mapping[str, Any]], title: str) -> RunReport:
         report.totals.add(outcome, return_request_needed=bool(rec.get("return_request_needed")))
         if outcome is not RowOutcome.INVALID:
             attempts[int(rec.get("attempts") or 0)] += 1
+        timed = timed or "sent_at" in rec
+        report.times.add_row(
+            unfinished=outcome in (RowOutcome.PENDING, RowOutcome.IN_FLIGHT),
+            sent_at=_time(rec, "sent_at"),
+            acknowledged_at=_time(rec, "acknowledged_at"),
+            final_at=_time(rec, "final_at"),
+        )
         key = _reason_key(rec)
         if key is not None:
             reasons[key] += 1
@@ -142,6 +171,7 @@ def run_report(records: Iterable[Mapping[str, Any]], title: str) -> RunReport:
     rest = sum(reasons.values()) - sum(n for _, n in top)
     report.reasons = dict(top) | ({"other": rest} if rest else {})
     report.attempts = dict(attempts)
+    report.not_recorded = None if timed else NOT_RECORDED
     return report
 
 
@@ -170,13 +200,9 @@ def _bar_svg(
     labels: list[str], values: list[int], colours: list[str], title: str, *, horizontal: bool
 ) -> str:
     """A bar chart as an inline ``<svg>`` element (text drawn as paths: no font needed)."""
-    import matplotlib as mpl
-    from matplotlib.figure import Figure
-
     height = 3.2 if not horizontal else max(2.4, 0.35 * len(labels) + 1.0)
-    with mpl.rc_context({"svg.fonttype": "path", "svg.hashsalt": "payments-async"}):
-        fig = Figure(figsize=(7.5, height), layout="constrained")
-        ax = fig.add_subplot()
+
+    def draw(ax: Any) -> None:
         if horizontal:
             bars = ax.barh(labels, values, color=colours)
             ax.invert_yaxis()
@@ -184,12 +210,8 @@ def _bar_svg(
             bars = ax.bar(labels, values, color=colours)
             ax.tick_params(axis="x", labelrotation=20)
         ax.bar_label(bars, labels=[f"{v:,}" for v in values], padding=2, fontsize=8)
-        ax.set_title(title, fontsize=10)
-        ax.spines[["top", "right"]].set_visible(False)
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
-    svg = buf.getvalue()
-    return svg[svg.index("<svg") :]  # the XML prologue and DOCTYPE have no place in HTML
+
+    return _figure(draw, title, height=height)
 
 
 def _charts(report: RunReport) -> list[tuple[str, str]]:
@@ -237,6 +259,102 @@ def _charts(report: RunReport) -> list[tuple[str, str]]:
             )
         )
     return charts
+
+
+def _figure(ax_draw: Callable[[Any], None], title: str, *, height: float = 3.2) -> str:
+    """A chart as an inline ``<svg>`` element, drawn by ``ax_draw`` on its one axes (text
+    drawn as paths: no font needed)."""
+    import matplotlib as mpl
+    from matplotlib.figure import Figure
+
+    with mpl.rc_context({"svg.fonttype": "path", "svg.hashsalt": "payments-async"}):
+        fig = Figure(figsize=(7.5, height), layout="constrained")
+        ax = fig.add_subplot()
+        ax_draw(ax)
+        ax.set_title(title, fontsize=10)
+        ax.spines[["top", "right"]].set_visible(False)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg") :]  # the XML prologue and DOCTYPE have no place in HTML
+
+
+def _over_time_svg(series: Mapping[str, Any]) -> str:
+    start = dt.datetime.fromisoformat(series["start"])
+    step = dt.timedelta(minutes=series["bucket_minutes"])
+    x = [start + i * step for i in range(len(series["sent"]))]
+
+    def draw(ax: Any) -> None:
+        ax.plot(x, series["sent"], drawstyle="steps-post", color="#0277bd", label="sent")
+        ax.plot(x, series["final"], drawstyle="steps-post", color="#2e7d32", label="final")
+        ax.set_ylabel(f"rows per {series['bucket_minutes']} min", fontsize=8)
+        ax.legend(fontsize=8)
+        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+
+    return _figure(draw, "Rows sent and made final over time (UTC)")
+
+
+def _time_charts(report: RunReport) -> list[tuple[str, str]]:
+    """``(id, svg)`` of the charts of the rows' times; empty without matplotlib."""
+    if not charts_available():
+        return []
+    charts = []
+    series = report.times.over_time()
+    if series is not None:
+        charts.append(("over-time", _over_time_svg(series)))
+    latency = report.times.latency()
+    if latency is not None:
+        names = [f"p{p}" for p in PERCENTILES]
+        charts.append(
+            (
+                "latency",
+                _bar_svg(
+                    names,
+                    [latency[f"{n}_ms"] for n in names],
+                    ["#546e7a"] * len(names),
+                    "Service latency, sent to acknowledged (ms)",
+                    horizontal=False,
+                ),
+            )
+        )
+    aged = report.times.unfinished_by_age(report.today)
+    if aged:
+        charts.append(
+            (
+                "pending-age",
+                _bar_svg(
+                    list(aged),
+                    list(aged.values()),
+                    [_OUTCOME_COLOURS[RowOutcome.PENDING]] * len(aged),
+                    "Rows not final, by banking days since sent",
+                    horizontal=False,
+                ),
+            )
+        )
+    return charts
+
+
+def _times_section(report: RunReport) -> str:
+    """The page's section on the rows' times: its charts, or the same figures as text."""
+    if report.not_recorded:
+        return f"<p class='note'>{html.escape(report.not_recorded)}</p>"
+    latency = report.times.latency()
+    aged = report.times.unfinished_by_age(report.today)
+    parts = [
+        "<p>Latency: "
+        + (
+            ", ".join(f"p{p} {latency[f'p{p}_ms']:,} ms" for p in PERCENTILES)
+            + f" over {latency['rows']:,} answers"
+            if latency
+            else "no answer recorded"
+        )
+        + ".</p>",
+        _counts_table(aged, "banking days since sent")
+        if aged
+        else "<p>No row is in flight or pending.</p>",
+    ]
+    parts += [f"<figure id='chart-{cid}'>{svg}</figure>" for cid, svg in _time_charts(report)]
+    return "".join(parts)
 
 
 _STYLE: Final = """
@@ -291,10 +409,7 @@ def _page(report: RunReport, hint: str | None) -> str:
     for chart_id, svg in charts:
         parts.append(f"<figure id='chart-{chart_id}'>{svg}</figure>")
     parts += ["<h2>Reasons</h2>", _counts_table(report.reasons, "reason")]
-    parts += [
-        "<h2>Over time and latency</h2>",
-        f"<p class='note'>{html.escape(report.not_recorded or '')}</p>",
-    ]
+    parts += ["<h2>Over time and latency</h2>", _times_section(report)]
     parts += [
         "<h2>Rows needing a pacs.004 return request</h2>",
         _table(report.return_request_rows, ("line", "original_end_to_end_id", "reason")),

@@ -6,6 +6,7 @@ import csv
 import json
 import os
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,6 +36,9 @@ RESULT_COLUMNS: Final = (
     "reason",
     "return_request_needed",
     "attempts",
+    "sent_at",
+    "acknowledged_at",
+    "final_at",
     "transliterated",
 )
 """The columns of the results file, in order.
@@ -68,8 +72,11 @@ def result_record(row: RowState, transliterated: str | None = None) -> dict[str,
 
     ``outcome`` is one of `row_outcome`'s names. ``reason`` carries the service's
     reason text for a final outcome, otherwise the error met (why it was refused, why it
-    could not be sent, what interrupted it). ``transliterated``: what the row's text was
-    converted to (see `RESULT_COLUMNS`), or None.
+    could not be sent, what interrupted it). ``sent_at`` (the last POST started),
+    ``acknowledged_at`` (the service answered it) and ``final_at`` (the outcome became
+    final) are ISO 8601 UTC times, or None when the row has not got there.
+    ``transliterated``: what the row's text was converted to (see `RESULT_COLUMNS`), or
+    None.
     """
     outcome = row_outcome(row)
     reason = row.reason_text if outcome in _FINAL_REASONS else row.error
@@ -86,8 +93,15 @@ def result_record(row: RowState, transliterated: str | None = None) -> dict[str,
         "reason": reason or None,
         "return_request_needed": row.return_request_needed,
         "attempts": row.attempts,
+        "sent_at": _iso(row.sent_at),
+        "acknowledged_at": _iso(row.acknowledged_at),
+        "final_at": _iso(row.final_at),
         "transliterated": transliterated,
     }
+
+
+def _iso(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
 
 
 def _csv_cell(value: Any) -> str:

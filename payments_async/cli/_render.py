@@ -266,7 +266,23 @@ def queue_status_dict(st: QueueStatus) -> dict[str, object]:
         "queued": st.queued,
         "errors": st.errors,
         "done": st.done,
+        "latency": st.times.latency(),
+        "pending_by_age": st.times.unfinished_by_age(_today_utc()),
     }
+
+
+def _today_utc() -> dt.date:
+    """Today's date in UTC: the day the age of rows not final is counted to."""
+    return dt.datetime.now(dt.UTC).date()
+
+
+def _pending_by_age_line(by_age: dict[str, int]) -> str | None:
+    """Rows not final by age, on one line (``in flight or pending, by banking days since
+    sent: 0: 12, 3: 1``), or None when there are none."""
+    if not by_age:
+        return None
+    ages = ", ".join(f"{age}: {n:,}" for age, n in by_age.items())
+    return f"in flight or pending, by banking days since sent: {ages}"
 
 
 def queue_summary(settings: Settings, st: QueueStatus) -> int:
@@ -277,6 +293,9 @@ def queue_summary(settings: Settings, st: QueueStatus) -> int:
     table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
     table.add_row("queued or running", str(st.queued))
     settings.out.print(table)
+    aged = _pending_by_age_line(st.times.unfinished_by_age(_today_utc()))
+    if aged:
+        settings.out.print(aged)
     _say_advice(settings.err.print, st.totals)
     if st.totals.unfinished and st.settled:
         settings.err.print(

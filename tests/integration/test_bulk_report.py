@@ -117,6 +117,10 @@ def test_the_report_of_a_run_is_one_page_that_fetches_nothing(
     assert report["rows"] == status["rows"] == rows
     assert {k: report["outcomes"][k] for k in OUTCOMES} == {k: status[k] for k in OUTCOMES}
     assert report["return_requests"] == status["return_requests"]
+    assert report["latency"] == status["latency"]
+    assert report["latency"]["rows"] == rows - rows // 100  # every valid row answered
+    assert report["pending_by_age"] == status["pending_by_age"]
+    assert sum(report["over_time"]["sent"]) == rows - rows // 100
     assert len(report["return_request_rows"]) == 200  # listed at most; the rest in a file
     assert page.stat().st_size < 1_000_000
 
@@ -129,7 +133,9 @@ def test_the_report_of_a_run_is_one_page_that_fetches_nothing(
             " const s = f.querySelector('svg'); const r = s.getBoundingClientRect();"
             " return [f.id, r.width, r.height, s.querySelectorAll('path').length]; })"
         )
-        assert [c[0] for c in charts] == ["chart-outcomes", "chart-reasons", "chart-attempts"]
+        drawn = ["outcomes", "reasons", "attempts", "over-time", "latency"]
+        drawn += ["pending-age"] if status["pending_by_age"] else []
+        assert [c[0] for c in charts] == [f"chart-{c}" for c in drawn]
         for chart_id, width, height, paths in charts:
             assert width > 300, chart_id
             assert height > 100, chart_id

@@ -8,6 +8,7 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -365,3 +366,49 @@ def test_a_server_stopping_or_starting_is_unavailable_not_a_refusal() -> None:
     )
     assert not isinstance(refused, JournalUnavailableError)
     assert "Pw" not in str(refused)
+
+
+class _Clock:
+    """A clock a test moves: each reading is one minute after the last."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(minutes=1)
+        return self.now
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+async def test_every_store_records_when_a_row_was_sent_acknowledged_and_final(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    j = _journal(kind, request, tmp_path)
+    j.clock = _Clock()
+    j.plan(_rows(3))
+    await j.mark_sent(2)  # 09:01
+    await j.mark_acknowledged(2, "PSID-2", created=True)  # 09:02
+    await j.mark_final(  # 09:03
+        2,
+        outcome="accepted",
+        status="CNCL",
+        reason_codes=[],
+        reason_text=None,
+        return_request_needed=False,
+    )
+    await j.mark_sent(3)  # 09:04
+    await j.mark_error(3, "ApiError: 422", final=True, if_attempts=1)  # 09:05
+    rows = {r.line: r for r in j.rows()}
+    j.close()
+    if kind != "memory":  # read back by a new journal, as bulk-status and a resume read it
+        again = _journal(kind, request, tmp_path)
+        rows = {r.line: r for r in again.rows()}
+        again.close()
+    at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    times = {line: (r.sent_at, r.acknowledged_at, r.final_at) for line, r in rows.items()}
+    assert times == {
+        2: (at + timedelta(minutes=1), at + timedelta(minutes=2), at + timedelta(minutes=3)),
+        3: (at + timedelta(minutes=4), None, at + timedelta(minutes=5)),
+        4: (None, None, None),
+    }
+    assert all(t is None or t.tzinfo is UTC for ts in times.values() for t in ts)

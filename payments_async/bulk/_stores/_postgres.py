@@ -27,6 +27,7 @@ from .._errors import JournalError, JournalUnavailableError
 from .._journal import (
     PLANNED_COLUMNS,
     READ_BATCH,
+    ROW_COLUMNS,
     PlannedRow,
     RowState,
     RowUpdate,
@@ -92,6 +93,9 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
     reason_text TEXT,
     return_request_needed BOOLEAN,
     error TEXT,
+    sent_at BIGINT,
+    acknowledged_at BIGINT,
+    final_at BIGINT,
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (run_id, line),
     UNIQUE (run_id, assignment_id)
@@ -104,13 +108,6 @@ logger = logging.getLogger("payments_async.bulk")
 
 # One lock id for "creating the schema", so processes starting together do not race.
 _SCHEMA_LOCK: Final = 0x70A7_B01C
-
-ROW_COLUMNS: Final = (
-    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
-    "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
-    "return_request_needed, error"
-)
-"""The columns `row_from_record` reads, in its order."""
 
 _SELECT_AFTER: Final = (
     f"SELECT {ROW_COLUMNS} FROM payments_bulk_rows "  # noqa: S608

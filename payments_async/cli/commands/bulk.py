@@ -703,8 +703,14 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
 @click.command("bulk-status")
 @queue_option
 @run_option
+@click.option(
+    "--refresh",
+    is_flag=True,
+    help="First read once the outcome of each pending row (GET only: nothing is sent) "
+    "and record the final ones.",
+)
 @pass_settings
-def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
+def bulk_status(settings: Settings, queue_url: str, run_id: str | None, refresh: bool) -> None:
     """Show the progress of a distributed bulk run across all its workers.
 
     Exit: 0 all rows accepted; 1 all final, some rejected or refused by the service; 3 rows
@@ -714,9 +720,21 @@ def bulk_status(settings: Settings, queue_url: str, run_id: str | None) -> None:
 
     async def go() -> int:
         try:
+            if refresh:
+                await _refresh(settings, queue_url, run_id)
             st = await asyncio.to_thread(bulk.queue_status, queue_url, run_id)
         except JournalError as exc:
             raise journal_failed(exc) from None
         return queue_summary(settings, st)
 
     run_command(settings, go)
+
+
+async def _refresh(settings: Settings, queue_url: str, run_id: str | None) -> None:
+    """``bulk-status --refresh``: settle the pending rows the service has decided."""
+    async with make_client(settings) as client:
+        done = await bulk.refresh_pending(client, queue_url, run_id)
+    settings.err.print(
+        f"refreshed {done.read:,} pending rows: {done.settled:,} final now"
+        + (f", {done.not_found:,} unknown to the service" if done.not_found else "")
+    )

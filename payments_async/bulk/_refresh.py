@@ -1,0 +1,135 @@
+"""Settle a queued run's pending rows later: read each one's outcome once, record the final ones.
+
+A run may end its waiting while the service still holds rows for a manual check. This
+reads the outcome of every row the service acknowledged whose outcome the journal does
+not hold (GET only: nothing is sent again) and records those the service has decided,
+through the journal's row changes, as the run itself would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import CancellationOutcome, NotFoundError, PaymentsClient
+from ..iso20022 import summarize_resolution
+from ._journal import READ_BATCH, UtcClock
+from ._rows import Stage, after_outcome
+from ._steps import record
+from ._stores import _postgres as pg
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["REFRESH_CONCURRENCY", "RefreshReport", "refresh_pending"]
+
+REFRESH_CONCURRENCY: Final = 16
+"""Outcome reads in flight at once while refreshing."""
+
+_PENDING_AFTER: Final = (
+    "SELECT line, payments_service_id FROM payments_bulk_rows WHERE run_id = %s AND line > %s "
+    "AND state = %s AND payments_service_id IS NOT NULL ORDER BY line LIMIT %s"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshReport:
+    """What a refresh did.
+
+    Attributes:
+        run_id: the run refreshed.
+        read: pending rows whose outcome was read.
+        settled: of those, rows the service had decided: recorded final.
+        not_found: pending rows the service does not know (left pending; check them).
+    """
+
+    run_id: str
+    read: int
+    settled: int
+    not_found: int
+
+
+def _pending_page(conn: psycopg.Connection[Any], run_id: str, after: int) -> list[tuple[int, str]]:
+    rows = conn.execute(_PENDING_AFTER, (run_id, after, Stage.ACKNOWLEDGED.value, READ_BATCH))
+    return [(int(line), str(psid)) for line, psid in rows]
+
+
+async def _read_outcome(client: PaymentsClient, psid: str) -> CancellationOutcome | None:
+    """The row's final outcome, None while the service has not decided (or says an
+    unknown code once: a later read tells whether it stays)."""
+    resolution = await client.get_cancellation_outcome(psid)
+    summary = summarize_resolution(resolution)
+    if not summary.is_final:
+        return None
+    return CancellationOutcome.from_resolution(psid, resolution, summary)
+
+
+async def refresh_pending(
+    client: PaymentsClient,
+    dsn: str,
+    run: str | None = None,
+    *,
+    clock: UtcClock | None = None,
+) -> RefreshReport:
+    """Read once the outcome of each pending row of a queued run; record the final ones.
+
+    Only GET requests are made: no row is sent again. A row whose outcome is final is
+    recorded ``final`` (with its ``final_at``) as the run would have recorded it; the
+    others stay pending. Rows in flight (sent, never acknowledged) have no id to read
+    by: a rerun of the run resends them with their recorded ids.
+
+    Args:
+        client: the client to read with (its own retry policy applies to each read).
+        dsn: the ``postgresql://`` journal of the run.
+        run: the run id; the latest run when None.
+        clock: the clock of the ``final_at`` times (the system's UTC clock when None).
+
+    Returns:
+        What was read and recorded.
+
+    Raises:
+        JournalError: the database cannot be reached, has no such run, or a change
+            cannot be written (the changes recorded before it stay).
+        PaymentsError: a read failed other than with "not found" (the service cannot
+            be reached, refuses the credentials...): the rows settled before it stay
+            recorded; the others stay pending.
+    """
+    conn = pg.connect(dsn)
+    try:
+        run_id, _, _ = pg.find_run(conn, run)
+        writer = pg.GroupCommitter(dsn)
+        rows = pg.PostgresRows(writer, run_id)
+        if clock is not None:
+            rows.clock = clock
+        read = settled = not_found = 0
+        gate = asyncio.Semaphore(REFRESH_CONCURRENCY)
+
+        async def one(line: int, psid: str) -> bool | None:
+            async with gate:
+                try:
+                    outcome = await _read_outcome(client, psid)
+                except NotFoundError:
+                    return None
+            if outcome is not None:
+                await record(rows, line, after_outcome(outcome))
+            return outcome is not None
+
+        try:
+            after = -1
+            while page := await asyncio.to_thread(_pending_page, conn, run_id, after):
+                results = await asyncio.gather(
+                    *(one(line, psid) for line, psid in page), return_exceptions=True
+                )
+                for result in results:
+                    if isinstance(result, BaseException):
+                        raise result
+                    read += result is not None
+                    settled += bool(result)
+                    not_found += result is None
+                after = page[-1][0]
+        finally:
+            await writer.aclose()
+    finally:
+        conn.close()
+    return RefreshReport(run_id=run_id, read=read, settled=settled, not_found=not_found)
