@@ -59,8 +59,14 @@ KNOWN_CYCLES: Final[list[list[str]]] = [
 ]
 
 # (rule, importing module or package prefix, imported module or ""): what may still break
-# a rule until the room it belongs to is rebuilt. Each names its issue. None today.
-KNOWN_EXCEPTIONS: Final[frozenset[tuple[str, str, str]]] = frozenset()
+# a rule until the room it belongs to is rebuilt. Each names its issue.
+KNOWN_EXCEPTIONS: Final[frozenset[tuple[str, str, str]]] = frozenset(
+    {
+        # issue 41: the run control's names wait for the bulk room's public surface
+        # (its owner adds them to payments_async.bulk; then this entry goes)
+        ("cli-public", f"{PACKAGE}.cli", f"{PACKAGE}.bulk._control"),
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

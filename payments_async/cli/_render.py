@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -25,6 +25,7 @@ __all__ = [
     "plan_table",
     "queue_status_dict",
     "queue_summary",
+    "queue_table",
     "resume_command",
     "say_outcome",
     "say_status",
@@ -265,14 +266,22 @@ def queue_status_dict(st: QueueStatus) -> dict[str, object]:
     }
 
 
-def queue_summary(settings: Settings, st: QueueStatus) -> int:
-    code = bulk_exit_code(st.totals)
-    if settings.json:
-        settings.emit({**queue_status_dict(st), "exit_code": code})
-        return code
+def queue_table(st: QueueStatus) -> Table:
+    """A queued run's rows by outcome, and its rows queued or running."""
     table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
     table.add_row("queued or running", str(st.queued))
-    settings.out.print(table)
+    return table
+
+
+def queue_summary(
+    settings: Settings, st: QueueStatus, extra: Mapping[str, object] | None = None
+) -> int:
+    """Show a queued run's status (``extra``: more fields of its ``--json`` object)."""
+    code = bulk_exit_code(st.totals)
+    if settings.json:
+        settings.emit({**queue_status_dict(st), **(extra or {}), "exit_code": code})
+        return code
+    settings.out.print(queue_table(st))
     _say_advice(settings.err.print, st.totals)
     if st.totals.unfinished and st.settled:
         settings.err.print(
