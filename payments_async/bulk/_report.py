@@ -49,6 +49,8 @@ class RunReport:
         return_request_rows: the first `REPORT_ROWS` rejected rows needing a pacs.004.
         pending_rows: the first `REPORT_ROWS` rows not final (in flight or pending).
         not_recorded: what cannot be shown, and why (None when everything is).
+        control: the run's control state and history (``ControlState.as_dict``: confirmed,
+            paused, resumed, aborted; who, when, why), or None when not read.
     """
 
     title: str
@@ -59,6 +61,7 @@ class RunReport:
     return_request_rows: list[dict[str, Any]] = field(default_factory=list)
     pending_rows: list[dict[str, Any]] = field(default_factory=list)
     not_recorded: str | None = NOT_RECORDED
+    control: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON types (what ``bulk-report --json`` prints)."""
@@ -77,6 +80,7 @@ class RunReport:
             "over_time": None,
             "latency": None,
             "not_recorded": self.not_recorded,
+            "control": self.control,
         }
 
     def to_html(self, *, attention_hint: str | None = None) -> str:
@@ -312,6 +316,30 @@ def _page(report: RunReport, hint: str | None) -> str:
             t.counts[RowOutcome.PENDING] + t.counts[RowOutcome.IN_FLIGHT],
             "the results file lists every row",
         ),
+        *_control_section(report.control),
         "</body></html>\n",
     ]
     return "".join(parts)
+
+
+def _control_section(control: Mapping[str, Any] | None) -> list[str]:
+    """The run's control history: its state now, then every event, oldest first."""
+    parts = ["<h2 id='control'>Control history</h2>"]
+    if control is None:
+        return [*parts, "<p class='note'>Not read: give the run's journal or queue.</p>"]
+    state = str(control.get("state") or "running")
+    if control.get("since"):
+        state += f" since {control['since']} by {control.get('by')}"
+    parts.append(f"<p>Now: {html.escape(state)}.</p>")
+    if control.get("aborted_rows"):
+        parts.append(f"<p>{int(control['aborted_rows']):,} rows not sent (aborted).</p>")
+    events = [
+        {
+            **e,
+            "counts": ", ".join(f"{k} {v}" for k, v in (e.get("counts") or {}).items()),
+        }
+        for e in control.get("history") or ()
+    ]
+    if not events:
+        return [*parts, "<p class='note'>No control event recorded.</p>"]
+    return [*parts, _table(events, ("at", "action", "by", "reason", "counts"))]

@@ -9,8 +9,10 @@ issue's 20,000 as a one-off run). A pause is checked over a window after it is o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,8 +23,20 @@ from pathlib import Path
 import psycopg
 
 from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.bulk import journal_counts, read_results
-from payments_async.bulk._control import ABORTED_ERROR, CONTROL_INTERVAL
+from payments_async.bulk import (
+    PlannedRow,
+    RowOutcome,
+    SqliteJournal,
+    journal_counts,
+    read_results,
+)
+from payments_async.bulk._control import (
+    ABORTED_ERROR,
+    CONTROL_INTERVAL,
+    Action,
+    read_control,
+    record_action,
+)
 from payments_async.sandbox import SandboxConfig
 from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
 
@@ -230,3 +244,93 @@ def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
             "resumed",
             "aborted",
         ]
+
+
+def _local_journal(path: Path, rows: int = 2) -> SqliteJournal:
+    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="RUNW")
+    j.plan([PlannedRow(i, f"E2E-{i}", f"A-{i}", f"C-{i}", b"{}") for i in range(2, rows + 2)])
+    return j
+
+
+def _finish(j: SqliteJournal, line: int) -> None:
+    async def final() -> None:
+        await j.mark_final(
+            line,
+            outcome=RowOutcome.ACCEPTED,
+            status="CNCL",
+            reason_codes=(),
+            reason_text=None,
+            return_request_needed=False,
+        )
+
+    asyncio.run(final())
+
+
+def _status_watch(journal: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "payments_async", "--json", "bulk-status", "--journal",
+         str(journal), "--watch", "--interval", "0.05", *extra],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_watch_on_a_non_terminal_prints_each_interval_until_the_run_ends(tmp_path: Path) -> None:
+    journal = tmp_path / "w.sqlite"
+    j = _local_journal(journal)
+    watch = _status_watch(journal)
+    try:
+        assert watch.stdout is not None
+        first = json.loads(watch.stdout.readline())
+        assert first["control"]["state"] == "running"
+        assert first["states"] == {"planned": 2}
+        record_action(journal, Action.PAUSED, by="ann", reason="threshold")
+        while (line := json.loads(watch.stdout.readline()))["control"]["state"] != "paused":
+            assert line["control"]["state"] == "running"
+        assert line["control"]["by"] == "ann"
+        _finish(j, 2)
+        _finish(j, 3)
+        stdout, stderr = watch.communicate(timeout=30)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+        j.close()
+    assert watch.returncode == 0, stderr  # the run ended: every row final
+    last = json.loads(stdout.splitlines()[-1])
+    assert last["exit_code"] == 0
+    assert last["states"] == {"final": 2}
+    assert last["control"]["history"][0]["reason"] == "threshold"
+
+
+def test_ctrl_c_ends_a_watch_without_a_traceback(tmp_path: Path) -> None:
+    journal = tmp_path / "w.sqlite"
+    _local_journal(journal).close()
+    watch = _status_watch(journal)
+    assert watch.stdout is not None
+    json.loads(watch.stdout.readline())  # it watches
+    watch.send_signal(signal.SIGINT)
+    _, stderr = watch.communicate(timeout=30)
+    assert watch.returncode == 130
+    assert "Traceback" not in stderr
+
+
+def test_control_mistakes_are_one_line_and_exit_2_with_nothing_made(tmp_path: Path) -> None:
+    cli = [sys.executable, "-m", "payments_async", "bulk-control"]
+    missing = tmp_path / "none.sqlite"
+    journal = tmp_path / "done.sqlite"
+    j = _local_journal(journal, rows=1)
+    _finish(j, 2)
+    j.close()
+    for args, said in [
+        (["pause", "--journal", str(missing)], "no journal file"),
+        (["abort", "--journal", str(journal)], "is finished"),
+        (["pause"], "give the run"),
+        (["pause", "--journal", str(journal), "--run", "X"], "--run goes with"),
+        (["halt", "--journal", str(journal)], "'halt' is not one of"),
+    ]:
+        proc = _run([*cli, *args])
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert said in proc.stderr, (args, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not missing.exists()
+    assert read_control(journal).history == ()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from payments_async.bulk import PlannedRow, RowOutcome, SqliteJournal, Stage
+from payments_async.bulk import PlannedRow, RowOutcome, SqliteJournal, Stage, run_report
 from payments_async.bulk._control import (
     Action,
     ControlEvent,
@@ -189,3 +189,22 @@ def test_a_journal_gate_reads_what_another_connection_records(tmp_path: Path) ->
     finally:
         close()
         j.close()
+
+
+def test_the_report_shows_the_control_history_it_is_given(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite"
+    _journal(path).close()
+    at = iter(_clock("2026-11-28T06:00:00", "2026-11-28T06:05:00"))
+    record_action(path, Action.CONFIRMED, by="ann", counts={"to_send": 3}, now=at.__next__)
+    record_action(path, Action.PAUSED, by="bob", reason="<wrong> reason", now=at.__next__)
+    report = run_report([], "Bulk run: j")
+    assert "No control event" not in report.to_html()
+    assert "Not read" in report.to_html()
+    report.control = read_control(path).as_dict()
+    page = report.to_html()
+    section = page[page.index("<h2 id='control'>") :]
+    assert "Now: paused since 2026-11-28T06:05:00+00:00 by bob." in section
+    assert "&lt;wrong&gt; reason" in section  # escaped
+    assert section.index("confirmed") < section.index("paused</td>")
+    assert "to_send 3" in section
+    assert report.as_dict()["control"]["history"][1]["by"] == "bob"
