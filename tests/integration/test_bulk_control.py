@@ -43,6 +43,7 @@ from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, writ
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = int(os.environ.get("PAYMENTS_CONTROL_ROWS", "400"))
 RATE = float(os.environ.get("PAYMENTS_CONTROL_RATE", "60"))  # requests/s, polls included
+PATIENCE = 120 + ROWS / 40  # seconds a run gets to get going, or to wind down
 QUIET = 2.0  # seconds a paused run is watched for POSTs
 # A pause is obeyed within this: the control read once per interval, the rate booked at
 # most a second ahead, the requests in flight answered.
@@ -56,7 +57,7 @@ def _cli(sb: ThreadedSandbox, *args: str) -> list[str]:
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
@@ -70,7 +71,7 @@ def _reads(sb: ThreadedSandbox) -> int:
     return int(sum(n for kind, n in requests.items() if kind != "camt056"))
 
 
-def _until(done: Callable[[], bool], what: str, timeout: float = 120) -> None:
+def _until(done: Callable[[], bool], what: str, timeout: float = PATIENCE) -> None:
     deadline = time.monotonic() + timeout
     while not done():
         assert time.monotonic() < deadline, what
@@ -102,8 +103,10 @@ def _pause_resume_abort(
     time.sleep(OBEYED)
     before, reads = _posts(sb), _reads(sb)
     time.sleep(QUIET)
-    assert _posts(sb) == before, "a POST reached the service while the run was paused"
-    assert _reads(sb) > reads, "outcome reads stopped while paused"
+    after, reads_after = _posts(sb), _reads(sb)
+    print(f"paused {QUIET:g} s: POSTs {before} -> {after}, outcome reads {reads} -> {reads_after}")
+    assert after == before, "a POST reached the service while the run was paused"
+    assert reads_after > reads, "outcome reads stopped while paused"
     assert sent() < ROWS, "the run ended before it could be aborted: raise the scale"
     resumed = _control(sb, "resume", *where)
     assert resumed["control"]["state"] == "running"  # type: ignore[index]
@@ -125,6 +128,7 @@ def _check_aborted(sb: ThreadedSandbox, results: list[dict[str, object]]) -> int
     assert aborted, "no row was aborted"
     assert not aborted & set(stored)
     assert len(aborted) + len(stored) == ROWS
+    print(f"{ROWS} rows: {len(stored)} stored once each, {len(aborted)} not sent (aborted)")
     for r in results:
         if str(r["original_end_to_end_id"]) in aborted:
             assert r["outcome"] == "not_sent"
