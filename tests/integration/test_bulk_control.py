@@ -9,7 +9,6 @@ issue's 20,000 as a one-off run). A pause is checked over a window after it is o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -24,9 +23,6 @@ import psycopg
 
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import (
-    PlannedRow,
-    RowOutcome,
-    SqliteJournal,
     journal_counts,
     read_results,
 )
@@ -38,6 +34,7 @@ from payments_async.bulk._control import (
     record_action,
 )
 from payments_async.sandbox import SandboxConfig
+from tests.factories import accept_row, planned_journal
 from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, write_csv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -250,26 +247,6 @@ def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
         ]
 
 
-def _local_journal(path: Path, rows: int = 2) -> SqliteJournal:
-    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="RUNW")
-    j.plan([PlannedRow(i, f"E2E-{i}", f"A-{i}", f"C-{i}", b"{}") for i in range(2, rows + 2)])
-    return j
-
-
-def _finish(j: SqliteJournal, line: int) -> None:
-    async def final() -> None:
-        await j.mark_final(
-            line,
-            outcome=RowOutcome.ACCEPTED,
-            status="CNCL",
-            reason_codes=(),
-            reason_text=None,
-            return_request_needed=False,
-        )
-
-    asyncio.run(final())
-
-
 def _status_watch(journal: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "payments_async", "--json", "bulk-status", "--journal",
@@ -280,7 +257,7 @@ def _status_watch(journal: Path, *extra: str) -> subprocess.Popen[str]:
 
 def test_watch_on_a_non_terminal_prints_each_interval_until_the_run_ends(tmp_path: Path) -> None:
     journal = tmp_path / "w.sqlite"
-    j = _local_journal(journal)
+    j = planned_journal(journal, rows=2, run_id="RUNW")
     watch = _status_watch(journal)
     try:
         assert watch.stdout is not None
@@ -291,8 +268,8 @@ def test_watch_on_a_non_terminal_prints_each_interval_until_the_run_ends(tmp_pat
         while (line := json.loads(watch.stdout.readline()))["control"]["state"] != "paused":
             assert line["control"]["state"] == "running"
         assert line["control"]["by"] == "ann"
-        _finish(j, 2)
-        _finish(j, 3)
+        accept_row(j, 2)
+        accept_row(j, 3)
         stdout, stderr = watch.communicate(timeout=30)
     finally:
         if watch.poll() is None:
@@ -308,7 +285,7 @@ def test_watch_on_a_non_terminal_prints_each_interval_until_the_run_ends(tmp_pat
 
 def test_ctrl_c_ends_a_watch_without_a_traceback(tmp_path: Path) -> None:
     journal = tmp_path / "w.sqlite"
-    _local_journal(journal).close()
+    planned_journal(journal, rows=2, run_id="RUNW").close()
     watch = _status_watch(journal)
     assert watch.stdout is not None
     json.loads(watch.stdout.readline())  # it watches
@@ -322,8 +299,8 @@ def test_control_mistakes_are_one_line_and_exit_2_with_nothing_made(tmp_path: Pa
     cli = [sys.executable, "-m", "payments_async", "bulk-control"]
     missing = tmp_path / "none.sqlite"
     journal = tmp_path / "done.sqlite"
-    j = _local_journal(journal, rows=1)
-    _finish(j, 2)
+    j = planned_journal(journal, rows=1, run_id="RUNW")
+    accept_row(j, 2)
     j.close()
     for args, said in [
         (["pause", "--journal", str(missing)], "no journal file"),

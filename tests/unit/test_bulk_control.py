@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from payments_async.bulk import PlannedRow, RowOutcome, SqliteJournal, Stage, run_report
+from payments_async.bulk import RowOutcome, Stage, run_report
 from payments_async.bulk._control import (
     Action,
     ControlEvent,
@@ -24,12 +24,7 @@ from payments_async.bulk._control import (
     read_control,
     record_action,
 )
-
-
-def _journal(path: Path, rows: int = 3) -> SqliteJournal:
-    j = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id="RUN1")
-    j.plan([PlannedRow(i, f"E2E-{i}", f"A-{i}", f"C-{i}", b"{}") for i in range(2, rows + 2)])
-    return j
+from tests.factories import accept_row, planned_journal
 
 
 def _clock(*times: str) -> list[datetime]:
@@ -40,7 +35,7 @@ def test_pause_resume_abort_are_kept_with_who_when_why_and_make_the_state(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "j.sqlite"
-    _journal(path).close()
+    planned_journal(path).close()
     at = iter(_clock("2026-11-28T06:00:00", "2026-11-28T06:01:00", "2026-11-28T06:02:00"))
     paused = record_action(path, Action.PAUSED, by="ann", reason="bank threshold", now=at.__next__)
     assert paused.state is RunState.PAUSED
@@ -63,7 +58,7 @@ def test_a_repeated_action_records_nothing_and_an_aborted_run_stays_aborted(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "j.sqlite"
-    _journal(path).close()
+    planned_journal(path).close()
     assert record_action(path, Action.RESUMED, by="x").changed is False  # running already
     record_action(path, Action.PAUSED, by="x")
     again = record_action(path, Action.PAUSED, by="y")
@@ -91,19 +86,9 @@ def test_no_journal_no_run_or_a_finished_run_is_refused_and_nothing_is_made(
     with pytest.raises(RunNotFoundError, match="holds no bulk run"):
         record_action(empty, Action.PAUSED)
     path = tmp_path / "j.sqlite"
-    j = _journal(path, rows=1)
+    j = planned_journal(path, rows=1)
 
-    async def finish() -> None:
-        await j.mark_final(
-            2,
-            outcome=RowOutcome.ACCEPTED,
-            status="CNCL",
-            reason_codes=(),
-            reason_text=None,
-            return_request_needed=False,
-        )
-
-    asyncio.run(finish())
+    accept_row(j, 2)
     j.close()
     with pytest.raises(RunFinishedError, match="finished"):
         record_action(path, Action.ABORTED)
@@ -171,7 +156,7 @@ def test_an_aborted_row_ends_not_sent_saying_who_aborted() -> None:
 
 def test_a_journal_gate_reads_what_another_connection_records(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
-    j = _journal(path)
+    j = planned_journal(path)
     gate, close = journal_gate(path, j.run_id)
 
     async def main() -> None:
@@ -193,7 +178,7 @@ def test_a_journal_gate_reads_what_another_connection_records(tmp_path: Path) ->
 
 def test_the_report_shows_the_control_history_it_is_given(tmp_path: Path) -> None:
     path = tmp_path / "j.sqlite"
-    _journal(path).close()
+    planned_journal(path).close()
     at = iter(_clock("2026-11-28T06:00:00", "2026-11-28T06:05:00"))
     record_action(path, Action.CONFIRMED, by="ann", counts={"to_send": 3}, now=at.__next__)
     record_action(path, Action.PAUSED, by="bob", reason="<wrong> reason", now=at.__next__)
