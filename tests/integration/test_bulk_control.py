@@ -39,7 +39,8 @@ from tests.support.cli import ThreadedSandbox, bulk_rows, threaded_sandbox, writ
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = int(os.environ.get("PAYMENTS_CONTROL_ROWS", "400"))
-RATE = float(os.environ.get("PAYMENTS_CONTROL_RATE", "60"))  # requests/s, polls included
+RATE = float(os.environ.get("PAYMENTS_CONTROL_RATE", "20"))  # requests/s, polls included: the
+# run lasts long enough for a few command lines to start between resume and abort
 PATIENCE = 120 + ROWS / 40  # seconds a run gets to get going, or to wind down
 QUIET = 2.0  # seconds a paused run is watched for POSTs
 # A pause is obeyed within this: the control read once per interval, the rate booked at
@@ -92,8 +93,8 @@ def _pause_resume_abort(
     sb: ThreadedSandbox, where: list[str], sent: Callable[[], int]
 ) -> tuple[int, int]:
     """Pause once some rows are sent, check that nothing is POSTed while paused (outcomes
-    still read), resume, then abort midway. Returns the POSTs before the abort and the
-    rows sent then."""
+    still read), resume, then pause again and abort midway. Returns the POSTs before the
+    abort and the rows sent then."""
     _until(lambda: sent() >= ROWS // 10, "the run never got going")
     paused = _control(sb, "pause", *where)
     assert paused["control"]["state"] == "paused"  # type: ignore[index]
@@ -108,6 +109,10 @@ def _pause_resume_abort(
     resumed = _control(sb, "resume", *where)
     assert resumed["control"]["state"] == "running"  # type: ignore[index]
     _until(lambda: _posts(sb) > before, "sending did not go on after resume", timeout=30)
+    # Paused again, so that the run cannot end on its own before the abort (on a loaded
+    # machine a command line takes seconds to start): an abort of a paused run.
+    _control(sb, "pause", *where)
+    assert sent() < ROWS, "the run ended before it could be aborted: raise the scale"
     aborted = _control(sb, "abort", *where)
     assert aborted["control"]["state"] == "aborted"  # type: ignore[index]
     return _posts(sb), sent()
@@ -166,7 +171,7 @@ def test_a_local_run_is_paused_resumed_and_aborted_from_another_process(tmp_path
         assert control["state"] == "aborted"
         assert control["aborted_rows"] == aborted
         actions = [e["action"] for e in control["history"]]
-        assert actions == ["confirmed", "paused", "resumed", "aborted"]
+        assert actions == ["confirmed", "paused", "resumed", "paused", "aborted"]
         assert control["history"][0]["counts"]["to_send"] == ROWS
         assert all("@" in e["by"] for e in control["history"])
         # an aborted run cannot be resumed: one line, exit 2, nothing recorded
@@ -243,6 +248,7 @@ def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
             "confirmed",
             "paused",
             "resumed",
+            "paused",
             "aborted",
         ]
 
