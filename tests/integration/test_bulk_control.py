@@ -314,8 +314,11 @@ def test_control_mistakes_are_one_line_and_exit_2_with_nothing_made(tmp_path: Pa
         (["pause"], "give the run"),
         (["pause", "--journal", str(journal), "--run", "X"], "--run goes with"),
         (["halt", "--journal", str(journal)], "'halt' is not one of"),
+        (["pause", "--queue", "mysql://u:pw-secret@h/q"], "not mysql://"),
+        (["pause", "--journal", "mysql://u:pw-secret@h/q"], "is not a journal"),
     ]:
         proc = _run([*cli, *args])
+        assert "secret" not in proc.stderr
         assert proc.returncode == 2, (args, proc.stderr)
         assert said in proc.stderr, (args, proc.stderr)
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

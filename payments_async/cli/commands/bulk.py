@@ -679,9 +679,12 @@ def bulk_status(
     130 when Ctrl-C stops the watching.
     """
     target = control_target(journal, queue_url, run_id)
+    # A --queue is a database whatever it says: its errors are PostgreSQL's (without a
+    # password), as for every command that takes one.
+    database = queue_url is not None or is_postgres_url(target)
 
     async def go() -> int:
-        status = await _read_status(target, run_id)
+        status = await _read_status(target, run_id, database)
         if not watch:
             return status.show(settings)
         if not settings.json and settings.out.is_terminal:
@@ -689,14 +692,14 @@ def bulk_status(
                 while not status.ended:
                     live.update(status.view(), refresh=True)
                     await asyncio.sleep(interval)
-                    status = await _read_status(target, run_id)
+                    status = await _read_status(target, run_id, database)
             return status.show(settings)
         while True:  # not a terminal: one line (or JSON object) per interval
             if status.ended:
                 return status.show(settings)
             status.line(settings)
             await asyncio.sleep(interval)
-            status = await _read_status(target, run_id)
+            status = await _read_status(target, run_id, database)
 
     run_command(settings, go)
 
@@ -777,14 +780,15 @@ def _unfinished_rows(states: dict[str, int]) -> int:
     return sum(n for state, n in states.items() if state not in ("final", "invalid"))
 
 
-async def _read_status(target: str, run_id: str | None) -> _RunStatus:
-    """Read a run's status and control.
+async def _read_status(target: str, run_id: str | None, database: bool) -> _RunStatus:
+    """Read a run's status and control (``database``: ``target`` is a database's address,
+    else a journal file).
 
     Raises:
         CliError: the journal or database cannot be used, or has no such run.
     """
     try:
-        if is_postgres_url(target):
+        if database:
             st = await asyncio.to_thread(bulk.queue_status, target, run_id)
             control = await asyncio.to_thread(read_control, target, st.run_id)
             return _RunStatus(control, queued=st)

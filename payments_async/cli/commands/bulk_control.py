@@ -32,11 +32,17 @@ def control_target(journal: str | None, queue_url: str | None, run_id: str | Non
     """The journal file or database a command about one run was given.
 
     Raises:
-        click.UsageError: none or both of ``--journal`` and ``--queue``, or ``--run`` with
-            a journal file.
+        click.UsageError: none or both of ``--journal`` and ``--queue``, ``--run`` with a
+            journal file, or a ``--journal`` address of another scheme than PostgreSQL's
+            (named by its scheme only: the rest may hold a password).
     """
     if (journal is None) == (queue_url is None):
         raise click.UsageError("give the run: --journal FILE|URL, or --queue URL (with --run)")
+    if journal is not None and "://" in journal and not is_postgres_url(journal):
+        scheme = journal.partition("://")[0][:20]
+        raise click.UsageError(
+            f"--journal {scheme}://... is not a journal: give a file, or a postgresql:// database"
+        )
     target = journal if journal is not None else queue_url
     assert target is not None
     if run_id is not None and not is_postgres_url(target):
@@ -82,6 +88,9 @@ def bulk_control(
     aborted (nothing recorded); 3 the database cannot be reached.
     """
     target = control_target(journal, queue_url, run_id)
+    if queue_url is not None and not is_postgres_url(queue_url):
+        scheme = queue_url.partition("://")[0][:20]
+        raise click.UsageError(f"--queue takes a postgresql:// address, not {scheme}://...")
     what = _ACTIONS[action]
 
     async def go() -> int:
