@@ -23,8 +23,13 @@ PaymentsError                      root: catch this to catch everything we raise
 │   ├── JournalUnavailableError    its database is away or its disk full (an outage):
 │   │                              every change is kept; rerun to resume
 │   ├── JournalBusyError           another run holds the journal; nothing was sent
-│   └── AlreadyRecalledError       the payment's recall is already recorded in the
-│                                  journal (one recall per payment); nothing was sent
+│   ├── AlreadyRecalledError       the payment's recall is already recorded in the
+│   │                              journal (one recall per payment); nothing was sent
+│   └── RunControlError            a pause, resume or abort that cannot be taken;
+│       │                          nothing was recorded
+│       ├── RunNotFoundError       no such run in the journal or database
+│       ├── RunFinishedError       no row left to send or wait for
+│       └── RunAbortedError        the run was aborted: no pause or resume any more
 ├── ResultsWriteError              a bulk run's results file cannot be written (also an
 │                                  ``OSError``); the journal keeps every outcome
 └── ApiError                       the service answered with an error (any 4xx)

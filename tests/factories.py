@@ -7,10 +7,13 @@ value". Keyword arguments override the defaults and reach the library's builders
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from payments_async import Camt056, Pacs008, build_cancellation, build_credit_transfer
+from payments_async.bulk import PlannedRow, RowOutcome, SqliteJournal
 
 CREDITOR_IBAN = "DE89370400440532013000"
 DEBTOR_IBAN = "FR1420041010050500013M02606"
@@ -52,3 +55,27 @@ def cancellation(original_end_to_end_id: str, **overrides: Any) -> Camt056:
 def cancellation_for(payment: Pacs008, **overrides: Any) -> Camt056:
     """A valid camt.056 cancelling ``payment`` (built by :func:`credit_transfer`)."""
     return cancellation(payment.end_to_end_id, **overrides)
+
+
+def planned_journal(path: Path, rows: int = 3, run_id: str = "RUN1") -> SqliteJournal:
+    """A SQLite journal at ``path`` holding a planned run of ``rows`` rows (lines 2...),
+    open: the caller closes it."""
+    journal = SqliteJournal.open(path, input_sha256="a" * 64, new_run_id=run_id)
+    journal.plan([PlannedRow(i, f"E2E-{i}", f"A-{i}", f"C-{i}", b"{}") for i in range(2, rows + 2)])
+    return journal
+
+
+def accept_row(journal: SqliteJournal, line: int) -> None:
+    """Commit ``line`` of ``journal`` as final, accepted (from outside an event loop)."""
+
+    async def final() -> None:
+        await journal.mark_final(
+            line,
+            outcome=RowOutcome.ACCEPTED,
+            status="CNCL",
+            reason_codes=(),
+            reason_text=None,
+            return_request_needed=False,
+        )
+
+    asyncio.run(final())

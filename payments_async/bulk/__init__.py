@@ -20,6 +20,18 @@ processes.
 
 from ._attention import AttentionReport, read_results, write_attention
 from ._awaited import awaited_cancellations
+from ._control import (
+    Action,
+    ControlEvent,
+    ControlState,
+    RunAbortedError,
+    RunControlError,
+    RunFinishedError,
+    RunNotFoundError,
+    RunState,
+    read_control,
+    record_action,
+)
 from ._dry_run import RunPlan, plan_summary
 from ._errors import (
     BulkInputError,
@@ -67,12 +79,15 @@ from ._times import RunTimes
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "RESULT_COLUMNS",
+    "Action",
     "AlreadyRecalledError",
     "AttentionReport",
     "BulkCounts",
     "BulkEvents",
     "BulkInputError",
     "BulkReport",
+    "ControlEvent",
+    "ControlState",
     "EnqueueReport",
     "InputCheck",
     "Journal",
@@ -90,8 +105,13 @@ __all__ = [
     "RowError",
     "RowOutcome",
     "RowState",
+    "RunAbortedError",
+    "RunControlError",
+    "RunFinishedError",
+    "RunNotFoundError",
     "RunPlan",
     "RunReport",
+    "RunState",
     "RunTimes",
     "RunTotals",
     "SqliteJournal",
@@ -111,7 +131,9 @@ __all__ = [
     "open_run",
     "plan_summary",
     "queue_status",
+    "read_control",
     "read_results",
+    "record_action",
     "refresh_pending",
     "run_report",
     "run_worker",

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .. import PaymentsClient, PaymentsError, RateLimit, limit_rate
 from .._constants import POLL_TIMEOUT
+from ._control import WorkerGates, aborted_change
 from ._defaults import (
     ENQUEUE_BATCH,
     HEARTBEAT_INTERVAL,
@@ -55,7 +56,7 @@ from ._rows import (
     after_wait_failure,
     outcome_of,
 )
-from ._steps import connection_limit_for, record, send_row, wait_for_outcome
+from ._steps import admit_row, connection_limit_for, record, send_row, wait_for_outcome
 from ._stores import _postgres as pg
 from ._times import RunTimes
 from ._worker_loops import through_outages
@@ -114,6 +115,7 @@ class _WorkerState:
     timeout: float
     rates: RunRates | None = None  # None: the runs' rates are not looked up
     slots: asyncio.Semaphore | None = None  # the worker's rows at once; None: no limit
+    gates: WorkerGates | None = None  # the runs' control (pause, abort); None: not read
 
 
 _ASYNC_COMMIT: Final = "-c synchronous_commit=off"
@@ -261,9 +263,15 @@ async def _advance(state: _WorkerState, run_id: str, row: RowState | None) -> No
     line = row.line
     psid = row.payments_service_id
     if row.state != Stage.ACKNOWLEDGED or psid is None:
+        # The run's control first: paused, no POST starts; aborted, a row never sent ends
+        # "not sent (aborted)" while a row in flight is finished.
+        gate = None if state.gates is None else state.gates.gate(run_id)
+        if not await admit_row(gate) and row.state == Stage.PLANNED:
+            await record(rows, line, aborted_change(gate.aborted_by if gate else None))
+            return
         await rows.mark_sent(line)
         try:
-            sub = await send_row(client, row)
+            sub = await send_row(client, row, admitted=True)
         except PaymentsError as exc:
             change = after_failure(row.state, exc)
             await record(rows, line, change, attempts=row.attempts + 1)
@@ -686,7 +694,9 @@ async def run_worker(
         rates = RunRates(dsn)
         opened.push_async_callback(rates.aclose)
         client = await opened.enter_async_context(client_factory(connection_limit_for(concurrency)))
-        state = _WorkerState(client, pool, writer, timeout, rates, asyncio.Semaphore(rows))
+        state = _WorkerState(
+            client, pool, writer, timeout, rates, asyncio.Semaphore(rows), WorkerGates(pool)
+        )
         reaper = asyncio.create_task(_retry_stalled(app, stalled_after, stalled_check_interval))
         try:
             if ready is not None:

@@ -54,6 +54,8 @@ class RunReport:
         times: the rows' times counted (over time, latency, age of rows not final).
         today: the UTC day the age of rows not final is counted to.
         not_recorded: what cannot be shown, and why (None when everything is).
+        control: the run's control state and history (``ControlState.as_dict``: confirmed,
+            paused, resumed, aborted; who, when, why), or None when not read.
     """
 
     title: str
@@ -66,6 +68,7 @@ class RunReport:
     times: RunTimes = field(default_factory=RunTimes)
     today: dt.date = field(default_factory=lambda: dt.datetime.now(dt.UTC).date())
     not_recorded: str | None = NOT_RECORDED
+    control: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The report as JSON types (what ``bulk-report --json`` prints)."""
@@ -85,6 +88,7 @@ class RunReport:
             "latency": self.times.latency(),
             "pending_by_age": self.times.unfinished_by_age(self.today),
             "not_recorded": self.not_recorded,
+            "control": self.control,
         }
 
     def to_html(self, *, attention_hint: str | None = None) -> str:
@@ -427,6 +431,30 @@ def _page(report: RunReport, hint: str | None) -> str:
             t.counts[RowOutcome.PENDING] + t.counts[RowOutcome.IN_FLIGHT],
             "the results file lists every row",
         ),
+        *_control_section(report.control),
         "</body></html>\n",
     ]
     return "".join(parts)
+
+
+def _control_section(control: Mapping[str, Any] | None) -> list[str]:
+    """The run's control history: its state now, then every event, oldest first."""
+    parts = ["<h2 id='control'>Control history</h2>"]
+    if control is None:
+        return [*parts, "<p class='note'>Not read: give the run's journal or queue.</p>"]
+    state = str(control.get("state") or "running")
+    if control.get("since"):
+        state += f" since {control['since']} by {control.get('by')}"
+    parts.append(f"<p>Now: {html.escape(state)}.</p>")
+    if control.get("aborted_rows"):
+        parts.append(f"<p>{int(control['aborted_rows']):,} rows not sent (aborted).</p>")
+    events = [
+        {
+            **e,
+            "counts": ", ".join(f"{k} {v}" for k, v in (e.get("counts") or {}).items()),
+        }
+        for e in control.get("history") or ()
+    ]
+    if not events:
+        return [*parts, "<p class='note'>No control event recorded.</p>"]
+    return [*parts, _table(events, ("at", "action", "by", "reason", "counts"))]

@@ -15,6 +15,7 @@ from typing import Final, Protocol
 
 from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
+from ._control import RunGate, aborted_change, journal_gate
 from ._defaults import RESEND_INITIAL, RESEND_MAX, SHUTDOWN_GRACE
 from ._events import BulkCounts, BulkEvents
 from ._input import transliterations
@@ -35,7 +36,7 @@ from ._rows import (
     after_outcome,
     after_wait_failure,
 )
-from ._steps import record, send_row, wait_for_outcome
+from ._steps import admit_row, record, send_row, wait_for_outcome
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
@@ -157,6 +158,10 @@ class BulkRunner:
         timeout: seconds to wait for each row's outcome.
         progress: told about every change of the counters.
         max_waiting: rows submitted and not yet final, at most.
+        gate: the run's control (`RunGate`), asked before every POST: while the run is
+            paused no request is sent (outcome reads go on); once it is aborted a row
+            never sent ends ``not sent (aborted)`` and rows in flight finish. None: the
+            run is not controlled.
     """
 
     def __init__(
@@ -168,6 +173,7 @@ class BulkRunner:
         timeout: float = POLL_TIMEOUT,
         progress: ProgressSink | None = None,
         max_waiting: int = MAX_WAITING,
+        gate: RunGate | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -176,6 +182,7 @@ class BulkRunner:
         self._concurrency = concurrency
         self._timeout = timeout
         self._progress = progress
+        self._gate = gate
         self._requests = asyncio.Semaphore(concurrency)
         self._waiting = asyncio.Semaphore(max(max_waiting, concurrency))
         self.counts = BulkCounts()
@@ -277,6 +284,18 @@ class BulkRunner:
         base = RESEND_INITIAL  # the pause before the next resend, before its jitter
         sent = False  # a request of this row left in this run
         while True:
+            # Paused: no POST (a resend included) until resumed. Aborted: a row never
+            # sent ends "not sent (aborted)"; a row in flight is finished.
+            if (
+                not await admit_row(self._gate, self._halting)
+                and row.state == Stage.PLANNED
+                and not sent
+            ):
+                change = aborted_change(self._gate.aborted_by if self._gate else None)
+                self._count(change)
+                await record(journal, row.line, change)
+                self._changed()
+                return None
             # A row waiting for a slot is not "sent": it is marked so only once its request
             # is about to leave, which keeps an interrupted run's counts and states true.
             async with self._requests:
@@ -287,7 +306,7 @@ class BulkRunner:
                 self.counts.sent += 1
                 await journal.mark_sent(row.line)  # committed before the request goes out
                 try:
-                    sub = await send_row(self._client, row)
+                    sub = await send_row(self._client, row, admitted=True)
                 except PaymentsError as exc:
                     change = after_failure(row.state, exc)
                     pause = base * random.uniform(1 - RESEND_JITTER, 1)
@@ -401,6 +420,7 @@ async def execute_run(
     timeout: float = POLL_TIMEOUT,
     progress: ProgressSink | None = None,
     stop: asyncio.Event | None = None,
+    gate: RunGate | None = None,
 ) -> tuple[BulkCounts, PaymentsError | None, bool]:
     """Step 3 of a local run: finish every row of a planned journal that is not final.
 
@@ -415,6 +435,7 @@ async def execute_run(
             after ``SHUTDOWN_GRACE`` (5) seconds are cut off and stay ``sent``), and rows
             waiting for their outcome stay acknowledged. Cancelling the call instead
             stops at once.
+        gate: the run's control, obeyed as `BulkRunner` says (None: not controlled).
 
     Returns:
         ``(counts, halted, interrupted)``: this run's counters, the error that stopped it
@@ -424,7 +445,7 @@ async def execute_run(
         JournalError: the journal could not be read or written.
     """
     runner = BulkRunner(
-        client, journal, concurrency=concurrency, timeout=timeout, progress=progress
+        client, journal, concurrency=concurrency, timeout=timeout, progress=progress, gate=gate
     )
     work = asyncio.ensure_future(runner.run())
     stopper = asyncio.ensure_future((stop or asyncio.Event()).wait())
@@ -530,13 +551,25 @@ async def bulk_cancel(
     journal, resumed = open_run(
         checked, journal_target, events=events, new_run=new_run, skip_invalid=skip_invalid
     )
+    # The run obeys its control (pause, resume, abort) read from its journal's database.
+    gate, close_gate = (
+        (None, None)
+        if journal_target is None
+        else journal_gate(journal.path or str(journal_target), journal.run_id)
+    )
     try:
         states = journal.state_counts()
         already_final = sum(states.values()) - _unfinished(states)
         events.planned(checked, resumed)
         sending = time.monotonic()
         counts, halted, interrupted = await execute_run(
-            client, journal, concurrency=concurrency, timeout=timeout, progress=events, stop=stop
+            client,
+            journal,
+            concurrency=concurrency,
+            timeout=timeout,
+            progress=events,
+            stop=stop,
+            gate=gate,
         )
         sending = time.monotonic() - sending
         totals = write_run_results(
@@ -558,4 +591,6 @@ async def bulk_cancel(
             read_rows=journal.rows,
         )
     finally:
+        if close_gate is not None:
+            close_gate()
         journal.close()

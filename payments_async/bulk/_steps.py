@@ -6,15 +6,17 @@ Each records, through the journal's methods, the change the pure functions of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from .. import CancellationOutcome, PaymentsClient, RateLimiter, Submission, ValidationError
 from ..iso20022 import decode_camt056, recall_window_problems, target2_today
+from ._control import RunGate
 from ._defaults import RATE_BACKLOG
 from ._journal import RowState, RowWrites
 from ._rows import RowChange, RowOutcome, Stage
 
-__all__ = ["connection_limit_for", "record", "send_row", "wait_for_outcome"]
+__all__ = ["admit_row", "connection_limit_for", "record", "send_row", "wait_for_outcome"]
 
 _SPARE_CONNECTIONS: Final = 4  # for token refreshes beside the bulk requests
 
@@ -24,7 +26,26 @@ def connection_limit_for(concurrency: int) -> int:
     return concurrency + _SPARE_CONNECTIONS
 
 
-async def send_row(client: PaymentsClient, row: RowState) -> Submission:
+async def admit_row(gate: RunGate | None, stopping: Callable[[], bool] = lambda: False) -> bool:
+    """Wait until a row's POST may go: the run's control lets it (not paused), and under
+    a rate (``limit_rate``) the rate is booked at most ``RATE_BACKLOG`` seconds ahead (the
+    rows under way then ask no more than the rate serves, and their requests find slots
+    well within their deadlines). The control is asked again after the rate's wait, so a
+    pause meanwhile holds the row.
+
+    Returns:
+        False once the run is aborted (see `RunGate.may_send`), else True.
+    """
+    if gate is not None and not await gate.may_send(stopping):
+        return False
+    limiter = RateLimiter.current()
+    if limiter is None:
+        return True
+    await limiter.admit(RATE_BACKLOG)
+    return gate is None or await gate.may_send(stopping)
+
+
+async def send_row(client: PaymentsClient, row: RowState, *, admitted: bool = False) -> Submission:
     """Send a row's recorded camt.056, byte for byte (mark it ``sent`` first).
 
     A row never sent before whose recall window has closed since it was planned (its
@@ -33,9 +54,10 @@ async def send_row(client: PaymentsClient, row: RowState) -> Submission:
     `ValidationError` names the deadline. A row sent before is resent as it was: the
     service may already hold it from within its window.
 
-    Under a rate (``limit_rate``), the row first waits until the rate is booked at most
-    ``RATE_BACKLOG`` seconds ahead: the rows under way then ask no more than the rate
-    serves, and their requests find slots well within their deadlines.
+    Args:
+        client: the client.
+        row: the row.
+        admitted: True when `admit_row` let it go; else the rate's wait is made here.
 
     Raises:
         PaymentsError: what the client met; give it to `._rows.after_failure`.
@@ -46,9 +68,8 @@ async def send_row(client: PaymentsClient, row: RowState) -> Submission:
         late = recall_window_problems(message, target2_today())
         if late:
             raise ValidationError(late)
-    limiter = RateLimiter.current()
-    if limiter is not None:
-        await limiter.admit(RATE_BACKLOG)
+    if not admitted:
+        await admit_row(None)
     return await client.request_cancellation(message)
 
 

@@ -45,6 +45,9 @@ _COMMANDS: dict[str, _Entry] = {
     "bulk-cancel": _Entry(
         "bulk", "bulk_cancel", "Cancel every payment listed in INPUT (CSV or JSONL)."
     ),
+    "bulk-control": _Entry(
+        "bulk_control", "bulk_control", "Pause, resume or abort a bulk run (local or queued)."
+    ),
     "bulk-results": _Entry(
         "bulk_results",
         "bulk_results",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -26,6 +26,7 @@ __all__ = [
     "plan_table",
     "queue_status_dict",
     "queue_summary",
+    "queue_table",
     "resume_command",
     "say_outcome",
     "say_status",
@@ -285,14 +286,22 @@ def _pending_by_age_line(by_age: dict[str, int]) -> str | None:
     return f"in flight or pending, by banking days since sent: {ages}"
 
 
-def queue_summary(settings: Settings, st: QueueStatus) -> int:
-    code = bulk_exit_code(st.totals)
-    if settings.json:
-        settings.emit({**queue_status_dict(st), "exit_code": code})
-        return code
+def queue_table(st: QueueStatus) -> Table:
+    """A queued run's rows by outcome, and its rows queued or running."""
     table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
     table.add_row("queued or running", str(st.queued))
-    settings.out.print(table)
+    return table
+
+
+def queue_summary(
+    settings: Settings, st: QueueStatus, extra: Mapping[str, object] | None = None
+) -> int:
+    """Show a queued run's status (``extra``: more fields of its ``--json`` object)."""
+    code = bulk_exit_code(st.totals)
+    if settings.json:
+        settings.emit({**queue_status_dict(st), **(extra or {}), "exit_code": code})
+        return code
+    settings.out.print(queue_table(st))
     aged = _pending_by_age_line(st.times.unfinished_by_age(_today_utc()))
     if aged:
         settings.out.print(aged)

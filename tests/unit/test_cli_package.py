@@ -97,13 +97,14 @@ def test_a_usage_error_is_json_exactly_when_json_was_asked_for() -> None:
     asked = CliRunner().invoke(cli, ["bulk-status", "--json"])
     assert asked.exit_code == 2
     assert json.loads(asked.stdout) == {
-        "error": "Missing option '--queue'. (see 'cli bulk-status --help')",
+        "error": "give the run: --journal FILE|URL, or --queue URL (with --run) "
+        "(see 'cli bulk-status --help')",
         "exit_code": 2,
     }
     plain = CliRunner().invoke(cli, ["bulk-status"])
     assert plain.exit_code == 2
     assert plain.stdout == ""
-    assert plain.stderr.startswith("error: Missing option '--queue'.")
+    assert plain.stderr.startswith("error: give the run: --journal FILE|URL, or --queue URL")
 
 
 def test_json_after_a_double_dash_is_an_argument_not_the_option(tmp_path: Path) -> None:

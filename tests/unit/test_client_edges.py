@@ -60,6 +60,10 @@ from payments_async.bulk import (
     Recall,
     ResultsWriteError,
     RowError,
+    RunAbortedError,
+    RunControlError,
+    RunFinishedError,
+    RunNotFoundError,
 )
 from payments_async.iso20022 import REJECTION_REASONS, decode_pacs008, return_request_needed
 from payments_async.notifications import (
@@ -657,6 +661,10 @@ _FACTORIES: dict[type[PaymentsError], Callable[[], PaymentsError]] = {
     JournalUnavailableError: lambda: JournalUnavailableError("the journal's database is away"),
     JournalBusyError: lambda: JournalBusyError("j.db", "pid 12 on host", lost=True),
     ResultsWriteError: lambda: ResultsWriteError(28, "No space left on device", "r.csv"),
+    RunControlError: lambda: RunControlError("run R1 cannot be paused"),
+    RunNotFoundError: lambda: RunNotFoundError("no run R1 in j.db"),
+    RunFinishedError: lambda: RunFinishedError("run R1 has no row left to send"),
+    RunAbortedError: lambda: RunAbortedError("run R1 was aborted"),
     AlreadyRecalledError: lambda: AlreadyRecalledError(
         Recall("E2E-1", "ASG-1", run_id="run-1", line=7, outcome="accepted")
     ),

@@ -7,10 +7,15 @@ import asyncio
 import datetime as dt
 import math
 import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
 import click
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
 from rich.text import Text
 
 from payments_async import (
@@ -42,6 +47,7 @@ from payments_async.bulk import (
     journal_counts,
     plan_summary,
 )
+from payments_async.bulk._control import Action, ControlState, read_control, record_action
 from payments_async.bulk._defaults import STATUS_INTERVAL
 from payments_async.bulk._plan import new_run_id, plan_input
 from payments_async.bulk._stores import is_postgres_url
@@ -49,9 +55,16 @@ from payments_async.bulk._stores import is_postgres_url
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
 from .._files import check_results_path, not_utf8
-from .._params import queue_option, run_option, seconds
+from .._params import run_option, seconds
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
-from .._render import bulk_summary, deadline_line, plan_table, queue_summary
+from .._render import (
+    bulk_summary,
+    deadline_line,
+    plan_table,
+    queue_status_dict,
+    queue_summary,
+    queue_table,
+)
 from .._run import (
     describe_unreachable,
     make_client,
@@ -62,6 +75,7 @@ from .._run import (
 )
 from .._watch import ConnectWatch
 from .._xml import check_bulk_xml, xsd_option
+from .bulk_control import control_table, control_target
 
 __all__ = ["bulk_cancel", "bulk_status", "journal_shown"]
 
@@ -242,7 +256,9 @@ def bulk_cancel(
     rules = _Rules(transliterate=transliterate, rate=rate, if_late=if_late)
     if dry_run:
         _dry_run(settings, input_path, skip_invalid, rules, xsd, local_journal, new_run)
-    confirm = None if yes or not sys.stdin.isatty() else _Confirm(settings, rate, local_journal)
+    confirm = (
+        _Confirm(settings, rate, local_journal, ask=not yes) if yes or sys.stdin.isatty() else None
+    )
     if queue_url is not None:
         _bulk_cancel_queued(
             settings, input_path, queue_url, no_wait, skip_invalid, rules, xsd, confirm
@@ -275,6 +291,8 @@ def bulk_cancel(
                 events = _LocalRunEvents(
                     settings, client, watch, results, bar, reading, confirm, rules
                 )
+                if not no_journal:
+                    events.journal = journal_path or str(default_journal_path(results))
                 with set_on_signals(stop), showing(bar), limit_rate(limiter):
                     report = await bulk.bulk_cancel(
                         client,
@@ -473,16 +491,43 @@ def _say_resumed(settings: Settings, states: dict[str, int] | None) -> None:
 
 
 class _Confirm:
-    """Before a run on a terminal sends anything: show what it would send, and ask."""
+    """Before a run on a terminal sends anything: show what it would send, and ask (or,
+    with ``--yes``, do not ask); then keep the confirmation in the run's control history
+    (`record`).
 
-    def __init__(self, settings: Settings, rate: float | None, journal: Path | None) -> None:
+    Args:
+        ask: False with ``--yes``: the counts are the input's, nothing is asked.
+    """
+
+    def __init__(
+        self, settings: Settings, rate: float | None, journal: Path | None, *, ask: bool = True
+    ) -> None:
         self._settings = settings
         self._rate = rate
         self._journal = journal
+        self.ask = ask
+        self.counts: dict[str, object] = {}
+
+    def record(self, target: str, run_id: str | None = None) -> None:
+        """Keep the confirmation (who, when, the counts shown) in the run's control history.
+
+        Raises:
+            JournalError: the journal or database cannot be written.
+        """
+        record_action(target, Action.CONFIRMED, run=run_id, counts=self.counts)
 
     async def __call__(self, checked: InputCheck) -> None:
         """Raises `CliError` (exit 2, nothing sent) unless the person says yes."""
+        if not self.ask:
+            self.counts = {"rows": checked.total, "to_send": checked.valid, "asked": "no (--yes)"}
+            return
         plan: RunPlan = await asyncio.to_thread(plan_summary, checked)
+        self.counts = {
+            "rows": plan.rows,
+            "to_send": plan.to_send,
+            "refused": plan.refused_rows,
+            **{f"amount_{c}": str(a) for c, a in sorted(plan.amounts.items())},
+        }
         self._settings.err.print(plan_table(plan, self._rate))
         if self._journal is not None:
             _say_resumed(self._settings, journal_counts(self._journal))
@@ -515,6 +560,7 @@ class _LocalRunEvents(BulkEvents):
         self._bar = bar
         self._reading = reading
         self._confirm = confirm
+        self.journal: str | None = None  # where the confirmation is kept (None: nowhere)
 
     def reading(self, phase: str, done: int, size: int) -> None:
         if self._reading is not None:
@@ -529,7 +575,7 @@ class _LocalRunEvents(BulkEvents):
         if self._bar is not None:
             self._bar.deadline_in(self.plan.seconds_left(dt.datetime.now(dt.UTC)))
         if self._confirm is not None:
-            if self._reading is not None:
+            if self._reading is not None and self._confirm.ask:
                 self._reading.close()  # the question is asked on a clean line
             await self._confirm(checked)
         check_results_path(self._results)
@@ -538,6 +584,8 @@ class _LocalRunEvents(BulkEvents):
     def planned(self, checked: InputCheck, resumed: bool) -> None:
         if self._reading is not None:
             self._reading.close()
+        if self._confirm is not None and self.journal is not None:
+            self._confirm.record(self.journal)
         settings = self._settings
         if settings.json:
             return
@@ -626,6 +674,8 @@ def _bulk_cancel_queued(
                 plan=lambda run_id: plan_input(checked, run_id, progress=events.plan_progress),
                 rate=None if rate is None else RateLimit(per_second=rate),
             )
+            if confirm is not None:
+                await asyncio.to_thread(confirm.record, queue_url, report.run_id)
         except JournalError as exc:
             raise journal_failed(exc) from None
         finally:
@@ -701,31 +751,90 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
 
 
 @click.command("bulk-status")
-@queue_option
+@click.option(
+    "--queue", "queue_url", metavar="URL", help="The postgresql:// queue (or journal) of the run."
+)
+@click.option(
+    "--journal",
+    "journal",
+    metavar="FILE|URL",
+    help="Or a local run's journal: its file, or its postgresql:// database.",
+)
 @run_option
 @click.option(
     "--refresh",
     is_flag=True,
     help="First read once the outcome of each pending row (GET only: nothing is sent) "
-    "and record the final ones.",
+    "and record the final ones (a run in a PostgreSQL database).",
+)
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Refresh until the run ends (Ctrl-C stops watching, not the run). Not on a "
+    "terminal: one line per interval (a JSON object with --json).",
+)
+@click.option(
+    "--interval",
+    type=float,
+    callback=seconds,
+    default=STATUS_INTERVAL,
+    show_default=True,
+    metavar="S",
+    help="With --watch: seconds between reads.",
 )
 @pass_settings
-def bulk_status(settings: Settings, queue_url: str, run_id: str | None, refresh: bool) -> None:
-    """Show the progress of a distributed bulk run across all its workers.
+def bulk_status(
+    settings: Settings,
+    queue_url: str | None,
+    journal: str | None,
+    run_id: str | None,
+    watch: bool,
+    interval: float,
+    refresh: bool,
+) -> None:
+    """Show a bulk run's progress (across all its workers) and its control history:
+    paused, resumed, aborted, confirmed, by whom and when. With --refresh, first settle
+    the pending rows the service has decided (reads only).
 
+    \b
     Exit: 0 all rows accepted; 1 all final, some rejected or refused by the service; 3 rows
     not final yet, rows whose message cannot be sent (see the reason), or outcomes nobody
-    can tell (check them with the bank).
+    can tell (check them with the bank). With a journal file (rows per state only): 0
+    every row final, 3 rows not final yet. With --watch: the same, once the run has ended;
+    130 when Ctrl-C stops the watching.
     """
+    target = control_target(journal, queue_url, run_id)
+    # A --queue is a database whatever it says: its errors are PostgreSQL's (without a
+    # password), as for every command that takes one.
+    database = queue_url is not None or is_postgres_url(target)
 
     async def go() -> int:
-        try:
-            if refresh:
-                await _refresh(settings, queue_url, run_id)
-            st = await asyncio.to_thread(bulk.queue_status, queue_url, run_id)
-        except JournalError as exc:
-            raise journal_failed(exc) from None
-        return queue_summary(settings, st)
+        if refresh:
+            if not database:
+                raise CliError(
+                    "--refresh settles the rows of a run in a PostgreSQL database "
+                    "(--queue, or a postgresql:// --journal)"
+                )
+            try:
+                await _refresh(settings, target, run_id)
+            except JournalError as exc:
+                raise journal_failed(exc) from None
+        status = await _read_status(target, run_id, database)
+        if not watch:
+            return status.show(settings)
+        if not settings.json and settings.out.is_terminal:
+            with Live(console=settings.out, auto_refresh=False, transient=True) as live:
+                while not status.ended:
+                    live.update(status.view(), refresh=True)
+                    await asyncio.sleep(interval)
+                    status = await _read_status(target, run_id, database)
+            return status.show(settings)
+        while True:  # not a terminal: one line (or JSON object) per interval
+            if status.ended:
+                return status.show(settings)
+            status.line(settings)
+            await asyncio.sleep(interval)
+            status = await _read_status(target, run_id, database)
 
     run_command(settings, go)
 
@@ -738,3 +847,98 @@ async def _refresh(settings: Settings, queue_url: str, run_id: str | None) -> No
         f"refreshed {done.read:,} pending rows: {done.settled:,} final now"
         + (f", {done.not_found:,} unknown to the service" if done.not_found else "")
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _RunStatus:
+    """What ``bulk-status`` read of a run: a database's status, or a journal file's rows
+    per state, and the control history."""
+
+    control: ControlState
+    queued: QueueStatus | None = None
+    states: dict[str, int] | None = None
+
+    @property
+    def ended(self) -> bool:
+        """True once the run has gone as far as it can: no job waiting or running (a
+        database), or every row final (a file)."""
+        if self.queued is not None:
+            return self.queued.settled
+        return not _unfinished_rows(self.states or {})
+
+    def view(self) -> Group:
+        """The terminal's view: rows by outcome (or state), then the control history."""
+        return Group(self._rows_table(), control_table(self.control))
+
+    def _rows_table(self) -> Table:
+        if self.queued is not None:
+            return queue_table(self.queued)
+        table = Table(title=f"bulk run {self.control.run_id}", show_edge=False)
+        table.add_column("state")
+        table.add_column("rows", justify="right")
+        for state, n in sorted((self.states or {}).items()):
+            table.add_row(state, str(n))
+        return table
+
+    def show(self, settings: Settings) -> int:
+        """Print the status once; return the exit code (see ``bulk-status --help``)."""
+        control = {"control": self.control.as_dict()}
+        if self.queued is not None:
+            code = queue_summary(settings, self.queued, control)
+        else:
+            code = EXIT_SERVICE if _unfinished_rows(self.states or {}) else EXIT_OK
+            if settings.json:
+                settings.emit(
+                    {
+                        "run_id": self.control.run_id,
+                        "states": self.states,
+                        **control,
+                        "exit_code": code,
+                    }
+                )
+            else:
+                settings.out.print(self._rows_table())
+        if not settings.json:
+            settings.out.print(control_table(self.control))
+        return code
+
+    def line(self, settings: Settings) -> None:
+        """One line of a watch that is not on a terminal."""
+        if settings.json:
+            rows = (
+                queue_status_dict(self.queued)
+                if self.queued is not None
+                else {"run_id": self.control.run_id, "states": self.states}
+            )
+            settings.emit({**rows, "control": self.control.as_dict()})
+            return
+        states = self.queued.states if self.queued is not None else self.states or {}
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+        stamp = datetime.now(UTC).strftime("%H:%M:%S")
+        settings.out.print(
+            f"{stamp} run {self.control.run_id}: {self.control.describe()}; {shown}",
+            soft_wrap=True,
+        )
+
+
+def _unfinished_rows(states: dict[str, int]) -> int:
+    return sum(n for state, n in states.items() if state not in ("final", "invalid"))
+
+
+async def _read_status(target: str, run_id: str | None, database: bool) -> _RunStatus:
+    """Read a run's status and control (``database``: ``target`` is a database's address,
+    else a journal file).
+
+    Raises:
+        CliError: the journal or database cannot be used, or has no such run.
+    """
+    try:
+        if database:
+            st = await asyncio.to_thread(bulk.queue_status, target, run_id)
+            control = await asyncio.to_thread(read_control, target, st.run_id)
+            return _RunStatus(control, queued=st)
+        control = await asyncio.to_thread(read_control, target)
+        states = await asyncio.to_thread(journal_counts, target)
+        return _RunStatus(control, states=states)
+    except JournalError as exc:
+        raise journal_failed(exc) from None

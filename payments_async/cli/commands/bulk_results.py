@@ -11,6 +11,7 @@ import click
 
 from payments_async import bulk
 from payments_async.bulk import JournalError, read_results, run_report, write_attention
+from payments_async.bulk._control import read_control
 
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, CliError, journal_failed
@@ -149,6 +150,12 @@ def bulk_results(
     type=click.Path(dir_okay=False, path_type=Path),
     help="The HTML file to write (one self-contained page) [required without --json].",
 )
+@click.option(
+    "--journal",
+    "journal",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --results: the local run's journal file, for its control history.",
+)
 @pass_settings
 def bulk_report(
     settings: Settings,
@@ -156,15 +163,19 @@ def bulk_report(
     run_id: str | None,
     results_path: Path | None,
     output: Path | None,
+    journal: Path | None,
 ) -> None:
     """Write a run's report: one HTML page with its outcomes and reasons as charts (the
-    report extra), the rows needing a pacs.004 return request and the rows not final.
-    With --json, print the same figures as JSON.
+    report extra), the rows needing a pacs.004 return request, the rows not final, and
+    the run's control history (confirmed, paused, resumed, aborted: with --queue, or a
+    local run's --journal). With --json, print the same figures as JSON.
 
     The page needs no network access to be viewed: its style and charts are inside it,
     and it runs no script.
     """
     _one_source(queue_url, results_path)
+    if journal is not None and results_path is None:
+        raise click.UsageError("--journal goes with --results (a queued run's is its --queue)")
     if output is None and not settings.json:
         raise click.UsageError("--output FILE is required (or --json for the figures)")
 
@@ -179,6 +190,13 @@ def bulk_report(
                 )
             except (OSError, ValueError) as exc:
                 raise CliError(f"cannot read the results of {name}: {exc}") from None
+        control_of = queue_url if queue_url is not None else journal
+        if control_of is not None:
+            try:
+                control = await asyncio.to_thread(read_control, control_of, run_id)
+            except JournalError as exc:
+                raise journal_failed(exc) from None
+            report.control = control.as_dict()
         hint = "payments-async bulk-results --needs-attention INPUT " + (
             f"--results {results_path}" if results_path is not None else "--queue URL"
         )
