@@ -667,8 +667,11 @@ async def run_worker(
         heartbeat_interval: seconds between this worker's heartbeats.
         stalled_after: a worker whose heartbeat is older than this is taken for dead.
         stalled_check_interval: seconds between looks for stalled jobs.
-        wait: False stops the worker once no job is waiting (for benchmarks and tests: it
-            does not stay to put back the jobs of a worker that died).
+        wait: False stops the worker once no job is waiting and the jobs it took have
+            ended, every row of them run to its outcome or its failure (for benchmarks and
+            tests: it does not stay to put back the jobs of a worker that died, nor for
+            jobs whose retry is due later). Cancelled, such a worker also waits for its
+            rows to end.
         ready: called once the worker is about to take jobs.
     """
     from psycopg_pool import AsyncConnectionPool
@@ -711,7 +714,10 @@ async def run_worker(
                         queues=[QUEUE_NAME],
                         name=f"payments-bulk-{i}",
                         concurrency=jobs // loops + (1 if i < jobs % loops else 0),
-                        shutdown_graceful_timeout=SHUTDOWN_GRACE,
+                        # Serving the queue, a worker stops only when told to: its rows
+                        # get the grace, then go back. Without ``wait`` the loop stops
+                        # because no job is waiting: the jobs it took run to their end.
+                        shutdown_graceful_timeout=SHUTDOWN_GRACE if wait else float("inf"),
                         wait=wait,
                         install_signal_handlers=False,
                         update_heartbeat_interval=heartbeat_interval,

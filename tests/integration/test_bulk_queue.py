@@ -21,6 +21,7 @@ import pytest
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import RESULT_COLUMNS, PlannedRow, open_journal, queue_status
 from payments_async.bulk import _queue as queue
+from payments_async.bulk._defaults import SHUTDOWN_GRACE
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from tests.support.cli import (
     FakeService,
@@ -329,6 +330,24 @@ def test_enqueueing_twice_and_racing_commands_queue_each_row_once(
         _one_job_per_batch(pg_dsn, 300)
         assert max(_stored(sb).values()) == 1
         assert sb.stats()["cancellations_stored"] == 300
+
+
+def test_a_worker_once_runs_the_rows_it_took_to_their_outcome(pg_dsn: str, tmp_path: Path) -> None:
+    # The rows' outcomes come later than the grace a stopping worker gives its rows. A
+    # worker run --once stops because no job is waiting, not because it was told to: it
+    # must wait for the rows it took, not cut them after the grace and exit 0 with their
+    # jobs put back for a retry that no worker is left to run (on a loaded machine, rows
+    # that were slow to send then read as never sent).
+    config = SandboxConfig(processing_delay=3600, settlement_delay=SHUTDOWN_GRACE + 2)
+    with threaded_sandbox(config) as sb:
+        src = write_csv(tmp_path / "slow.csv", bulk_rows(3, prefix="E2E-QO"))
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        worker = _run(_cli(sb, "worker", "--queue", pg_dsn, "--once"))
+        assert worker.returncode == 0, worker.stderr
+        assert _row_states(pg_dsn) == {"final:rejected:false": 3}
+        assert [status for _, status in _jobs(pg_dsn)] == ["succeeded"]
+        assert sb.stats()["cancellations_stored"] == 3
 
 
 _FETCH_CANDIDATE = """

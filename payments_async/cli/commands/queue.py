@@ -70,7 +70,10 @@ __all__ = ["worker"]
 @click.option(
     "--once",
     is_flag=True,
-    help="Stop when no job is waiting (benchmarks, tests) instead of serving the queue.",
+    help=(
+        "Take jobs until none is waiting, run their rows to their outcomes, then stop "
+        "(benchmarks, tests) instead of serving the queue."
+    ),
 )
 @pass_settings
 def worker(
@@ -89,7 +92,7 @@ def worker(
     dies (even SIGKILL) has its rows put back in the queue by the others once its
     heartbeat stops; they resend each row with its recorded ids, so nothing is stored
     twice. Stop a worker with Ctrl-C or SIGTERM: its rows get a few seconds to finish,
-    then go back to the queue.
+    then go back to the queue (with --once, its rows are waited for to the end).
     """
     if heartbeat >= stalled_after:
         raise click.UsageError("--heartbeat must be shorter than --stalled-after")
