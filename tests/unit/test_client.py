@@ -377,8 +377,13 @@ async def test_ids_that_would_change_the_path_are_refused(
 
 
 async def test_wait_polls_until_final_and_classifies(
-    mocked: aioresponses, client: PaymentsClient
+    mocked: aioresponses, client: PaymentsClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The wait's clock stands still: the first 404 is within the 0.05 s grace however
+    # late a loaded machine reads it (the token fetch before it once took longer).
+    # Its deadlines, handed to the reads, are still on the real clock: 5 s from now.
+    now = time.monotonic()
+    monkeypatch.setattr(_polling, "time", SimpleNamespace(monotonic=lambda: now))
     mocked.get(CAMT029, status=404)
     mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"))
     mocked.get(CAMT029, payload=_resolution("RJTC", "RJCR", "CUST"))
