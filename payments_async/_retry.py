@@ -189,7 +189,11 @@ class RetryPolicy:
         """Seconds to sleep after failed attempt number ``attempt`` (1-based)."""
         if isinstance(exc, ApiError) and exc.retry_after is not None:
             return min(exc.retry_after, self.retry_after_cap)
-        ceiling = min(self.wait_max, self.wait_initial * self.wait_exp_base ** (attempt - 1))
+        try:
+            growth = self.wait_exp_base ** (attempt - 1)
+        except OverflowError:  # far past wait_max: a long run of zero waits gets here
+            growth = math.inf
+        ceiling = min(self.wait_max, self.wait_initial * growth) if self.wait_initial > 0 else 0.0
         return rng.uniform(0.0, ceiling) if ceiling > 0 else 0.0
 
     async def run(

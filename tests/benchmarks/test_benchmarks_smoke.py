@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -26,14 +28,32 @@ TIMEOUT = 90  # seconds per script; each takes a few seconds with --quick
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick", *args],
-        capture_output=True,
+    """Run a benchmark script with ``--quick``."""
+    return run_argv([sys.executable, str(BENCH / script), "--quick", *args])
+
+
+def run_argv(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` from the repository's root in its own process group.
+
+    On timeout the whole group is killed (the script's sandboxes, PostgreSQL servers and
+    other children with it, which ``subprocess.run`` would leave running) and the test
+    fails with what the script had printed.
+    """
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=TIMEOUT,
         cwd=ROOT,
-        check=False,
-    )
+        start_new_session=True,  # its own process group, for killpg
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"{argv[1]} ran past {TIMEOUT}s; its group was killed:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -146,13 +166,8 @@ def test_polling_ab_alternates_the_trees_and_imports_each_one(tmp_path: Path) ->
 
 def test_polling_ab_client_refuses_a_package_from_another_tree(tmp_path: Path) -> None:
     # PYTHONPATH is unset here, so the client imports this checkout, not the tree named.
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "bench_polling_ab.py"), "--client", "--tree", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        cwd=ROOT,
-        check=False,
+    proc = run_argv(
+        [sys.executable, str(BENCH / "bench_polling_ab.py"), "--client", "--tree", str(tmp_path)]
     )
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert f"imported {ROOT / 'payments_async'}, wanted {tmp_path / 'payments_async'}" in (
@@ -195,7 +210,8 @@ def test_notifications(tmp_path: Path) -> None:
 
 
 def test_bulk(tmp_path: Path) -> None:
-    proc = run("bench_bulk.py", "--out", str(tmp_path))
+    # Ten rows show every part runs; --quick's 100 took minutes on a loaded machine.
+    proc = run("bench_bulk.py", "--rows", "10", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = load(tmp_path / "bulk.json")
     if "skipped" in data:
@@ -223,19 +239,14 @@ def test_codec(tmp_path: Path) -> None:
 
 
 def test_run_all_writes_latest(tmp_path: Path) -> None:
-    proc = subprocess.run(
+    proc = run_argv(
         [
             sys.executable,
             str(BENCH / "run_all.py"),
             "--quick",
             *("--only", "codec,polling"),
             *("--out", str(tmp_path)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        cwd=ROOT,
-        check=False,
+        ]
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "Targets" in proc.stdout

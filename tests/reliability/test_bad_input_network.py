@@ -166,11 +166,11 @@ async def client(scripted: Scripted) -> AsyncIterator[PaymentsClient]:
         yield c
 
 
-OPS: dict[str, Callable[[PaymentsClient], Awaitable[Any]]] = {
-    "submit_credit_transfer": lambda c: c.submit_credit_transfer(credit_transfer()),
-    "request_cancellation": lambda c: c.request_cancellation(cancellation("E2E1")),
-    "get_credit_transfer_status": lambda c: c.get_credit_transfer_status("pmt-1"),
-    "get_cancellation_outcome": lambda c: c.get_cancellation_outcome("cxl-1"),
+OPS: dict[str, Callable[..., Awaitable[Any]]] = {
+    "submit_credit_transfer": lambda c, **kw: c.submit_credit_transfer(credit_transfer(), **kw),
+    "request_cancellation": lambda c, **kw: c.request_cancellation(cancellation("E2E1"), **kw),
+    "get_credit_transfer_status": lambda c, **kw: c.get_credit_transfer_status("pmt-1", **kw),
+    "get_cancellation_outcome": lambda c, **kw: c.get_cancellation_outcome("cxl-1", **kw),
 }
 POSTS = {"submit_credit_transfer", "request_cancellation"}
 
@@ -350,6 +350,8 @@ dates = st.sampled_from(
 )
 extra_headers = st.fixed_dictionaries({}, optional={"Retry-After": retry_afters, "Date": dates})
 HYPOTHESIS_RUNS: Counter[str] = Counter()
+ANSWERED_TOTAL = 30.0  # seconds: an answered call's total, far beyond what it needs
+UNNAMED_TOTAL = 0.5  # seconds: a POST resubmitted after 202/204 without an id, to its end
 
 
 async def _arbitrary_answer(
@@ -363,15 +365,26 @@ async def _arbitrary_answer(
     if status == 204:
         body = b""
     scripted.api = respond(status, body, ctype, extra)
+    # Each answer comes at once: how it is classified is the question, so a call gets far
+    # more time than a loaded machine needs (the client's 2 s once ended a 403 case as an
+    # unknown outcome). Only a POST answered 202/204 without an id ends at its deadline,
+    # resubmitted until then: it gets half a second.
+    unnamed = op in POSTS and status in (202, 204)
+    total = UNNAMED_TOTAL if unnamed else ANSWERED_TOTAL
     caught: PaymentsError | None = None
     try:
-        async with asyncio.timeout(6):
-            await OPS[op](client)
+        async with asyncio.timeout(total + 10):
+            await OPS[op](client, timeout=total)
     except PaymentsError as exc:
         caught = exc
     if caught is not None:
         assert caught.request_id
-        assert caught.status == status, repr(caught)
+        if unnamed and isinstance(caught, OutcomeUnknownError):
+            # Resubmitted until the deadline, which passed before a resubmission was sent
+            # (the error names that answer's status) or while one was unanswered (none).
+            assert caught.status in (status, None), repr(caught)
+        else:
+            assert caught.status == status, repr(caught)
         assert str(caught)
         HYPOTHESIS_RUNS[f"{label}: {type(caught).__name__}"] += 1
     else:

@@ -7,8 +7,10 @@ import base64
 import hashlib
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -39,6 +41,7 @@ from payments_async import (
     Timeout,
     TransportError,
     ValidationError,
+    _polling,
     build_cancellation,
     build_credit_transfer,
 )
@@ -374,8 +377,13 @@ async def test_ids_that_would_change_the_path_are_refused(
 
 
 async def test_wait_polls_until_final_and_classifies(
-    mocked: aioresponses, client: PaymentsClient
+    mocked: aioresponses, client: PaymentsClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The wait's clock stands still: the first 404 is within the 0.05 s grace however
+    # late a loaded machine reads it (the token fetch before it once took longer).
+    # Its deadlines, handed to the reads, are still on the real clock: 5 s from now.
+    now = time.monotonic()
+    monkeypatch.setattr(_polling, "time", SimpleNamespace(monotonic=lambda: now))
     mocked.get(CAMT029, status=404)
     mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"))
     mocked.get(CAMT029, payload=_resolution("RJTC", "RJCR", "CUST"))
@@ -400,11 +408,22 @@ async def test_wait_accepted(mocked: aioresponses, client: PaymentsClient) -> No
 
 
 async def test_wait_times_out_with_the_last_status(
-    mocked: aioresponses, client: PaymentsClient
+    mocked: aioresponses, client: PaymentsClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"), repeat=True)
+    # The wait's clock is driven: its deadline passes as the first answer is read, never
+    # sooner (a real 0.05 s deadline on a loaded machine passed during the token fetch).
+    late = [0.0]
+    monkeypatch.setattr(
+        _polling, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + late[0])
+    )
+
+    def answer(url: Any, **kwargs: Any) -> CallbackResult:
+        late[0] = 3600.0
+        return CallbackResult(payload=_resolution("PDCR", "PDCR"))
+
+    mocked.get(CAMT029, callback=answer, repeat=True)
     with pytest.raises(PollTimeoutError) as info:
-        await client.wait_for_cancellation_outcome("PS-1", timeout=0.05)
+        await client.wait_for_cancellation_outcome("PS-1", timeout=60)
     assert info.value.last_status == "PDCR"
     assert info.value.payments_service_id == "PS-1"
 

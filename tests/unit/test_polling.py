@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import time
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 
 import pytest
 
-from payments_async import NotFoundError, PollPolicy, PollTimeoutError
+from payments_async import NotFoundError, PollPolicy, PollTimeoutError, _polling
 from payments_async._errors import ApiError, ServerError, TransportError
 from payments_async.iso20022 import Outcome
 from tests.support.polling import poll_until_final
@@ -126,12 +128,28 @@ async def test_deadline_names_the_last_read_error_when_every_read_fails() -> Non
     assert str(info.value).endswith("; the last read failed: GET /x: connection refused")
 
 
-async def test_an_answered_read_clears_the_last_error() -> None:
-    _, fetch = _scripted(TransportError("reset"), "PEND", then_wait=True)
+async def test_an_answered_read_clears_the_last_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wait's clock is driven: its deadline passes as the answer is read, never sooner
+    # (a real 0.2 s deadline on a loaded machine passed before the second read).
+    late = [0.0]
+    monkeypatch.setattr(
+        _polling, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + late[0])
+    )
+    steps: list[object] = [TransportError("reset"), "PEND"]
+
+    async def fetch() -> str:
+        step = steps.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        late[0] = 3600.0
+        assert isinstance(step, str)
+        return step
+
     with pytest.raises(PollTimeoutError) as info:
         await poll_until_final(
-            fetch, _status, payments_service_id="p", timeout=0.2, policy=FAST, what="t"
+            fetch, _status, payments_service_id="p", timeout=60, policy=FAST, what="t"
         )
+    assert not steps  # both read: the error, then the answer that cleared it
     assert info.value.last_error is None
     assert "last read failed" not in str(info.value)
 

@@ -89,6 +89,15 @@ def test_backoff_full_jitter_stays_under_the_ceiling() -> None:
         assert max(waits) > ceiling * 0.8  # jitter spreads over the whole range
 
 
+def test_backoff_after_thousands_of_attempts_is_still_the_ceiling() -> None:
+    # A 202 without an id is resubmitted until the call's deadline: with zero waits that
+    # is thousands of attempts, past where the growth overflows a float.
+    rng = random.Random(2)
+    assert RetryPolicy.for_testing().backoff(5000, None, rng) == 0.0
+    policy = RetryPolicy(wait_initial=0.001, wait_max=0.01, wait_exp_base=2.0)
+    assert 0.0 <= policy.backoff(5000, None, rng) <= 0.01
+
+
 def test_backoff_honours_retry_after_up_to_the_cap() -> None:
     policy = RetryPolicy(retry_after_cap=5.0)
     rng = random.Random(0)
