@@ -704,12 +704,13 @@ async def run_worker(
                 if maybe is not None:
                     await maybe
             loops = min(_FETCHERS, jobs)
+            names = [f"payments-bulk-{i}" for i in range(loops)]
             await through_outages(
                 dsn,
                 lambda: [
                     app.run_worker_async(
                         queues=[QUEUE_NAME],
-                        name=f"payments-bulk-{i}",
+                        name=names[i],
                         concurrency=jobs // loops + (1 if i < jobs % loops else 0),
                         shutdown_graceful_timeout=SHUTDOWN_GRACE,
                         wait=wait,
@@ -726,6 +727,9 @@ async def run_worker(
                     for i in range(loops)
                 ],
                 wait=wait,
+                # procrastinate logs a worker's side task that failed (its listener or
+                # heartbeat, when the database goes) on the worker's own logger.
+                loggers=[f"procrastinate.worker.{name}" for name in names],
             )
         finally:
             reaper.cancel()
