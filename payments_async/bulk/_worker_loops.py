@@ -69,7 +69,11 @@ async def through_outages(
             log.removeFilter(_not_outage)
 
 
-_OUTAGE_WORDS: Final = ("error connecting in", "discarding closed connection")
+_OUTAGE_WORDS: Final = (
+    "error connecting in",
+    "discarding closed connection",
+    "discarding broken connection",
+)
 
 
 def _not_outage(record: logging.LogRecord) -> bool:
