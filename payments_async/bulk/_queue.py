@@ -707,12 +707,13 @@ async def run_worker(
                 if maybe is not None:
                     await maybe
             loops = min(_FETCHERS, jobs)
+            names = [f"payments-bulk-{i}" for i in range(loops)]
             await through_outages(
                 dsn,
                 lambda: [
                     app.run_worker_async(
                         queues=[QUEUE_NAME],
-                        name=f"payments-bulk-{i}",
+                        name=names[i],
                         concurrency=jobs // loops + (1 if i < jobs % loops else 0),
                         # Serving the queue, a worker stops only when told to: its rows
                         # get the grace, then go back. Without ``wait`` the loop stops
@@ -732,6 +733,9 @@ async def run_worker(
                     for i in range(loops)
                 ],
                 wait=wait,
+                # procrastinate logs a worker's side task that failed (its listener or
+                # heartbeat, when the database goes) on the worker's own logger.
+                loggers=[f"procrastinate.worker.{name}" for name in names],
             )
         finally:
             reaper.cancel()

@@ -98,6 +98,11 @@ async def _ask(
         except psycopg.Error as exc:
             if not is_connection_lost(exc):
                 raise
+            if not waiting.failing:
+                # The server ended every session (a restart): the pool's other idle
+                # sessions are dead too, so the silent retry would meet one and tell an
+                # outage that is over. They are tested and made again first.
+                await pool.check()
             await asyncio.sleep(waiting.failed(exc))
             continue
         waiting.ended()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
 from .._store import quiet_psycopg
@@ -17,7 +17,11 @@ logger = logging.getLogger("payments_async.bulk.queue")
 
 
 async def through_outages(
-    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
+    dsn: str,
+    loops: Callable[[], list[Coroutine[Any, Any, None]]],
+    *,
+    wait: bool,
+    loggers: Sequence[str] = (),
 ) -> None:
     """Run the fetch loops; when the database goes away, wait for it and start them again.
 
@@ -28,6 +32,9 @@ async def through_outages(
     either: the loops start again once the database answers. The worker's rows are put
     back in the queue by the stalled-job check (this worker's or another's) and resent
     with their recorded ids. With ``wait=False`` the outage's error is raised instead.
+
+    ``loggers``: the names of loggers made only once the loops run (each procrastinate
+    worker's own), kept as quiet about the outage as procrastinate's and psycopg's.
     """
     import procrastinate
 
@@ -47,8 +54,8 @@ async def through_outages(
     # A logger's filters see only its own records, not its children's: every one.
     logs = [
         logging.getLogger(name)
-        for name in list(logging.Logger.manager.loggerDict)
-        if name.split(".")[0] in ("procrastinate", "psycopg")
+        for name in {*logging.Logger.manager.loggerDict, *loggers}
+        if name.split(".")[0] in ("procrastinate", "psycopg") or name in loggers
     ]
     quiet_psycopg()
     loop.set_exception_handler(quiet)
@@ -62,7 +69,11 @@ async def through_outages(
             log.removeFilter(_not_outage)
 
 
-_OUTAGE_WORDS: Final = ("error connecting in", "discarding closed connection")
+_OUTAGE_WORDS: Final = (
+    "error connecting in",
+    "discarding closed connection",
+    "discarding broken connection",
+)
 
 
 def _not_outage(record: logging.LogRecord) -> bool:

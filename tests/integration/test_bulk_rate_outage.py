@@ -5,6 +5,7 @@ limiter stops with `JournalUnavailableError`; any other error is raised as it is
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 
@@ -75,5 +76,28 @@ async def test_past_the_window_the_limiter_stops_and_other_errors_are_raised_as_
             conn.execute("DROP TABLE payments_bulk_rates")
         with pytest.raises(psycopg.errors.UndefinedTable):
             await limiter.acquire(5.0)
+    finally:
+        await rates.aclose()
+
+
+async def test_sessions_ended_while_the_server_is_up_are_made_again_without_a_word(
+    pg_dsn: str, postgres_server: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Both pooled sessions ended at once (a restart between two jobs): the first use
+    # finds one dead, and the retry must not take the other dead one and tell an outage.
+    admin: str = postgres_server.get_uri()  # type: ignore[attr-defined]
+    _rated(pg_dsn, "R-ENDED")
+    rates = RunRates(pg_dsn)
+    try:
+        limiter = await rates.limiter("R-ENDED")
+        assert limiter is not None
+        await asyncio.gather(limiter.admit(1.0), rates.limiter("R-NONE"))  # two sessions
+        cut_off(pg_dsn, admin)
+        restore(pg_dsn, admin)
+        with caplog.at_level(logging.WARNING, logger="payments_async"):
+            assert await rates.limiter("R-NONE") is None
+            assert await limiter.acquire(5.0)
+        told = [r for r in caplog.records if r.name.startswith("payments_async")]
+        assert not told, caplog.text
     finally:
         await rates.aclose()

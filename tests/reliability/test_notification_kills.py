@@ -67,6 +67,7 @@ class Receivers:
     urls: list[str] = field(default_factory=list)
     starts: int = 0
     locks: list[asyncio.Lock] = field(default_factory=list)
+    drains: list[asyncio.Future[bytes]] = field(default_factory=list)
 
     async def start_all(self) -> None:
         self.procs = [None] * self.slots
@@ -90,10 +91,20 @@ class Receivers:
             str(kill_after),
             str(LEASE),
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
         )
         assert proc.stdout is not None
+        assert proc.stderr is not None
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        if not line:  # it exited before saying its address: show why
+            err = await asyncio.wait_for(proc.stderr.read(), 30)
+            await proc.wait()
+            pytest.fail(
+                f"receiver {self.starts + 1} exited ({proc.returncode}) before starting:\n"
+                + err.decode(errors="replace")[-3000:]
+            )
+        # Its stderr is drained from now on, never left to fill the pipe and block it.
+        self.drains.append(asyncio.ensure_future(proc.stderr.read()))
         self.procs[slot], self.urls[slot] = proc, json.loads(line)["url"]
         self.starts += 1
 
@@ -113,6 +124,7 @@ class Receivers:
             if proc is not None and proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+        await asyncio.gather(*self.drains)
 
 
 async def _final_payments(base_url: str, n: int) -> dict[str, str]:

@@ -140,4 +140,15 @@ def test_workers_and_a_journal_ride_out_a_postgres_restart(
         for w, werr in zip(workers, worker_errs, strict=True):
             assert w.returncode == 130, werr  # stopped by us, not by the outage
             assert "Traceback" not in werr, werr
-            assert "never retrieved" not in werr
+            assert "never retrieved" not in werr, werr
+            # One outage policy: one line when the database goes, one when it is back,
+            # nothing else (no psycopg or procrastinate noise). A worker whose every
+            # query waited through the outage, or met it only once the database was
+            # back, rightly says nothing.
+            lines = werr.splitlines()
+            gone = sum("cannot be reached" in line for line in lines)
+            back = sum("is back after" in line for line in lines)
+            assert gone <= 1, werr
+            assert back == gone, werr
+            assert lines[0].startswith("worker ready"), werr
+            assert len(lines) == 1 + gone + back, werr

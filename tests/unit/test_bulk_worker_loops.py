@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from payments_async.bulk._worker_loops import all_loops
+from payments_async.bulk._worker_loops import all_loops, through_outages
 
 
 class Loops:
@@ -107,3 +107,23 @@ async def test_loops_that_end_by_themselves_end_the_run() -> None:
         await asyncio.sleep(0.01)
 
     await asyncio.wait_for(all_loops([drained(), drained()]), 5)
+
+
+async def test_loggers_made_once_the_loops_run_are_kept_quiet_about_the_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import secrets
+
+    import procrastinate
+
+    name = f"procrastinate.worker.loop-{secrets.token_hex(4)}"  # made by the loop only
+
+    async def loop() -> None:
+        lost = procrastinate.exceptions.ConnectorException()
+        logging.getLogger(name).error("side task failed", exc_info=lost)
+        logging.getLogger(name).error("something else")
+
+    with caplog.at_level(logging.WARNING):
+        await through_outages("postgresql://", lambda: [loop()], wait=False, loggers=[name])
+    assert [r.getMessage() for r in caplog.records if r.name == name] == ["something else"]
