@@ -746,7 +746,7 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
         rejected=t.get("rejected"),
         unknown=t.get("unknown"),
         refused=t.get("refused"),
-        failed=t.get("refused"),
+        not_sent=t.unsendable,
     )
 
 
