@@ -750,6 +750,7 @@ class PaymentsClient:
                 created=resp.status != 200,  # 201, or 202 with its result
                 attempts=op.attempts,
                 request_id=op.request_id,
+                http_status=resp.status,
             )
             if call is not None:
                 call.succeeded(

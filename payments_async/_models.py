@@ -52,6 +52,7 @@ class Submission(msgspec.Struct, frozen=True):
             earlier call had stored it: the message exists exactly once).
         attempts: how many HTTP attempts this call took.
         request_id: the ``X-Request-ID`` of the call.
+        http_status: the status of the answer that named the id: 201, 202 or 200.
     """
 
     payments_service_id: str
@@ -62,6 +63,7 @@ class Submission(msgspec.Struct, frozen=True):
     created: bool
     attempts: int
     request_id: str
+    http_status: int
 
     @property
     def replayed(self) -> bool:

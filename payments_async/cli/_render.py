@@ -44,13 +44,18 @@ def submission_dict(sub: Submission) -> dict[str, object]:
         "creation_date_time": sub.creation_date_time,
         "created": sub.created,
         "replayed": sub.replayed,
-        "http_status": 201 if sub.created else 200,
+        "http_status": sub.http_status,
         "attempts": sub.attempts,
     }
 
 
 def say_submission(settings: Settings, what: str, sub: Submission) -> None:
-    how = "201 created" if sub.created else "200 replayed (the service had it already)"
+    if sub.replayed:
+        how = "200 replayed (the service had it already)"
+    elif sub.http_status == 202:
+        how = "202 accepted (stored; processing not completed)"
+    else:
+        how = f"{sub.http_status} created"
     settings.say(f"{what} submitted: {how}")
     settings.say(f"  paymentsServiceId  {sub.payments_service_id}")
     settings.say(f"  message id         {sub.message_id}")

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 from payments_async._keys import private_key_pem
 from payments_async.cli import cli
 from payments_async.iso20022 import build_cancellation, build_credit_transfer, encode
-from payments_async.sandbox import REJECT_IBAN_AC04, SandboxConfig
+from payments_async.sandbox import REJECT_IBAN_AC04, FaultConfig, SandboxConfig
 from tests.support.cli import (
     FakeService,
     ThreadedSandbox,
@@ -195,6 +195,19 @@ def test_refused_credentials_are_exit_3_with_one_line(sb: ThreadedSandbox, tmp_p
     assert result.stderr.count("\n") == 1
     assert "401" in result.stderr
     assert "not-the-secret" not in result.output
+
+
+def test_a_payment_the_service_accepted_with_202_is_shown_as_202(tmp_path: Path) -> None:
+    """A busy service answers 202 Accepted: the command says so, never "201"."""
+    with threaded_sandbox(SandboxConfig(faults=FaultConfig(accepted_202=1.0))) as busy:
+        path, _ = payment_file(tmp_path)
+        human = run(busy, "pay", str(path))
+        assert human.exit_code == 0, human.output
+        assert "202 accepted" in human.stdout
+        assert "201" not in human.stdout
+        code, shown = run_json(busy, "pay", str(path))
+        assert code == 0
+        assert (shown["http_status"], shown["replayed"]) == (200, True)
 
 
 def test_pay_then_replay_then_status(sb: ThreadedSandbox, tmp_path: Path) -> None:

@@ -78,7 +78,9 @@ class GatedClient:
         self.sent += 1
         self.in_flight.set()
         await self.gate.wait()
-        return Submission(f"CXL-{self.sent}", msg.message_id, None, "PENDING", None, True, 1, "r")
+        return Submission(
+            f"CXL-{self.sent}", msg.message_id, None, "PENDING", None, True, 1, "r", 201
+        )
 
     async def wait_for_cancellation_outcome(self, psid: str, *, timeout: float) -> Any:
         return REJECTED

@@ -88,6 +88,7 @@ async def test_a_202_with_its_result_is_a_submission(
     sub = await client.request_cancellation(cancellation)
     assert (sub.payments_service_id, sub.message_id) == ("PS-1", cancellation.message_id)
     assert sub.created
+    assert sub.http_status == 202
     assert sub.attempts == 1
     assert len(_calls(mocked, CAMT056_URL)) == 1
 
@@ -103,6 +104,7 @@ async def test_an_answer_without_the_id_is_learned_by_resubmitting_the_same_byte
     sub = await client.request_cancellation(cancellation)
     assert sub.payments_service_id == "PS-1"
     assert sub.replayed  # the service named the id of what it had stored: 200
+    assert sub.http_status == 200
     assert sub.attempts == 3
     calls = _calls(mocked, CAMT056_URL)
     assert len(calls) == 3
