@@ -787,7 +787,9 @@ async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: fl
                 queue=QUEUE_NAME, seconds_since_heartbeat=stalled_after
             )
         except procrastinate.exceptions.ConnectorException as exc:
-            logger.warning("cannot look for stalled jobs: %s", exc)
+            # The database is away: the worker's outage lines say so once; this loop
+            # looks again after `every`, as often as the outage lasts.
+            logger.debug("cannot look for stalled jobs: %s", exc)
             continue
         for job in stalled:
             try:
