@@ -369,7 +369,14 @@ class InstantClient:
 
     async def request_cancellation(self, msg):
         self.n += 1
-        return Submission(f"CXL-{self.n}", msg.message_id, None, "PENDING", None, True, 1, "r")
+        # the same child runs against an earlier checkout (--root-before): give the fields
+        # the Submission of that checkout has
+        fields = dict(
+            payments_service_id=f"CXL-{self.n}", message_id=msg.message_id, echoed_id=None,
+            status="PENDING", creation_date_time=None, created=True, attempts=1,
+            request_id="r", http_status=201,
+        )
+        return Submission(**{k: v for k, v in fields.items() if k in Submission.__struct_fields__})
 
     async def wait_for_cancellation_outcome(self, payments_service_id, *, timeout):
         await asyncio.sleep(0)
