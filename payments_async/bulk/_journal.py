@@ -59,6 +59,7 @@ __all__ = [
     "StoreReads",
     "UtcClock",
     "ensure_sqlite_schema",
+    "journal_chases",
     "journal_counts",
     "micros",
     "row_from_record",
@@ -834,3 +835,25 @@ def journal_counts(path: str | Path) -> dict[str, int]:
         return {}
     finally:
         db.close()
+
+
+def journal_chases(path: str | Path) -> dict[str, int]:
+    """Rows of a journal file whose recall was chased, read as `journal_counts` reads.
+
+    Args:
+        path: the journal file.
+
+    Returns:
+        ``{"rows": rows chased at least once, "chases": their chases}`` (0 and 0 for a
+        file whose plan is not written yet).
+    """
+    db = open_sqlite_read_only(Path(path))
+    try:
+        rec = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(chases), 0) FROM rows WHERE chases > 0"
+        ).fetchone()
+    except sqlite3.OperationalError:  # no rows table yet, or a file made before chases
+        rec = (0, 0)
+    finally:
+        db.close()
+    return {"rows": int(rec[0]), "chases": int(rec[1])}
