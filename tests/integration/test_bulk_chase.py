@@ -231,3 +231,112 @@ def _journal_rows(path: Path) -> list:  # type: ignore[type-arg]
     finally:
         db.close()
     return [row_from_record(rec) for rec in records]
+
+
+def test_a_queued_run_rerun_with_chase_after_chases_without_resending(
+    sb: ThreadedSandbox,
+    tmp_path: Path,
+    pg_dsn: str,  # noqa: F811
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    import psycopg
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "payments_async", "--sandbox", "--base-url", sb.url]
+        done = subprocess.run(
+            [*cmd, *args], cwd=root, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done
+
+    rows = bulk_rows(ROWS, prefix="E2E-QCHASE")
+    precreate_payments(sb, [r["original_end_to_end_id"] for r in rows])
+    src = write_csv(tmp_path / "recall.csv", rows)
+    # The run's recalls sent and left pending (by a single process on the same database:
+    # a worker would wait for them to the end), then rerun through the queue.
+    sent = cli("bulk-cancel", str(src), "--journal", pg_dsn, "--timeout", "0.2")
+    assert sent.returncode == 3, sent.stderr
+    at = micros(datetime.now(UTC) - timedelta(days=14))
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(
+            "UPDATE payments_bulk_rows SET acknowledged_at = %s WHERE line < %s", (at, 2 + OLD)
+        )
+    camt056 = sb.stats()["requests"]["camt056"]
+    assert camt056 == ROWS
+    rerun = cli("bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait", "--chase-after", "2")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "chase: 3 unanswered recall(s) chased" in rerun.stderr
+    stats = sb.stats()
+    assert (stats["status_requests_stored"], stats["requests"]["camt056"]) == (OLD, camt056)
+    with psycopg.connect(pg_dsn) as conn:
+        chased = conn.execute(
+            "SELECT line, chases FROM payments_bulk_rows ORDER BY line"
+        ).fetchall()
+    assert chased == [(n, 1 if n < 2 + OLD else 0) for n in range(2, 2 + ROWS)]
+
+
+async def test_an_outage_stops_a_pass_and_a_refused_chase_skips_only_its_row(
+    tmp_path: Path,
+) -> None:
+    from payments_async.bulk import SqliteJournal
+    from payments_async.bulk._chase import chase_rows
+    from payments_async.iso20022 import decode_camt056, encode
+    from payments_async.sandbox import FaultConfig
+
+    rows = bulk_rows(ROWS, prefix="E2E-FAIL")
+    src = write_csv(tmp_path / "recall.csv", rows)
+    path = tmp_path / "j.sqlite"
+    later = add_banking_days(target2_today(), 2)
+    policy = ChasePolicy(after=2)
+    async with sandbox_server(SILENT) as sb, _client(sb) as client:
+        for r in rows:
+            await client.submit_credit_transfer(
+                credit_transfer(end_to_end_id=r["original_end_to_end_id"])
+            )
+        await bulk_cancel(client, src, timeout=0.05, journal_path=path, results_path=None)
+        # Line 2's recorded recall names an assgnmt.id the service never stored.
+        db = sqlite3.connect(path)
+        (body,) = db.execute("SELECT body FROM rows WHERE line = 2").fetchone()
+        recall = decode_camt056(body)
+        recall.fito_fi_pmt_cxl_req.assgnmt.id = "BC-NEVER-STORED"
+        db.execute("UPDATE rows SET body = ? WHERE line = 2", (encode(recall),))
+        (sha,) = db.execute("SELECT value FROM meta WHERE key = 'input_sha256'").fetchone()
+        db.commit()
+        db.close()
+        journal = SqliteJournal.open(path, input_sha256=sha, new_run_id="unused")
+        try:
+            reads_before = sb.server.stats()["requests"].get("camt029", 0)
+            sb.server.set_faults(FaultConfig(error_503=1.0))
+            down = await chase_rows(
+                client,
+                journal.iter_rows(unfinished=True),
+                journal,
+                policy,
+                today=later,
+                concurrency=1,
+            )
+            reads_while_down = sb.server.stats()["requests"]["camt029"] - reads_before
+            sb.server.set_faults(FaultConfig())
+            up = await chase_rows(
+                client, journal.iter_rows(unfinished=True), journal, policy, today=later
+            )
+            chases = {r.line: r.chases for r in journal.iter_rows()}
+        finally:
+            journal.close()
+        stats = sb.server.stats()
+    # The outage: the first read failed for good, the pass stopped, nothing was sent.
+    assert (down.due, down.chased, down.failed) == (ROWS, 0, ROWS)
+    assert down.halted is not None
+    assert reads_while_down == 4  # one row's read and its retries (4 attempts), no more
+    # Back up: the row the service refuses is skipped and counted; the others chased.
+    assert (up.due, up.chased, up.failed, up.halted) == (ROWS, ROWS - 1, 1, None)
+    assert up.error is not None
+    assert up.error.startswith("line 2: ApiError: POST /payments/pacs028/v03 -> 400")
+    assert chases == {n: (0 if n == 2 else 1) for n in range(2, 2 + ROWS)}
+    assert stats["status_requests_stored"] == ROWS - 1
