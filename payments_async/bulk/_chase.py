@@ -103,7 +103,7 @@ class ChaseReport:
     """What a chase pass did.
 
     Attributes:
-        due: rows due a chase when the pass reached them.
+        due: rows due a chase (after a halt, those the pass did not reach included).
         chased: of those, rows whose pacs.028 the service took (recorded).
         settled: of those, rows whose outcome the service had decided: recorded final,
             not chased.

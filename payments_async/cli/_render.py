@@ -180,7 +180,7 @@ def bulk_summary(
                 "results": str(report.results_path),
                 "journal": journal,
                 "recall_deadlines": deadlines,
-                "chased": chase_dict(report.chases),
+                "chase": chase_dict(report.chases),
                 "exit_code": code,
             }
         )

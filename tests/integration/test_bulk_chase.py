@@ -75,14 +75,14 @@ def test_a_rerun_chases_each_unanswered_recall_once_after_its_banking_days(
 
     # Acknowledged today: not due yet, nothing sent.
     early = run_cli(sb, *args, "--chase-after", "2")
-    assert json.loads(early.stdout)["chased"]["due"] == 0
+    assert json.loads(early.stdout)["chase"]["due"] == 0
     assert sb.stats()["requests"].get("pacs028", 0) == 0
 
     # Two weeks later for the first rows (at least 8 banking days, whatever the date).
     _age_sqlite(journal, range(2, 2 + OLD), days=14)
     chased = run_cli(sb, *args, "--chase-after", "2", "--timeout", "5")
     summary = json.loads(chased.stdout)
-    assert summary["chased"] == {
+    assert summary["chase"] == {
         "due": OLD,
         "chased": OLD,
         "settled": 0,
@@ -107,7 +107,7 @@ def test_a_rerun_chases_each_unanswered_recall_once_after_its_banking_days(
     # Once per row: a chased row that is final is never chased again, the others are
     # not due; nothing more is sent.
     again = run_cli(sb, *args, "--chase-after", "2")
-    assert json.loads(again.stdout)["chased"]["chased"] == 0
+    assert json.loads(again.stdout)["chase"]["chased"] == 0
     assert sb.stats()["status_requests_stored"] == OLD
 
     status = run_cli(sb, "bulk-status", "--journal", str(journal))

@@ -702,7 +702,10 @@ def _bulk_cancel_queued(
                 f"run {report.run_id}: {report.rows} rows {what}; {report.enqueued} rows queued"
             )
         if chase is not None and not report.planned:
-            await _refresh(settings, queue_url, report.run_id, chase)
+            try:
+                await _refresh(settings, queue_url, report.run_id, chase)
+            except JournalError as exc:
+                raise journal_failed(exc) from None
         if no_wait:
             if settings.json:
                 settings.emit(
