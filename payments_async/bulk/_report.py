@@ -433,6 +433,8 @@ def _page(report: RunReport, hint: str | None) -> str:
             t.counts[RowOutcome.PENDING] + t.counts[RowOutcome.IN_FLIGHT],
             "the results file lists every row",
         ),
+        f"<p id='chased'>{report.times.chased_rows:,} rows chased with a request for status "
+        f"update (pacs.028), {report.times.chases:,} requests in all.</p>",
         *_control_section(report.control),
         "</body></html>\n",
     ]

@@ -112,6 +112,11 @@ def test_a_rerun_chases_each_unanswered_recall_once_after_its_banking_days(
 
     status = run_cli(sb, "bulk-status", "--journal", str(journal))
     assert json.loads(status.stdout)["chased"] == {"rows": OLD, "chases": OLD}
+    report = run_cli(sb, "bulk-report", "--results", str(results))
+    assert json.loads(report.stdout)["chased"] == {"rows": OLD, "chases": OLD}
+    page = tmp_path / "report.html"
+    run_cli(sb, "bulk-report", "--results", str(results), "--output", str(page))
+    assert f"{OLD} rows chased with a request for status update" in page.read_text()
 
 
 def test_chase_options_are_checked_before_anything_is_sent(
