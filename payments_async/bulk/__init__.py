@@ -20,6 +20,7 @@ processes.
 
 from ._attention import AttentionReport, read_results, write_attention
 from ._awaited import awaited_cancellations
+from ._chase import DEFAULT_CHASE_LIMIT, ChasePolicy, ChaseReport
 from ._control import (
     Action,
     ControlEvent,
@@ -41,7 +42,14 @@ from ._errors import (
     ResultsWriteError,
 )
 from ._input import InputCheck, RowError
-from ._journal import Journal, PlannedRow, RowState, SqliteJournal, journal_counts
+from ._journal import (
+    Journal,
+    PlannedRow,
+    RowState,
+    SqliteJournal,
+    journal_chases,
+    journal_counts,
+)
 from ._memory import MemoryJournal
 from ._plan import (
     BulkEvents,
@@ -77,6 +85,7 @@ from ._stores._recalls import RecallLedger, open_recall_ledger
 from ._times import RunTimes
 
 __all__ = [
+    "DEFAULT_CHASE_LIMIT",
     "DEFAULT_CONCURRENCY",
     "RESULT_COLUMNS",
     "Action",
@@ -86,6 +95,8 @@ __all__ = [
     "BulkEvents",
     "BulkInputError",
     "BulkReport",
+    "ChasePolicy",
+    "ChaseReport",
     "ControlEvent",
     "ControlState",
     "EnqueueReport",
@@ -125,6 +136,7 @@ __all__ = [
     "default_results_path",
     "enqueue_run",
     "execute_run",
+    "journal_chases",
     "journal_counts",
     "open_journal",
     "open_recall_ledger",

@@ -59,6 +59,7 @@ __all__ = [
     "StoreReads",
     "UtcClock",
     "ensure_sqlite_schema",
+    "journal_chases",
     "journal_counts",
     "micros",
     "row_from_record",
@@ -90,20 +91,34 @@ CREATE TABLE IF NOT EXISTS rows (
     sent_at INTEGER,
     acknowledged_at INTEGER,
     final_at INTEGER,
+    chases INTEGER NOT NULL DEFAULT 0,
+    chased_at INTEGER,
     updated_at REAL NOT NULL
 );
 """
 
+_ADDED_COLUMNS: Final = (
+    ("chases", "INTEGER NOT NULL DEFAULT 0"),
+    ("chased_at", "INTEGER"),
+)
+"""Columns added to the rows table after its first version: a file made before gets
+them when opened (their defaults mean "never chased")."""
+
 
 def ensure_sqlite_schema(db: sqlite3.Connection) -> None:
-    """Create a journal file's tables when missing (its rows, meta and recall ledger)."""
+    """Create a journal file's tables when missing (its rows, meta and recall ledger),
+    and add the columns a file made by an earlier version lacks."""
     db.executescript(_SCHEMA + SQLITE.schema())
+    have = {rec[1] for rec in db.execute("PRAGMA table_info(rows)")}
+    for name, kind in _ADDED_COLUMNS:
+        if name not in have:
+            db.execute(f"ALTER TABLE rows ADD COLUMN {name} {kind}")
 
 
 ROW_COLUMNS: Final = (
     "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
-    "return_request_needed, error, sent_at, acknowledged_at, final_at"
+    "return_request_needed, error, sent_at, acknowledged_at, final_at, chases, chased_at"
 )
 """The columns `row_from_record` reads, in its order (every store has them)."""
 
@@ -176,6 +191,9 @@ class RowState:
         sent_at: when its last POST started (UTC), or None while never sent.
         acknowledged_at: when the service last answered its POST (UTC), or None.
         final_at: when its outcome became final (UTC), or None while not final.
+        chases: requests for status update (pacs.028) the service took for this row's
+            recall, over every run.
+        chased_at: when the latest of them was recorded (UTC), or None while never chased.
     """
 
     line: int
@@ -196,6 +214,8 @@ class RowState:
     sent_at: datetime | None = None
     acknowledged_at: datetime | None = None
     final_at: datetime | None = None
+    chases: int = 0
+    chased_at: datetime | None = None
 
     @property
     def is_done(self) -> bool:
@@ -213,12 +233,16 @@ class RowUpdate:
         one_more_attempt: count one more attempt (``attempts + 1``).
         if_attempts: make the change only if the row is still ``sent`` after exactly this
             many attempts (a compare-and-set), else change nothing; None: always.
+        if_chases: make the change only if the row is still ``acknowledged`` with exactly
+            this many chases recorded (a compare-and-set), else change nothing; None:
+            always.
     """
 
     line: int
     values: dict[str, Any]
     one_more_attempt: bool = False
     if_attempts: int | None = None
+    if_chases: int | None = None
 
     def stored(self) -> dict[str, Any]:
         """``values`` as a database column holds them: words as text, codes as JSON."""
@@ -237,6 +261,10 @@ class RowUpdate:
         """``row`` with this change made (unchanged when ``if_attempts`` does not hold)."""
         if self.if_attempts is not None and (
             row.state != Stage.SENT or row.attempts != self.if_attempts
+        ):
+            return row
+        if self.if_chases is not None and (
+            row.state != Stage.ACKNOWLEDGED or row.chases != self.if_chases
         ):
             return row
         values = dict(self.values)
@@ -264,6 +292,9 @@ class RowUpdate:
         if self.if_attempts is not None:
             sql += f" AND state = 'sent' AND attempts = {mark}"
             params = (*params, self.if_attempts)
+        if self.if_chases is not None:
+            sql += f" AND state = 'acknowledged' AND chases = {mark}"
+            params = (*params, self.if_chases)
         return sql, params
 
 
@@ -362,6 +393,17 @@ class RowWrites(abc.ABC):
             values.update(state=Stage.FINAL, outcome=RowOutcome.NOT_SENT, final_at=self.clock())
         await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
 
+    async def mark_chased(self, line: int, chases: int) -> None:
+        """The service took one more request for status update (pacs.028) on the row's
+        recall: ``chases + 1`` of them now, the latest at ``chased_at``.
+
+        Made only if the row is still ``acknowledged`` with exactly ``chases`` recorded
+        (a compare-and-set): two passes chasing one row record one chase, and a row made
+        final meanwhile stays as it is.
+        """
+        values = {"chases": chases + 1, "chased_at": self.clock()}
+        await self._apply(RowUpdate(line, values, if_chases=chases))
+
 
 class Journal(RowWrites):
     """A bulk run's journal: the plan, the reads, and the row changes (`RowWrites`).
@@ -447,6 +489,7 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
     (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
     (outcome, status, codes, text, rrn, error) = rec[9:15]
     (sent_at, acknowledged_at, final_at) = (_utc(t) for t in rec[15:18])
+    chases, chased_at = rec[18], _utc(rec[19])
     return RowState(
         line=line,
         original_end_to_end_id=e2e,
@@ -466,6 +509,8 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
         sent_at=sent_at,
         acknowledged_at=acknowledged_at,
         final_at=final_at,
+        chases=chases or 0,
+        chased_at=chased_at,
     )
 
 
@@ -790,3 +835,25 @@ def journal_counts(path: str | Path) -> dict[str, int]:
         return {}
     finally:
         db.close()
+
+
+def journal_chases(path: str | Path) -> dict[str, int]:
+    """Rows of a journal file whose recall was chased, read as `journal_counts` reads.
+
+    Args:
+        path: the journal file.
+
+    Returns:
+        ``{"rows": rows chased at least once, "chases": their chases}`` (0 and 0 for a
+        file whose plan is not written yet).
+    """
+    db = open_sqlite_read_only(Path(path))
+    try:
+        rec = db.execute(
+            "SELECT COUNT(*), COALESCE(SUM(chases), 0) FROM rows WHERE chases > 0"
+        ).fetchone()
+    except sqlite3.OperationalError:  # no rows table yet, or a file made before chases
+        rec = (0, 0)
+    finally:
+        db.close()
+    return {"rows": int(rec[0]), "chases": int(rec[1])}

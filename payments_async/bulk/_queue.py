@@ -578,9 +578,18 @@ _UNFINISHED_SENT_ON: Final = (
 )
 
 
+_CHASED: Final = (
+    "SELECT COUNT(*), COALESCE(SUM(chases), 0) FROM payments_bulk_rows "
+    "WHERE run_id = %s AND chases > 0"
+)
+
+
 def _run_times(conn: psycopg.Connection[Any], run_id: str) -> RunTimes:
-    """The run's latencies and unfinished rows' days, added up by the database."""
+    """The run's latencies, unfinished rows' days and chases, added up by the database."""
     times = RunTimes()
+    chased = conn.execute(_CHASED, (run_id,)).fetchone()
+    if chased is not None:
+        times.chased_rows, times.chases = int(chased[0]), int(chased[1])
     for ms, n in conn.execute(_LATENCIES, (run_id,)):
         times.latency_ms[int(ms)] += n
     for day, n in conn.execute(_UNFINISHED_SENT_ON, (run_id,)):

@@ -2,19 +2,22 @@
 
 A run may end its waiting while the service still holds rows for a manual check. This
 reads the outcome of every row the service acknowledged whose outcome the journal does
-not hold (GET only: nothing is sent again) and records those the service has decided,
-through the journal's row changes, as the run itself would have.
+not hold (GET only: no camt.056 is sent again) and records those the service has
+decided, through the journal's row changes, as the run itself would have; with a chase
+policy it then chases the rows still unanswered (`._chase`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import CancellationOutcome, NotFoundError, PaymentsClient
-from ..iso20022 import summarize_resolution
-from ._journal import READ_BATCH, UtcClock
+from .. import NotFoundError, PaymentsClient
+from ._chase import ChasePolicy, ChaseReport, chase_rows, read_final_outcome
+from ._journal import READ_BATCH, RowState, UtcClock, read_in_batches
 from ._rows import Stage, after_outcome
 from ._steps import record
 from ._stores import _postgres as pg
@@ -31,6 +34,10 @@ _PENDING_AFTER: Final = (
     "SELECT line, payments_service_id FROM payments_bulk_rows WHERE run_id = %s AND line > %s "
     "AND state = %s AND payments_service_id IS NOT NULL ORDER BY line LIMIT %s"
 )
+_ACKNOWLEDGED_AFTER: Final = (
+    f"SELECT {pg.ROW_COLUMNS} FROM payments_bulk_rows WHERE run_id = %s "  # noqa: S608
+    "AND line > %s AND state = 'acknowledged' ORDER BY line LIMIT %s"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +49,15 @@ class RefreshReport:
         read: pending rows whose outcome was read.
         settled: of those, rows the service had decided: recorded final.
         not_found: pending rows the service does not know (left pending; check them).
+        chase: what the chase of the rows still pending did, or None without a chase
+            policy.
     """
 
     run_id: str
     read: int
     settled: int
     not_found: int
+    chase: ChaseReport | None = None
 
 
 def _pending_page(conn: psycopg.Connection[Any], run_id: str, after: int) -> list[tuple[int, str]]:
@@ -55,14 +65,14 @@ def _pending_page(conn: psycopg.Connection[Any], run_id: str, after: int) -> lis
     return [(int(line), str(psid)) for line, psid in rows]
 
 
-async def _read_outcome(client: PaymentsClient, psid: str) -> CancellationOutcome | None:
-    """The row's final outcome, None while the service has not decided (or says an
-    unknown code once: a later read tells whether it stays)."""
-    resolution = await client.get_cancellation_outcome(psid)
-    summary = summarize_resolution(resolution)
-    if not summary.is_final:
-        return None
-    return CancellationOutcome.from_resolution(psid, resolution, summary)
+def _acknowledged(conn: psycopg.Connection[Any], run_id: str) -> Iterator[RowState]:
+    """The run's acknowledged rows, whole, `READ_BATCH` per query."""
+
+    def page(after: int) -> list[RowState]:
+        records = conn.execute(_ACKNOWLEDGED_AFTER, (run_id, after, READ_BATCH)).fetchall()
+        return [pg.row_from_record(rec) for rec in records]
+
+    return read_in_batches(page)
 
 
 async def refresh_pending(
@@ -71,19 +81,26 @@ async def refresh_pending(
     run: str | None = None,
     *,
     clock: UtcClock | None = None,
+    chase: ChasePolicy | None = None,
+    today: dt.date | None = None,
 ) -> RefreshReport:
     """Read once the outcome of each pending row of a queued run; record the final ones.
 
-    Only GET requests are made: no row is sent again. A row whose outcome is final is
-    recorded ``final`` (with its ``final_at``) as the run would have recorded it; the
-    others stay pending. Rows in flight (sent, never acknowledged) have no id to read
-    by: a rerun of the run resends them with their recorded ids.
+    No camt.056 is sent again. A row whose outcome is final is recorded ``final`` (with
+    its ``final_at``) as the run would have recorded it; the others stay pending. Rows in
+    flight (sent, never acknowledged) have no id to read by: a rerun of the run resends
+    them with their recorded ids. With ``chase``, the rows still pending are then chased
+    as `chase_rows` says (a pacs.028 each when due, recorded in the row).
 
     Args:
         client: the client to read with (its own retry policy applies to each read).
         dsn: the ``postgresql://`` journal of the run.
         run: the run id; the latest run when None.
-        clock: the clock of the ``final_at`` times (the system's UTC clock when None).
+        clock: the clock of the ``final_at`` and ``chased_at`` times (the system's UTC
+            clock when None).
+        chase: when the rows still pending are chased; None: never.
+        today: the TARGET2 day a chase counts banking days to; None: today in Central
+            European Time.
 
     Returns:
         What was read and recorded.
@@ -108,7 +125,7 @@ async def refresh_pending(
         async def one(line: int, psid: str) -> bool | None:
             async with gate:
                 try:
-                    outcome = await _read_outcome(client, psid)
+                    outcome = await read_final_outcome(client, psid)
                 except NotFoundError:
                     return None
             if outcome is not None:
@@ -128,8 +145,15 @@ async def refresh_pending(
                     settled += bool(result)
                     not_found += result is None
                 after = page[-1][0]
+            chased = None
+            if chase is not None:
+                chased = await chase_rows(
+                    client, _acknowledged(conn, run_id), rows, chase, today=today
+                )
         finally:
             await writer.aclose()
     finally:
         conn.close()
-    return RefreshReport(run_id=run_id, read=read, settled=settled, not_found=not_found)
+    return RefreshReport(
+        run_id=run_id, read=read, settled=settled, not_found=not_found, chase=chased
+    )

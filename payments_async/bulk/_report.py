@@ -87,6 +87,7 @@ class RunReport:
             "over_time": self.times.over_time(),
             "latency": self.times.latency(),
             "pending_by_age": self.times.unfinished_by_age(self.today),
+            "chased": self.times.chased(),
             "not_recorded": self.not_recorded,
             "control": self.control,
         }
@@ -154,6 +155,7 @@ def run_report(
             sent_at=_time(rec, "sent_at"),
             acknowledged_at=_time(rec, "acknowledged_at"),
             final_at=_time(rec, "final_at"),
+            chases=int(rec.get("chases") or 0),
         )
         key = _reason_key(rec)
         if key is not None:
@@ -431,6 +433,8 @@ def _page(report: RunReport, hint: str | None) -> str:
             t.counts[RowOutcome.PENDING] + t.counts[RowOutcome.IN_FLIGHT],
             "the results file lists every row",
         ),
+        f"<p id='chased'>{report.times.chased_rows:,} rows chased with a request for status "
+        f"update (pacs.028), {report.times.chases:,} requests in all.</p>",
         *_control_section(report.control),
         "</body></html>\n",
     ]

@@ -39,6 +39,8 @@ RESULT_COLUMNS: Final = (
     "sent_at",
     "acknowledged_at",
     "final_at",
+    "chases",
+    "chased_at",
     "transliterated",
 )
 """The columns of the results file, in order.
@@ -74,7 +76,9 @@ def result_record(row: RowState, transliterated: str | None = None) -> dict[str,
     reason text for a final outcome, otherwise the error met (why it was refused, why it
     could not be sent, what interrupted it). ``sent_at`` (the last POST started),
     ``acknowledged_at`` (the service answered it) and ``final_at`` (the outcome became
-    final) are ISO 8601 UTC times, or None when the row has not got there.
+    final) are ISO 8601 UTC times, or None when the row has not got there. ``chases``
+    counts the requests for status update (pacs.028) the service took on the row's
+    recall, ``chased_at`` is when the latest was recorded (None: never chased).
     ``transliterated``: what the row's text was converted to (see `RESULT_COLUMNS`), or
     None.
     """
@@ -96,6 +100,8 @@ def result_record(row: RowState, transliterated: str | None = None) -> dict[str,
         "sent_at": _iso(row.sent_at),
         "acknowledged_at": _iso(row.acknowledged_at),
         "final_at": _iso(row.final_at),
+        "chases": row.chases,
+        "chased_at": _iso(row.chased_at),
         "transliterated": transliterated,
     }
 

@@ -15,6 +15,7 @@ from typing import Final, Protocol
 
 from .. import PaymentsClient, PaymentsError
 from .._constants import POLL_TIMEOUT
+from ._chase import ChasePolicy, ChaseReport, chase_rows
 from ._control import RunGate, aborted_change, journal_gate
 from ._defaults import RESEND_INITIAL, RESEND_MAX, SHUTDOWN_GRACE
 from ._events import BulkCounts, BulkEvents
@@ -97,6 +98,8 @@ class BulkReport:
         halted: the error that stopped the run from sending more rows (the token
             endpoint or the service could not be reached), or None.
         read_rows: reads every row from the journal (what `rows` calls once).
+        chases: what the chase of a resumed run's unanswered recalls did, or None when
+            the run chased nothing (no chase policy, or a new run).
     """
 
     counts: BulkCounts
@@ -111,6 +114,7 @@ class BulkReport:
     journal_commits: int = 0
     totals: RunTotals = field(default_factory=RunTotals)
     halted: PaymentsError | None = None
+    chases: ChaseReport | None = None
     read_rows: Callable[[], list[RowState]] = field(default=list, repr=False, compare=False)
     _rows: list[RowState] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -486,6 +490,7 @@ async def bulk_cancel(
     new_run: bool = False,
     transliterate: bool = False,
     today: dt.date | None = None,
+    chase: ChasePolicy | None = None,
 ) -> BulkReport:
     """Cancel every payment listed in a CSV/JSONL file, resumably.
 
@@ -518,8 +523,13 @@ async def bulk_cancel(
             ``invalid`` (see `open_run`).
         transliterate: convert names and addresses to the SEPA character set; each
             change is in the row's ``transliterated`` result (see `check_run_input`).
-        today: the TARGET2 day recall windows are judged on (see `check_run_input`);
-            None: today in Central European Time.
+        today: the TARGET2 day recall windows are judged on (see `check_run_input`) and
+            a chase counts banking days to; None: today in Central European Time.
+        chase: when a resumed run chases its rows whose recall is still unanswered:
+            before the run waits for them, each due row (`ChasePolicy.due`) gets one
+            pacs.028 request for status update, and no camt.056 is sent again (see
+            `chase_rows`); a paused run chases once resumed, an aborted one never.
+            None: never.
 
     Returns:
         The report; the results file is written even when the run was interrupted.
@@ -562,6 +572,17 @@ async def bulk_cancel(
         already_final = sum(states.values()) - _unfinished(states)
         events.planned(checked, resumed)
         sending = time.monotonic()
+        chases = None
+        stopping = stop.is_set if stop is not None else lambda: False
+        if (
+            chase is not None
+            and resumed
+            and (gate is None or await gate.may_send(stopping))
+            and not stopping()
+        ):
+            chases = await chase_rows(
+                client, journal.iter_rows(unfinished=True), journal, chase, today=today
+            )
         counts, halted, interrupted = await execute_run(
             client,
             journal,
@@ -588,6 +609,7 @@ async def bulk_cancel(
             journal_commits=getattr(journal, "commits", 0),
             totals=totals,
             halted=halted,
+            chases=chases,
             read_rows=journal.rows,
         )
     finally:

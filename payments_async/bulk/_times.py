@@ -55,12 +55,17 @@ class RunTimes:
         final_per_minute: rows per minute of their ``final_at``.
         unfinished_sent_on: rows not final (in flight or pending) per UTC day of their
             ``sent_at``.
+        chased_rows: rows whose recall was chased at least once (a pacs.028 the service
+            took).
+        chases: those chases, all rows together.
     """
 
     latency_ms: Counter[int] = field(default_factory=Counter)
     sent_per_minute: Counter[int] = field(default_factory=Counter)
     final_per_minute: Counter[int] = field(default_factory=Counter)
     unfinished_sent_on: Counter[dt.date] = field(default_factory=Counter)
+    chased_rows: int = 0
+    chases: int = 0
 
     def add_row(
         self,
@@ -69,8 +74,13 @@ class RunTimes:
         sent_at: dt.datetime | None,
         acknowledged_at: dt.datetime | None,
         final_at: dt.datetime | None,
+        chases: int = 0,
     ) -> None:
-        """Count one row's times (``unfinished``: the row is in flight or pending)."""
+        """Count one row's times (``unfinished``: the row is in flight or pending) and
+        its ``chases``."""
+        if chases:
+            self.chased_rows += 1
+            self.chases += chases
         sent = None if sent_at is None else micros(sent_at)
         if sent is not None:
             self.sent_per_minute[sent // _US_PER_MINUTE] += 1
@@ -84,6 +94,10 @@ class RunTimes:
     def add_unfinished(self, epoch_day: int, rows: int) -> None:
         """Count ``rows`` unfinished rows sent on the ``epoch_day``-th day since 1970-01-01."""
         self.unfinished_sent_on[_EPOCH_DAY + dt.timedelta(days=epoch_day)] += rows
+
+    def chased(self) -> dict[str, int]:
+        """``{"rows": rows chased at least once, "chases": their chases}``."""
+        return {"rows": self.chased_rows, "chases": self.chases}
 
     def latency(self) -> dict[str, Any] | None:
         """``{"rows": n, "p50_ms": .., "p90_ms": .., "p99_ms": ..}`` of the service's

@@ -9,10 +9,19 @@ import click
 from click.decorators import FC
 
 from payments_async import POLL_TIMEOUT
+from payments_async.bulk import DEFAULT_CHASE_LIMIT, ChasePolicy
 
 from ._defaults import CLI_RETRY_TIMEOUT
 
-__all__ = ["delay", "queue_option", "read_options", "run_option", "seconds"]
+__all__ = [
+    "chase_options",
+    "chase_policy",
+    "delay",
+    "queue_option",
+    "read_options",
+    "run_option",
+    "seconds",
+]
 
 
 def seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -56,3 +65,36 @@ def read_options(what: str) -> Callable[[FC], FC]:
         )
 
     return decorate
+
+
+def chase_options(command: FC) -> FC:
+    """``--chase-after`` and ``--chase-limit``: when a bulk run's unanswered recalls are
+    chased (``bulk-cancel``, ``bulk-status --refresh``)."""
+    command = click.option(
+        "--chase-limit",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="With --chase-after: chase a row at most N times over every run, each "
+        f"--chase-after banking days after the last [default: {DEFAULT_CHASE_LIMIT}].",
+    )(command)
+    return click.option(
+        "--chase-after",
+        type=click.IntRange(min=1),
+        metavar="DAYS",
+        help="Chase each row whose recall the service acknowledged DAYS TARGET2 banking "
+        "days ago and has not answered: one pacs.028 request for status update (no "
+        "camt.056 is sent again).",
+    )(command)
+
+
+def chase_policy(after: int | None, limit: int | None) -> ChasePolicy | None:
+    """The policy ``--chase-after``/``--chase-limit`` give; None without ``--chase-after``.
+
+    Raises:
+        click.UsageError: ``--chase-limit`` without ``--chase-after``.
+    """
+    if after is None:
+        if limit is not None:
+            raise click.UsageError("--chase-limit goes with --chase-after")
+        return None
+    return ChasePolicy(after) if limit is None else ChasePolicy(after, limit)

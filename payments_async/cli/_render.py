@@ -16,12 +16,14 @@ from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submissi
 from ._exit import bulk_exit_code
 
 if TYPE_CHECKING:
-    from payments_async.bulk import BulkReport, QueueStatus, RunPlan, RunTotals
+    from payments_async.bulk import BulkReport, ChaseReport, QueueStatus, RunPlan, RunTotals
 
     from ._context import Settings
 
 __all__ = [
     "bulk_summary",
+    "chase_dict",
+    "chase_line",
     "outcome_dict",
     "plan_table",
     "queue_status_dict",
@@ -183,6 +185,7 @@ def bulk_summary(
                 "results": str(report.results_path),
                 "journal": journal,
                 "recall_deadlines": deadlines,
+                "chase": chase_dict(report.chases),
                 "exit_code": code,
             }
         )
@@ -199,6 +202,8 @@ def bulk_summary(
     if journal is not None:
         settings.say(f"journal: {journal}")
     say = settings.err.print
+    if report.chases is not None:
+        say(chase_line(report.chases))
     if halted is not None:
         say(f"stopped sending: {halted}")
     _say_advice(say, t)
@@ -210,6 +215,30 @@ def bulk_summary(
         else:
             say(f"{verb}; without a journal a rerun starts over (see the results)")
     return code
+
+
+def chase_dict(chase: ChaseReport | None) -> dict[str, object] | None:
+    """A chase pass for ``--json``: None when the run chased nothing."""
+    if chase is None:
+        return None
+    return {
+        "due": chase.due,
+        "chased": chase.chased,
+        "settled": chase.settled,
+        "failed": chase.failed,
+        "error": chase.error,
+    }
+
+
+def chase_line(chase: ChaseReport) -> str:
+    """A chase pass for people: rows chased, found answered, and not chased (why)."""
+    line = (
+        f"chase: {chase.chased:,} unanswered recall(s) chased with a request for status "
+        f"update (pacs.028), {chase.settled:,} found answered (recorded)"
+    )
+    if chase.failed:
+        line += f"; {chase.failed:,} not chased this time (a later pass tries again): {chase.error}"
+    return line
 
 
 def _say_advice(say: Callable[[str], None], t: RunTotals) -> None:
@@ -274,6 +303,7 @@ def queue_status_dict(st: QueueStatus) -> dict[str, object]:
         "done": st.done,
         "latency": st.times.latency(),
         "pending_by_age": st.times.unfinished_by_age(_today_utc()),
+        "chased": st.times.chased(),
     }
 
 
@@ -310,6 +340,11 @@ def queue_summary(
     aged = _pending_by_age_line(st.times.unfinished_by_age(_today_utc()))
     if aged:
         settings.out.print(aged)
+    if st.times.chased_rows:
+        settings.out.print(
+            f"chased (pacs.028): {st.times.chased_rows:,} row(s), {st.times.chases:,} "
+            "request(s) for status update"
+        )
     _say_advice(settings.err.print, st.totals)
     if st.totals.unfinished and st.settled:
         settings.err.print(

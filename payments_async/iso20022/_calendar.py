@@ -6,8 +6,9 @@ banking day. Easter is computed by the Gregorian computus, so the calendar holds
 year the ``datetime`` module can represent.
 
 The recall windows are those of the EPC SEPA Credit Transfer Scheme Rulebook, 2025
-version (EPC125-05, in force from 5 October 2025), section 4.4 "Exception Processing
-Flow":
+version (EPC125-05, in force from 5 October 2025), its procedures "Recall" and "Request for
+Recall by the Originator" (cited by name: the section numbers could not be checked against
+the text):
 
 - a **Recall** for a duplicate sending (``DUPL``) or a technical problem (``TECH``) is
   sent by the Originator PSP within 10 Banking Days after the execution date of the
@@ -182,7 +183,7 @@ class RecallWindow:
         return f"{span} after settlement ({self.clause}: {self.procedure})"
 
 
-_RULEBOOK: Final = "EPC125-05 SCT rulebook 2025, section 4.4"
+_RULEBOOK: Final = "EPC125-05 SCT rulebook 2025"
 _RECALL: Final = "Recall"
 _RFRO: Final = "Request for Recall by the Originator"
 
@@ -202,7 +203,8 @@ RECALL_WINDOWS: Final[Mapping[str, RecallWindow]] = MappingProxyType(
 def recall_deadline(reason: str, settlement_date: dt.date) -> dt.date:
     """The last date on which a recall for this reason may be sent.
 
-    The windows (EPC125-05 SCT rulebook 2025, section 4.4), counted from the original
+    The windows (EPC125-05 SCT rulebook 2025: Recall; Request for Recall by the
+    Originator), counted from the original
     payment's interbank settlement date as day 0:
 
     - ``DUPL``, ``TECH`` (Recall): 10 TARGET2 banking days;

@@ -104,7 +104,7 @@ async def _signed_message(
 
     The body must pass the sandbox's strict reading (``_strict``) and ``validate()``'s
     rules, and a camt.056 that gives the original settlement date must be within its
-    recall window on the sandbox's date (SCT rulebook 2025, section 4.4); every problem
+    recall window on the sandbox's date (SCT rulebook 2025, Recall); every problem
     is listed. Returns the caller's client id and the message, or the refusal (400/401).
     """
     client_id = authorize(request, state, post=True, accept_required=accept_required)

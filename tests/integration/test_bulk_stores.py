@@ -412,3 +412,44 @@ async def test_every_store_records_when_a_row_was_sent_acknowledged_and_final(
         4: (None, None, None),
     }
     assert all(t is None or t.tzinfo is UTC for ts in times.values() for t in ts)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+async def test_every_store_counts_a_rows_chases_once_per_compare_and_set(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    j = _journal(kind, request, tmp_path)
+    j.clock = _Clock()
+    j.plan(_rows(2))
+    await j.mark_sent(2)  # 09:01
+    await j.mark_acknowledged(2, "PSID-2", created=True)  # 09:02
+    await j.mark_chased(2, 0)  # 09:03: the first chase
+    await j.mark_chased(2, 0)  # a second pass that read the row before: nothing changes
+    await j.mark_chased(3, 0)  # never acknowledged: nothing to chase, nothing changes
+    rows = {r.line: r for r in j.rows()}
+    j.close()
+    if kind != "memory":
+        again = _journal(kind, request, tmp_path)
+        rows = {r.line: r for r in again.rows()}
+        again.close()
+    at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+    assert (rows[2].chases, rows[2].chased_at) == (1, at + timedelta(minutes=3))
+    assert (rows[3].chases, rows[3].chased_at) == (0, None)
+
+
+def test_a_journal_file_made_before_chases_gets_their_columns(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    j = open_journal(path, input_sha256="a" * 64, new_run_id="RUN1")
+    j.plan(_rows(1))
+    j.close()
+    db = sqlite3.connect(path)  # the file as the previous version made it
+    db.execute("ALTER TABLE rows DROP COLUMN chased_at")
+    db.execute("ALTER TABLE rows DROP COLUMN chases")
+    db.commit()
+    db.close()
+    again = open_journal(path, input_sha256="a" * 64, new_run_id="RUN1")
+    (row,) = again.rows()
+    again.close()
+    assert (row.line, row.chases, row.chased_at) == (2, 0, None)

@@ -54,7 +54,7 @@ async def test_a_recall_one_day_late_is_refused_naming_its_deadline(
         assert (error["code"], error["description"]) == ("BODY_INVALID", PATH)
         expected = "a TECH recall of a payment settled on 2026-03-27 had to be sent by 2026-04-14"
         assert expected in error["message"]
-        assert "EPC125-05 SCT rulebook 2025, section 4.4" in error["message"]
+        assert "EPC125-05 SCT rulebook 2025: Recall" in error["message"]
         # a 13-month window is still open that day
         reply = await client.post(CAMT056_PATH, _body("FRAD"))
         assert reply.status == 201, reply.json

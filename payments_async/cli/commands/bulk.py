@@ -34,6 +34,7 @@ from payments_async.bulk import (
     BulkCounts,
     BulkEvents,
     BulkInputError,
+    ChasePolicy,
     InputCheck,
     JournalError,
     QueueStatus,
@@ -44,6 +45,7 @@ from payments_async.bulk import (
     connection_limit_for,
     default_journal_path,
     default_results_path,
+    journal_chases,
     journal_counts,
     plan_summary,
 )
@@ -55,10 +57,11 @@ from payments_async.bulk._stores import is_postgres_url
 from .._context import Settings, pass_settings
 from .._exit import EXIT_OK, EXIT_SERVICE, EXIT_USAGE, CliError, journal_failed
 from .._files import check_results_path, not_utf8
-from .._params import run_option, seconds
+from .._params import chase_options, chase_policy, run_option, seconds
 from .._progress import InputBar, RunBar, input_bar, run_bar, showing
 from .._render import (
     bulk_summary,
+    chase_line,
     deadline_line,
     plan_table,
     queue_status_dict,
@@ -178,6 +181,7 @@ def _per_second(ctx: click.Context, param: click.Parameter, value: float | None)
     help="Do not ask for confirmation on a terminal (a run whose stdin is not a terminal "
     "never asks).",
 )
+@chase_options
 @xsd_option
 @pass_settings
 def bulk_cancel(
@@ -197,6 +201,8 @@ def bulk_cancel(
     transliterate: bool,
     if_late: str,
     yes: bool,
+    chase_after: int | None,
+    chase_limit: int | None,
     xsd: Path | None,
 ) -> None:
     """Cancel every payment listed in INPUT (CSV or JSONL, one payment per row; or an
@@ -229,6 +235,11 @@ def bulk_cancel(
     --dry-run shows what a run would send, and sends nothing. On a terminal a run shows
     the same figures and asks before sending (--yes does not ask).
 
+    --chase-after N: a rerun first chases each row whose recall the service acknowledged
+    N TARGET2 banking days ago (or chased N days ago) and has not answered: one pacs.028
+    request for status update per row and period, up to --chase-limit per row; no
+    camt.056 is sent again.
+
     \b
     Exit: 0 all cancellations accepted; 1 every row done, some rejected (see
     return_request_needed in the results) or refused by the service (a rerun cannot
@@ -247,6 +258,7 @@ def bulk_cancel(
         )
     if no_wait and queue_url is None:
         raise click.UsageError("--no-wait goes with --queue")
+    chase = chase_policy(chase_after, chase_limit)
     shown_journal = journal_shown(journal_path)
     local_journal = (
         None
@@ -261,7 +273,7 @@ def bulk_cancel(
     )
     if queue_url is not None:
         _bulk_cancel_queued(
-            settings, input_path, queue_url, no_wait, skip_invalid, rules, xsd, confirm
+            settings, input_path, queue_url, no_wait, skip_invalid, rules, xsd, confirm, chase
         )
     results = results_path if results_path is not None else default_results_path(input_path)
 
@@ -307,6 +319,7 @@ def bulk_cancel(
                         stop=stop,
                         new_run=new_run,
                         transliterate=transliterate,
+                        chase=chase,
                     )
         except BulkInputError as exc:
             raise _input_refused(settings, input_path, exc) from None
@@ -641,8 +654,10 @@ def _bulk_cancel_queued(
     rules: _Rules,
     xsd: Path | None,
     confirm: _Confirm | None,
+    chase: ChasePolicy | None,
 ) -> NoReturn:
-    """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch."""
+    """``bulk-cancel INPUT --queue URL``: check, plan in PostgreSQL, queue, then watch
+    (a rerun with a chase policy first settles and chases the run's pending rows)."""
     rate = rules.rate
     reading = input_bar(settings)
     events = _QueuedRunEvents(reading)
@@ -686,6 +701,11 @@ def _bulk_cancel_queued(
             settings.err.print(
                 f"run {report.run_id}: {report.rows} rows {what}; {report.enqueued} rows queued"
             )
+        if chase is not None and not report.planned:
+            try:
+                await _refresh(settings, queue_url, report.run_id, chase)
+            except JournalError as exc:
+                raise journal_failed(exc) from None
         if no_wait:
             if settings.json:
                 settings.emit(
@@ -767,6 +787,7 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
     help="First read once the outcome of each pending row (GET only: nothing is sent) "
     "and record the final ones (a run in a PostgreSQL database).",
 )
+@chase_options
 @click.option(
     "--watch",
     is_flag=True,
@@ -791,10 +812,13 @@ def bulk_status(
     watch: bool,
     interval: float,
     refresh: bool,
+    chase_after: int | None,
+    chase_limit: int | None,
 ) -> None:
     """Show a bulk run's progress (across all its workers) and its control history:
     paused, resumed, aborted, confirmed, by whom and when. With --refresh, first settle
-    the pending rows the service has decided (reads only).
+    the pending rows the service has decided (reads only); with --chase-after too, then
+    chase the rows still unanswered (a pacs.028 each when due; no camt.056 is resent).
 
     \b
     Exit: 0 all rows accepted; 1 all final, some rejected or refused by the service; 3 rows
@@ -803,6 +827,9 @@ def bulk_status(
     every row final, 3 rows not final yet. With --watch: the same, once the run has ended;
     130 when Ctrl-C stops the watching.
     """
+    chase = chase_policy(chase_after, chase_limit)
+    if chase is not None and not refresh:
+        raise click.UsageError("--chase-after goes with --refresh")
     target = control_target(journal, queue_url, run_id)
     # A --queue is a database whatever it says: its errors are PostgreSQL's (without a
     # password), as for every command that takes one.
@@ -816,7 +843,7 @@ def bulk_status(
                     "(--queue, or a postgresql:// --journal)"
                 )
             try:
-                await _refresh(settings, target, run_id)
+                await _refresh(settings, target, run_id, chase)
             except JournalError as exc:
                 raise journal_failed(exc) from None
         status = await _read_status(target, run_id, database)
@@ -839,14 +866,19 @@ def bulk_status(
     run_command(settings, go)
 
 
-async def _refresh(settings: Settings, queue_url: str, run_id: str | None) -> None:
-    """``bulk-status --refresh``: settle the pending rows the service has decided."""
+async def _refresh(
+    settings: Settings, queue_url: str, run_id: str | None, chase: ChasePolicy | None = None
+) -> None:
+    """``bulk-status --refresh``: settle the pending rows the service has decided (then
+    chase the unanswered ones, with a chase policy)."""
     async with make_client(settings) as client:
-        done = await bulk.refresh_pending(client, queue_url, run_id)
+        done = await bulk.refresh_pending(client, queue_url, run_id, chase=chase)
     settings.err.print(
         f"refreshed {done.read:,} pending rows: {done.settled:,} final now"
         + (f", {done.not_found:,} unknown to the service" if done.not_found else "")
     )
+    if done.chase is not None:
+        settings.err.print(chase_line(done.chase))
 
 
 @dataclass(frozen=True, slots=True)
@@ -857,6 +889,7 @@ class _RunStatus:
     control: ControlState
     queued: QueueStatus | None = None
     states: dict[str, int] | None = None
+    chased: dict[str, int] | None = None
 
     @property
     def ended(self) -> bool:
@@ -878,6 +911,8 @@ class _RunStatus:
         table.add_column("rows", justify="right")
         for state, n in sorted((self.states or {}).items()):
             table.add_row(state, str(n))
+        if self.chased and self.chased["rows"]:
+            table.add_row("chased (pacs.028)", str(self.chased["rows"]))
         return table
 
     def show(self, settings: Settings) -> int:
@@ -892,6 +927,7 @@ class _RunStatus:
                     {
                         "run_id": self.control.run_id,
                         "states": self.states,
+                        "chased": self.chased,
                         **control,
                         "exit_code": code,
                     }
@@ -939,6 +975,7 @@ async def _read_status(target: str, run_id: str | None, database: bool) -> _RunS
             return _RunStatus(control, queued=st)
         control = await asyncio.to_thread(read_control, target)
         states = await asyncio.to_thread(journal_counts, target)
-        return _RunStatus(control, states=states)
+        chased = await asyncio.to_thread(journal_chases, target)
+        return _RunStatus(control, states=states, chased=chased)
     except JournalError as exc:
         raise journal_failed(exc) from None
