@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -90,6 +90,7 @@ CREATE TABLE IF NOT EXISTS rows (
     sent_at INTEGER,
     acknowledged_at INTEGER,
     final_at INTEGER,
+    recall_deadline TEXT,
     updated_at REAL NOT NULL
 );
 """
@@ -103,7 +104,7 @@ def ensure_sqlite_schema(db: sqlite3.Connection) -> None:
 ROW_COLUMNS: Final = (
     "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
-    "return_request_needed, error, sent_at, acknowledged_at, final_at"
+    "return_request_needed, error, sent_at, acknowledged_at, final_at, recall_deadline"
 )
 """The columns `row_from_record` reads, in its order (every store has them)."""
 
@@ -126,6 +127,9 @@ class PlannedRow:
         cancellation_id: ``cxlId``.
         body: the encoded camt.056, sent byte for byte on every attempt and every resume.
         error: for an invalid row, the validation problems (and no ids or body).
+        recall_deadline: the last day its recall may be sent
+            (`payments_async.recall_deadline` of its reason and the original settlement
+            date), or None when the row does not give its settlement date.
     """
 
     line: int
@@ -134,6 +138,7 @@ class PlannedRow:
     cancellation_id: str | None
     body: bytes | None
     error: str | None = None
+    recall_deadline: date | None = None
 
     @property
     def stage(self) -> Stage:
@@ -143,11 +148,13 @@ class PlannedRow:
     def stored(self) -> tuple[Any, ...]:
         """The row's values of `PLANNED_COLUMNS`, in their order, as a store writes them."""
         ids = (self.original_end_to_end_id, self.assignment_id, self.cancellation_id)
-        return (self.line, *ids, self.body, self.stage.value, self.error)
+        deadline = None if self.recall_deadline is None else self.recall_deadline.isoformat()
+        return (self.line, *ids, self.body, self.stage.value, self.error, deadline)
 
 
 PLANNED_COLUMNS: Final = (
-    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, error"
+    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, error, "
+    "recall_deadline"
 )
 """The columns a plan writes per row (`PlannedRow.stored`); every store adds its own."""
 
@@ -176,6 +183,8 @@ class RowState:
         sent_at: when its last POST started (UTC), or None while never sent.
         acknowledged_at: when the service last answered its POST (UTC), or None.
         final_at: when its outcome became final (UTC), or None while not final.
+        recall_deadline: the last day its recall may be sent, or None when unknown (see
+            `PlannedRow`).
     """
 
     line: int
@@ -196,6 +205,7 @@ class RowState:
     sent_at: datetime | None = None
     acknowledged_at: datetime | None = None
     final_at: datetime | None = None
+    recall_deadline: date | None = None
 
     @property
     def is_done(self) -> bool:
@@ -441,12 +451,14 @@ class Journal(RowWrites):
 def row_from_record(rec: Sequence[Any]) -> RowState:
     """A `RowState` from a record of the journal's row columns, in their order.
 
-    Both stores select the same columns; PostgreSQL gives the body as a memoryview and
-    ``created`` as a boolean, SQLite as bytes and an integer.
+    Both stores select the same columns; PostgreSQL gives the body as a memoryview,
+    ``created`` as a boolean and ``recall_deadline`` as a date, SQLite as bytes, an
+    integer and ISO 8601 text.
     """
     (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
     (outcome, status, codes, text, rrn, error) = rec[9:15]
     (sent_at, acknowledged_at, final_at) = (_utc(t) for t in rec[15:18])
+    deadline = rec[18]
     return RowState(
         line=line,
         original_end_to_end_id=e2e,
@@ -466,6 +478,7 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
         sent_at=sent_at,
         acknowledged_at=acknowledged_at,
         final_at=final_at,
+        recall_deadline=date.fromisoformat(deadline) if isinstance(deadline, str) else deadline,
     )
 
 
@@ -666,7 +679,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             if self._replacing is not None:
                 _replace_run(db, self._replacing, self._run_id)
             db.executemany(
-                f"INSERT INTO rows ({PLANNED_COLUMNS}, updated_at) VALUES (?,?,?,?,?,?,?,?)",  # noqa: S608
+                f"INSERT INTO rows ({PLANNED_COLUMNS}, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",  # noqa: S608
                 ((*r.stored(), now) for r in rows),
             )
             if unfinished and self._replacing is not None and not self._new_run:

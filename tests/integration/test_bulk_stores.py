@@ -8,7 +8,7 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -412,3 +412,25 @@ async def test_every_store_records_when_a_row_was_sent_acknowledged_and_final(
         4: (None, None, None),
     }
     assert all(t is None or t.tzinfo is UTC for ts in times.values() for t in ts)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+def test_every_store_keeps_each_rows_recall_deadline(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    j = _journal(kind, request, tmp_path)
+    deadline = date(2026, 3, 13)
+    j.plan(
+        [
+            PlannedRow(2, "E2E-2", "A-2", "C-2", b"{}", recall_deadline=deadline),
+            PlannedRow(3, "E2E-3", "A-3", "C-3", b"{}"),
+            PlannedRow(4, None, None, None, None, error="invalid"),
+        ]
+    )
+    rows = j.rows()
+    j.close()
+    if kind != "memory":  # read back by a new journal, as bulk-status and a resume read it
+        again = _journal(kind, request, tmp_path)
+        rows = again.rows()
+        again.close()
+    assert [(r.line, r.recall_deadline) for r in rows] == [(2, deadline), (3, None), (4, None)]

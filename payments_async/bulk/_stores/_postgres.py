@@ -96,6 +96,7 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
     sent_at BIGINT,
     acknowledged_at BIGINT,
     final_at BIGINT,
+    recall_deadline DATE,
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (run_id, line),
     UNIQUE (run_id, assignment_id)
