@@ -485,7 +485,7 @@ class QueueStatus:
         totals: every row by outcome, as the single-process runner's report counts them
             (the same words, and the same ``verdict``).
         times: the service's latency and the rows not final by the day they were sent
-            (`RunTimes`, without the over-time series).
+            and by their recall deadline (`RunTimes`, without the over-time series).
     """
 
     run_id: str
@@ -576,15 +576,23 @@ _UNFINISHED_SENT_ON: Final = (
     "WHERE run_id = %s AND state IN ('sent', 'acknowledged') AND sent_at IS NOT NULL "
     "GROUP BY 1"
 )
+_UNFINISHED_DEADLINES: Final = (
+    "SELECT recall_deadline, COUNT(*) FROM payments_bulk_rows "
+    "WHERE run_id = %s AND state IN ('sent', 'acknowledged') AND sent_at IS NOT NULL "
+    "GROUP BY 1"
+)
 
 
 def _run_times(conn: psycopg.Connection[Any], run_id: str) -> RunTimes:
-    """The run's latencies and unfinished rows' days, added up by the database."""
+    """The run's latencies, and its unfinished rows' days and deadlines, added up by the
+    database."""
     times = RunTimes()
     for ms, n in conn.execute(_LATENCIES, (run_id,)):
         times.latency_ms[int(ms)] += n
     for day, n in conn.execute(_UNFINISHED_SENT_ON, (run_id,)):
         times.add_unfinished(int(day), n)
+    for deadline, n in conn.execute(_UNFINISHED_DEADLINES, (run_id,)):
+        times.unfinished_deadlines[deadline] += n
     return times
 
 

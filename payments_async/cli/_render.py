@@ -16,7 +16,7 @@ from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submissi
 from ._exit import bulk_exit_code
 
 if TYPE_CHECKING:
-    from payments_async.bulk import BulkReport, QueueStatus, RunPlan, RunTotals
+    from payments_async.bulk import BulkReport, QueueStatus, RunPlan, RunTimes, RunTotals
 
     from ._context import Settings
 
@@ -269,6 +269,7 @@ def queue_status_dict(st: QueueStatus) -> dict[str, object]:
         "done": st.done,
         "latency": st.times.latency(),
         "pending_by_age": st.times.unfinished_by_age(_today_utc()),
+        "pending_by_days_left": st.times.unfinished_by_days_left(_today_utc()),
     }
 
 
@@ -277,13 +278,20 @@ def _today_utc() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
-def _pending_by_age_line(by_age: dict[str, int]) -> str | None:
-    """Rows not final by age, on one line (``in flight or pending, by banking days since
-    sent: 0: 12, 3: 1``), or None when there are none."""
+def pending_lines(times: RunTimes) -> list[str]:
+    """Rows not final by age and by days left to their recall deadline, a line each
+    (``in flight or pending, by banking days since sent: 0: 12, 3: 1``), counted to
+    today (UTC); none when every row is final."""
+    today = _today_utc()
+    by_age = times.unfinished_by_age(today)
     if not by_age:
-        return None
+        return []
     ages = ", ".join(f"{age}: {n:,}" for age, n in by_age.items())
-    return f"in flight or pending, by banking days since sent: {ages}"
+    left = ", ".join(f"{d}: {n:,}" for d, n in times.unfinished_by_days_left(today).items())
+    return [
+        f"in flight or pending, by banking days since sent: {ages}",
+        f"in flight or pending, by banking days left to the recall deadline: {left}",
+    ]
 
 
 def queue_table(st: QueueStatus) -> Table:
@@ -302,9 +310,8 @@ def queue_summary(
         settings.emit({**queue_status_dict(st), **(extra or {}), "exit_code": code})
         return code
     settings.out.print(queue_table(st))
-    aged = _pending_by_age_line(st.times.unfinished_by_age(_today_utc()))
-    if aged:
-        settings.out.print(aged)
+    for line in pending_lines(st.times):
+        settings.out.print(line)
     _say_advice(settings.err.print, st.totals)
     if st.totals.unfinished and st.settled:
         settings.err.print(

@@ -60,6 +60,7 @@ from .._progress import InputBar, RunBar, input_bar, run_bar, showing
 from .._render import (
     bulk_summary,
     deadline_line,
+    pending_lines,
     plan_table,
     queue_status_dict,
     queue_summary,
@@ -867,8 +868,10 @@ class _RunStatus:
         return not _unfinished_rows(self.states or {})
 
     def view(self) -> Group:
-        """The terminal's view: rows by outcome (or state), then the control history."""
-        return Group(self._rows_table(), control_table(self.control))
+        """The terminal's view: rows by outcome (or state), the rows not final by age and
+        by days left to their deadlines, then the control history."""
+        pending = [] if self.queued is None else pending_lines(self.queued.times)
+        return Group(self._rows_table(), *map(Text, pending), control_table(self.control))
 
     def _rows_table(self) -> Table:
         if self.queued is not None:
@@ -914,6 +917,8 @@ class _RunStatus:
             return
         states = self.queued.states if self.queued is not None else self.states or {}
         shown = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+        if self.queued is not None:
+            shown += "".join(f"; {line}" for line in pending_lines(self.queued.times))
         stamp = datetime.now(UTC).strftime("%H:%M:%S")
         settings.out.print(
             f"{stamp} run {self.control.run_id}: {self.control.describe()}; {shown}",
