@@ -173,8 +173,8 @@ class RowState:
         payments_service_id: the service's id of the cancellation, once acknowledged.
         created: True when the service answered 201, False for 200 (it had it already).
         attempts: submissions made for this row, over every run.
-        outcome: once final: ``accepted``, ``rejected``, ``unknown``, ``refused`` or
-            ``not_sent``.
+        outcome: once final: ``accepted``, ``rejected``, ``unknown``, ``refused``,
+            ``not_sent`` or ``aborted``.
         status: the raw final ``sts.conf`` (or ``txCxlSts``).
         reason_codes: the rejection reason codes.
         reason_text: the service's reason texts, or a sentence for people.
@@ -371,6 +371,17 @@ class RowWrites(abc.ABC):
         if final:
             values.update(state=Stage.FINAL, outcome=RowOutcome.NOT_SENT, final_at=self.clock())
         await self._apply(RowUpdate(line, values, if_attempts=if_attempts))
+
+    async def mark_aborted(self, line: int, error: str) -> None:
+        """The row's run was aborted before the row was sent: it ends ``aborted``, with
+        ``error`` saying who aborted it, when and why."""
+        values = {
+            "state": Stage.FINAL,
+            "outcome": RowOutcome.ABORTED,
+            "error": error,
+            "final_at": self.clock(),
+        }
+        await self._apply(RowUpdate(line, values))
 
 
 class Journal(RowWrites):

@@ -109,6 +109,8 @@ def _reason_key(rec: Mapping[str, Any]) -> str | None:
     outcome = RowOutcome(rec["outcome"])
     if outcome is RowOutcome.REJECTED:
         return "rejected " + (" ".join(rec.get("reason_codes") or ()) or "(no code)")
+    if outcome is RowOutcome.ABORTED:
+        return "aborted"  # its reason names who aborted the run, when and why
     if outcome in (RowOutcome.REFUSED, RowOutcome.NOT_SENT, RowOutcome.UNKNOWN):
         text = str(rec.get("reason") or "")
         kind = text.split(":", 1)[0].strip() if ":" in text else text[:40]
@@ -234,6 +236,7 @@ _OUTCOME_COLOURS: Final = {
     RowOutcome.UNKNOWN: "#6a1b9a",
     RowOutcome.REFUSED: "#ef6c00",
     RowOutcome.NOT_SENT: "#757575",
+    RowOutcome.ABORTED: "#455a64",
     RowOutcome.INVALID: "#9e9e9e",
     RowOutcome.IN_FLIGHT: "#0277bd",
     RowOutcome.PENDING: "#f9a825",

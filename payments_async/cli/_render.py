@@ -135,6 +135,7 @@ _SUMMARY_ROWS: Final = (
     ("unknown", "outcome unknown (check with the bank)"),
     ("refused", "refused by the service (see the reason)"),
     ("not_sent", "not sent (rerun to send)"),
+    ("aborted", "not sent, the run was aborted"),
     ("in_flight", "sent, no answer (rerun to resend with the same id)"),
     ("pending", "acknowledged, outcome not known yet (rerun to wait)"),
     ("invalid", "invalid input, skipped"),
@@ -220,6 +221,12 @@ def _say_advice(say: Callable[[str], None], t: RunTotals) -> None:
             f"{t['unknown']} row(s) ended with an outcome nobody can tell (the results give "
             "each reason): check them with the bank, or read one that has an ID again later "
             "with: payments-async outcome ID"
+        )
+    if t.get("aborted", 0):
+        say(
+            f"{t['aborted']} row(s) not sent: the run was aborted (the results give who "
+            "aborted it and why); a rerun leaves them alone, and bulk-results "
+            "--needs-attention writes them to a file to send again"
         )
     if t.unsendable:
         say(

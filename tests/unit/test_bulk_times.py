@@ -123,7 +123,8 @@ def test_pending_rows_are_counted_by_days_left_to_their_deadline() -> None:
     assert sum(data["pending_by_age"].values()) == 12
     # the most urgent listed first: the past deadline, then today's, then later, then none
     listed = [(r["recall_deadline"], r["days_left"]) for r in data["pending_rows"]]
-    assert listed == sorted(listed, key=lambda d: d[0] or "9") and listed[0] == ("2026-03-27", -2)
+    assert listed == sorted(listed, key=lambda d: d[0] or "9")
+    assert listed[0] == ("2026-03-27", -2)
     assert listed[-1] == (None, None)
     page = report.to_html()
     assert "id='chart-pending-deadline'" in page
