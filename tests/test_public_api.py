@@ -195,6 +195,7 @@ MODULES: dict[str, set[str]] = {
         "enqueue_run",
         "execute_run",
         "journal_counts",
+        "journal_status",
         "open_journal",
         "open_recall_ledger",
         "open_run",

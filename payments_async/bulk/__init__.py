@@ -52,7 +52,6 @@ from ._plan import (
 )
 from ._queue import (
     EnqueueReport,
-    QueueStatus,
     enqueue_run,
     queue_status,
     run_worker,
@@ -71,6 +70,7 @@ from ._runner import (
     bulk_cancel,
     execute_run,
 )
+from ._status import QueueStatus, journal_status
 from ._steps import connection_limit_for
 from ._stores import open_journal
 from ._stores._recalls import RecallLedger, open_recall_ledger
@@ -126,6 +126,7 @@ __all__ = [
     "enqueue_run",
     "execute_run",
     "journal_counts",
+    "journal_status",
     "open_journal",
     "open_recall_ledger",
     "open_run",

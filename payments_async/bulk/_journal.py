@@ -619,6 +619,38 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             raise
 
     @classmethod
+    def open_existing(cls, path: str | Path) -> SqliteJournal:
+        """Lock and open the journal file of a planned run, whatever its input, to record
+        changes of its rows (``bulk-status --refresh``).
+
+        Raises:
+            JournalBusyError: a run holds the journal (nothing was opened).
+            JournalError: there is no such file, or it is not a journal of this version
+                holding a plan, or it cannot be opened.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise JournalError(f"no journal file {str(path)!r}")
+        lock = lock_file(path, JOURNAL_ERRORS, what="journal")
+        db: sqlite3.Connection | None = None
+        try:
+            db = open_sqlite(path, synchronous="NORMAL")
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.Error as exc:
+            if db is not None:
+                db.close()
+            lock.release()
+            raise sqlite_error("open", "journal", path, exc, JOURNAL_ERRORS) from exc
+        if meta.get("schema") != str(SCHEMA_VERSION) or meta.get("planned") != "1":
+            db.close()
+            lock.release()
+            raise JournalError(
+                f"{str(path)!r} is not a planned bulk journal of this version "
+                f"(schema {meta.get('schema')!r})"
+            )
+        return cls(db, path, meta["run_id"], planned=True, lock=lock)
+
+    @classmethod
     def _open(
         cls, path: Path, input_sha256: str, new_run_id: str, lock: FileLock, new_run: bool
     ) -> SqliteJournal:

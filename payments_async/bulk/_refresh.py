@@ -1,4 +1,4 @@
-"""Settle a queued run's pending rows later: read each one's outcome once, record the final ones.
+"""Settle a run's pending rows later: read each one's outcome once, record the final ones.
 
 A run may end its waiting while the service still holds rows for a manual check. This
 reads the outcome of every row the service acknowledged whose outcome the journal does
@@ -9,15 +9,18 @@ through the journal's row changes, as the run itself would have.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import CancellationOutcome, NotFoundError, PaymentsClient
 from ..iso20022 import summarize_resolution
-from ._journal import READ_BATCH, UtcClock
+from ._journal import READ_BATCH, RowWrites, SqliteJournal, UtcClock
 from ._rows import Stage, after_outcome
 from ._steps import record
 from ._stores import _postgres as pg
+from ._stores import is_postgres_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -65,14 +68,18 @@ async def _read_outcome(client: PaymentsClient, psid: str) -> CancellationOutcom
     return CancellationOutcome.from_resolution(psid, resolution, summary)
 
 
+Page = list[tuple[int, str]]
+"""Pending rows as ``(line, paymentsServiceId)``, in line order."""
+
+
 async def refresh_pending(
     client: PaymentsClient,
-    dsn: str,
+    target: str | Path,
     run: str | None = None,
     *,
     clock: UtcClock | None = None,
 ) -> RefreshReport:
-    """Read once the outcome of each pending row of a queued run; record the final ones.
+    """Read once the outcome of each pending row of a run; record the final ones.
 
     Only GET requests are made: no row is sent again. A row whose outcome is final is
     recorded ``final`` (with its ``final_at``) as the run would have recorded it; the
@@ -81,20 +88,43 @@ async def refresh_pending(
 
     Args:
         client: the client to read with (its own retry policy applies to each read).
-        dsn: the ``postgresql://`` journal of the run.
-        run: the run id; the latest run when None.
+        target: the run's journal: a ``postgresql://`` database (a queued run, or a
+            local run's ``--journal``), or a local run's journal file.
+        run: in a database, the run id; the latest run when None.
         clock: the clock of the ``final_at`` times (the system's UTC clock when None).
 
     Returns:
         What was read and recorded.
 
     Raises:
-        JournalError: the database cannot be reached, has no such run, or a change
-            cannot be written (the changes recorded before it stay).
+        JournalError: the journal cannot be reached or opened (a journal file a run
+            still holds is busy: that run waits for its own rows), has no such run, or
+            a change cannot be written (the changes recorded before it stay).
         PaymentsError: a read failed other than with "not found" (the service cannot
             be reached, refuses the credentials...): the rows settled before it stay
             recorded; the others stay pending.
     """
+    if not is_postgres_url(target):
+        journal = SqliteJournal.open_existing(target)
+        try:
+            if clock is not None:
+                journal.clock = clock
+
+            async def file_pages() -> AsyncIterator[Page]:
+                page: Page = []
+                for row in journal.iter_rows(unfinished=True):
+                    if row.state == Stage.ACKNOWLEDGED and row.payments_service_id:
+                        page.append((row.line, row.payments_service_id))
+                    if len(page) == READ_BATCH:
+                        yield page
+                        page = []
+                if page:
+                    yield page
+
+            return await _settle(client, journal, journal.run_id, file_pages())
+        finally:
+            journal.close()
+    dsn = str(target)
     conn = pg.connect(dsn)
     try:
         run_id, _, _ = pg.find_run(conn, run)
@@ -102,34 +132,47 @@ async def refresh_pending(
         rows = pg.PostgresRows(writer, run_id)
         if clock is not None:
             rows.clock = clock
-        read = settled = not_found = 0
-        gate = asyncio.Semaphore(REFRESH_CONCURRENCY)
 
-        async def one(line: int, psid: str) -> bool | None:
-            async with gate:
-                try:
-                    outcome = await _read_outcome(client, psid)
-                except NotFoundError:
-                    return None
-            if outcome is not None:
-                await record(rows, line, after_outcome(outcome))
-            return outcome is not None
-
-        try:
+        async def db_pages() -> AsyncIterator[Page]:
             after = -1
             while page := await asyncio.to_thread(_pending_page, conn, run_id, after):
-                results = await asyncio.gather(
-                    *(one(line, psid) for line, psid in page), return_exceptions=True
-                )
-                for result in results:
-                    if isinstance(result, BaseException):
-                        raise result
-                    read += result is not None
-                    settled += bool(result)
-                    not_found += result is None
+                yield page
                 after = page[-1][0]
+
+        try:
+            return await _settle(client, rows, run_id, db_pages())
         finally:
             await writer.aclose()
     finally:
         conn.close()
+
+
+async def _settle(
+    client: PaymentsClient, rows: RowWrites, run_id: str, pages: AsyncIterator[Page]
+) -> RefreshReport:
+    """Read each page's rows' outcomes, `REFRESH_CONCURRENCY` at a time; record the final
+    ones through ``rows``."""
+    read = settled = not_found = 0
+    gate = asyncio.Semaphore(REFRESH_CONCURRENCY)
+
+    async def one(line: int, psid: str) -> bool | None:
+        async with gate:
+            try:
+                outcome = await _read_outcome(client, psid)
+            except NotFoundError:
+                return None
+        if outcome is not None:
+            await record(rows, line, after_outcome(outcome))
+        return outcome is not None
+
+    async for page in pages:
+        results = await asyncio.gather(
+            *(one(line, psid) for line, psid in page), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            read += result is not None
+            settled += bool(result)
+            not_found += result is None
     return RefreshReport(run_id=run_id, read=read, settled=settled, not_found=not_found)

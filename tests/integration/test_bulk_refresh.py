@@ -48,11 +48,16 @@ def posts(sb: ThreadedSandbox) -> int:
     return sum(requests.get(route, 0) for route in POSTS)
 
 
+@pytest.mark.parametrize("store", ["postgresql", "sqlite"])
 def test_refresh_settles_pending_rows_by_reading_only(
-    sb: ThreadedSandbox,
-    tmp_path: Path,
-    pg_dsn: str,  # noqa: F811
+    store: str, sb: ThreadedSandbox, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    # a run in a database (bulk-status --queue) and a local run's journal file
+    journal = (
+        request.getfixturevalue("pg_dsn") if store == "postgresql" else str(tmp_path / "j.sqlite")
+    )
+    where = ["--queue" if store == "postgresql" else "--journal", journal]
+    results = tmp_path / "recall.results.csv"
     rows = bulk_rows(ROWS, prefix="E2E-REFRESH")
     settled = target2_today()  # the first half give the payment's settlement date
     for r in rows:
@@ -62,10 +67,11 @@ def test_refresh_settles_pending_rows_by_reading_only(
     precreate_payments(sb, [r["original_end_to_end_id"] for r in rows])
     src = write_csv(tmp_path / "recall.csv", rows)
     ran = run_cli(
-        sb, "bulk-cancel", str(src), "--journal", pg_dsn, "--timeout", "0.2", "--concurrency", "4"
-    )
+        sb, "bulk-cancel", str(src), "--journal", journal, "--results", str(results),
+        "--timeout", "0.2", "--concurrency", "4",
+    )  # fmt: skip
     assert ran.exit_code == 3, ran.output  # the run ended its waiting with rows pending
-    status = json.loads(run_cli(sb, "bulk-status", "--queue", pg_dsn).stdout)
+    status = json.loads(run_cli(sb, "bulk-status", *where).stdout)
     assert status["pending"] == ROWS
     assert status["pending_by_age"] == {"0": ROWS}  # sent today
     left = banking_days_left(dt.datetime.now(dt.UTC).date(), recall_deadline("DUPL", settled))
@@ -74,20 +80,21 @@ def test_refresh_settles_pending_rows_by_reading_only(
     assert status["pending_by_days_left"] == by_left
     assert status["latency"]["rows"] == ROWS
 
-    shown = run_cli(sb, "bulk-status", "--queue", pg_dsn, json_out=False)
+    shown = run_cli(sb, "bulk-status", *where, json_out=False)
     assert f"by banking days since sent: 0: {ROWS}" in shown.output
     assert (
         f"by banking days left to the recall deadline: {left}: {ROWS // 2}, "
         f"{NO_DEADLINE}: {ROWS - ROWS // 2}"
     ) in shown.output
-    _check_report(sb, tmp_path, pg_dsn, status)
+    run = ["--queue", journal] if store == "postgresql" else ["--results", str(results)]
+    _check_report(sb, tmp_path, run, status)
 
     # The service decides half of them meanwhile.
     cxl = sorted(sb.cancellations(), key=lambda c: c.original_end_to_end_id)
     for c in cxl[: ROWS // 2]:
         sb.call(sb.server.resolve_cancellation, c.payments_service_id, "accepted")
     before = posts(sb)
-    refreshed = run_cli(sb, "bulk-status", "--queue", pg_dsn, "--refresh")
+    refreshed = run_cli(sb, "bulk-status", *where, "--refresh")
     assert posts(sb) == before  # reads only: no message sent
     assert refreshed.exit_code == 3, refreshed.output
     after = json.loads(refreshed.stdout)
@@ -97,7 +104,7 @@ def test_refresh_settles_pending_rows_by_reading_only(
 
     for c in cxl[ROWS // 2 :]:
         sb.call(sb.server.resolve_cancellation, c.payments_service_id, "accepted")
-    done = run_cli(sb, "bulk-status", "--queue", pg_dsn, "--refresh")
+    done = run_cli(sb, "bulk-status", *where, "--refresh")
     assert done.exit_code == 0, done.output
     final = json.loads(done.stdout)
     assert final["accepted"] == ROWS
@@ -127,12 +134,14 @@ def test_refresh_with_the_service_down_is_an_error_without_traceback(
     assert gone.output.strip()
 
 
-def _check_report(sb: ThreadedSandbox, tmp_path: Path, dsn: str, status: dict[str, object]) -> None:
+def _check_report(
+    sb: ThreadedSandbox, tmp_path: Path, run: list[str], status: dict[str, object]
+) -> None:
     """The report of the pending run gives bulk-status's figures and draws both pending
     charts in Chromium, fetching nothing."""
     pytest.importorskip("matplotlib")
     page = tmp_path / "pending.html"
-    made = run_cli(sb, "bulk-report", "--queue", dsn, "--output", str(page))
+    made = run_cli(sb, "bulk-report", *run, "--output", str(page))
     assert made.exit_code == 0, made.output
     report = json.loads(made.stdout)
     assert report["pending_by_age"] == status["pending_by_age"]

@@ -121,7 +121,8 @@ async def test_plan_changes_and_resume_behave_alike(target: str | Path) -> None:
 
 def _old_totals(rows: Sequence[RowState]) -> dict[str, int]:
     """The totals as bulk_cancel counted them before, from every row in memory."""
-    out = dict.fromkeys(("accepted", "rejected", "unknown", "refused", "invalid", *UNFINISHED), 0)
+    words = ("accepted", "rejected", "unknown", "refused", "aborted", "invalid", *UNFINISHED)
+    out = dict.fromkeys(words, 0)
     for r in rows:
         name = row_outcome(r)
         out[name] = out.get(name, 0) + 1
