@@ -223,12 +223,15 @@ class RowUpdate:
         one_more_attempt: count one more attempt (``attempts + 1``).
         if_attempts: make the change only if the row is still ``sent`` after exactly this
             many attempts (a compare-and-set), else change nothing; None: always.
+        if_planned: make the change only if the row is still ``planned`` (never sent),
+            else change nothing.
     """
 
     line: int
     values: dict[str, Any]
     one_more_attempt: bool = False
     if_attempts: int | None = None
+    if_planned: bool = False
 
     def stored(self) -> dict[str, Any]:
         """``values`` as a database column holds them: words as text, codes as JSON."""
@@ -244,10 +247,13 @@ class RowUpdate:
         return out
 
     def applied_to(self, row: RowState) -> RowState:
-        """``row`` with this change made (unchanged when ``if_attempts`` does not hold)."""
+        """``row`` with this change made (unchanged when ``if_attempts`` or ``if_planned``
+        does not hold)."""
         if self.if_attempts is not None and (
             row.state != Stage.SENT or row.attempts != self.if_attempts
         ):
+            return row
+        if self.if_planned and row.state != Stage.PLANNED:
             return row
         values = dict(self.values)
         if "reason_codes" in values:
@@ -274,6 +280,8 @@ class RowUpdate:
         if self.if_attempts is not None:
             sql += f" AND state = 'sent' AND attempts = {mark}"
             params = (*params, self.if_attempts)
+        if self.if_planned:
+            sql += " AND state = 'planned'"
         return sql, params
 
 
@@ -374,14 +382,16 @@ class RowWrites(abc.ABC):
 
     async def mark_aborted(self, line: int, error: str) -> None:
         """The row's run was aborted before the row was sent: it ends ``aborted``, with
-        ``error`` saying who aborted it, when and why."""
+        ``error`` saying who aborted it, when and why. Only a row still ``planned``
+        changes: one that another execution of it has sent meanwhile (a worker wrongly
+        taken for dead) is finished by that execution, never called aborted."""
         values = {
             "state": Stage.FINAL,
             "outcome": RowOutcome.ABORTED,
             "error": error,
             "final_at": self.clock(),
         }
-        await self._apply(RowUpdate(line, values))
+        await self._apply(RowUpdate(line, values, if_planned=True))
 
 
 class Journal(RowWrites):

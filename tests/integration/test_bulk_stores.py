@@ -213,6 +213,26 @@ async def test_a_change_for_an_attempt_is_made_only_while_the_row_is_as_it_left_
     j.close()
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+async def test_an_abort_ends_only_a_row_no_execution_has_sent(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # Two executions of one row after an abort: one read it planned and is told the run
+    # is aborted, the other had sent it meanwhile. The row is never called aborted then.
+    j = _journal(kind, request, tmp_path)
+    j.plan(_rows(3))
+    await j.mark_sent(2)
+    await j.mark_acknowledged(2, "PSID-2", created=True)
+    await j.mark_aborted(2, "not sent (aborted by ann)")  # the stale execution
+    await j.mark_aborted(3, "not sent (aborted by ann)")
+    rows = {r.line: r for r in j.rows()}
+    j.close()
+    assert (rows[2].state, rows[2].outcome, rows[2].error) == ("acknowledged", None, None)
+    assert (rows[3].state, rows[3].outcome) == ("final", "aborted")
+    assert rows[3].error == "not sent (aborted by ann)"
+    assert rows[3].final_at is not None
+
+
 def test_postgres_journal_keeps_one_run_per_input(pg_dsn: str) -> None:
     a = PostgresJournal.open(pg_dsn, input_sha256="a" * 64, new_run_id="RUNA")
     b = PostgresJournal.open(pg_dsn, input_sha256="b" * 64, new_run_id="RUNB")
