@@ -69,10 +69,16 @@ def _reads(sb: ThreadedSandbox) -> int:
     return int(sum(n for kind, n in requests.items() if kind != "camt056"))
 
 
-def _until(done: Callable[[], bool], what: str, timeout: float = PATIENCE) -> None:
+def _until(
+    done: Callable[[], bool],
+    what: str,
+    timeout: float = PATIENCE,
+    explain: Callable[[], str] = lambda: "",
+) -> None:
     deadline = time.monotonic() + timeout
     while not done():
-        assert time.monotonic() < deadline, what
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} {explain()}".strip())
         time.sleep(0.05)
 
 
@@ -211,6 +217,20 @@ def _progress(dsn: str, since: float) -> int:
     return left
 
 
+def _left_after_abort(dsn: str) -> str:
+    """What a wait after the abort was left with: the jobs by status and attempts, and
+    the first rows not final with their errors (what the next failure must say)."""
+    with psycopg.connect(dsn) as conn:
+        jobs = conn.execute(
+            "SELECT status, attempts, COUNT(*) FROM procrastinate_jobs GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+        rows = conn.execute(
+            "SELECT line, state, attempts, error FROM payments_bulk_rows "
+            "WHERE state NOT IN ('final', 'invalid') ORDER BY line LIMIT 10"
+        ).fetchall()
+    return f"(progress {_LEFT[-6:]}; jobs {jobs}; rows {rows})"
+
+
 def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -236,6 +256,7 @@ def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
             _until(
                 lambda: _progress(pg_dsn, aborted_at) == 0,
                 "rows left unfinished after the abort",
+                explain=lambda: _left_after_abort(pg_dsn),
             )
             assert all(w.poll() is None for w in workers)  # obeyed without restarting
         finally:
