@@ -171,6 +171,11 @@ def test_a_local_run_is_paused_resumed_and_aborted_from_another_process(tmp_path
 
         status = _run(_cli(sb, "--json", "bulk-status", "--journal", str(journal)))
         shown = json.loads(status.stdout)
+        assert status.returncode == 3  # the journal file gives the summary's outcomes
+        assert (shown["aborted"], shown["outcomes"]["aborted"]) == (aborted, aborted)
+        words = ("accepted", "rejected", "unknown", "refused", "not_sent", "aborted")
+        assert {w: shown[w] for w in words} == {w: summary[w] for w in words}
+        assert sum(shown[w] for w in words) == ROWS
         control = shown["control"]
         assert control["state"] == "aborted"
         assert control["aborted_rows"] == aborted
