@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from payments_async import recall_deadline
+from payments_async.bulk import SqliteJournal
 from payments_async.bulk._times import NO_DEADLINE, banking_days_left
 from payments_async.cli import cli
 from payments_async.iso20022 import target2_today
@@ -161,3 +162,27 @@ def _check_report(
         for chart in ("chart-pending-age", "chart-pending-deadline"):
             assert charts.get(chart, 0) > 100, drawn
         chromium.screenshot(tmp_path / "pending.png")
+
+
+def test_refresh_of_a_journal_file_a_run_holds_is_refused_reading_nothing(
+    sb: ThreadedSandbox, tmp_path: Path
+) -> None:
+    # The run waits for its own rows: a refresh beside it would record them twice over.
+    rows = bulk_rows(2, prefix="E2E-BUSY")
+    precreate_payments(sb, [r["original_end_to_end_id"] for r in rows])
+    journal = tmp_path / "busy.sqlite"
+    src = write_csv(tmp_path / "busy.csv", rows)
+    ran = run_cli(sb, "bulk-cancel", str(src), "--journal", str(journal), "--timeout", "0.2")
+    assert ran.exit_code == 3, ran.output
+    reads = sb.stats()["requests"].get("camt029", 0)
+    held = SqliteJournal.open_existing(journal)  # as a resumed run holds it
+    try:
+        busy = run_cli(sb, "bulk-status", "--journal", str(journal), "--refresh")
+    finally:
+        held.close()
+    assert busy.exit_code != 0, busy.output
+    assert "Traceback" not in busy.output
+    assert len(busy.output.strip().splitlines()) == 1, busy.output
+    assert "is in use by another run" in busy.output, busy.output
+    assert sb.stats()["requests"].get("camt029", 0) == reads  # nothing read
+    assert posts(sb) == 2
