@@ -301,26 +301,34 @@ def pending_lines(times: RunTimes) -> list[str]:
     ]
 
 
-def queue_table(st: QueueStatus) -> Table:
-    """A queued run's rows by outcome, and its rows queued or running."""
-    table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
-    table.add_row("queued or running", str(st.queued))
+def queue_table(st: QueueStatus, *, queued: bool = True) -> Table:
+    """A run's rows by outcome, and (``queued``: a run in a database) its rows queued or
+    running."""
+    named = f" ({st.input_name})" if st.input_name else ""
+    table = _totals_table(f"bulk run {st.run_id}{named}", st.totals)
+    if queued:
+        table.add_row("queued or running", str(st.queued))
     return table
 
 
 def queue_summary(
-    settings: Settings, st: QueueStatus, extra: Mapping[str, object] | None = None
+    settings: Settings,
+    st: QueueStatus,
+    extra: Mapping[str, object] | None = None,
+    *,
+    queued: bool = True,
 ) -> int:
-    """Show a queued run's status (``extra``: more fields of its ``--json`` object)."""
+    """Show a run's status (``extra``: more fields of its ``--json`` object; ``queued``: a
+    run in a database, whose jobs are told, else a local run's journal file)."""
     code = bulk_exit_code(st.totals)
     if settings.json:
         settings.emit({**queue_status_dict(st), **(extra or {}), "exit_code": code})
         return code
-    settings.out.print(queue_table(st))
+    settings.out.print(queue_table(st, queued=queued))
     for line in pending_lines(st.times):
         settings.out.print(line)
     _say_advice(settings.err.print, st.totals)
-    if st.totals.unfinished and st.settled:
+    if queued and st.totals.unfinished and st.settled:
         settings.err.print(
             "some rows are not final and no job is left for them: run the same bulk-cancel "
             "command again to queue them"

@@ -82,6 +82,9 @@ def test_refresh_settles_pending_rows_by_reading_only(
     assert status["latency"]["rows"] == ROWS
 
     shown = run_cli(sb, "bulk-status", *where, json_out=False)
+    assert "pending" in shown.output
+    assert "(None)" not in shown.output
+    assert ("queued or running" in shown.output) is (store == "postgresql")  # a file: no jobs
     assert f"by banking days since sent: 0: {ROWS}" in shown.output
     assert (
         f"by banking days left to the recall deadline: {left}: {ROWS // 2}, "

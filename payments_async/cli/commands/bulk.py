@@ -868,11 +868,14 @@ class _RunStatus:
         """The terminal's view: rows by outcome, the rows not final by age and by days
         left to their deadlines, then the control history."""
         pending = map(Text, pending_lines(self.rows.times))
-        return Group(queue_table(self.rows), *pending, control_table(self.control))
+        return Group(
+            queue_table(self.rows, queued=self.queued), *pending, control_table(self.control)
+        )
 
     def show(self, settings: Settings) -> int:
         """Print the status once; return the exit code (see ``bulk-status --help``)."""
-        code = queue_summary(settings, self.rows, {"control": self.control.as_dict()})
+        control = {"control": self.control.as_dict()}
+        code = queue_summary(settings, self.rows, control, queued=self.queued)
         if not settings.json:
             settings.out.print(control_table(self.control))
         return code
