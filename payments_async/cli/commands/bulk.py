@@ -746,6 +746,7 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
         rejected=t.get("rejected"),
         unknown=t.get("unknown"),
         refused=t.get("refused"),
+        aborted=t.get("aborted"),
         failed=t.get("refused"),
     )
 
