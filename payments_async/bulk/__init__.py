@@ -47,7 +47,6 @@ from ._journal import (
     PlannedRow,
     RowState,
     SqliteJournal,
-    journal_chases,
     journal_counts,
 )
 from ._memory import MemoryJournal
@@ -60,7 +59,6 @@ from ._plan import (
 )
 from ._queue import (
     EnqueueReport,
-    QueueStatus,
     enqueue_run,
     queue_status,
     run_worker,
@@ -79,6 +77,7 @@ from ._runner import (
     bulk_cancel,
     execute_run,
 )
+from ._status import QueueStatus, journal_status
 from ._steps import connection_limit_for
 from ._stores import open_journal
 from ._stores._recalls import RecallLedger, open_recall_ledger
@@ -136,8 +135,8 @@ __all__ = [
     "default_results_path",
     "enqueue_run",
     "execute_run",
-    "journal_chases",
     "journal_counts",
+    "journal_status",
     "open_journal",
     "open_recall_ledger",
     "open_run",

@@ -42,6 +42,8 @@ _WHAT_TO_DO: Final = {
     RowOutcome.UNKNOWN: "outcome unknown: check with the bank before anything else; a "
     "rerun does not send it again",
     RowOutcome.NOT_SENT: "not sent: the service does not have it",
+    RowOutcome.ABORTED: "aborted before it was sent: the service does not have it; send "
+    "it again if it is still wanted",
     RowOutcome.INVALID: "invalid input row: fix it, then send it",
 }
 
@@ -87,7 +89,8 @@ def attention_reason(record: Mapping[str, Any]) -> str | None:
     Accepted rows, rejected rows with nothing to return, and rows a rerun of the same
     command picks up by itself (in flight, pending) need nobody. A rejected row whose
     ``return_request_needed`` is true needs a pacs.004 return requested from the
-    beneficiary; refused, unknown, not sent and invalid rows need fixing or checking.
+    beneficiary; refused, unknown, not sent, aborted and invalid rows need fixing,
+    checking or sending again.
     """
     outcome = RowOutcome(record["outcome"])
     why = record.get("reason")

@@ -13,7 +13,7 @@ is read from its history::
 
 A sending process asks a `RunGate` before each POST: while the run is paused it waits
 (reads of outcomes of rows already sent go on), once it is aborted a row never sent ends
-final ``not_sent`` with the error ``not sent (aborted ...)`` (`aborted_change`), and a row
+final ``aborted`` with the error ``not sent (aborted ...)`` (`aborted_change`), and a row
 already sent (in flight) is finished as usual. The gate reads the state at most once per
 `CONTROL_INTERVAL`, so a pause is obeyed within about that long.
 """
@@ -85,7 +85,7 @@ class Action(StrEnum):
     RESUMED = "resumed"
     """Sending goes on."""
     ABORTED = "aborted"
-    """Rows not sent yet end ``not sent (aborted)``; rows in flight finish."""
+    """Rows not sent yet end ``aborted``; rows in flight finish."""
 
 
 class RunState(StrEnum):
@@ -171,7 +171,7 @@ class ControlState:
     Attributes:
         run_id: the run.
         history: every control event of the run, oldest first.
-        aborted_rows: rows that ended ``not sent (aborted)``.
+        aborted_rows: rows that ended ``aborted``.
         changed: False when the action just asked for changed nothing (a pause of a
             paused run, a resume of a running one); True otherwise.
     """
@@ -232,13 +232,13 @@ def default_actor() -> str:
 
 
 def aborted_change(event: ControlEvent | None) -> RowChange:
-    """What to record for a row never sent when its run is aborted: final ``not_sent``,
+    """What to record for a row never sent when its run is aborted: final ``aborted``,
     its error ``not sent (aborted by who at when[: reason])``."""
     said = "" if event is None else f" by {event.by} at {_shown(event.at)}"
     if event is not None and event.reason:
         said += f": {event.reason}"
     return RowChange(
-        stage=Stage.FINAL, outcome=RowOutcome.NOT_SENT, error=f"{ABORTED_ERROR}{said})", left=False
+        stage=Stage.FINAL, outcome=RowOutcome.ABORTED, error=f"{ABORTED_ERROR}{said})", left=False
     )
 
 
@@ -284,9 +284,9 @@ _CURRENT: Final = (
     "ORDER BY (action = 'aborted') DESC, seq DESC LIMIT 1"
 )
 _ABORTED_ROWS: Final = {
-    "sqlite": "SELECT COUNT(*) FROM rows WHERE state = 'final' AND error LIKE ?",
+    "sqlite": "SELECT COUNT(*) FROM rows WHERE state = 'final' AND outcome = 'aborted'",
     "pg": "SELECT COUNT(*) FROM payments_bulk_rows WHERE run_id = %s AND state = 'final' "
-    "AND error LIKE %s",
+    "AND outcome = 'aborted'",
 }
 _UNFINISHED: Final = {
     "sqlite": "SELECT COUNT(*) FROM rows WHERE state NOT IN ('final', 'invalid')",
@@ -365,7 +365,7 @@ def _sqlite_state(db: sqlite3.Connection, run_id: str) -> ControlState:
             raise
         history = ()  # never controlled
     try:
-        (aborted,) = db.execute(_ABORTED_ROWS["sqlite"], (f"{ABORTED_ERROR}%",)).fetchone()
+        (aborted,) = db.execute(_ABORTED_ROWS["sqlite"]).fetchone()
     except sqlite3.OperationalError:  # the plan is not written yet
         aborted = 0
     return ControlState(run_id, history, int(aborted))
@@ -449,7 +449,7 @@ def _pg_state(conn: psycopg.Connection[Any], run_id: str) -> ControlState:
         if table and table[0]
         else ()
     )
-    rec = conn.execute(_ABORTED_ROWS["pg"], (run_id, f"{ABORTED_ERROR}%")).fetchone()
+    rec = conn.execute(_ABORTED_ROWS["pg"], (run_id,)).fetchone()
     return ControlState(run_id, history, int(rec[0]) if rec else 0)
 
 

@@ -27,6 +27,8 @@ class BulkCounts:
         refused: rows the service refused for good (a 4xx a rerun cannot change).
         not_sent: rows whose request could not be sent (token endpoint down, no
             connection, invalid message): the service does not have them.
+        aborted: rows never sent because the run was aborted: the service does not
+            have them.
         failed: rows that met an error a rerun may overcome (see the results file).
     """
 
@@ -39,17 +41,20 @@ class BulkCounts:
     unknown: int = 0
     refused: int = 0
     not_sent: int = 0
+    aborted: int = 0
     failed: int = 0
 
     @property
     def done(self) -> int:
-        """Rows that need nothing more from this run (final, refused, not sent or failed)."""
+        """Rows that need nothing more from this run (final, refused, not sent, aborted or
+        failed)."""
         return (
             self.accepted
             + self.rejected
             + self.unknown
             + self.refused
             + self.not_sent
+            + self.aborted
             + self.failed
         )
 

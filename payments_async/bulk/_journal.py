@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -59,7 +59,6 @@ __all__ = [
     "StoreReads",
     "UtcClock",
     "ensure_sqlite_schema",
-    "journal_chases",
     "journal_counts",
     "micros",
     "row_from_record",
@@ -93,32 +92,22 @@ CREATE TABLE IF NOT EXISTS rows (
     final_at INTEGER,
     chases INTEGER NOT NULL DEFAULT 0,
     chased_at INTEGER,
+    recall_deadline TEXT,
     updated_at REAL NOT NULL
 );
 """
 
-_ADDED_COLUMNS: Final = (
-    ("chases", "INTEGER NOT NULL DEFAULT 0"),
-    ("chased_at", "INTEGER"),
-)
-"""Columns added to the rows table after its first version: a file made before gets
-them when opened (their defaults mean "never chased")."""
-
 
 def ensure_sqlite_schema(db: sqlite3.Connection) -> None:
-    """Create a journal file's tables when missing (its rows, meta and recall ledger),
-    and add the columns a file made by an earlier version lacks."""
+    """Create a journal file's tables when missing (its rows, meta and recall ledger)."""
     db.executescript(_SCHEMA + SQLITE.schema())
-    have = {rec[1] for rec in db.execute("PRAGMA table_info(rows)")}
-    for name, kind in _ADDED_COLUMNS:
-        if name not in have:
-            db.execute(f"ALTER TABLE rows ADD COLUMN {name} {kind}")
 
 
 ROW_COLUMNS: Final = (
     "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, "
     "payments_service_id, created, attempts, outcome, status, reason_codes, reason_text, "
-    "return_request_needed, error, sent_at, acknowledged_at, final_at, chases, chased_at"
+    "return_request_needed, error, sent_at, acknowledged_at, final_at, chases, chased_at, "
+    "recall_deadline"
 )
 """The columns `row_from_record` reads, in its order (every store has them)."""
 
@@ -141,6 +130,9 @@ class PlannedRow:
         cancellation_id: ``cxlId``.
         body: the encoded camt.056, sent byte for byte on every attempt and every resume.
         error: for an invalid row, the validation problems (and no ids or body).
+        recall_deadline: the last day its recall may be sent
+            (`payments_async.recall_deadline` of its reason and the original settlement
+            date), or None when the row does not give its settlement date.
     """
 
     line: int
@@ -149,6 +141,7 @@ class PlannedRow:
     cancellation_id: str | None
     body: bytes | None
     error: str | None = None
+    recall_deadline: date | None = None
 
     @property
     def stage(self) -> Stage:
@@ -158,11 +151,13 @@ class PlannedRow:
     def stored(self) -> tuple[Any, ...]:
         """The row's values of `PLANNED_COLUMNS`, in their order, as a store writes them."""
         ids = (self.original_end_to_end_id, self.assignment_id, self.cancellation_id)
-        return (self.line, *ids, self.body, self.stage.value, self.error)
+        deadline = None if self.recall_deadline is None else self.recall_deadline.isoformat()
+        return (self.line, *ids, self.body, self.stage.value, self.error, deadline)
 
 
 PLANNED_COLUMNS: Final = (
-    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, error"
+    "line, original_end_to_end_id, assignment_id, cancellation_id, body, state, error, "
+    "recall_deadline"
 )
 """The columns a plan writes per row (`PlannedRow.stored`); every store adds its own."""
 
@@ -181,8 +176,8 @@ class RowState:
         payments_service_id: the service's id of the cancellation, once acknowledged.
         created: True when the service answered 201, False for 200 (it had it already).
         attempts: submissions made for this row, over every run.
-        outcome: once final: ``accepted``, ``rejected``, ``unknown``, ``refused`` or
-            ``not_sent``.
+        outcome: once final: ``accepted``, ``rejected``, ``unknown``, ``refused``,
+            ``not_sent`` or ``aborted``.
         status: the raw final ``sts.conf`` (or ``txCxlSts``).
         reason_codes: the rejection reason codes.
         reason_text: the service's reason texts, or a sentence for people.
@@ -194,6 +189,8 @@ class RowState:
         chases: requests for status update (pacs.028) the service took for this row's
             recall, over every run.
         chased_at: when the latest of them was recorded (UTC), or None while never chased.
+        recall_deadline: the last day its recall may be sent, or None when unknown (see
+            `PlannedRow`).
     """
 
     line: int
@@ -216,6 +213,7 @@ class RowState:
     final_at: datetime | None = None
     chases: int = 0
     chased_at: datetime | None = None
+    recall_deadline: date | None = None
 
     @property
     def is_done(self) -> bool:
@@ -236,6 +234,8 @@ class RowUpdate:
         if_chases: make the change only if the row is still ``acknowledged`` with exactly
             this many chases recorded (a compare-and-set), else change nothing; None:
             always.
+        if_planned: make the change only if the row is still ``planned`` (never sent),
+            else change nothing.
     """
 
     line: int
@@ -243,6 +243,7 @@ class RowUpdate:
     one_more_attempt: bool = False
     if_attempts: int | None = None
     if_chases: int | None = None
+    if_planned: bool = False
 
     def stored(self) -> dict[str, Any]:
         """``values`` as a database column holds them: words as text, codes as JSON."""
@@ -258,7 +259,8 @@ class RowUpdate:
         return out
 
     def applied_to(self, row: RowState) -> RowState:
-        """``row`` with this change made (unchanged when ``if_attempts`` does not hold)."""
+        """``row`` with this change made (unchanged when ``if_attempts``, ``if_chases`` or
+        ``if_planned`` does not hold)."""
         if self.if_attempts is not None and (
             row.state != Stage.SENT or row.attempts != self.if_attempts
         ):
@@ -266,6 +268,8 @@ class RowUpdate:
         if self.if_chases is not None and (
             row.state != Stage.ACKNOWLEDGED or row.chases != self.if_chases
         ):
+            return row
+        if self.if_planned and row.state != Stage.PLANNED:
             return row
         values = dict(self.values)
         if "reason_codes" in values:
@@ -295,6 +299,8 @@ class RowUpdate:
         if self.if_chases is not None:
             sql += f" AND state = 'acknowledged' AND chases = {mark}"
             params = (*params, self.if_chases)
+        if self.if_planned:
+            sql += " AND state = 'planned'"
         return sql, params
 
 
@@ -404,6 +410,19 @@ class RowWrites(abc.ABC):
         values = {"chases": chases + 1, "chased_at": self.clock()}
         await self._apply(RowUpdate(line, values, if_chases=chases))
 
+    async def mark_aborted(self, line: int, error: str) -> None:
+        """The row's run was aborted before the row was sent: it ends ``aborted``, with
+        ``error`` saying who aborted it, when and why. Only a row still ``planned``
+        changes: one that another execution of it has sent meanwhile (a worker wrongly
+        taken for dead) is finished by that execution, never called aborted."""
+        values = {
+            "state": Stage.FINAL,
+            "outcome": RowOutcome.ABORTED,
+            "error": error,
+            "final_at": self.clock(),
+        }
+        await self._apply(RowUpdate(line, values, if_planned=True))
+
 
 class Journal(RowWrites):
     """A bulk run's journal: the plan, the reads, and the row changes (`RowWrites`).
@@ -483,13 +502,14 @@ class Journal(RowWrites):
 def row_from_record(rec: Sequence[Any]) -> RowState:
     """A `RowState` from a record of the journal's row columns, in their order.
 
-    Both stores select the same columns; PostgreSQL gives the body as a memoryview and
-    ``created`` as a boolean, SQLite as bytes and an integer.
+    Both stores select the same columns; PostgreSQL gives the body as a memoryview,
+    ``created`` as a boolean and ``recall_deadline`` as a date, SQLite as bytes, an
+    integer and ISO 8601 text.
     """
     (line, e2e, aid, cid, body, state, psid, created, attempts) = rec[:9]
     (outcome, status, codes, text, rrn, error) = rec[9:15]
     (sent_at, acknowledged_at, final_at) = (_utc(t) for t in rec[15:18])
-    chases, chased_at = rec[18], _utc(rec[19])
+    chases, chased_at, deadline = rec[18], _utc(rec[19]), rec[20]
     return RowState(
         line=line,
         original_end_to_end_id=e2e,
@@ -511,6 +531,7 @@ def row_from_record(rec: Sequence[Any]) -> RowState:
         final_at=final_at,
         chases=chases or 0,
         chased_at=chased_at,
+        recall_deadline=date.fromisoformat(deadline) if isinstance(deadline, str) else deadline,
     )
 
 
@@ -640,6 +661,38 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             raise
 
     @classmethod
+    def open_existing(cls, path: str | Path) -> SqliteJournal:
+        """Lock and open the journal file of a planned run, whatever its input, to record
+        changes of its rows (``bulk-status --refresh``).
+
+        Raises:
+            JournalBusyError: a run holds the journal (nothing was opened).
+            JournalError: there is no such file, or it is not a journal of this version
+                holding a plan, or it cannot be opened.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise JournalError(f"no journal file {str(path)!r}")
+        lock = lock_file(path, JOURNAL_ERRORS, what="journal")
+        db: sqlite3.Connection | None = None
+        try:
+            db = open_sqlite(path, synchronous="NORMAL")
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.Error as exc:
+            if db is not None:
+                db.close()
+            lock.release()
+            raise sqlite_error("open", "journal", path, exc, JOURNAL_ERRORS) from exc
+        if meta.get("schema") != str(SCHEMA_VERSION) or meta.get("planned") != "1":
+            db.close()
+            lock.release()
+            raise JournalError(
+                f"{str(path)!r} is not a planned bulk journal of this version "
+                f"(schema {meta.get('schema')!r})"
+            )
+        return cls(db, path, meta["run_id"], planned=True, lock=lock)
+
+    @classmethod
     def _open(
         cls, path: Path, input_sha256: str, new_run_id: str, lock: FileLock, new_run: bool
     ) -> SqliteJournal:
@@ -711,7 +764,7 @@ class SqliteJournal(StoreReads[sqlite3.Connection]):
             if self._replacing is not None:
                 _replace_run(db, self._replacing, self._run_id)
             db.executemany(
-                f"INSERT INTO rows ({PLANNED_COLUMNS}, updated_at) VALUES (?,?,?,?,?,?,?,?)",  # noqa: S608
+                f"INSERT INTO rows ({PLANNED_COLUMNS}, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",  # noqa: S608
                 ((*r.stored(), now) for r in rows),
             )
             if unfinished and self._replacing is not None and not self._new_run:
@@ -835,25 +888,3 @@ def journal_counts(path: str | Path) -> dict[str, int]:
         return {}
     finally:
         db.close()
-
-
-def journal_chases(path: str | Path) -> dict[str, int]:
-    """Rows of a journal file whose recall was chased, read as `journal_counts` reads.
-
-    Args:
-        path: the journal file.
-
-    Returns:
-        ``{"rows": rows chased at least once, "chases": their chases}`` (0 and 0 for a
-        file whose plan is not written yet).
-    """
-    db = open_sqlite_read_only(Path(path))
-    try:
-        rec = db.execute(
-            "SELECT COUNT(*), COALESCE(SUM(chases), 0) FROM rows WHERE chases > 0"
-        ).fetchone()
-    except sqlite3.OperationalError:  # no rows table yet, or a file made before chases
-        rec = (0, 0)
-    finally:
-        db.close()
-    return {"rows": int(rec[0]), "chases": int(rec[1])}

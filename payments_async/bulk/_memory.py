@@ -37,6 +37,7 @@ class MemoryJournal(Journal):
                 body=r.body,
                 state=r.stage,
                 error=r.error,
+                recall_deadline=r.recall_deadline,
             )
         self._planned = True
 

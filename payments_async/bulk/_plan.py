@@ -28,6 +28,7 @@ from ._input import (
     build_row_message,
     check_input,
 )
+from ._input_row import row_deadline
 from ._journal import Journal, JournalError, PlannedRow
 from ._memory import MemoryJournal
 from ._stores import is_postgres_url, open_journal
@@ -90,7 +91,9 @@ def _planned(row: BulkRow, line: int, run_id: str, options: RowOptions | None) -
         transliterate=options.transliterate,
         today=options.today,
     )
-    return PlannedRow(line, row.original_end_to_end_id, aid, cid, encode(msg))
+    return PlannedRow(
+        line, row.original_end_to_end_id, aid, cid, encode(msg), recall_deadline=row_deadline(row)
+    )
 
 
 def plan_rows(

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -48,22 +48,18 @@ from ._journal import RowState
 from ._rate import RunRates, ensure_rate_table, store_run_rate
 from ._results import write_run_results
 from ._rows import (
-    RowOutcome,
-    RunTotals,
     Stage,
     after_failure,
     after_outcome,
     after_wait_failure,
-    outcome_of,
 )
+from ._status import POSTGRES_STATUS, QueueStatus, read_status
 from ._steps import admit_row, connection_limit_for, record, send_row, wait_for_outcome
 from ._stores import _postgres as pg
-from ._times import RunTimes
 from ._worker_loops import through_outages
 
 if TYPE_CHECKING:
     import procrastinate
-    import psycopg
     import psycopg_pool
 
 __all__ = [
@@ -468,47 +464,6 @@ async def enqueue_run(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class QueueStatus:
-    """Progress of a distributed run, read from the database.
-
-    Attributes:
-        run_id: the run.
-        input_name: its input file's name.
-        rows: data rows in the run.
-        states: rows per journal state (``planned``, ``sent``, ``acknowledged``,
-            ``final``, ``invalid``).
-        outcomes: final rows per outcome (``accepted``, ``rejected``, ``unknown``,
-            ``refused``, ``not_sent``).
-        queued: rows with a job waiting or running.
-        errors: rows not final whose last attempt met an error.
-        totals: every row by outcome, as the single-process runner's report counts them
-            (the same words, and the same ``verdict``).
-        times: the service's latency and the rows not final by the day they were sent
-            (`RunTimes`, without the over-time series).
-    """
-
-    run_id: str
-    input_name: str | None
-    rows: int
-    states: dict[str, int]
-    outcomes: dict[str, int]
-    queued: int
-    errors: int
-    totals: RunTotals
-    times: RunTimes = field(default_factory=RunTimes)
-
-    @property
-    def done(self) -> int:
-        """Rows that need nothing more: final or invalid."""
-        return self.states.get(Stage.FINAL, 0) + self.states.get(Stage.INVALID, 0)
-
-    @property
-    def settled(self) -> bool:
-        """True when no row has a job waiting or running: the run has gone as far as it can."""
-        return self.queued == 0
-
-
 def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
     """Read a run's progress (the latest run when ``run`` is None).
 
@@ -521,25 +476,7 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
         name = conn.execute(
             "SELECT input_name FROM payments_bulk_runs WHERE run_id = %s", (run_id,)
         ).fetchone()
-        states: dict[str, int] = {}
-        outcomes: dict[str, int] = {}
-        totals = RunTotals()
-        errors = 0
-        for state, stored, has_error, n, returns in conn.execute(
-            "SELECT state, outcome, error IS NOT NULL, COUNT(*), "
-            "COUNT(*) FILTER (WHERE return_request_needed) FROM payments_bulk_rows "
-            "WHERE run_id = %s GROUP BY 1, 2, 3",
-            (run_id,),
-        ):
-            states[state] = states.get(state, 0) + n
-            outcome = outcome_of(state, stored)
-            totals.add(outcome, final=state == Stage.FINAL, rows=n)
-            totals.return_requests += returns if outcome is RowOutcome.REJECTED else 0
-            if state == Stage.FINAL:
-                outcomes[outcome.value] = outcomes.get(outcome.value, 0) + n
-            elif has_error and state != Stage.INVALID:
-                errors += n
-        times = _run_times(conn, run_id)
+        added = read_status(lambda q: conn.execute(q, {"run": run_id}).fetchall(), POSTGRES_STATUS)
         queue = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
         # A run of the single-process runner (--journal postgresql://...) has no queue.
         queued = (
@@ -556,45 +493,13 @@ def queue_status(dsn: str, run: str | None = None) -> QueueStatus:
         run_id=run_id,
         input_name=name[0] if name else None,
         rows=total,
-        states=states,
-        outcomes=outcomes,
+        states=added.states,
+        outcomes=added.outcomes,
         queued=int(queued[0]) if queued else 0,
-        errors=errors,
-        totals=totals,
-        times=times,
+        errors=added.errors,
+        totals=added.totals,
+        times=added.times,
     )
-
-
-# Whole milliseconds and days rounded down from whole microseconds, as `RunTimes` counts
-# them row by row with Python's floor division.
-_LATENCIES: Final = (
-    "SELECT FLOOR((acknowledged_at - sent_at) / 1000.0)::bigint, COUNT(*) FROM payments_bulk_rows "
-    "WHERE run_id = %s AND acknowledged_at IS NOT NULL AND sent_at IS NOT NULL GROUP BY 1"
-)
-_UNFINISHED_SENT_ON: Final = (
-    "SELECT FLOOR(sent_at / 86400000000.0)::bigint, COUNT(*) FROM payments_bulk_rows "
-    "WHERE run_id = %s AND state IN ('sent', 'acknowledged') AND sent_at IS NOT NULL "
-    "GROUP BY 1"
-)
-
-
-_CHASED: Final = (
-    "SELECT COUNT(*), COALESCE(SUM(chases), 0) FROM payments_bulk_rows "
-    "WHERE run_id = %s AND chases > 0"
-)
-
-
-def _run_times(conn: psycopg.Connection[Any], run_id: str) -> RunTimes:
-    """The run's latencies, unfinished rows' days and chases, added up by the database."""
-    times = RunTimes()
-    chased = conn.execute(_CHASED, (run_id,)).fetchone()
-    if chased is not None:
-        times.chased_rows, times.chases = int(chased[0]), int(chased[1])
-    for ms, n in conn.execute(_LATENCIES, (run_id,)):
-        times.latency_ms[int(ms)] += n
-    for day, n in conn.execute(_UNFINISHED_SENT_ON, (run_id,)):
-        times.add_unfinished(int(day), n)
-    return times
 
 
 def write_queue_results(dsn: str, path: str | Path, run: str | None = None) -> tuple[str, Path]:

@@ -34,7 +34,7 @@ MAY_HAVE_REACHED: Final = (
 """Rows that may have reached the service."""
 HELD: Final = f"(state = 'planned' OR {MAY_HAVE_REACHED})"
 """Rows a run that stays may yet send, or sent."""
-_STANDS: Final = "(outcome IS NULL OR outcome NOT IN ('refused', 'not_sent'))"
+_STANDS: Final = "(outcome IS NULL OR outcome NOT IN ('refused', 'not_sent', 'aborted'))"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ attention file (``bulk-results --needs-attention``) for the rest.
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import html
 import io
 from collections import Counter
@@ -19,7 +20,7 @@ from typing import Any, Final
 
 from ._attention import attention_reason
 from ._rows import RowOutcome, RunTotals
-from ._times import PERCENTILES, RunTimes
+from ._times import PERCENTILES, RunTimes, banking_days_left
 
 __all__ = ["NOT_RECORDED", "REPORT_ROWS", "RunReport", "charts_available", "run_report"]
 
@@ -50,9 +51,11 @@ class RunReport:
         attempts: rows per number of submissions made.
         needs_attention: rows that need a person (see ``attention_reason``).
         return_request_rows: the first `REPORT_ROWS` rejected rows needing a pacs.004.
-        pending_rows: the first `REPORT_ROWS` rows not final (in flight or pending).
-        times: the rows' times counted (over time, latency, age of rows not final).
-        today: the UTC day the age of rows not final is counted to.
+        pending_rows: the first `REPORT_ROWS` rows not final (in flight or pending), the
+            most urgent first: by banking days left to their recall deadline, then line.
+        times: the rows' times counted (over time, latency, rows not final by age and by
+            banking days left to their recall deadlines).
+        today: the UTC day the age of rows not final and their days left are counted to.
         not_recorded: what cannot be shown, and why (None when everything is).
         control: the run's control state and history (``ControlState.as_dict``: confirmed,
             paused, resumed, aborted; who, when, why), or None when not read.
@@ -88,6 +91,7 @@ class RunReport:
             "latency": self.times.latency(),
             "pending_by_age": self.times.unfinished_by_age(self.today),
             "chased": self.times.chased(),
+            "pending_by_days_left": self.times.unfinished_by_days_left(self.today),
             "not_recorded": self.not_recorded,
             "control": self.control,
         }
@@ -106,6 +110,8 @@ def _reason_key(rec: Mapping[str, Any]) -> str | None:
     outcome = RowOutcome(rec["outcome"])
     if outcome is RowOutcome.REJECTED:
         return "rejected " + (" ".join(rec.get("reason_codes") or ()) or "(no code)")
+    if outcome is RowOutcome.ABORTED:
+        return "aborted"  # its reason names who aborted the run, when and why
     if outcome in (RowOutcome.REFUSED, RowOutcome.NOT_SENT, RowOutcome.UNKNOWN):
         text = str(rec.get("reason") or "")
         kind = text.split(":", 1)[0].strip() if ":" in text else text[:40]
@@ -113,16 +119,35 @@ def _reason_key(rec: Mapping[str, Any]) -> str | None:
     return None
 
 
+_LISTED: Final = (
+    "line",
+    "original_end_to_end_id",
+    "payments_service_id",
+    "outcome",
+    "reason",
+    "recall_deadline",
+)
+
+
 def _listed(rec: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        k: rec.get(k)
-        for k in ("line", "original_end_to_end_id", "payments_service_id", "outcome", "reason")
-    }
+    return {k: rec.get(k) for k in _LISTED}
 
 
 def _time(rec: Mapping[str, Any], name: str) -> dt.datetime | None:
     value = rec.get(name)
     return None if value is None else dt.datetime.fromisoformat(value)
+
+
+def _deadline(rec: Mapping[str, Any]) -> dt.date | None:
+    value = rec.get("recall_deadline")
+    return None if value is None else dt.date.fromisoformat(value)
+
+
+def _urgency(rec: Mapping[str, Any]) -> tuple[int, int]:
+    """A listed row's place among the pending rows: the earliest deadline first (rows
+    without one last), then by line."""
+    deadline = _deadline(rec)
+    return (dt.date.max.toordinal() if deadline is None else deadline.toordinal(), rec["line"])
 
 
 def run_report(
@@ -136,7 +161,7 @@ def run_report(
         today: the UTC day the age of rows not final is counted to (default: today).
 
     Raises:
-        ValueError: a record's time is not an ISO 8601 time.
+        ValueError: a record's time (or recall deadline) is not in ISO 8601.
     """
     report = RunReport(title)
     if today is not None:
@@ -144,6 +169,7 @@ def run_report(
     timed = False
     reasons: Counter[str] = Counter()
     attempts: Counter[int] = Counter()
+    urgent: list[_Kept] = []
     for rec in records:
         outcome = RowOutcome(rec["outcome"])
         report.totals.add(outcome, return_request_needed=bool(rec.get("return_request_needed")))
@@ -156,6 +182,7 @@ def run_report(
             acknowledged_at=_time(rec, "acknowledged_at"),
             final_at=_time(rec, "final_at"),
             chases=int(rec.get("chases") or 0),
+            recall_deadline=_deadline(rec),
         )
         key = _reason_key(rec)
         if key is not None:
@@ -168,17 +195,32 @@ def run_report(
             and len(report.return_request_rows) < REPORT_ROWS
         ):
             report.return_request_rows.append(_listed(rec))
-        if (
-            outcome in (RowOutcome.PENDING, RowOutcome.IN_FLIGHT)
-            and len(report.pending_rows) < REPORT_ROWS
-        ):
-            report.pending_rows.append(_listed(rec))
+        if outcome in (RowOutcome.PENDING, RowOutcome.IN_FLIGHT):
+            _keep_most_urgent(urgent, _listed(rec))
     top = reasons.most_common(REPORT_REASONS)
     rest = sum(reasons.values()) - sum(n for _, n in top)
     report.reasons = dict(top) | ({"other": rest} if rest else {})
     report.attempts = dict(attempts)
     report.not_recorded = None if timed else NOT_RECORDED
+    report.pending_rows = [rec for _, rec in sorted(urgent, key=lambda kept: kept[0], reverse=True)]
+    for row in report.pending_rows:
+        deadline = _deadline(row)
+        row["days_left"] = None if deadline is None else banking_days_left(report.today, deadline)
     return report
+
+
+_Kept = tuple[tuple[int, int], dict[str, Any]]
+
+
+def _keep_most_urgent(kept: list[_Kept], rec: dict[str, Any]) -> None:
+    """Keep ``rec`` among the `REPORT_ROWS` most urgent rows seen (see `_urgency`):
+    ``kept`` is a heap whose first item is the least urgent row kept."""
+    urgency = _urgency(rec)
+    item: _Kept = ((-urgency[0], -urgency[1]), rec)
+    if len(kept) < REPORT_ROWS:
+        heapq.heappush(kept, item)
+    elif item[0] > kept[0][0]:
+        heapq.heapreplace(kept, item)
 
 
 def charts_available() -> bool:
@@ -196,6 +238,7 @@ _OUTCOME_COLOURS: Final = {
     RowOutcome.UNKNOWN: "#6a1b9a",
     RowOutcome.REFUSED: "#ef6c00",
     RowOutcome.NOT_SENT: "#757575",
+    RowOutcome.ABORTED: "#455a64",
     RowOutcome.INVALID: "#9e9e9e",
     RowOutcome.IN_FLIGHT: "#0277bd",
     RowOutcome.PENDING: "#f9a825",
@@ -337,7 +380,29 @@ def _time_charts(report: RunReport) -> list[tuple[str, str]]:
                 ),
             )
         )
+    left = report.times.unfinished_by_days_left(report.today)
+    if left:
+        charts.append(
+            (
+                "pending-deadline",
+                _bar_svg(
+                    list(left),
+                    list(left.values()),
+                    [_deadline_colour(days) for days in left],
+                    "Rows not final, by banking days left to their recall deadline",
+                    horizontal=False,
+                ),
+            )
+        )
     return charts
+
+
+def _deadline_colour(days_left: str) -> str:
+    """Past the deadline red, its last day orange, later ones the pending colour."""
+    if not days_left.lstrip("-").isdigit():
+        return _OUTCOME_COLOURS[RowOutcome.NOT_SENT]  # no deadline known
+    days = int(days_left)
+    return "#c62828" if days < 0 else "#ef6c00" if days == 0 else "#f9a825"
 
 
 def _times_section(report: RunReport) -> str:
@@ -346,6 +411,7 @@ def _times_section(report: RunReport) -> str:
         return f"<p class='note'>{html.escape(report.not_recorded)}</p>"
     latency = report.times.latency()
     aged = report.times.unfinished_by_age(report.today)
+    left = report.times.unfinished_by_days_left(report.today)
     parts = [
         "<p>Latency: "
         + (
@@ -358,6 +424,7 @@ def _times_section(report: RunReport) -> str:
         _counts_table(aged, "banking days since sent")
         if aged
         else "<p>No row is in flight or pending.</p>",
+        _counts_table(left, "banking days left to the recall deadline") if left else "",
     ]
     parts += [f"<figure id='chart-{cid}'>{svg}</figure>" for cid, svg in _time_charts(report)]
     return "".join(parts)
@@ -376,10 +443,14 @@ def _table(rows: list[dict[str, Any]], columns: Iterable[str]) -> str:
     cols = list(columns)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r.get(c) or ''))}</td>" for c in cols) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in cols) + "</tr>"
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
 
 
 def _counts_table(counts: Mapping[str, int], what: str) -> str:
@@ -426,8 +497,11 @@ def _page(report: RunReport, hint: str | None) -> str:
             if hint
             else "every one is in the attention file (bulk-results --needs-attention)",
         ),
-        "<h2>Rows not final (pending, in flight)</h2>",
-        _table(report.pending_rows, ("line", "original_end_to_end_id", "outcome", "reason")),
+        "<h2>Rows not final (pending, in flight), the nearest recall deadline first</h2>",
+        _table(
+            report.pending_rows,
+            ("line", "original_end_to_end_id", "outcome", "recall_deadline", "days_left", "reason"),
+        ),
         _cut(
             len(report.pending_rows),
             t.counts[RowOutcome.PENDING] + t.counts[RowOutcome.IN_FLIGHT],

@@ -41,13 +41,15 @@ RESULT_COLUMNS: Final = (
     "final_at",
     "chases",
     "chased_at",
+    "recall_deadline",
     "transliterated",
 )
 """The columns of the results file, in order.
 
-``transliterated`` lists, for a run with transliteration, every text the row's camt.056
-sends converted to the SEPA character set (``field: 'old' -> 'new'``, ``; ``-separated);
-empty when nothing was converted.
+``recall_deadline`` is the last day the row's recall may be sent (ISO 8601), empty when
+the input does not give the original settlement date. ``transliterated`` lists, for a run
+with transliteration, every text the row's camt.056 sends converted to the SEPA character
+set (``field: 'old' -> 'new'``, ``; ``-separated); empty when nothing was converted.
 """
 
 
@@ -102,6 +104,7 @@ def result_record(row: RowState, transliterated: str | None = None) -> dict[str,
         "final_at": _iso(row.final_at),
         "chases": row.chases,
         "chased_at": _iso(row.chased_at),
+        "recall_deadline": None if row.recall_deadline is None else row.recall_deadline.isoformat(),
         "transliterated": transliterated,
     }
 

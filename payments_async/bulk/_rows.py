@@ -9,9 +9,10 @@ what a stage means for its owner is one `RowOutcome`:
 planned       -> not_sent    the service does not have it; a rerun sends it
 sent          -> in_flight   sent, no answer recorded; a rerun resends the same id
 acknowledged  -> pending     stored by the service, outcome not known yet
-final         -> accepted | rejected | unknown | refused | not_sent
+final         -> accepted | rejected | unknown | refused | not_sent | aborted
                              (final not_sent: the client refuses its message before
-                             sending it; a rerun will not send it)
+                             sending it; aborted: its run was aborted before it was
+                             sent; a rerun sends neither)
 invalid       -> invalid     a skipped input row
 ```
 
@@ -76,8 +77,8 @@ class Stage(StrEnum):
 class RowOutcome(StrEnum):
     """What a row's state means for its owner: the results file's ``outcome`` column.
 
-    A final row stores one of ``accepted``, ``rejected``, ``unknown``, ``refused`` and
-    ``not_sent``; the other words name a stage (see the module docstring).
+    A final row stores one of ``accepted``, ``rejected``, ``unknown``, ``refused``,
+    ``not_sent`` and ``aborted``; the other words name a stage (see the module docstring).
     """
 
     ACCEPTED = "accepted"
@@ -92,6 +93,9 @@ class RowOutcome(StrEnum):
     """The service refused the request for good (a 4xx a rerun cannot change)."""
     NOT_SENT = "not_sent"
     """The service does not have it: its request could not be sent."""
+    ABORTED = "aborted"
+    """The service does not have it: its run was aborted (``bulk-control abort``) before
+    it was sent. A rerun of the same input leaves it alone."""
     INVALID = "invalid"
     """A skipped input row."""
     IN_FLIGHT = "in_flight"
@@ -288,7 +292,8 @@ class Verdict(StrEnum):
     """Every valid row is final and the service said no to some: rejected or refused."""
     UNSETTLED = "unsettled"
     """Some rows are not final (not sent, in flight, pending: rerun the same command),
-    ended ``unknown`` (check them with the bank), or cannot be sent (see the reason)."""
+    ended ``unknown`` (check them with the bank), cannot be sent (see the reason), or
+    were never sent because the run was aborted."""
 
 
 @dataclass(slots=True)
@@ -366,7 +371,7 @@ class RunTotals:
     def verdict(self) -> Verdict:
         """What the rows add up to (``docs/cli.md``, exit codes)."""
         c = self.counts
-        if self.unfinished or self.unsendable or c[RowOutcome.UNKNOWN]:
+        if self.unfinished or self.unsendable or c[RowOutcome.UNKNOWN] or c[RowOutcome.ABORTED]:
             return Verdict.UNSETTLED
         if c[RowOutcome.REJECTED] or c[RowOutcome.REFUSED]:
             return Verdict.SAID_NO

@@ -383,6 +383,8 @@ class BulkRunner:
             c.refused += 1
         elif change.outcome is RowOutcome.NOT_SENT:
             c.not_sent += 1
+        elif change.outcome is RowOutcome.ABORTED:
+            c.aborted += 1
         elif change.outcome is not None:
             c.unknown += 1
         else:

@@ -107,6 +107,8 @@ async def record(
         await rows.mark_error(line, error, final=True, if_attempts=guard)
     elif change.outcome is RowOutcome.NOT_SENT:
         await rows.mark_not_sent(line, error, final=True, if_attempts=guard)
+    elif change.outcome is RowOutcome.ABORTED:
+        await rows.mark_aborted(line, error)
     else:
         assert change.outcome is not None
         await rows.mark_final(

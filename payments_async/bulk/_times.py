@@ -1,5 +1,6 @@
 """A bulk run's row times added up: rows sent and made final over time, the service's
-latency, and the age of the rows not final, in banking days.
+latency, and the rows not final by age and by days left to their recall deadlines, in
+banking days.
 
 Pure and of bounded size whatever the run's size: latencies are counted per whole
 millisecond, rows per minute and per day. ``bulk-status`` fills it from SQL aggregates,
@@ -18,10 +19,20 @@ from typing import Any, Final
 from .. import is_banking_day
 from ._journal import micros
 
-__all__ = ["OVER_TIME_BUCKETS", "PERCENTILES", "RunTimes", "banking_days_between"]
+__all__ = [
+    "NO_DEADLINE",
+    "OVER_TIME_BUCKETS",
+    "PERCENTILES",
+    "RunTimes",
+    "banking_days_between",
+    "banking_days_left",
+]
 
 PERCENTILES: Final = (50, 90, 99)
 """The latency percentiles shown (nearest rank)."""
+
+NO_DEADLINE: Final = "no deadline"
+"""The key of rows whose recall deadline is not known in `RunTimes.unfinished_by_days_left`."""
 
 OVER_TIME_BUCKETS: Final = 60
 """Time buckets of a run's over-time series at most: its size whatever the run's length."""
@@ -45,6 +56,15 @@ def banking_days_between(start: dt.date, end: dt.date) -> int:
     return days
 
 
+def banking_days_left(today: dt.date, deadline: dt.date) -> int:
+    """Banking days from ``today`` to a recall ``deadline``: 0 on the deadline itself, a
+    positive count before it (the banking days after today up to and including it), a
+    negative count after it (``-1`` on the first banking day past it)."""
+    if deadline >= today:
+        return banking_days_between(today, deadline)
+    return -banking_days_between(deadline, today)
+
+
 @dataclass(slots=True)
 class RunTimes:
     """The row times of a run, counted.
@@ -58,6 +78,7 @@ class RunTimes:
         chased_rows: rows whose recall was chased at least once (a pacs.028 the service
             took).
         chases: those chases, all rows together.
+        unfinished_deadlines: the same rows per recall deadline (None: not known).
     """
 
     latency_ms: Counter[int] = field(default_factory=Counter)
@@ -66,6 +87,7 @@ class RunTimes:
     unfinished_sent_on: Counter[dt.date] = field(default_factory=Counter)
     chased_rows: int = 0
     chases: int = 0
+    unfinished_deadlines: Counter[dt.date | None] = field(default_factory=Counter)
 
     def add_row(
         self,
@@ -75,6 +97,7 @@ class RunTimes:
         acknowledged_at: dt.datetime | None,
         final_at: dt.datetime | None,
         chases: int = 0,
+        recall_deadline: dt.date | None = None,
     ) -> None:
         """Count one row's times (``unfinished``: the row is in flight or pending) and
         its ``chases``."""
@@ -86,6 +109,7 @@ class RunTimes:
             self.sent_per_minute[sent // _US_PER_MINUTE] += 1
             if unfinished:
                 self.add_unfinished(sent // _US_PER_DAY, 1)
+                self.unfinished_deadlines[recall_deadline] += 1
             if acknowledged_at is not None:
                 self.latency_ms[(micros(acknowledged_at) - sent) // _US_PER_MS] += 1
         if final_at is not None:
@@ -122,6 +146,18 @@ class RunTimes:
         for day, n in self.unfinished_sent_on.items():
             ages[banking_days_between(day, today)] += n
         return {str(age): ages[age] for age in sorted(ages)}
+
+    def unfinished_by_days_left(self, today: dt.date) -> dict[str, int]:
+        """The same rows per banking days left to their recall deadline as of ``today``
+        (`banking_days_left`: ``{"-1": n, "0": n, "4": n}``, the most urgent first), and
+        under `NO_DEADLINE` those whose deadline is not known."""
+        left: Counter[int] = Counter()
+        for deadline, n in self.unfinished_deadlines.items():
+            if deadline is not None:
+                left[banking_days_left(today, deadline)] += n
+        out = {str(days): left[days] for days in sorted(left)}
+        unknown = self.unfinished_deadlines[None]
+        return out | ({NO_DEADLINE: unknown} if unknown else {})
 
     def over_time(self) -> dict[str, Any] | None:
         """Rows sent and made final per time bucket (at most `OVER_TIME_BUCKETS`):

@@ -16,7 +16,14 @@ from payments_async import CancellationOutcome, Outcome, PaymentStatus, Submissi
 from ._exit import bulk_exit_code
 
 if TYPE_CHECKING:
-    from payments_async.bulk import BulkReport, ChaseReport, QueueStatus, RunPlan, RunTotals
+    from payments_async.bulk import (
+        BulkReport,
+        ChaseReport,
+        QueueStatus,
+        RunPlan,
+        RunTimes,
+        RunTotals,
+    )
 
     from ._context import Settings
 
@@ -142,6 +149,7 @@ _SUMMARY_ROWS: Final = (
     ("unknown", "outcome unknown (check with the bank)"),
     ("refused", "refused by the service (see the reason)"),
     ("not_sent", "not sent (rerun to send)"),
+    ("aborted", "not sent, the run was aborted"),
     ("in_flight", "sent, no answer (rerun to resend with the same id)"),
     ("pending", "acknowledged, outcome not known yet (rerun to wait)"),
     ("invalid", "invalid input, skipped"),
@@ -255,6 +263,12 @@ def _say_advice(say: Callable[[str], None], t: RunTotals) -> None:
             "each reason): check them with the bank, or read one that has an ID again later "
             "with: payments-async outcome ID"
         )
+    if t.get("aborted", 0):
+        say(
+            f"{t['aborted']} row(s) not sent: the run was aborted (the results give who "
+            "aborted it and why); a rerun leaves them alone, and bulk-results "
+            "--needs-attention writes them to a file to send again"
+        )
     if t.unsendable:
         say(
             f"{t.unsendable} row(s) cannot be sent (the reason is in the results file): a "
@@ -304,6 +318,7 @@ def queue_status_dict(st: QueueStatus) -> dict[str, object]:
         "latency": st.times.latency(),
         "pending_by_age": st.times.unfinished_by_age(_today_utc()),
         "chased": st.times.chased(),
+        "pending_by_days_left": st.times.unfinished_by_days_left(_today_utc()),
     }
 
 
@@ -312,41 +327,57 @@ def _today_utc() -> dt.date:
     return dt.datetime.now(dt.UTC).date()
 
 
-def _pending_by_age_line(by_age: dict[str, int]) -> str | None:
-    """Rows not final by age, on one line (``in flight or pending, by banking days since
-    sent: 0: 12, 3: 1``), or None when there are none."""
-    if not by_age:
-        return None
-    ages = ", ".join(f"{age}: {n:,}" for age, n in by_age.items())
-    return f"in flight or pending, by banking days since sent: {ages}"
+def pending_lines(times: RunTimes) -> list[str]:
+    """Rows not final by age and by days left to their recall deadline, a line each
+    (``in flight or pending, by banking days since sent: 0: 12, 3: 1``), counted to
+    today (UTC), then the rows chased with a request for status update; none when every
+    row is final and none was chased."""
+    today = _today_utc()
+    lines = []
+    by_age = times.unfinished_by_age(today)
+    if by_age:
+        ages = ", ".join(f"{age}: {n:,}" for age, n in by_age.items())
+        left = ", ".join(f"{d}: {n:,}" for d, n in times.unfinished_by_days_left(today).items())
+        lines += [
+            f"in flight or pending, by banking days since sent: {ages}",
+            f"in flight or pending, by banking days left to the recall deadline: {left}",
+        ]
+    if times.chased_rows:
+        lines.append(
+            f"chased (pacs.028): {times.chased_rows:,} row(s), {times.chases:,} "
+            "request(s) for status update"
+        )
+    return lines
 
 
-def queue_table(st: QueueStatus) -> Table:
-    """A queued run's rows by outcome, and its rows queued or running."""
-    table = _totals_table(f"bulk run {st.run_id} ({st.input_name})", st.totals)
-    table.add_row("queued or running", str(st.queued))
+def queue_table(st: QueueStatus, *, queued: bool = True) -> Table:
+    """A run's rows by outcome, and (``queued``: a run in a database) its rows queued or
+    running."""
+    named = f" ({st.input_name})" if st.input_name else ""
+    table = _totals_table(f"bulk run {st.run_id}{named}", st.totals)
+    if queued:
+        table.add_row("queued or running", str(st.queued))
     return table
 
 
 def queue_summary(
-    settings: Settings, st: QueueStatus, extra: Mapping[str, object] | None = None
+    settings: Settings,
+    st: QueueStatus,
+    extra: Mapping[str, object] | None = None,
+    *,
+    queued: bool = True,
 ) -> int:
-    """Show a queued run's status (``extra``: more fields of its ``--json`` object)."""
+    """Show a run's status (``extra``: more fields of its ``--json`` object; ``queued``: a
+    run in a database, whose jobs are told, else a local run's journal file)."""
     code = bulk_exit_code(st.totals)
     if settings.json:
         settings.emit({**queue_status_dict(st), **(extra or {}), "exit_code": code})
         return code
-    settings.out.print(queue_table(st))
-    aged = _pending_by_age_line(st.times.unfinished_by_age(_today_utc()))
-    if aged:
-        settings.out.print(aged)
-    if st.times.chased_rows:
-        settings.out.print(
-            f"chased (pacs.028): {st.times.chased_rows:,} row(s), {st.times.chases:,} "
-            "request(s) for status update"
-        )
+    settings.out.print(queue_table(st, queued=queued))
+    for line in pending_lines(st.times):
+        settings.out.print(line)
     _say_advice(settings.err.print, st.totals)
-    if st.totals.unfinished and st.settled:
+    if queued and st.totals.unfinished and st.settled:
         settings.err.print(
             "some rows are not final and no job is left for them: run the same bulk-cancel "
             "command again to queue them"

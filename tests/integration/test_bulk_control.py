@@ -69,10 +69,16 @@ def _reads(sb: ThreadedSandbox) -> int:
     return int(sum(n for kind, n in requests.items() if kind != "camt056"))
 
 
-def _until(done: Callable[[], bool], what: str, timeout: float = PATIENCE) -> None:
+def _until(
+    done: Callable[[], bool],
+    what: str,
+    timeout: float = PATIENCE,
+    explain: Callable[[], str] = lambda: "",
+) -> None:
     deadline = time.monotonic() + timeout
     while not done():
-        assert time.monotonic() < deadline, what
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} {explain()}".strip())
         time.sleep(0.05)
 
 
@@ -119,21 +125,18 @@ def _pause_resume_abort(
 
 
 def _check_aborted(sb: ThreadedSandbox, results: list[dict[str, object]]) -> int:
-    """Every row is stored at most once, and every row not stored is aborted (never both)."""
+    """Every row is stored at most once, and every row not stored is aborted (never both):
+    the outcome ``aborted``, its reason saying so."""
     stored = _stored(sb)
     assert max(stored.values()) == 1
-    aborted = {
-        str(r["original_end_to_end_id"])
-        for r in results
-        if str(r.get("reason") or "").startswith(ABORTED_ERROR)
-    }
+    aborted = {str(r["original_end_to_end_id"]) for r in results if r["outcome"] == "aborted"}
     assert aborted, "no row was aborted"
     assert not aborted & set(stored)
     assert len(aborted) + len(stored) == ROWS
-    print(f"{ROWS} rows: {len(stored)} stored once each, {len(aborted)} not sent (aborted)")
+    print(f"{ROWS} rows: {len(stored)} stored once each, {len(aborted)} aborted")
     for r in results:
         if str(r["original_end_to_end_id"]) in aborted:
-            assert r["outcome"] == "not_sent"
+            assert str(r["reason"]).startswith(ABORTED_ERROR)
     return len(aborted)
 
 
@@ -163,10 +166,16 @@ def test_a_local_run_is_paused_resumed_and_aborted_from_another_process(tmp_path
         assert "Traceback" not in stderr, stderr
         assert run.returncode == 3, stderr  # rows not sent: not every row is done
         aborted = _check_aborted(sb, list(read_results(out)))
-        assert json.loads(stdout)["not_sent"] == aborted
+        summary = json.loads(stdout)
+        assert (summary["aborted"], summary["not_sent"]) == (aborted, 0)
 
         status = _run(_cli(sb, "--json", "bulk-status", "--journal", str(journal)))
         shown = json.loads(status.stdout)
+        assert status.returncode == 3  # the journal file gives the summary's outcomes
+        assert (shown["aborted"], shown["outcomes"]["aborted"]) == (aborted, aborted)
+        words = ("accepted", "rejected", "unknown", "refused", "not_sent", "aborted")
+        assert {w: shown[w] for w in words} == {w: summary[w] for w in words}
+        assert sum(shown[w] for w in words) == ROWS
         control = shown["control"]
         assert control["state"] == "aborted"
         assert control["aborted_rows"] == aborted
@@ -199,6 +208,34 @@ def _states(dsn: str) -> dict[str, int]:
         }
 
 
+_LEFT: list[tuple[float, dict[str, int]]] = []
+
+
+def _progress(dsn: str, since: float) -> int:
+    """Rows not final yet (printed every few seconds: what a failed wait was left with)."""
+    s = _states(dsn)
+    left = s.get("planned", 0) + s.get("sent", 0) + s.get("acknowledged", 0)
+    now = time.monotonic() - since
+    if not _LEFT or now - _LEFT[-1][0] >= 5 or not left:
+        _LEFT.append((now, s))
+        print(f"{now:6.1f} s after the abort: {s}", flush=True)
+    return left
+
+
+def _left_after_abort(dsn: str) -> str:
+    """What a wait after the abort was left with: the jobs by status and attempts, and
+    the first rows not final with their errors (what the next failure must say)."""
+    with psycopg.connect(dsn) as conn:
+        jobs = conn.execute(
+            "SELECT status, attempts, COUNT(*) FROM procrastinate_jobs GROUP BY 1, 2 ORDER BY 1, 2"
+        ).fetchall()
+        rows = conn.execute(
+            "SELECT line, state, attempts, error FROM payments_bulk_rows "
+            "WHERE state NOT IN ('final', 'invalid') ORDER BY line LIMIT 10"
+        ).fetchall()
+    return f"(progress {_LEFT[-6:]}; jobs {jobs}; rows {rows})"
+
+
 def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
     pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -220,13 +257,11 @@ def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
 
             _pause_resume_abort(sb, where, sent)
             # every worker takes the rows still queued and ends them aborted
+            aborted_at = time.monotonic()
             _until(
-                lambda: (
-                    not _states(pg_dsn).get("planned", 0)
-                    and not _states(pg_dsn).get("sent", 0)
-                    and not _states(pg_dsn).get("acknowledged", 0)
-                ),
+                lambda: _progress(pg_dsn, aborted_at) == 0,
                 "rows left unfinished after the abort",
+                explain=lambda: _left_after_abort(pg_dsn),
             )
             assert all(w.poll() is None for w in workers)  # obeyed without restarting
         finally:
@@ -241,7 +276,14 @@ def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
         aborted = _check_aborted(sb, list(read_results(out)))
 
         status = _run(_cli(sb, "--json", "bulk-status", *where))
-        control = json.loads(status.stdout)["control"]
+        shown = json.loads(status.stdout)
+        assert status.returncode == 3  # rows aborted: not every row is done
+        # aborted is an outcome of its own, and every count is its table's rows
+        assert shown["aborted"] == shown["outcomes"]["aborted"] == aborted
+        assert shown["not_sent"] == 0
+        words = ("accepted", "rejected", "unknown", "refused", "not_sent", "aborted")
+        assert sum(shown[w] for w in words) == ROWS
+        control = shown["control"]
         assert control["state"] == "aborted"
         assert control["aborted_rows"] == aborted
         assert [e["action"] for e in control["history"]] == [

@@ -155,6 +155,7 @@ _TOTALS = (
     "unknown",
     "refused",
     "not_sent",
+    "aborted",
     "in_flight",
     "pending",
     "invalid",

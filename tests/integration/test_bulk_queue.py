@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -708,3 +709,53 @@ def test_a_worker_whose_requests_cannot_leave_leaves_its_rows_not_sent(
             time.sleep(0.5)
         assert max(_stored(sb).values()) == 1
         assert sb.stats()["cancellations_stored"] == 12
+
+
+def test_ctrl_c_on_a_worker_once_waits_for_its_rows_outcomes(pg_dsn: str, tmp_path: Path) -> None:
+    # Ctrl-C (SIGINT, by pid) on `worker --once` lets the rows it took run to their
+    # outcomes within --timeout, not the stop grace of a worker serving the queue: their
+    # outcomes are decided by the test, one before and the others after that grace.
+    config = SandboxConfig(processing_delay=3600, settlement_delay=3600)  # until resolved
+    with threaded_sandbox(config) as sb:
+        rows = bulk_rows(3, prefix="E2E-QINT")
+        precreate_payments(sb, [r["original_end_to_end_id"] for r in rows])
+        src = write_csv(tmp_path / "int.csv", rows)
+        queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
+        assert queued.returncode == 0, queued.stderr
+        worker = subprocess.Popen(
+            _cli(sb, "worker", "--queue", pg_dsn, "--once", "--timeout", "120"),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            _wait_for(lambda: _row_states(pg_dsn) == {"acknowledged:-:false": 3}, worker)
+            worker.send_signal(signal.SIGINT)
+            interrupted = time.monotonic()
+            cxl = sorted(sb.cancellations(), key=lambda c: c.original_end_to_end_id)
+            sb.call(sb.server.resolve_cancellation, cxl[0].payments_service_id, "accepted")
+            _wait_for(lambda: _row_states(pg_dsn).get("final:accepted:false") == 1, worker)
+            # past the grace a worker serving the queue gives its rows, the others are
+            # still waited for: the process runs, their job is not put back
+            _wait_for(lambda: time.monotonic() - interrupted > SHUTDOWN_GRACE + 0.5, worker)
+            assert [status for _, status in _jobs(pg_dsn)] == ["doing"]
+            for c in cxl[1:]:
+                sb.call(sb.server.resolve_cancellation, c.payments_service_id, "accepted")
+            _, stderr = worker.communicate(timeout=120)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.communicate()
+        assert "Traceback" not in stderr, stderr
+        assert worker.returncode == 130, stderr  # interrupted, its rows finished
+        assert _row_states(pg_dsn) == {"final:accepted:false": 3}
+        assert [status for _, status in _jobs(pg_dsn)] == ["succeeded"]
+        assert sb.stats()["requests"].get("camt056") == 3  # nothing resent
+        assert sb.stats()["cancellations_stored"] == 3
+
+
+def _wait_for(done: Callable[[], bool], worker: subprocess.Popen[str], limit: float = 120) -> None:
+    """Until ``done()``, while the worker runs (its exit before that is the failure)."""
+    deadline = time.monotonic() + limit
+    while not done():
+        assert worker.poll() is None, worker.communicate()[1]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

@@ -40,6 +40,7 @@ OUTCOMES = (
     "unknown",
     "refused",
     "not_sent",
+    "aborted",
     "in_flight",
     "pending",
     "invalid",

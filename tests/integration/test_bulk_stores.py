@@ -8,7 +8,7 @@ import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -121,7 +121,8 @@ async def test_plan_changes_and_resume_behave_alike(target: str | Path) -> None:
 
 def _old_totals(rows: Sequence[RowState]) -> dict[str, int]:
     """The totals as bulk_cancel counted them before, from every row in memory."""
-    out = dict.fromkeys(("accepted", "rejected", "unknown", "refused", "invalid", *UNFINISHED), 0)
+    words = ("accepted", "rejected", "unknown", "refused", "aborted", "invalid", *UNFINISHED)
+    out = dict.fromkeys(words, 0)
     for r in rows:
         name = row_outcome(r)
         out[name] = out.get(name, 0) + 1
@@ -210,6 +211,26 @@ async def test_a_change_for_an_attempt_is_made_only_while_the_row_is_as_it_left_
     assert (row2.state, row2.outcome, row2.error) == ("final", "refused", "refused by attempt 2")
     assert (row3.state, row3.payments_service_id) == ("acknowledged", "PSID-3")
     j.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+async def test_an_abort_ends_only_a_row_no_execution_has_sent(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # Two executions of one row after an abort: one read it planned and is told the run
+    # is aborted, the other had sent it meanwhile. The row is never called aborted then.
+    j = _journal(kind, request, tmp_path)
+    j.plan(_rows(3))
+    await j.mark_sent(2)
+    await j.mark_acknowledged(2, "PSID-2", created=True)
+    await j.mark_aborted(2, "not sent (aborted by ann)")  # the stale execution
+    await j.mark_aborted(3, "not sent (aborted by ann)")
+    rows = {r.line: r for r in j.rows()}
+    j.close()
+    assert (rows[2].state, rows[2].outcome, rows[2].error) == ("acknowledged", None, None)
+    assert (rows[3].state, rows[3].outcome) == ("final", "aborted")
+    assert rows[3].error == "not sent (aborted by ann)"
+    assert rows[3].final_at is not None
 
 
 def test_postgres_journal_keeps_one_run_per_input(pg_dsn: str) -> None:
@@ -437,19 +458,23 @@ async def test_every_store_counts_a_rows_chases_once_per_compare_and_set(
     assert (rows[3].chases, rows[3].chased_at) == (0, None)
 
 
-def test_a_journal_file_made_before_chases_gets_their_columns(tmp_path: Path) -> None:
-    import sqlite3
-
-    path = tmp_path / "old.sqlite"
-    j = open_journal(path, input_sha256="a" * 64, new_run_id="RUN1")
-    j.plan(_rows(1))
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgresql"])
+def test_every_store_keeps_each_rows_recall_deadline(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    j = _journal(kind, request, tmp_path)
+    deadline = date(2026, 3, 13)
+    j.plan(
+        [
+            PlannedRow(2, "E2E-2", "A-2", "C-2", b"{}", recall_deadline=deadline),
+            PlannedRow(3, "E2E-3", "A-3", "C-3", b"{}"),
+            PlannedRow(4, None, None, None, None, error="invalid"),
+        ]
+    )
+    rows = j.rows()
     j.close()
-    db = sqlite3.connect(path)  # the file as the previous version made it
-    db.execute("ALTER TABLE rows DROP COLUMN chased_at")
-    db.execute("ALTER TABLE rows DROP COLUMN chases")
-    db.commit()
-    db.close()
-    again = open_journal(path, input_sha256="a" * 64, new_run_id="RUN1")
-    (row,) = again.rows()
-    again.close()
-    assert (row.line, row.chases, row.chased_at) == (2, 0, None)
+    if kind != "memory":  # read back by a new journal, as bulk-status and a resume read it
+        again = _journal(kind, request, tmp_path)
+        rows = again.rows()
+        again.close()
+    assert [(r.line, r.recall_deadline) for r in rows] == [(2, deadline), (3, None), (4, None)]

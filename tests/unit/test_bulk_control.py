@@ -143,11 +143,11 @@ def test_a_stopping_run_is_not_held_by_a_pause() -> None:
     assert asyncio.run(main()) is True
 
 
-def test_an_aborted_row_ends_not_sent_saying_who_aborted() -> None:
+def test_an_aborted_row_ends_aborted_saying_who_aborted() -> None:
     at = datetime(2026, 11, 28, 6, 30, tzinfo=UTC)
     change = aborted_change(ControlEvent(Action.ABORTED, "ann@h", at, "duplicate file"))
     assert change.stage is Stage.FINAL
-    assert change.outcome is RowOutcome.NOT_SENT
+    assert change.outcome is RowOutcome.ABORTED
     assert change.left is False
     assert change.error == (
         "not sent (aborted by ann@h at 2026-11-28 06:30:00 UTC: duplicate file)"

@@ -118,6 +118,7 @@ def test_a_failed_wait_keeps_the_row_acknowledged_with_the_error() -> None:
         ("final", "unknown", "unknown"),
         ("final", "refused", "refused"),
         ("final", "not_sent", "not_sent"),
+        ("final", "aborted", "aborted"),
         ("final", None, "unknown"),
     ],
 )
@@ -143,6 +144,7 @@ def test_an_unknown_stored_word_is_an_error_not_a_guess() -> None:
         ({"rejected": 1, "unknown": 1}, Verdict.UNSETTLED),
         ({"refused": 1, "not_sent": 1}, Verdict.UNSETTLED),
         ({"not_sent": 4}, Verdict.UNSETTLED),
+        ({"accepted": 3, "aborted": 1}, Verdict.UNSETTLED),  # exit 3: rows never sent
         ({"accepted": 1, "in_flight": 1}, Verdict.UNSETTLED),
         ({"accepted": 1, "pending": 1}, Verdict.UNSETTLED),
     ],

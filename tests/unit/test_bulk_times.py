@@ -98,3 +98,59 @@ def test_a_results_file_without_times_says_what_cannot_be_shown() -> None:
     assert data["not_recorded"]
     assert data["latency"] is None
     assert data["over_time"] is None
+
+
+def test_days_left_to_a_deadline_count_banking_days_signed() -> None:
+    from payments_async.bulk._times import banking_days_left
+
+    thursday = dt.date(2026, 4, 2)  # the day before Good Friday
+    assert banking_days_left(thursday, thursday) == 0
+    assert banking_days_left(thursday, dt.date(2026, 4, 7)) == 1  # Tuesday after Easter
+    assert banking_days_left(dt.date(2026, 4, 7), thursday) == -1
+    assert banking_days_left(dt.date(2026, 4, 8), thursday) == -2
+
+
+def test_pending_rows_are_counted_by_days_left_to_their_deadline() -> None:
+    pytest.importorskip("matplotlib")
+    records = _records(2)  # 12 pending, sent Friday 27 and Saturday 28 March
+    deadlines = ["2026-03-27", "2026-03-31", "2026-04-02", None]  # past, today, 2 left, none
+    pending = [r for r in records if r["outcome"] == "pending"]
+    for i, rec in enumerate(pending):
+        rec["recall_deadline"] = deadlines[i % 4]
+    report = run_report(records, "t", today=dt.date(2026, 3, 31))
+    data = report.as_dict()
+    assert data["pending_by_days_left"] == {"-2": 3, "0": 3, "2": 3, "no deadline": 3}
+    assert sum(data["pending_by_age"].values()) == 12
+    # the most urgent listed first: the past deadline, then today's, then later, then none
+    listed = [(r["recall_deadline"], r["days_left"]) for r in data["pending_rows"]]
+    assert listed == sorted(listed, key=lambda d: d[0] or "9")
+    assert listed[0] == ("2026-03-27", -2)
+    assert listed[-1] == (None, None)
+    page = report.to_html()
+    assert "id='chart-pending-deadline'" in page
+    assert "banking days left to the recall deadline" in page
+
+
+def test_a_report_lists_the_most_urgent_pending_rows_of_a_large_run() -> None:
+    from payments_async.bulk._report import REPORT_ROWS
+
+    records = [
+        {
+            "line": i,
+            "outcome": "pending",
+            "attempts": 1,
+            "sent_at": T0.isoformat(),
+            # every seventh row's deadline is the nearest; the listing keeps those first
+            "recall_deadline": "2026-04-01" if i % 7 == 0 else "2026-04-20",
+        }
+        for i in range(2, 3 * REPORT_ROWS)
+    ]
+    report = run_report(records, "t", today=dt.date(2026, 3, 31))
+    lines = [r["line"] for r in report.pending_rows]
+    assert len(lines) == REPORT_ROWS
+    urgent = [i for i in range(2, 3 * REPORT_ROWS) if i % 7 == 0]
+    assert lines[: len(urgent)] == urgent
+    assert (
+        lines[len(urgent) :]
+        == [i for i in range(2, 3 * REPORT_ROWS) if i % 7][: REPORT_ROWS - len(urgent)]
+    )

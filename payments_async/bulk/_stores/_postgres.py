@@ -98,12 +98,11 @@ CREATE TABLE IF NOT EXISTS payments_bulk_rows (
     final_at BIGINT,
     chases INTEGER NOT NULL DEFAULT 0,
     chased_at BIGINT,
+    recall_deadline DATE,
     updated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (run_id, line),
     UNIQUE (run_id, assignment_id)
 );
-ALTER TABLE payments_bulk_rows ADD COLUMN IF NOT EXISTS chases INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE payments_bulk_rows ADD COLUMN IF NOT EXISTS chased_at BIGINT;
 CREATE INDEX IF NOT EXISTS payments_bulk_rows_state ON payments_bulk_rows (run_id, state);
 """ + POSTGRES.schema()
 

@@ -15,7 +15,6 @@ from typing import NoReturn
 import click
 from rich.console import Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from payments_async import (
@@ -45,7 +44,6 @@ from payments_async.bulk import (
     connection_limit_for,
     default_journal_path,
     default_results_path,
-    journal_chases,
     journal_counts,
     plan_summary,
 )
@@ -63,6 +61,7 @@ from .._render import (
     bulk_summary,
     chase_line,
     deadline_line,
+    pending_lines,
     plan_table,
     queue_status_dict,
     queue_summary,
@@ -767,6 +766,7 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
         unknown=t.get("unknown"),
         refused=t.get("refused"),
         not_sent=t.unsendable,
+        aborted=t.get("aborted"),
     )
 
 
@@ -785,7 +785,7 @@ def _queue_counts(st: QueueStatus) -> BulkCounts:
     "--refresh",
     is_flag=True,
     help="First read once the outcome of each pending row (GET only: nothing is sent) "
-    "and record the final ones (a run in a PostgreSQL database).",
+    "and record the final ones (a queued run, or a local run's journal).",
 )
 @chase_options
 @click.option(
@@ -822,10 +822,9 @@ def bulk_status(
 
     \b
     Exit: 0 all rows accepted; 1 all final, some rejected or refused by the service; 3 rows
-    not final yet, rows whose message cannot be sent (see the reason), or outcomes nobody
-    can tell (check them with the bank). With a journal file (rows per state only): 0
-    every row final, 3 rows not final yet. With --watch: the same, once the run has ended;
-    130 when Ctrl-C stops the watching.
+    not final yet, rows whose message cannot be sent (see the reason), rows aborted, or
+    outcomes nobody can tell (check them with the bank). With --watch: the same, once the
+    run has ended; 130 when Ctrl-C stops the watching.
     """
     chase = chase_policy(chase_after, chase_limit)
     if chase is not None and not refresh:
@@ -837,11 +836,6 @@ def bulk_status(
 
     async def go() -> int:
         if refresh:
-            if not database:
-                raise CliError(
-                    "--refresh settles the rows of a run in a PostgreSQL database "
-                    "(--queue, or a postgresql:// --journal)"
-                )
             try:
                 await _refresh(settings, target, run_id, chase)
             except JournalError as exc:
@@ -867,12 +861,12 @@ def bulk_status(
 
 
 async def _refresh(
-    settings: Settings, queue_url: str, run_id: str | None, chase: ChasePolicy | None = None
+    settings: Settings, target: str, run_id: str | None, chase: ChasePolicy | None = None
 ) -> None:
     """``bulk-status --refresh``: settle the pending rows the service has decided (then
     chase the unanswered ones, with a chase policy)."""
     async with make_client(settings) as client:
-        done = await bulk.refresh_pending(client, queue_url, run_id, chase=chase)
+        done = await bulk.refresh_pending(client, target, run_id, chase=chase)
     settings.err.print(
         f"refreshed {done.read:,} pending rows: {done.settled:,} final now"
         + (f", {done.not_found:,} unknown to the service" if done.not_found else "")
@@ -883,57 +877,37 @@ async def _refresh(
 
 @dataclass(frozen=True, slots=True)
 class _RunStatus:
-    """What ``bulk-status`` read of a run: a database's status, or a journal file's rows
-    per state, and the control history."""
+    """What ``bulk-status`` read of a run: its rows added up (from a database or a
+    journal file) and its control history.
+
+    Attributes:
+        control: the control state and history.
+        rows: the run's rows added up.
+        queued: True for a run in a database (it ends once no job is waiting or
+            running), False for a journal file (it ends once every row is final).
+    """
 
     control: ControlState
-    queued: QueueStatus | None = None
-    states: dict[str, int] | None = None
-    chased: dict[str, int] | None = None
+    rows: QueueStatus
+    queued: bool
 
     @property
     def ended(self) -> bool:
-        """True once the run has gone as far as it can: no job waiting or running (a
-        database), or every row final (a file)."""
-        if self.queued is not None:
-            return self.queued.settled
-        return not _unfinished_rows(self.states or {})
+        """True once the run has gone as far as it can."""
+        return self.rows.settled if self.queued else self.rows.totals.unfinished == 0
 
     def view(self) -> Group:
-        """The terminal's view: rows by outcome (or state), then the control history."""
-        return Group(self._rows_table(), control_table(self.control))
-
-    def _rows_table(self) -> Table:
-        if self.queued is not None:
-            return queue_table(self.queued)
-        table = Table(title=f"bulk run {self.control.run_id}", show_edge=False)
-        table.add_column("state")
-        table.add_column("rows", justify="right")
-        for state, n in sorted((self.states or {}).items()):
-            table.add_row(state, str(n))
-        if self.chased and self.chased["rows"]:
-            table.add_row("chased (pacs.028)", str(self.chased["rows"]))
-        return table
+        """The terminal's view: rows by outcome, the rows not final by age and by days
+        left to their deadlines, then the control history."""
+        pending = map(Text, pending_lines(self.rows.times))
+        return Group(
+            queue_table(self.rows, queued=self.queued), *pending, control_table(self.control)
+        )
 
     def show(self, settings: Settings) -> int:
         """Print the status once; return the exit code (see ``bulk-status --help``)."""
         control = {"control": self.control.as_dict()}
-        if self.queued is not None:
-            code = queue_summary(settings, self.queued, control)
-        else:
-            code = EXIT_SERVICE if _unfinished_rows(self.states or {}) else EXIT_OK
-            if settings.json:
-                settings.emit(
-                    {
-                        "run_id": self.control.run_id,
-                        "states": self.states,
-                        "chased": self.chased,
-                        **control,
-                        "exit_code": code,
-                    }
-                )
-            else:
-                settings.out.print(self._rows_table())
+        code = queue_summary(settings, self.rows, control, queued=self.queued)
         if not settings.json:
             settings.out.print(control_table(self.control))
         return code
@@ -941,24 +915,15 @@ class _RunStatus:
     def line(self, settings: Settings) -> None:
         """One line of a watch that is not on a terminal."""
         if settings.json:
-            rows = (
-                queue_status_dict(self.queued)
-                if self.queued is not None
-                else {"run_id": self.control.run_id, "states": self.states}
-            )
-            settings.emit({**rows, "control": self.control.as_dict()})
+            settings.emit({**queue_status_dict(self.rows), "control": self.control.as_dict()})
             return
-        states = self.queued.states if self.queued is not None else self.states or {}
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(states.items()))
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(self.rows.states.items()))
+        shown += "".join(f"; {line}" for line in pending_lines(self.rows.times))
         stamp = datetime.now(UTC).strftime("%H:%M:%S")
         settings.out.print(
             f"{stamp} run {self.control.run_id}: {self.control.describe()}; {shown}",
             soft_wrap=True,
         )
-
-
-def _unfinished_rows(states: dict[str, int]) -> int:
-    return sum(n for state, n in states.items() if state not in ("final", "invalid"))
 
 
 async def _read_status(target: str, run_id: str | None, database: bool) -> _RunStatus:
@@ -972,10 +937,9 @@ async def _read_status(target: str, run_id: str | None, database: bool) -> _RunS
         if database:
             st = await asyncio.to_thread(bulk.queue_status, target, run_id)
             control = await asyncio.to_thread(read_control, target, st.run_id)
-            return _RunStatus(control, queued=st)
+            return _RunStatus(control, st, queued=True)
         control = await asyncio.to_thread(read_control, target)
-        states = await asyncio.to_thread(journal_counts, target)
-        chased = await asyncio.to_thread(journal_chases, target)
-        return _RunStatus(control, states=states, chased=chased)
+        st = await asyncio.to_thread(bulk.journal_status, target)
+        return _RunStatus(control, st, queued=False)
     except JournalError as exc:
         raise journal_failed(exc) from None
