@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Container, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import StoreErrors
@@ -66,7 +66,12 @@ async def install_jobs_schema(app: procrastinate.App, dsn: str, errors: StoreErr
 
 
 async def retry_stalled(
-    app: procrastinate.App, queue: str, *, stalled_after: float, every: float
+    app: procrastinate.App,
+    queue: str,
+    *,
+    stalled_after: float,
+    every: float,
+    running: Container[int] = frozenset(),
 ) -> None:
     """Forever: put the jobs of workers whose heartbeat stopped (killed processes, lost
     hosts, a database outage longer than ``stalled_after``) back in ``queue``; any worker
@@ -77,6 +82,9 @@ async def retry_stalled(
         queue: the room's queue.
         stalled_after: a worker whose heartbeat is older than this, in seconds, is dead.
         every: seconds between two looks.
+        running: ids of the jobs this process is running: never put back, even when its
+            own heartbeat is stale (the process was paused, or cut off from the
+            database): it would take them again and run them twice at once.
     """
     import procrastinate
 
@@ -90,6 +98,8 @@ async def retry_stalled(
             logger.debug("cannot look for stalled jobs: %s", exc)  # the outage is told
             continue
         for job in stalled:
+            if job.id in running:
+                continue
             try:
                 await app.job_manager.retry_job(job)
             except procrastinate.exceptions.ConnectorException:

@@ -59,6 +59,9 @@ QUEUE: Final = "payments-notifications"
 TASK_NAME: Final = "payments_async.notifications.process"
 """The procrastinate task every job of the inbox runs: process one item."""
 
+_STALLED_CHECK: Final = 1.0
+"""Seconds between a receiver's looks for the jobs of receivers that died."""
+
 _NOW: Final = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 # Table names carry a prefix: the database is often shared with the bulk journal's tables.
 _SCHEMA: Final = """
@@ -176,10 +179,11 @@ class PostgresInbox:
     Args:
         dsn: the ``postgresql://`` address (its password is never shown).
         lease: seconds after which the items of a receiver that died (or could not reach
-            the database) go to another one: its worker's heartbeat is written every
-            ``lease / 3`` seconds, and a job whose worker's heartbeat is older than
-            ``lease`` is put back in the queue (looked for every ``lease / 3`` seconds).
-            An item whose callback takes longer stays with its receiver while it is alive.
+            the database, or was paused) go to another one: its worker's heartbeat is
+            written every ``lease / 3`` seconds, and a job whose worker's heartbeat is
+            older than ``lease`` is put back in the queue (every receiver looks once a
+            second). An item whose callback takes longer stays with its receiver while
+            it is alive.
     """
 
     durable = True
@@ -197,6 +201,7 @@ class PostgresInbox:
         self._app: procrastinate.App | None = None
         self._process: Callable[[InboxItem], Awaitable[None]] | None = None
         self._again: dict[tuple[str, str], float] = {}  # item -> wait before its next run
+        self._running: set[int] = set()  # ids of the jobs this process runs
 
     def __repr__(self) -> str:
         return f"PostgresInbox({redact_url(self._dsn)!r})"
@@ -226,9 +231,11 @@ class PostgresInbox:
         await self._reader([])
         app = self._make_app()
         await store.install_jobs_schema(app, self._dsn, INBOX_ERRORS)
+        import psycopg
+
         try:
             await app.open_async()
-        except Exception as exc:
+        except psycopg.Error as exc:
             raise store.connect_error(self._dsn, exc, INBOX_ERRORS) from None
         self._app = app
         self._open = True
@@ -259,9 +266,17 @@ class PostgresInbox:
             connector=procrastinate.PsycopgConnector(conninfo=self._dsn, min_size=1, max_size=8)
         )
 
-        @app.task(name=TASK_NAME, queue=QUEUE, retry=Again())
-        async def process(kind: str, payments_service_id: str) -> None:
-            await self._run((kind, payments_service_id))
+        @app.task(name=TASK_NAME, queue=QUEUE, retry=Again(), pass_context=True)
+        async def process(
+            context: procrastinate.JobContext, kind: str, payments_service_id: str
+        ) -> None:
+            job = context.job.id
+            assert job is not None
+            self._running.add(job)
+            try:
+                await self._run((kind, payments_service_id))
+            finally:
+                self._running.discard(job)
 
         return app
 
@@ -299,7 +314,13 @@ class PostgresInbox:
         name = f"payments-notifications-{secrets.token_hex(4)}"
         every = self._lease / 3
         reaper = asyncio.create_task(
-            store.retry_stalled(app, QUEUE, stalled_after=self._lease, every=every)
+            store.retry_stalled(
+                app,
+                QUEUE,
+                stalled_after=self._lease,
+                every=min(every, _STALLED_CHECK),
+                running=self._running,
+            )
         )
         try:
             await store.through_outages(
@@ -366,13 +387,13 @@ class PostgresInbox:
         app = self._app
         if app is None:
             raise InboxError("the inbox is not open")
-        task = app.tasks[TASK_NAME]
+        job = app.tasks[TASK_NAME].configure(lock=f"{kind}:{psid}")
         try:
             async with asyncio.timeout(store.CONNECT_TIMEOUT):
-                await task.configure(lock=f"{kind}:{psid}").defer_async(
-                    kind=kind, payments_service_id=psid
-                )
+                await job.defer_async(kind=kind, payments_service_id=psid)
         except (TimeoutError, procrastinate.exceptions.ConnectorException) as exc:
+            # A database that is away is said once, by the kit, as for every write.
+            await self._writer([])
             raise InboxUnavailableError(
                 f"cannot queue the notification for {psid} in the PostgreSQL inbox "
                 f"({redact_url(self._dsn)}): {store.one_line(exc)}"

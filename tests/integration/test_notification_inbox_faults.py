@@ -6,6 +6,7 @@ import asyncio
 import logging
 import sqlite3
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -405,4 +406,35 @@ async def _status_of(path: Path) -> Any:
     try:
         return await inbox.status()
     finally:
+        await inbox.aclose()
+
+
+async def test_a_receiver_paused_past_its_lease_never_takes_its_own_items_again(
+    pg_dsn: str,
+) -> None:
+    lease = 0.6
+    inbox = PostgresInbox(pg_dsn, lease=lease)
+    await inbox.open()
+    given: list[tuple[str, str]] = []
+    done = asyncio.Event()
+
+    async def process(item: InboxItem) -> None:
+        given.append(item.key)
+        # The whole process stops (SIGSTOP, a VM pause): no heartbeat, no timer runs.
+        time.sleep(lease * 3)  # noqa: ASYNC251 (the pause itself: the loop must not run)
+        # Back: its heartbeat is stale, and its own look for dead receivers' jobs runs.
+        await asyncio.sleep(lease * 2)
+        await inbox.complete(item, None)
+        done.set()
+
+    serving = asyncio.create_task(inbox.serve(process, workers=4))
+    try:
+        await inbox.put(Notification("p0", NotificationKind.PAYMENT, "short"))
+        await asyncio.wait_for(done.wait(), 20.0)
+        await asyncio.sleep(lease * 2)  # a second run, were there one, would show by now
+        assert given == [("payment", "p0")]
+        assert (await inbox.status()).depth == 0
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
         await inbox.aclose()
