@@ -21,7 +21,7 @@ from ._jobs import (
     through_outages,
 )
 from ._lock import FileLock, holder_text, lock_file, run_holder
-from ._outage import Outage, Spell, is_connection_lost, one_line, quiet_psycopg, told
+from ._outage import Outage, Spell, is_connection_lost, quiet_psycopg, told
 from ._postgres import CONNECT_TIMEOUT, aconnect, connect, connect_error, require_psycopg
 from ._sqlite import is_disk_full, open_sqlite, open_sqlite_read_only, sqlite_error
 
@@ -44,7 +44,6 @@ __all__ = [
     "is_connection_lost",
     "is_disk_full",
     "lock_file",
-    "one_line",
     "open_sqlite",
     "open_sqlite_read_only",
     "quiet_psycopg",

@@ -3,14 +3,14 @@
 The inbox table keeps what the inbox means: one item per (kind, id) with its latest
 notice, whether it is waiting, done or parked (and why), its failed callback attempts, and
 the "delivered" marks. Which receiver processes an item, and when again, is procrastinate's
-work: every notice stored defers a job of the inbox's queue whose procrastinate ``lock`` is
-the item's key, so that jobs of one item run one at a time in whatever receiver takes them
-(PostgreSQL keeps a second job of that lock from running: a unique index), and in the
-order they came. A job reads the item, processes it (see the receiver's workers) and, when
-the item must wait (a failed read, a failed callback), is retried by procrastinate after
-the wait; a job of a receiver that died is put back in the queue once its heartbeat is
-older than the ``lease``. A job that finds its item done (a notice already handled by an
-earlier job) ends at once.
+work: every notice is stored with, in the same transaction, a job of the inbox's queue
+whose procrastinate ``lock`` is the item's key, so that jobs of one item run one at a time
+in whatever receiver takes them (PostgreSQL keeps a second job of that lock from running:
+a unique index), and in the order they came. A job reads the item, processes it (see the
+receiver's workers) and, when the item must wait (a failed read, a failed callback), is
+retried by procrastinate after the wait; a job of a receiver that died is put back in the
+queue once its heartbeat is older than the ``lease``. A job that finds its item done (a
+notice already handled by an earlier job) ends at once.
 
 Writes are group-committed on one connection, reads go through a second one; both use the
 storage kit (`GroupCommit`, `PsycopgBatch`): a database that goes away (or hangs) is said
@@ -40,7 +40,6 @@ from ._items import (
     InboxError,
     InboxItem,
     InboxStatus,
-    InboxUnavailableError,
     decode_notification,
     encode_notification,
 )
@@ -59,8 +58,16 @@ QUEUE: Final = "payments-notifications"
 TASK_NAME: Final = "payments_async.notifications.process"
 """The procrastinate task every job of the inbox runs: process one item."""
 
+_FETCH_LOOPS: Final = 8
+"""procrastinate loops per receiver: one loop fetches one job per query, and waits for
+the answer before the next; several keep the receiver's workers busy."""
+
 _STALLED_CHECK: Final = 1.0
 """Seconds between a receiver's looks for the jobs of receivers that died."""
+
+_ANALYZE_EVERY: Final = 500
+"""Jobs queued by a receiver between two refreshes of the statistics of procrastinate's
+table: after a burst, a fetch planned on stale statistics reads every waiting job."""
 
 _NOW: Final = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 # Table names carry a prefix: the database is often shared with the bulk journal's tables.
@@ -161,6 +168,10 @@ RETURNING t.kind, t.payments_service_id
 """  # noqa: S608
 
 
+async def _analyze_jobs(cur: psycopg.AsyncCursor[Any]) -> None:
+    await cur.execute("ANALYZE procrastinate_jobs")
+
+
 class _Again(Exception):
     """The job's item waits ``delay`` seconds before its next job run."""
 
@@ -202,6 +213,7 @@ class PostgresInbox:
         self._process: Callable[[InboxItem], Awaitable[None]] | None = None
         self._again: dict[tuple[str, str], float] = {}  # item -> wait before its next run
         self._running: set[int] = set()  # ids of the jobs this process runs
+        self._queued = 0  # jobs queued since procrastinate's table was last analyzed
 
     def __repr__(self) -> str:
         return f"PostgresInbox({redact_url(self._dsn)!r})"
@@ -312,6 +324,8 @@ class PostgresInbox:
             raise InboxError("the inbox is not open")
         self._process = process
         name = f"payments-notifications-{secrets.token_hex(4)}"
+        loops = min(_FETCH_LOOPS, workers)
+        names = [f"{name}-{i}" for i in range(loops)]
         every = self._lease / 3
         reaper = asyncio.create_task(
             store.retry_stalled(
@@ -328,8 +342,8 @@ class PostgresInbox:
                 lambda: [
                     app.run_worker_async(
                         queues=[QUEUE],
-                        name=name,
-                        concurrency=workers,
+                        name=names[i],
+                        concurrency=workers // loops + (1 if i < workers % loops else 0),
                         wait=True,
                         shutdown_graceful_timeout=0,
                         install_signal_handlers=False,
@@ -337,12 +351,14 @@ class PostgresInbox:
                         stalled_worker_timeout=self._lease,
                         fetch_job_polling_interval=NOTIFY_INBOX_POLL,
                         delete_jobs="successful",
+                        listen_notify=i == 0,  # the others poll
                     )
+                    for i in range(loops)
                 ],
                 wait=True,
                 errors=INBOX_ERRORS,
                 what="inbox",
-                loggers=[f"procrastinate.worker.{name}"],
+                loggers=[f"procrastinate.worker.{n}" for n in names],
             )
         finally:
             self._process = None
@@ -365,39 +381,29 @@ class PostgresInbox:
         return self._group.submit(op)
 
     async def put(self, notification: Notification) -> None:
-        """Store it and queue its job; both committed on return.
-
-        Raises:
-            InboxUnavailableError: the database cannot be reached (the notice may be
-                stored without its job: the sender's redelivery queues one).
-        """
-        kind, psid = notification.kind.value, notification.payments_service_id
-        params = (kind, psid, encode_notification(notification))
-
-        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
-            await cur.execute(_PUT, params)
-
-        await self._submit(op)
-        await self._queue(kind, psid)
-
-    async def _queue(self, kind: str, psid: str) -> None:
-        """Defer the job of item ``(kind, psid)``, behind the jobs of that item."""
+        """Store it and queue its job, in one transaction; committed on return."""
         import procrastinate
 
         app = self._app
-        if app is None:
+        if app is None or not self._open:
             raise InboxError("the inbox is not open")
-        job = app.tasks[TASK_NAME].configure(lock=f"{kind}:{psid}")
-        try:
-            async with asyncio.timeout(store.CONNECT_TIMEOUT):
-                await job.defer_async(kind=kind, payments_service_id=psid)
-        except (TimeoutError, procrastinate.exceptions.ConnectorException) as exc:
-            # A database that is away is said once, by the kit, as for every write.
-            await self._writer([])
-            raise InboxUnavailableError(
-                f"cannot queue the notification for {psid} in the PostgreSQL inbox "
-                f"({redact_url(self._dsn)}): {store.one_line(exc)}"
-            ) from None
+        kind, psid = notification.kind.value, notification.payments_service_id
+        params = (kind, psid, encode_notification(notification))
+        job = app.tasks[TASK_NAME].configure(lock=f"{kind}:{psid}").job
+        job = job.evolve(task_kwargs={"kind": kind, "payments_service_id": psid})
+
+        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
+            await cur.execute(_PUT, params)
+            try:
+                await app.job_manager.defer_job_async(job, connection=cur.connection)
+            except procrastinate.exceptions.ConnectorException as exc:
+                raise (exc.__cause__ or exc) from None  # psycopg's: the kit's to judge
+
+        await self._submit(op)
+        self._queued += 1
+        if self._queued >= _ANALYZE_EVERY:
+            self._queued = 0
+            await self._writer([_analyze_jobs])
 
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         async def read(cur: psycopg.AsyncCursor[Any]) -> list[Any]:
