@@ -4,6 +4,7 @@ refusal."""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any, Final
 
 from .._urls import redact_url
@@ -37,14 +38,18 @@ _ADDRESS_FORM: Final = (
 )
 
 
+def require_module(module: str, errors: StoreErrors, need: str, extra: str = "scale") -> None:
+    """Raise ``errors.error`` (``need``, then how to install ``extra``) when ``module`` is
+    not installed."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise errors.error(f"{need}: pip install 'payments-async[{extra}]'") from exc
+
+
 def require_psycopg(errors: StoreErrors, extra: str = "scale") -> None:
     """Raise ``errors.error`` naming the extra when psycopg is not installed."""
-    try:
-        import psycopg  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise errors.error(
-            f"a PostgreSQL store needs psycopg: pip install 'payments-async[{extra}]'"
-        ) from exc
+    require_module("psycopg", errors, "a PostgreSQL store needs psycopg", extra)
 
 
 def _bounded(dsn: str) -> str:

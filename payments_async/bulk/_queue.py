@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import PaymentsClient, PaymentsError, RateLimit, limit_rate
+from .. import _store as store
 from .._constants import POLL_TIMEOUT
 from ._control import WorkerGates, aborted_change
 from ._defaults import (
@@ -43,7 +43,7 @@ from ._defaults import (
     WORKER_CONCURRENCY,
     WORKER_ROWS,
 )
-from ._errors import JournalError, JournalUnavailableError
+from ._errors import JOURNAL_ERRORS, JournalError, JournalUnavailableError
 from ._journal import RowState
 from ._rate import RunRates, ensure_rate_table, store_run_rate
 from ._results import write_run_results
@@ -56,7 +56,6 @@ from ._rows import (
 from ._status import POSTGRES_STATUS, QueueStatus, read_status
 from ._steps import admit_row, connection_limit_for, record, send_row, wait_for_outcome
 from ._stores import _postgres as pg
-from ._worker_loops import through_outages
 
 if TYPE_CHECKING:
     import procrastinate
@@ -81,15 +80,6 @@ TASK_NAME: Final = "payments_async.bulk.cancel_row"
 
 JOB_ROWS: Final = 25
 """Rows per job: a worker's fetch, finish and journal read are made once per job."""
-
-
-def _require_procrastinate() -> None:
-    try:
-        import procrastinate  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise JournalError(
-            "distributed runs need procrastinate: pip install 'payments-async[scale]'"
-        ) from exc
 
 
 def row_lock(run_id: str, line: int) -> str:
@@ -136,7 +126,7 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
         worker: True for a worker's app: its job bookkeeping commits without waiting for
             the disk (see `run_worker`); enqueueing always waits for it.
     """
-    _require_procrastinate()
+    store.require_procrastinate(JOURNAL_ERRORS)
     import procrastinate
 
     extra: dict[str, Any] = {}
@@ -284,24 +274,8 @@ async def _advance(state: _WorkerState, run_id: str, row: RowState | None) -> No
     await record(rows, line, after_outcome(outcome))
 
 
-async def ensure_queue_schema(app: procrastinate.App, dsn: str) -> None:
-    """Create procrastinate's tables and the journal's when missing (once, under a lock)."""
-    import psycopg
-
-    try:
-        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-    except psycopg.Error as exc:
-        raise pg.connect_error(dsn, exc) from None
-    async with conn, conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_id("schema"),))
-        cur = await conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL")
-        rec = await cur.fetchone()
-        if not (rec and rec[0]):
-            await conn.execute(app.schema_manager.get_schema())
-
-
 def _lock_id(name: str) -> int:
-    return zlib.crc32(f"payments-bulk:{name}".encode()) & 0x7FFF_FFFF
+    return store.advisory_lock_id(f"payments-bulk:{name}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,7 +367,7 @@ async def enqueue_run(
             payment of a new run already has a cancellation in another run (nothing queued).
     """
     app = make_app(dsn)
-    await ensure_queue_schema(app, dsn)
+    await store.install_jobs_schema(app, dsn, JOURNAL_ERRORS)
     conn = await asyncio.to_thread(pg.connect, dsn)
     try:
         await asyncio.to_thread(pg.ensure_schema, conn)
@@ -614,7 +588,11 @@ async def run_worker(
         state = _WorkerState(
             client, pool, writer, timeout, rates, asyncio.Semaphore(rows), WorkerGates(pool)
         )
-        reaper = asyncio.create_task(_retry_stalled(app, stalled_after, stalled_check_interval))
+        reaper = asyncio.create_task(
+            store.retry_stalled(
+                app, QUEUE_NAME, stalled_after=stalled_after, every=stalled_check_interval
+            )
+        )
         try:
             if ready is not None:
                 maybe = ready()
@@ -622,7 +600,7 @@ async def run_worker(
                     await maybe
             loops = min(_FETCHERS, jobs)
             names = [f"payments-bulk-{i}" for i in range(loops)]
-            await through_outages(
+            await store.through_outages(
                 dsn,
                 lambda: [
                     app.run_worker_async(
@@ -647,6 +625,8 @@ async def run_worker(
                     for i in range(loops)
                 ],
                 wait=wait,
+                errors=JOURNAL_ERRORS,
+                what="journal",
                 # procrastinate logs a worker's side task that failed (its listener or
                 # heartbeat, when the database goes) on the worker's own logger.
                 loggers=[f"procrastinate.worker.{name}" for name in names],
@@ -670,7 +650,7 @@ async def _open_worker_app(app: procrastinate.App, dsn: str, *, wait: bool) -> N
     outage = pg.outage(dsn, window=float("inf"))
     while True:
         try:
-            await ensure_queue_schema(app, dsn)
+            await store.install_jobs_schema(app, dsn, JOURNAL_ERRORS)
             conn = await asyncio.to_thread(pg.connect, dsn)
             try:
                 await asyncio.to_thread(pg.ensure_schema, conn)
@@ -687,27 +667,3 @@ async def _open_worker_app(app: procrastinate.App, dsn: str, *, wait: bool) -> N
             continue
         outage.ended()
         return
-
-
-async def _retry_stalled(app: procrastinate.App, stalled_after: float, every: float) -> None:
-    """Put the jobs of dead workers back in the queue, forever."""
-    _require_procrastinate()
-    import procrastinate
-
-    while True:
-        await asyncio.sleep(every)
-        try:
-            stalled = await app.job_manager.get_stalled_jobs(
-                queue=QUEUE_NAME, seconds_since_heartbeat=stalled_after
-            )
-        except procrastinate.exceptions.ConnectorException as exc:
-            # The database is away: the worker's outage lines say so once; this loop
-            # looks again after `every`, as often as the outage lasts.
-            logger.debug("cannot look for stalled jobs: %s", exc)
-            continue
-        for job in stalled:
-            try:
-                await app.job_manager.retry_job(job)
-            except procrastinate.exceptions.ConnectorException:
-                continue  # another worker put it back first
-            logger.info("job %s of a stopped worker put back in the queue", job.id)

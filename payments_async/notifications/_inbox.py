@@ -7,8 +7,9 @@ waiting is folded into its item (its ``seq`` grows, so a read already in flight 
 The "delivered" marks of final statuses live beside the items, and an item's completion
 and its mark are written in one transaction.
 
-Three stores: `MemoryInbox` (tests; NOT durable), `SqliteInbox` (a file, one process) and
-`PostgresInbox` (shared by several receiver processes). `open_inbox` picks one.
+Three stores: `MemoryInbox` (tests; NOT durable) and `SqliteInbox` (a file, one process),
+whose receiver claims due items itself, and `PostgresInbox` (shared by several receiver
+processes), which hands its items to them as procrastinate jobs. `open_inbox` picks one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from ._items import (
     InboxItem,
     InboxStatus,
     InboxUnavailableError,
+    SharedInbox,
+    StoredInbox,
     decode_notification,
     encode_notification,
 )
@@ -44,6 +47,8 @@ __all__ = [
     "InboxStatus",
     "InboxUnavailableError",
     "MemoryInbox",
+    "SharedInbox",
+    "StoredInbox",
     "decode_notification",
     "encode_notification",
     "open_inbox",
@@ -52,7 +57,7 @@ __all__ = [
 _POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
 
-def open_inbox(target: str | Path, **options: Any) -> Inbox:
+def open_inbox(target: str | Path, **options: Any) -> Inbox | SharedInbox:
     """An inbox in a SQLite file or a PostgreSQL database (not opened yet).
 
     Args:

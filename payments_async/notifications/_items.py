@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -20,6 +21,8 @@ __all__ = [
     "InboxItem",
     "InboxStatus",
     "InboxUnavailableError",
+    "SharedInbox",
+    "StoredInbox",
     "decode_notification",
     "encode_notification",
 ]
@@ -100,8 +103,9 @@ class InboxStatus:
     tracked: int = 0
 
 
-class Inbox(Protocol):
-    """Where notifications wait; every awaited write is committed when it returns.
+class StoredInbox(Protocol):
+    """What every inbox stores and answers; every awaited write is committed when it
+    returns. Which worker takes which item is `Inbox`'s (claim) or `SharedInbox`'s (serve).
 
     Attributes:
         durable: True when what is written survives the process.
@@ -126,10 +130,6 @@ class Inbox(Protocol):
         """
         ...
 
-    async def claim(self, limit: int) -> list[InboxItem]:
-        """Up to ``limit`` due items, held for this receiver until completed or released."""
-        ...
-
     async def is_delivered(self, key: str) -> bool:
         """True when this final status (``kind:id:status``) was already delivered."""
         ...
@@ -147,19 +147,14 @@ class Inbox(Protocol):
         ...
 
     async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
-        """Release ``item`` after a failed callback (counted in its ``attempts``): due
+        """Let ``item`` go after a failed callback (counted in its ``attempts``): due
         again after ``delay`` seconds, or parked as failed when ``park``. When it raises,
         ``item`` is still held."""
         ...
 
     async def defer(self, item: InboxItem, *, delay: float) -> None:
-        """Release ``item`` after a failed confirming read: due again after ``delay``
+        """Let ``item`` go after a failed confirming read: due again after ``delay``
         seconds, its ``attempts`` unchanged (only failed callbacks lead to parking)."""
-        ...
-
-    def release(self, item: InboxItem) -> None:
-        """Give up the hold on ``item`` without writing (the receiver is stopping, or
-        processing it failed before any callback ran)."""
         ...
 
     async def status(self) -> InboxStatus:
@@ -178,6 +173,30 @@ class Inbox(Protocol):
     async def prune(self, older_than: float) -> int:
         """Delete done items and delivered marks older than ``older_than`` seconds;
         return how many. Waiting, parked and tracked ones are kept."""
+        ...
+
+
+class Inbox(StoredInbox, Protocol):
+    """An inbox whose receiver takes its items itself (one process: memory, SQLite)."""
+
+    async def claim(self, limit: int) -> list[InboxItem]:
+        """Up to ``limit`` due items, held for this receiver until completed or released."""
+        ...
+
+    def release(self, item: InboxItem) -> None:
+        """Give up the hold on ``item`` without writing (the receiver is stopping, or
+        processing it failed before any callback ran)."""
+        ...
+
+
+@runtime_checkable
+class SharedInbox(StoredInbox, Protocol):
+    """An inbox that hands its items to the receivers sharing it (PostgreSQL): each item to
+    one receiver at a time, again after its wait, and a dead receiver's to another."""
+
+    async def serve(self, process: Callable[[InboxItem], Awaitable[None]], *, workers: int) -> None:
+        """Run ``process`` on the items this receiver is given, ``workers`` at once, until
+        cancelled (the items being processed are then given again)."""
         ...
 
 

@@ -1,29 +1,40 @@
 """The inbox in PostgreSQL (psycopg 3): shared by several receiver processes.
 
-An item is processed by one receiver at a time: a receiver takes due items with
-``FOR UPDATE SKIP LOCKED`` and holds each under a lease (its owner and an expiry), which
-it renews while it processes the item; an item whose receiver died is taken again once its
-lease expires. Writes are group-committed on one connection, as in the SQLite file, and
-claims and reads go through a second one; both use the storage kit (`GroupCommit`,
-`PsycopgBatch`): a database that goes away (or hangs) is said once per outage, and while it
-is away the inbox fails at once with `InboxUnavailableError` (the receiver answers 503
-and the sender redelivers) instead of holding the request. Times are the server's clock.
+The inbox table keeps what the inbox means: one item per (kind, id) with its latest
+notice, whether it is waiting, done or parked (and why), its failed callback attempts, and
+the "delivered" marks. Which receiver processes an item, and when again, is procrastinate's
+work: every notice is stored with, in the same transaction, a job of the inbox's queue
+whose procrastinate ``lock`` is the item's key, so that jobs of one item run one at a time
+in whatever receiver takes them (PostgreSQL keeps a second job of that lock from running:
+a unique index), and in the order they came. A job reads the item, processes it (see the
+receiver's workers) and, when the item must wait (a failed read, a failed callback), is
+retried by procrastinate after the wait; a job of a receiver that died is put back in the
+queue once its heartbeat is older than the ``lease``. A job that finds its item done (a
+notice already handled by an earlier job) ends at once.
+
+Writes are group-committed on one connection, reads go through a second one; both use the
+storage kit (`GroupCommit`, `PsycopgBatch`): a database that goes away (or hangs) is said
+once per outage, and while it is away the inbox fails at once with
+`InboxUnavailableError` (the receiver answers 503 and the sender redelivers) instead of
+holding the request. Times are the server's clock. procrastinate comes with the ``scale``
+extra, as psycopg does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from .. import _store as store
 from .._errors import ConfigurationError
-from .._store import GroupCommit, PsycopgBatch
 from .._urls import redact_url
 from ._core import Notification
-from ._defaults import NOTIFY_LEASE
+from ._defaults import NOTIFY_INBOX_POLL, NOTIFY_LEASE, NOTIFY_WRITE_WAIT_MAX
 from ._items import (
     INBOX_ERRORS,
     InboxError,
@@ -34,11 +45,29 @@ from ._items import (
 )
 
 if TYPE_CHECKING:
+    import procrastinate
     import psycopg
 
 __all__ = ["PostgresInbox"]
 
 logger = logging.getLogger("payments_async.notifications")
+
+QUEUE: Final = "payments-notifications"
+"""The procrastinate queue of the inbox's jobs (the bulk queue's database may hold it)."""
+
+TASK_NAME: Final = "payments_async.notifications.process"
+"""The procrastinate task every job of the inbox runs: process one item."""
+
+_FETCH_LOOPS: Final = 8
+"""procrastinate loops per receiver: one loop fetches one job per query, and waits for
+the answer before the next; several keep the receiver's workers busy."""
+
+_STALLED_CHECK: Final = 1.0
+"""Seconds between a receiver's looks for the jobs of receivers that died."""
+
+_ANALYZE_EVERY: Final = 500
+"""Jobs queued by a receiver between two refreshes of the statistics of procrastinate's
+table: after a burst, a fetch planned on stale statistics reads every waiting job."""
 
 _NOW: Final = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 # Table names carry a prefix: the database is often shared with the bulk journal's tables.
@@ -50,9 +79,6 @@ CREATE TABLE IF NOT EXISTS payments_notify_inbox (
     seq BIGINT NOT NULL,
     state TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
-    not_before DOUBLE PRECISION NOT NULL DEFAULT 0,
-    lease_owner TEXT,
-    lease_until DOUBLE PRECISION,
     received_at DOUBLE PRECISION NOT NULL,
     error TEXT,
     updated_at DOUBLE PRECISION NOT NULL,
@@ -86,49 +112,26 @@ ON CONFLICT (kind, payments_service_id) DO UPDATE SET
     seq = i.seq + 1,
     received_at = CASE WHEN i.state = 'pending' THEN i.received_at ELSE excluded.received_at END,
     attempts = CASE WHEN i.state = 'pending' THEN i.attempts ELSE 0 END,
-    not_before = CASE WHEN i.state = 'pending' THEN i.not_before ELSE 0 END,
     error = CASE WHEN i.state = 'pending' THEN i.error END,
     state = 'pending',
     updated_at = excluded.updated_at
 """  # noqa: S608
-_CLAIM: Final = f"""
-UPDATE payments_notify_inbox AS i SET lease_owner = %s, lease_until = {_NOW} + %s
-FROM (
-    SELECT kind, payments_service_id FROM payments_notify_inbox
-    WHERE state = 'pending' AND not_before <= {_NOW}
-        AND (lease_until IS NULL OR lease_until < {_NOW})
-    ORDER BY received_at LIMIT %s FOR UPDATE SKIP LOCKED
-) AS due
-WHERE i.kind = due.kind AND i.payments_service_id = due.payments_service_id
-RETURNING i.notification, i.seq, i.attempts, i.received_at
-"""  # noqa: S608
+_ITEM: Final = """
+SELECT notification, seq, attempts, received_at FROM payments_notify_inbox
+WHERE kind = %s AND payments_service_id = %s AND state = 'pending'
+"""
 _DONE: Final = f"""
 UPDATE payments_notify_inbox SET
     state = CASE WHEN seq = %s AND state = 'pending' THEN 'done' ELSE state END,
-    attempts = 0, error = NULL, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
-WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
+    attempts = 0, error = NULL, updated_at = {_NOW}
+WHERE kind = %s AND payments_service_id = %s
 """  # noqa: S608
 # A failed attempt counts, and parks, whatever arrived meanwhile: the callback runs only
 # for a final status, and a notification folded in since can bring no other.
 _RETRY: Final = f"""
 UPDATE payments_notify_inbox SET
-    attempts = attempts + 1, not_before = {_NOW} + %s,
-    state = %s,
-    error = %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
-WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
-"""  # noqa: S608
-# A failed confirming read is no failed callback: the attempts stay as they are.
-_DEFER: Final = f"""
-UPDATE payments_notify_inbox SET
-    not_before = {_NOW} + %s, lease_owner = NULL, lease_until = NULL, updated_at = {_NOW}
-WHERE kind = %s AND payments_service_id = %s AND lease_owner = %s
-"""  # noqa: S608
-# Only items this receiver still holds: one taken by another receiver stays theirs.
-_RENEW: Final = f"""
-UPDATE payments_notify_inbox SET lease_until = {_NOW} + %s
-WHERE lease_owner = %s
-    AND (kind, payments_service_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
-RETURNING 1
+    attempts = attempts + 1, state = %s, error = %s, updated_at = {_NOW}
+WHERE kind = %s AND payments_service_id = %s
 """  # noqa: S608
 _DELIVERED: Final = (
     "INSERT INTO payments_notify_delivered (key, delivered_at) "  # noqa: S608
@@ -165,16 +168,33 @@ RETURNING t.kind, t.payments_service_id
 """  # noqa: S608
 
 
+async def _analyze_jobs(cur: psycopg.AsyncCursor[Any]) -> None:
+    await cur.execute("ANALYZE procrastinate_jobs")
+
+
+class _Again(Exception):
+    """The job's item waits ``delay`` seconds before its next job run."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"again in {delay:g} s")
+        self.delay = delay
+
+
 class PostgresInbox:
     """The inbox in a PostgreSQL database, shared by any number of receivers.
 
+    Each receiver on it runs a procrastinate worker for the inbox's queue in its process
+    (see `serve`): an item is processed by one receiver at a time, and its waits and
+    retries are procrastinate jobs scheduled for later.
+
     Args:
         dsn: the ``postgresql://`` address (its password is never shown).
-        lease: seconds an item stays held by the receiver that took it unless renewed.
-            While the receiver processes the item (however long its callback takes), the
-            lease is renewed every ``lease / 3`` seconds; a receiver that died holding
-            it, or could not reach the database for ``lease`` seconds, lets it go after
-            this long.
+        lease: seconds after which the items of a receiver that died (or could not reach
+            the database, or was paused) go to another one: its worker's heartbeat is
+            written every ``lease / 3`` seconds, and a job whose worker's heartbeat is
+            older than ``lease`` is put back in the queue (every receiver looks once a
+            second). An item whose callback takes longer stays with its receiver while
+            it is alive.
     """
 
     durable = True
@@ -184,14 +204,16 @@ class PostgresInbox:
             raise ConfigurationError("lease must be a positive, finite number of seconds")
         self._dsn = dsn
         self._lease = float(lease)
-        self._owner = secrets.token_hex(8)
         # No wait for a database that is away: the receiver answers 503 at once.
-        self._writer = PsycopgBatch(dsn, errors=INBOX_ERRORS, what="inbox", window=0)
-        self._reader = PsycopgBatch(dsn, errors=INBOX_ERRORS, what="inbox", window=0)
-        self._group = GroupCommit(self._writer)
+        self._writer = store.PsycopgBatch(dsn, errors=INBOX_ERRORS, what="inbox", window=0)
+        self._reader = store.PsycopgBatch(dsn, errors=INBOX_ERRORS, what="inbox", window=0)
+        self._group = store.GroupCommit(self._writer)
         self._open = False
-        self._held: set[tuple[str, str]] = set()  # items whose leases are renewed
-        self._renewer: asyncio.Task[None] | None = None
+        self._app: procrastinate.App | None = None
+        self._process: Callable[[InboxItem], Awaitable[None]] | None = None
+        self._again: dict[tuple[str, str], float] = {}  # item -> wait before its next run
+        self._running: set[int] = set()  # ids of the jobs this process runs
+        self._queued = 0  # jobs queued since procrastinate's table was last analyzed
 
     def __repr__(self) -> str:
         return f"PostgresInbox({redact_url(self._dsn)!r})"
@@ -202,15 +224,16 @@ class PostgresInbox:
         return self._group.commits
 
     async def open(self) -> None:
-        """Connect and create the tables.
+        """Connect and create the tables (the inbox's and procrastinate's).
 
         Raises:
             InboxUnavailableError: the server cannot be reached for now.
-            InboxError: psycopg is missing, the address cannot be read, or the server
-                refuses us.
+            InboxError: psycopg or procrastinate is missing, the address cannot be read,
+                or the server refuses us.
         """
         if self._open:
             return
+        store.require_procrastinate(INBOX_ERRORS)
 
         async def schema(cur: psycopg.AsyncCursor[Any]) -> None:
             await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -218,25 +241,137 @@ class PostgresInbox:
 
         await self._writer([schema])
         await self._reader([])
+        app = self._make_app()
+        await store.install_jobs_schema(app, self._dsn, INBOX_ERRORS)
+        import psycopg
+
+        try:
+            await app.open_async()
+        except psycopg.Error as exc:
+            raise store.connect_error(self._dsn, exc, INBOX_ERRORS) from None
+        self._app = app
         self._open = True
-        self._renewer = asyncio.create_task(self._renew(), name="notifications-lease")
+
+    def _make_app(self) -> procrastinate.App:
+        """This inbox's procrastinate app, with the task that processes one item."""
+        import procrastinate
+
+        class Again(procrastinate.BaseRetryStrategy):
+            """Every failed run is tried again: after the item's wait, at once when its
+            receiver stopped, else after a pause; never given up (the inbox parks)."""
+
+            def get_retry_decision(
+                self, *, exception: BaseException, job: procrastinate.jobs.Job
+            ) -> procrastinate.RetryDecision:
+                if isinstance(exception, _Again):
+                    delay = exception.delay
+                elif isinstance(
+                    exception, asyncio.CancelledError | procrastinate.exceptions.JobAborted
+                ):
+                    delay = 0.0
+                else:
+                    delay = NOTIFY_WRITE_WAIT_MAX
+                at = datetime.now(UTC) + timedelta(seconds=delay)
+                return procrastinate.RetryDecision(retry_at=at)
+
+        app = procrastinate.App(
+            connector=procrastinate.PsycopgConnector(conninfo=self._dsn, min_size=1, max_size=8)
+        )
+
+        @app.task(name=TASK_NAME, queue=QUEUE, retry=Again(), pass_context=True)
+        async def process(
+            context: procrastinate.JobContext, kind: str, payments_service_id: str
+        ) -> None:
+            job = context.job.id
+            assert job is not None
+            self._running.add(job)
+            try:
+                await self._run((kind, payments_service_id))
+            finally:
+                self._running.discard(job)
+
+        return app
+
+    async def _run(self, key: tuple[str, str]) -> None:
+        """One job: process the item if it is waiting; raise `_Again` when it must wait."""
+        rows = await self._read(_ITEM, key)
+        if not rows:
+            return  # done by an earlier job, or parked
+        ((raw, seq, attempts, received_at),) = rows
+        item = InboxItem(decode_notification(raw), seq, attempts, received_at)
+        if self._process is None:
+            raise InboxError("the inbox is not being served")
+        self._again.pop(key, None)
+        try:
+            await self._process(item)
+        finally:
+            delay = self._again.pop(key, None)
+        if delay is not None:
+            raise _Again(delay)
+
+    async def serve(self, process: Callable[[InboxItem], Awaitable[None]], *, workers: int) -> None:
+        """Process the inbox's items with ``process``, ``workers`` at once, until cancelled
+        (then the items being processed go back to the queue at once).
+
+        A database that goes away is waited for (said once, see `through_outages`); the
+        jobs of receivers that died are put back in the queue meanwhile.
+
+        Raises:
+            InboxError: the inbox is not open.
+        """
+        app = self._app
+        if app is None:
+            raise InboxError("the inbox is not open")
+        self._process = process
+        name = f"payments-notifications-{secrets.token_hex(4)}"
+        loops = min(_FETCH_LOOPS, workers)
+        names = [f"{name}-{i}" for i in range(loops)]
+        every = self._lease / 3
+        reaper = asyncio.create_task(
+            store.retry_stalled(
+                app,
+                QUEUE,
+                stalled_after=self._lease,
+                every=min(every, _STALLED_CHECK),
+                running=self._running,
+            )
+        )
+        try:
+            await store.through_outages(
+                self._dsn,
+                lambda: [
+                    app.run_worker_async(
+                        queues=[QUEUE],
+                        name=names[i],
+                        concurrency=workers // loops + (1 if i < workers % loops else 0),
+                        wait=True,
+                        shutdown_graceful_timeout=0,
+                        install_signal_handlers=False,
+                        update_heartbeat_interval=every,
+                        stalled_worker_timeout=self._lease,
+                        fetch_job_polling_interval=NOTIFY_INBOX_POLL,
+                        delete_jobs="successful",
+                        listen_notify=i == 0,  # the others poll
+                    )
+                    for i in range(loops)
+                ],
+                wait=True,
+                errors=INBOX_ERRORS,
+                what="inbox",
+                loggers=[f"procrastinate.worker.{n}" for n in names],
+            )
+        finally:
+            self._process = None
+            reaper.cancel()
+            await asyncio.gather(reaper, return_exceptions=True)
 
     async def aclose(self) -> None:
-        """Write what is queued and disconnect (items held are let go at once)."""
-        renewer, self._renewer = self._renewer, None
-        if renewer is not None:
-            renewer.cancel()
-            await asyncio.gather(renewer, return_exceptions=True)
-        self._held.clear()
+        """Write what is queued and disconnect."""
         await self._group.drain()
-        if self._open:
-            with contextlib.suppress(Exception):  # else the leases expire by themselves
-                await self._read(
-                    "UPDATE payments_notify_inbox SET lease_owner = NULL, lease_until = NULL "
-                    "WHERE lease_owner = %s RETURNING 1",
-                    (self._owner,),
-                )
         self._open = False
+        app, self._app = self._app, None
+        if app is not None:
+            await app.close_async()
         await self._reader.aclose()
         await self._writer.aclose()
 
@@ -246,17 +381,29 @@ class PostgresInbox:
         return self._group.submit(op)
 
     async def put(self, notification: Notification) -> None:
-        """Store it; committed (with whatever else was queued) on return."""
-        params = (
-            notification.kind.value,
-            notification.payments_service_id,
-            encode_notification(notification),
-        )
+        """Store it and queue its job, in one transaction; committed on return."""
+        import procrastinate
+
+        app = self._app
+        if app is None or not self._open:
+            raise InboxError("the inbox is not open")
+        kind, psid = notification.kind.value, notification.payments_service_id
+        params = (kind, psid, encode_notification(notification))
+        job = app.tasks[TASK_NAME].configure(lock=f"{kind}:{psid}").job
+        job = job.evolve(task_kwargs={"kind": kind, "payments_service_id": psid})
 
         async def op(cur: psycopg.AsyncCursor[Any]) -> None:
             await cur.execute(_PUT, params)
+            try:
+                await app.job_manager.defer_job_async(job, connection=cur.connection)
+            except procrastinate.exceptions.ConnectorException as exc:
+                raise (exc.__cause__ or exc) from None  # psycopg's: the kit's to judge
 
         await self._submit(op)
+        self._queued += 1
+        if self._queued >= _ANALYZE_EVERY:
+            self._queued = 0
+            await self._writer([_analyze_jobs])
 
     async def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         async def read(cur: psycopg.AsyncCursor[Any]) -> list[Any]:
@@ -267,39 +414,14 @@ class PostgresInbox:
         result: list[Any] = rows
         return result
 
-    async def claim(self, limit: int) -> list[InboxItem]:
-        """Due items nobody holds, taken under this receiver's lease (renewed until the
-        item is completed, retried, deferred or released)."""
-        rows = await self._read(_CLAIM, (self._owner, self._lease, limit))
-        items = [
-            InboxItem(decode_notification(raw), seq, attempts, received_at)
-            for raw, seq, attempts, received_at in rows
-        ]
-        # One still held here, whose lease ran out while the database could not be
-        # reached, is leased again and stays with the worker processing it.
-        items = [item for item in items if item.key not in self._held]
-        self._held.update(item.key for item in items)
-        return items
-
-    async def _renew(self) -> None:
-        """Every ``lease / 3`` seconds, extend the leases of the items held."""
-        while True:
-            await asyncio.sleep(self._lease / 3)
-            if not self._held:
-                continue
-            kinds, ids = zip(*self._held, strict=True)
-            try:
-                await self._read(_RENEW, (self._lease, self._owner, list(kinds), list(ids)))
-            except InboxError as exc:  # the outage itself is said once by the kit
-                logger.debug("cannot renew the leases of the items held: %s", exc)
-
     async def is_delivered(self, key: str) -> bool:
         """Read from the database."""
         rows = await self._read("SELECT 1 FROM payments_notify_delivered WHERE key = %s", (key,))
         return bool(rows)
 
     async def complete(self, item: InboxItem, delivered: str | None) -> bool:
-        """Done and delivered, in one transaction."""
+        """Done and delivered, in one transaction (still waiting when a newer notice came
+        meanwhile: that notice's job processes it again)."""
         kind, psid = item.key
 
         async def op(cur: psycopg.AsyncCursor[Any]) -> bool:
@@ -312,41 +434,28 @@ class PostgresInbox:
                     "AND payments_service_id = %s",
                     (kind, psid),
                 )
-            await cur.execute(_DONE, (item.seq, kind, psid, self._owner))
+            await cur.execute(_DONE, (item.seq, kind, psid))
             return first
 
         result: bool = await self._submit(op)
-        self._held.discard(item.key)  # not before: a failed write leaves it held
         return result
 
     async def retry(self, item: InboxItem, *, delay: float, park: bool, error: str) -> None:
-        """Due again later, or parked."""
+        """Count the failed callback, or park the item; unparked, its job runs again
+        after ``delay``."""
         kind, psid = item.key
-        params = (delay, "failed" if park else "pending", error, kind, psid, self._owner)
+        params = ("failed" if park else "pending", error, kind, psid)
 
         async def op(cur: psycopg.AsyncCursor[Any]) -> None:
             await cur.execute(_RETRY, params)
 
         await self._submit(op)
-        self._held.discard(item.key)
+        if not park:
+            self._again[item.key] = delay
 
     async def defer(self, item: InboxItem, *, delay: float) -> None:
-        """Due again later, its attempts unchanged."""
-        kind, psid = item.key
-        params = (delay, kind, psid, self._owner)
-
-        async def op(cur: psycopg.AsyncCursor[Any]) -> None:
-            await cur.execute(_DEFER, params)
-
-        try:
-            await self._submit(op)
-        finally:
-            self._held.discard(item.key)
-
-    def release(self, item: InboxItem) -> None:
-        """No longer renewed, nothing written now: `aclose` lets every held item go, or
-        the lease expires."""
-        self._held.discard(item.key)
+        """Its job runs again after ``delay``; nothing written (its attempts unchanged)."""
+        self._again[item.key] = delay
 
     async def status(self) -> InboxStatus:
         """Counted by the database."""

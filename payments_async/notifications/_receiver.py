@@ -31,7 +31,7 @@ from ._events import (
     PaymentStatusHandler,
     ReceiverStats,
 )
-from ._inbox import Inbox, InboxError, InboxFull, MemoryInbox, open_inbox
+from ._inbox import Inbox, InboxError, InboxFull, MemoryInbox, SharedInbox, open_inbox
 from ._sweep import prune, sweep
 from ._waiters import Waiters
 from ._worker import Callbacks, Workers
@@ -106,7 +106,7 @@ class NotificationReceiver:
         on_payment_status: PaymentStatusHandler | None = None,
         on_cancellation_outcome: CancellationOutcomeHandler | None = None,
         on_event: EventHandler | None = None,
-        inbox: Inbox | str | Path | None = None,
+        inbox: Inbox | SharedInbox | str | Path | None = None,
         limits: ReceiverLimits | None = None,
         retries: Retries | None = None,
         sweep: Sweep | None = None,
@@ -127,7 +127,7 @@ class NotificationReceiver:
             inbox = MemoryInbox(self.limits.queue_size, self.limits.seen_capacity)
         elif isinstance(inbox, str | Path):
             inbox = open_inbox(inbox)
-        self.inbox: Inbox = inbox
+        self.inbox: Inbox | SharedInbox = inbox
         self._retention = float(retention)
         self.stats = ReceiverStats()
         self.waiters = Waiters(self.limits.seen_capacity)

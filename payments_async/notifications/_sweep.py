@@ -11,14 +11,14 @@ from .._store import Spell, told
 from ._config import Sweep
 from ._core import Notification, NotificationKind
 from ._defaults import NOTIFY_PRUNE_EVERY
-from ._inbox import Inbox, InboxError
+from ._inbox import InboxError, StoredInbox
 
 __all__ = ["prune", "sweep"]
 
 logger = logging.getLogger("payments_async.notifications")
 
 
-async def sweep(inbox: Inbox, policy: Sweep, stored: Callable[[], None]) -> None:
+async def sweep(inbox: StoredInbox, policy: Sweep, stored: Callable[[], None]) -> None:
     """Forever: put a short notice in the inbox for every tracked id past its grace, at
     most ``policy.rate`` per second, as if the service had sent it; call ``stored`` after
     each so the workers look at once."""
@@ -44,7 +44,7 @@ async def sweep(inbox: Inbox, policy: Sweep, stored: Callable[[], None]) -> None
             await asyncio.sleep(idle)
 
 
-async def prune(inbox: Inbox, retention: float) -> None:
+async def prune(inbox: StoredInbox, retention: float) -> None:
     """Forever: delete what is past ``retention`` now, then every ``NOTIFY_PRUNE_EVERY`` s."""
     while True:
         try:

@@ -36,7 +36,7 @@ from ._events import (
     PaymentStatusHandler,
     ReceiverStats,
 )
-from ._inbox import Inbox, InboxError, InboxItem
+from ._inbox import Inbox, InboxError, InboxItem, SharedInbox
 from ._waiters import Waiters
 
 if TYPE_CHECKING:
@@ -67,7 +67,8 @@ def _stored_error(text: str) -> str:
 
 
 class Workers:
-    """``count`` workers over one inbox, fed by one task that claims due items.
+    """``count`` workers over one inbox: fed by one task that claims due items, or, for an
+    inbox shared by several receivers, given items by the inbox itself (its ``serve``).
 
     Args:
         client: whose signed GETs confirm each notification.
@@ -83,7 +84,7 @@ class Workers:
     def __init__(
         self,
         client: PaymentsClient,
-        inbox: Inbox,
+        inbox: Inbox | SharedInbox,
         *,
         callbacks: Callbacks,
         retries: Retries,
@@ -116,9 +117,15 @@ class Workers:
         """Start the feeder and the workers (they take what an earlier run left undone)."""
         self._items = asyncio.Queue()
         self.busy = 0
-        self._tasks = [asyncio.create_task(self._feed(), name="notifications-inbox")]
+        inbox = self._inbox
+        if isinstance(inbox, SharedInbox):
+            serving = inbox.serve(self._given, workers=self._count)
+            self._tasks = [asyncio.create_task(serving, name="notifications-inbox")]
+            return
+        self._tasks = [asyncio.create_task(self._feed(inbox), name="notifications-inbox")]
         self._tasks += [
-            asyncio.create_task(self._work(), name=f"notifications-{i}") for i in range(self._count)
+            asyncio.create_task(self._work(inbox), name=f"notifications-{i}")
+            for i in range(self._count)
         ]
 
     async def stop(self) -> None:
@@ -127,14 +134,15 @@ class Workers:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        while not self._items.empty():
-            self._inbox.release(self._items.get_nowait())
+        if not isinstance(self._inbox, SharedInbox):
+            while not self._items.empty():
+                self._inbox.release(self._items.get_nowait())
 
     def wake(self) -> None:
         """Something may be due (a notification was stored): look now, not at the poll."""
         self._more.set()
 
-    async def _feed(self) -> None:
+    async def _feed(self, inbox: Inbox) -> None:
         """Take due items from the inbox while a worker is free; wait for more."""
         while True:
             self._more.clear()
@@ -142,7 +150,7 @@ class Workers:
             items: list[InboxItem] = []
             if free > 0:
                 try:
-                    items = await self._inbox.claim(free)
+                    items = await inbox.claim(free)
                 except InboxError as exc:
                     self._reading.failed(
                         "cannot read the notification inbox: %s", exc, told=told(exc)
@@ -158,23 +166,34 @@ class Workers:
                 async with asyncio.timeout(NOTIFY_INBOX_POLL):
                     await self._more.wait()
 
-    async def _work(self) -> None:
+    async def _work(self, inbox: Inbox) -> None:
         while True:
             item = await self._items.get()
             try:
                 await self.process(item)
             except asyncio.CancelledError:
-                self._inbox.release(item)
+                inbox.release(item)
                 raise
             except Exception:
-                self._inbox.release(item)
-                logger.exception(
-                    "notification for %s could not be processed",
-                    item.notification.payments_service_id,
-                )
+                inbox.release(item)
+                _not_processed(item)
             finally:
                 self.busy -= 1
                 self._more.set()
+
+    async def _given(self, item: InboxItem) -> None:
+        """Process an item a shared inbox gave; what fails is raised to the inbox, which
+        gives the item again later."""
+        self.busy += 1
+        try:
+            await self.process(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            _not_processed(item)
+            raise
+        finally:
+            self.busy -= 1
 
     async def process(self, item: InboxItem) -> None:
         """Confirm one item, call back once for a final status, and write the outcome."""
@@ -360,6 +379,12 @@ class Workers:
                 notification, summary.status, summary.outcome, summary.is_final, first
             ),
         )
+
+
+def _not_processed(item: InboxItem) -> None:
+    logger.exception(
+        "notification for %s could not be processed", item.notification.payments_service_id
+    )
 
 
 def _summary(message: Pacs002 | Camt029) -> Any:

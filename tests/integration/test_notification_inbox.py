@@ -1,10 +1,16 @@
-"""Inbox stores: one contract (fold per id, claim once, complete with the mark); 503s."""
+"""Inbox stores: one contract (fold per id, one worker per item, complete with the mark);
+503s. The claiming stores (memory, SQLite) are driven by claims, the shared PostgreSQL
+inbox by its jobs (`serve`)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -17,13 +23,13 @@ from payments_async.notifications import (
     Inbox,
     InboxError,
     InboxFull,
+    InboxItem,
     MemoryInbox,
     Notification,
     NotificationKind,
     NotificationReceiver,
     PostgresInbox,
     SqliteInbox,
-    open_inbox,
 )
 from tests.factories import credit_transfer
 from tests.support.notifications import HOOK_PASSWORD, HOOK_USER, notifying_stack
@@ -34,15 +40,13 @@ def notice(psid: str, kind: NotificationKind = NotificationKind.PAYMENT) -> Noti
     return Notification(payments_service_id=psid, kind=kind, payload="short")
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite"])
 async def inbox(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Inbox]:
     store: Inbox
     if request.param == "memory":
         store = MemoryInbox(100, 100)
-    elif request.param == "sqlite":
-        store = open_inbox(tmp_path / "inbox.db")
     else:
-        store = open_inbox(request.getfixturevalue("pg_dsn"), lease=30.0)
+        store = SqliteInbox(tmp_path / "inbox.db")
     await store.open()
     try:
         yield store
@@ -104,8 +108,6 @@ async def test_a_failing_item_waits_then_is_parked_and_a_new_notice_revives_it(
 
 
 async def test_a_released_item_is_claimed_again(inbox: Inbox) -> None:
-    if isinstance(inbox, PostgresInbox):
-        pytest.skip("a shared inbox lets go of its items on close or lease expiry")
     await inbox.put(notice("a"))
     (item,) = await inbox.claim(1)
     inbox.release(item)
@@ -128,25 +130,6 @@ async def test_what_a_durable_inbox_accepted_is_there_after_reopening(tmp_path: 
         assert await second.is_delivered("payment:p0:ACSC")
     finally:
         await second.aclose()
-
-
-async def test_postgres_receivers_never_hold_the_same_item(pg_dsn: str) -> None:
-    one, two = PostgresInbox(pg_dsn, lease=0.5), PostgresInbox(pg_dsn, lease=0.5)
-    await one.open()
-    await two.open()
-    try:
-        for i in range(20):
-            await one.put(notice(f"p{i}"))
-        a, b = await asyncio.gather(one.claim(15), two.claim(15))
-        keys = [i.key for i in a] + [i.key for i in b]
-        assert len(keys) == len(set(keys)) == 20
-        await asyncio.sleep(0.7)  # past the lease: both are alive and renew what they hold
-        assert await two.claim(40) == []
-        # What a dead receiver held comes back once its lease expires: see
-        # test_notification_inbox_faults.py, with a receiver process that really dies.
-    finally:
-        await one.aclose()
-        await two.aclose()
 
 
 async def test_the_memory_inbox_is_bounded_and_keeps_a_bounded_set_of_marks() -> None:
@@ -201,38 +184,6 @@ async def test_tracked_ids_come_due_after_their_grace_and_leave_once_delivered(
     await asyncio.sleep(0.4)
     assert await inbox.due_tracked(10, recheck=0.3) == [("payment", "b")]
     assert (await inbox.status()).tracked == 1
-
-
-async def test_a_postgres_inbox_works_again_once_the_server_is_back(
-    pg_dsn: str, postgres_server: object
-) -> None:
-    import psycopg
-
-    from payments_async.notifications import InboxUnavailableError
-    from tests.support.postgres import cut_off, restore
-
-    inbox = PostgresInbox(pg_dsn)
-    await inbox.open()
-    try:
-        with psycopg.connect(pg_dsn, autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-        # Sessions ended while the server stays up: made again at once, nothing refused.
-        await inbox.put(notice("a"))
-        assert [i.key for i in await inbox.claim(5)] == [("payment", "a")]
-        admin_dsn: str = postgres_server.get_uri()  # type: ignore[attr-defined]
-        cut_off(pg_dsn, admin_dsn)  # the database away: refused at once, 503 meanwhile
-        with pytest.raises(InboxUnavailableError, match="cannot be reached"):
-            await inbox.put(notice("b"))
-        with pytest.raises(InboxUnavailableError):
-            await inbox.claim(5)
-        restore(pg_dsn, admin_dsn)
-        await inbox.put(notice("b"))
-        assert [i.key for i in await inbox.claim(5)] == [("payment", "b")]
-    finally:
-        await inbox.aclose()
 
 
 class BrokenInbox(MemoryInbox):
@@ -327,13 +278,6 @@ async def test_a_receiver_prunes_its_inbox_when_it_starts(tmp_path: Path) -> Non
         NotificationReceiver(st.client, auth=BasicAuth(HOOK_USER, HOOK_PASSWORD), retention=0)
 
 
-@pytest.mark.parametrize("lease", [0, -1.0, math.inf, math.nan])
-def test_a_postgres_lease_is_a_positive_finite_number(lease: float) -> None:
-    # Renewed every lease / 3: an infinite one would never expire a dead receiver's items.
-    with pytest.raises(ConfigurationError, match="lease must be a positive, finite number"):
-        PostgresInbox("postgresql://127.0.0.1:1/none", lease=lease)
-
-
 async def test_a_deferred_item_waits_with_its_failed_attempts_unchanged(inbox: Inbox) -> None:
     await inbox.put(notice("a"))
     (item,) = await inbox.claim(1)
@@ -346,3 +290,217 @@ async def test_a_deferred_item_waits_with_its_failed_attempts_unchanged(inbox: I
     (item,) = await inbox.claim(1)
     assert item.attempts == 1  # it is no failed callback
     assert (await inbox.status()).depth == 1
+
+
+# --- the shared PostgreSQL inbox: its items handed out as procrastinate jobs -------------
+
+Decide = Callable[[PostgresInbox, InboxItem], Awaitable[None]]
+
+
+@dataclass
+class Given:
+    """What a served inbox gave its worker: each item, when, and how many at once."""
+
+    items: list[tuple[float, InboxItem]] = field(default_factory=list)
+    running: dict[tuple[str, str], int] = field(default_factory=dict)
+    overlaps: int = 0
+    more: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def keys(self) -> list[tuple[str, str]]:
+        return [item.key for _, item in self.items]
+
+    async def settle(self, count: int, timeout: float = 15.0) -> None:
+        """Until ``count`` items were given (and a little more, for any extra one)."""
+        async with asyncio.timeout(timeout):
+            while len(self.items) < count:
+                self.more.clear()
+                await self.more.wait()
+        await asyncio.sleep(0.5)
+
+
+@asynccontextmanager
+async def served(
+    pg_dsn: str, decide: Decide, *, lease: float = 30.0, workers: int = 8
+) -> AsyncIterator[tuple[PostgresInbox, Given]]:
+    """An open PostgreSQL inbox whose jobs run ``decide`` (complete, retry, defer) as a
+    receiver's workers do."""
+    inbox = PostgresInbox(pg_dsn, lease=lease)
+    await inbox.open()
+    given = Given()
+
+    async def process(item: InboxItem) -> None:
+        given.items.append((time.monotonic(), item))
+        given.more.set()
+        given.running[item.key] = given.running.get(item.key, 0) + 1
+        given.overlaps += given.running[item.key] > 1
+        try:
+            await decide(inbox, item)
+        finally:
+            given.running[item.key] -= 1
+
+    serving = asyncio.create_task(inbox.serve(process, workers=workers))
+    try:
+        yield inbox, given
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        await inbox.aclose()
+
+
+async def complete(inbox: PostgresInbox, item: InboxItem) -> None:
+    await inbox.complete(item, None)
+
+
+async def test_postgres_items_fold_and_each_is_given_once(pg_dsn: str) -> None:
+    async with served(pg_dsn, complete) as (inbox, given):
+        await inbox.put(notice("a"))
+        await inbox.put(notice("a"))
+        await inbox.put(notice("a", NotificationKind.CANCELLATION))
+        await inbox.put(notice("b"))
+        await given.settle(3)
+        # The second "a" is folded into its item: given again only if it came after the
+        # first was taken (then its newer notice is processed), never at the same time.
+        assert {("payment", "a"), ("cancellation", "a"), ("payment", "b")} == set(given.keys())
+        assert given.overlaps == 0
+        status = await inbox.status()
+        assert (status.depth, status.failed, status.oldest_undone_at) == (0, 0, None)
+
+
+async def test_postgres_one_item_is_never_processed_by_two_receivers_at_once(
+    pg_dsn: str,
+) -> None:
+    async def slow(inbox: PostgresInbox, item: InboxItem) -> None:
+        await asyncio.sleep(0.2)
+        await inbox.complete(item, None)
+
+    async with (
+        served(pg_dsn, slow, workers=4) as (one, first),
+        served(pg_dsn, slow, workers=4) as (two, second),
+    ):
+        for _ in range(6):  # notices for one id while it is being processed
+            await asyncio.gather(one.put(notice("a")), two.put(notice("b")))
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)
+        spans = sorted((t, item.key) for given in (first, second) for t, item in given.items)
+        assert (first.overlaps, second.overlaps) == (0, 0)
+        for key in (("payment", "a"), ("payment", "b")):
+            starts = [t for t, k in spans if k == key]
+            # one at a time across both receivers: each run starts after the last ended
+            assert all(b - a >= 0.19 for a, b in itertools.pairwise(starts))
+        assert (await one.status()).depth == 0
+
+
+async def test_postgres_a_failing_item_waits_then_is_parked_and_a_new_notice_revives_it(
+    pg_dsn: str,
+) -> None:
+    async def fail(inbox: PostgresInbox, item: InboxItem) -> None:
+        park = item.attempts >= 1
+        await inbox.retry(item, delay=0.5, park=park, error=f"boom {item.attempts + 1}")
+
+    async with served(pg_dsn, fail) as (inbox, given):
+        await inbox.put(notice("a"))
+        await given.settle(2)
+        (t1, first), (t2, second) = given.items
+        assert (first.attempts, second.attempts) == (0, 1)
+        assert t2 - t1 >= 0.45  # it waited
+        status = await inbox.status()
+        assert (status.depth, status.failed, status.last_error) == (0, 1, "boom 2")
+        await inbox.put(notice("a"))  # a notice after the parking tries again, from 0
+        await given.settle(3)
+        assert given.items[2][1].attempts == 0
+
+
+async def test_postgres_a_deferred_item_waits_with_its_attempts_unchanged(pg_dsn: str) -> None:
+    async def defer_once(inbox: PostgresInbox, item: InboxItem) -> None:
+        if len(given.items) == 1:
+            await inbox.defer(item, delay=0.5)
+        else:
+            await inbox.complete(item, "payment:a:ACSC")
+
+    async with served(pg_dsn, defer_once) as (inbox, given):
+        await inbox.put(notice("a"))
+        await given.settle(2)
+        (t1, first), (t2, second) = given.items
+        assert t2 - t1 >= 0.45
+        assert second.attempts == first.attempts == 0
+        assert await inbox.is_delivered("payment:a:ACSC")
+        assert (await inbox.status()).depth == 0
+
+
+async def test_postgres_a_duplicate_does_not_cut_a_wait_short(pg_dsn: str) -> None:
+    async def fail_then_complete(inbox: PostgresInbox, item: InboxItem) -> None:
+        if item.attempts == 0:
+            await inbox.put(notice("a"))  # a duplicate while the callback runs
+            await inbox.retry(item, delay=0.6, park=False, error="boom")
+        else:
+            await inbox.complete(item, None)
+
+    async with served(pg_dsn, fail_then_complete) as (inbox, given):
+        await inbox.put(notice("a"))
+        await given.settle(2)
+        (t1, _), (t2, second) = given.items[:2]
+        assert t2 - t1 >= 0.55  # the duplicate's job waits behind the waiting one
+        assert second.attempts == 1  # nor starts the count over
+        assert (await inbox.status()).depth == 0
+
+
+async def test_postgres_tracked_ids_and_prune(pg_dsn: str) -> None:
+    async def decide(inbox: PostgresInbox, item: InboxItem) -> None:
+        psid = item.notification.payments_service_id
+        if psid == "done":
+            await inbox.complete(item, "payment:done:ACSC")
+        else:
+            await inbox.retry(item, delay=0.0, park=True, error="boom")
+
+    async with served(pg_dsn, decide) as (inbox, given):
+        await inbox.track("payment", "done", check_after=0.0)
+        await inbox.track("payment", "tracked", check_after=60.0)
+        assert await inbox.due_tracked(10, recheck=60.0) == [("payment", "done")]
+        assert await inbox.due_tracked(10, recheck=60.0) == []
+        await inbox.put(notice("done"))
+        await inbox.put(notice("parked"))
+        await given.settle(2)
+        assert await inbox.prune(3600.0) == 0
+        await asyncio.sleep(0.05)
+        assert await inbox.prune(0.01) == 2  # the done item and its mark
+        status = await inbox.status()
+        assert (status.depth, status.failed, status.tracked, status.delivered) == (0, 1, 1, 0)
+
+
+@pytest.mark.parametrize("lease", [0, -1.0, math.inf, math.nan])
+def test_a_postgres_lease_is_a_positive_finite_number(lease: float) -> None:
+    # Renewed every lease / 3: an infinite one would never expire a dead receiver's items.
+    with pytest.raises(ConfigurationError, match="lease must be a positive, finite number"):
+        PostgresInbox("postgresql://127.0.0.1:1/none", lease=lease)
+
+
+async def test_a_postgres_inbox_works_again_once_the_server_is_back(
+    pg_dsn: str, postgres_server: object
+) -> None:
+    import psycopg
+
+    from payments_async.notifications import InboxUnavailableError
+    from tests.support.postgres import cut_off, restore
+
+    inbox = PostgresInbox(pg_dsn)
+    await inbox.open()
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        # Sessions ended while the server stays up: made again at once, nothing refused.
+        await inbox.put(notice("a"))
+        assert (await inbox.status()).depth == 1
+        admin_dsn: str = postgres_server.get_uri()  # type: ignore[attr-defined]
+        cut_off(pg_dsn, admin_dsn)  # the database away: refused at once, 503 meanwhile
+        with pytest.raises(InboxUnavailableError, match="cannot be reached"):
+            await inbox.put(notice("b"))
+        with pytest.raises(InboxUnavailableError):
+            await inbox.status()
+        restore(pg_dsn, admin_dsn)
+        await inbox.put(notice("b"))
+        assert (await inbox.status()).depth == 2
+    finally:
+        await inbox.aclose()

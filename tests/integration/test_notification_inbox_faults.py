@@ -6,7 +6,8 @@ import asyncio
 import logging
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -238,24 +239,34 @@ async def test_a_callback_slower_than_the_lease_runs_once_across_two_receivers(
             assert (status.depth, status.delivered) == (0, 1)
 
 
-# A receiver process that takes items and dies holding them: nothing renews its leases.
-_DIES_HOLDING = """
+# A receiver process that is given items and dies processing them: its worker's heartbeat
+# stops, nothing lets its jobs go.
+_DIES_PROCESSING = """
 import asyncio, os, sys
 from payments_async.notifications import PostgresInbox
 
 async def main() -> None:
     inbox = PostgresInbox(sys.argv[1], lease=float(sys.argv[2]))
     await inbox.open()
-    print(len(await inbox.claim(int(sys.argv[3]))), flush=True)
-    os._exit(0)
+    given = 0
+
+    async def process(item) -> None:
+        nonlocal given
+        given += 1
+        if given == int(sys.argv[3]):
+            print(given, flush=True)
+            os._exit(0)
+        await asyncio.Event().wait()
+
+    await inbox.serve(process, workers=int(sys.argv[3]))
 
 asyncio.run(main())
 """
 
 
-async def dies_holding(dsn: str, lease: float, limit: int) -> int:
+async def dies_processing(dsn: str, lease: float, count: int) -> int:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _DIES_HOLDING, dsn, str(lease), str(limit),
+        sys.executable, "-c", _DIES_PROCESSING, dsn, str(lease), str(count),
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, _ = await asyncio.wait_for(proc.communicate(), 30.0)
@@ -263,43 +274,36 @@ async def dies_holding(dsn: str, lease: float, limit: int) -> int:
     return int(out)
 
 
-@pytest.fixture
-async def live_inbox(pg_dsn: str) -> AsyncIterator[PostgresInbox]:
-    inbox = PostgresInbox(pg_dsn, lease=0.5)
+async def test_a_dead_receivers_items_go_to_a_live_one_once_its_heartbeat_is_stale(
+    pg_dsn: str,
+) -> None:
+    lease = 1.0
+    inbox = PostgresInbox(pg_dsn, lease=lease)
     await inbox.open()
+    given: list[tuple[str, str]] = []
+    all_given = asyncio.Event()
+
+    async def process(item: InboxItem) -> None:
+        given.append(item.key)
+        await inbox.complete(item, None)
+        if len(given) >= 20:
+            all_given.set()
+
     try:
-        yield inbox
+        for i in range(20):
+            await inbox.put(Notification(f"p{i}", NotificationKind.PAYMENT, "short"))
+        assert await dies_processing(pg_dsn, lease, 15) == 15
+        serving = asyncio.create_task(inbox.serve(process, workers=40))
+        try:
+            await asyncio.wait_for(all_given.wait(), 20.0)
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+        # The 5 it never took, and the 15 it died with, each once.
+        assert (await inbox.status()).depth == 0
+        assert sorted(given) == sorted(("payment", f"p{i}") for i in range(20))
     finally:
         await inbox.aclose()
-
-
-async def test_a_live_receiver_keeps_its_items_and_a_dead_ones_lease_expires(
-    pg_dsn: str, live_inbox: PostgresInbox
-) -> None:
-    for i in range(20):
-        await live_inbox.put(Notification(f"p{i}", NotificationKind.PAYMENT, "short"))
-    mine = await live_inbox.claim(5)
-    assert await dies_holding(pg_dsn, 0.5, 15) == 15
-    assert await live_inbox.claim(40) == []  # the dead one's leases still run
-    await asyncio.sleep(1.2)  # more than twice the lease
-    again = await live_inbox.claim(40)
-    # The dead receiver's items come back; the live one's own are still renewed and held.
-    assert len(again) == 15
-    assert not {i.key for i in again} & {i.key for i in mine}
-
-
-async def test_an_item_held_past_a_lost_lease_is_not_taken_again_by_its_holder(
-    pg_dsn: str, live_inbox: PostgresInbox
-) -> None:
-    import psycopg
-
-    await live_inbox.put(Notification("p0", NotificationKind.PAYMENT, "short"))
-    (held,) = await live_inbox.claim(5)
-    with psycopg.connect(pg_dsn, autocommit=True) as admin:  # renewals failed meanwhile
-        admin.execute("UPDATE payments_notify_inbox SET lease_until = 0")
-    assert await live_inbox.claim(5) == []  # its worker still has it: no second worker
-    assert await live_inbox.complete(held, "payment:p0:ACSC")
-    assert (await live_inbox.status()).depth == 0
 
 
 class FullDisk(SqliteInbox):
@@ -402,4 +406,35 @@ async def _status_of(path: Path) -> Any:
     try:
         return await inbox.status()
     finally:
+        await inbox.aclose()
+
+
+async def test_a_receiver_paused_past_its_lease_never_takes_its_own_items_again(
+    pg_dsn: str,
+) -> None:
+    lease = 0.6
+    inbox = PostgresInbox(pg_dsn, lease=lease)
+    await inbox.open()
+    given: list[tuple[str, str]] = []
+    done = asyncio.Event()
+
+    async def process(item: InboxItem) -> None:
+        given.append(item.key)
+        # The whole process stops (SIGSTOP, a VM pause): no heartbeat, no timer runs.
+        time.sleep(lease * 3)  # noqa: ASYNC251 (the pause itself: the loop must not run)
+        # Back: its heartbeat is stale, and its own look for dead receivers' jobs runs.
+        await asyncio.sleep(lease * 2)
+        await inbox.complete(item, None)
+        done.set()
+
+    serving = asyncio.create_task(inbox.serve(process, workers=4))
+    try:
+        await inbox.put(Notification("p0", NotificationKind.PAYMENT, "short"))
+        await asyncio.wait_for(done.wait(), 20.0)
+        await asyncio.sleep(lease * 2)  # a second run, were there one, would show by now
+        assert given == [("payment", "p0")]
+        assert (await inbox.status()).depth == 0
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
         await inbox.aclose()

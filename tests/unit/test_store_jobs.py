@@ -12,7 +12,8 @@ import asyncio
 
 import pytest
 
-from payments_async.bulk._worker_loops import all_loops, through_outages
+from payments_async._store import all_loops, through_outages
+from payments_async.bulk._errors import JOURNAL_ERRORS
 
 
 class Loops:
@@ -125,5 +126,12 @@ async def test_loggers_made_once_the_loops_run_are_kept_quiet_about_the_outage(
         logging.getLogger(name).error("something else")
 
     with caplog.at_level(logging.WARNING):
-        await through_outages("postgresql://", lambda: [loop()], wait=False, loggers=[name])
+        await through_outages(
+            "postgresql://",
+            lambda: [loop()],
+            wait=False,
+            errors=JOURNAL_ERRORS,
+            what="journal",
+            loggers=[name],
+        )
     assert [r.getMessage() for r in caplog.records if r.name == name] == ["something else"]

@@ -1,19 +1,110 @@
-"""A worker's fetch loops through database outages: wait, reconnect, start them again."""
+"""procrastinate under every room that runs jobs on PostgreSQL: its schema installed once,
+its workers' fetch loops carried through database outages, and the jobs of workers that
+died put back in the queue.
+
+Bulk runs (one job per batch of rows) and the shared notification inbox (one job per
+notification received) both use these; each room keeps its own app, task and queue.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Final
+import zlib
+from collections.abc import Callable, Container, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
-from .._store import quiet_psycopg
-from ._errors import JournalError
-from ._stores import _postgres as pg
+from ._errors import StoreErrors
+from ._outage import Outage, quiet_psycopg
+from ._postgres import connect, connect_error, require_module
 
-__all__ = ["all_loops", "through_outages"]
+if TYPE_CHECKING:
+    import procrastinate
 
-logger = logging.getLogger("payments_async.bulk.queue")
+__all__ = [
+    "advisory_lock_id",
+    "all_loops",
+    "install_jobs_schema",
+    "require_procrastinate",
+    "retry_stalled",
+    "through_outages",
+]
+
+logger = logging.getLogger("payments_async.store")
+
+
+def require_procrastinate(errors: StoreErrors, extra: str = "scale") -> None:
+    """Raise ``errors.error`` naming the extra when procrastinate is not installed."""
+    require_module("procrastinate", errors, "jobs on PostgreSQL need procrastinate", extra)
+
+
+def advisory_lock_id(name: str) -> int:
+    """A PostgreSQL advisory lock's key for ``name`` (the same in every process)."""
+    return zlib.crc32(name.encode()) & 0x7FFF_FFFF
+
+
+async def install_jobs_schema(app: procrastinate.App, dsn: str, errors: StoreErrors) -> None:
+    """Create procrastinate's tables when missing: once, under an advisory lock, so that
+    processes starting together (workers, receivers, an enqueueing command) never race.
+
+    Raises:
+        Exception: ``errors.error`` or ``errors.unavailable`` (see `connect_error`).
+    """
+    import psycopg
+
+    conn = await asyncio.to_thread(connect, dsn, errors)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (advisory_lock_id("procrastinate"),))
+            rec = conn.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL").fetchone()
+            if not (rec and rec[0]):
+                conn.execute(app.schema_manager.get_schema())
+    except psycopg.OperationalError as exc:
+        raise connect_error(dsn, exc, errors) from None
+    finally:
+        conn.close()
+
+
+async def retry_stalled(
+    app: procrastinate.App,
+    queue: str,
+    *,
+    stalled_after: float,
+    every: float,
+    running: Container[int] = frozenset(),
+) -> None:
+    """Forever: put the jobs of workers whose heartbeat stopped (killed processes, lost
+    hosts, a database outage longer than ``stalled_after``) back in ``queue``; any worker
+    then runs them again.
+
+    Args:
+        app: the room's procrastinate app (open).
+        queue: the room's queue.
+        stalled_after: a worker whose heartbeat is older than this, in seconds, is dead.
+        every: seconds between two looks.
+        running: ids of the jobs this process is running: never put back, even when its
+            own heartbeat is stale (the process was paused, or cut off from the
+            database): it would take them again and run them twice at once.
+    """
+    import procrastinate
+
+    while True:
+        await asyncio.sleep(every)
+        try:
+            stalled = await app.job_manager.get_stalled_jobs(
+                queue=queue, seconds_since_heartbeat=stalled_after
+            )
+        except procrastinate.exceptions.ConnectorException as exc:
+            logger.debug("cannot look for stalled jobs: %s", exc)  # the outage is told
+            continue
+        for job in stalled:
+            if job.id in running:
+                continue
+            try:
+                await app.job_manager.retry_job(job)
+            except procrastinate.exceptions.ConnectorException:
+                continue  # another worker put it back first
+            logger.info("job %s of a stopped worker put back in the queue", job.id)
 
 
 async def through_outages(
@@ -21,6 +112,8 @@ async def through_outages(
     loops: Callable[[], list[Coroutine[Any, Any, None]]],
     *,
     wait: bool,
+    errors: StoreErrors,
+    what: str,
     loggers: Sequence[str] = (),
 ) -> None:
     """Run the fetch loops; when the database goes away, wait for it and start them again.
@@ -35,6 +128,7 @@ async def through_outages(
 
     ``loggers``: the names of loggers made only once the loops run (each procrastinate
     worker's own), kept as quiet about the outage as procrastinate's and psycopg's.
+    ``errors`` and ``what``: the room's errors, and what its database holds for it.
     """
     import procrastinate
 
@@ -43,7 +137,7 @@ async def through_outages(
 
     def quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         # procrastinate's job tasks whose end could not be recorded during an outage:
-        # said once by `pg.Outage`, not one traceback each.
+        # said once by `Outage`, not one traceback each.
         if isinstance(context.get("exception"), procrastinate.exceptions.ConnectorException):
             logger.debug("%s: %s", context.get("message"), context.get("exception"))
         elif handler is not None:
@@ -62,7 +156,7 @@ async def through_outages(
     for log in logs:
         log.addFilter(_not_outage)
     try:
-        await _until_loops_end(dsn, loops, wait=wait)
+        await _until_loops_end(dsn, loops, wait=wait, errors=errors, what=what)
     finally:
         loop.set_exception_handler(handler)
         for log in logs:
@@ -78,7 +172,7 @@ _OUTAGE_WORDS: Final = (
 
 def _not_outage(record: logging.LogRecord) -> bool:
     """False for what psycopg's pool and procrastinate log about a database that is away
-    (every failed connection, every failed query, with its traceback): `pg.Outage` says
+    (every failed connection, every failed query, with its traceback): `Outage` says
     it once per outage."""
     import procrastinate
     import psycopg
@@ -91,7 +185,12 @@ def _not_outage(record: logging.LogRecord) -> bool:
 
 
 async def _until_loops_end(
-    dsn: str, loops: Callable[[], list[Coroutine[Any, Any, None]]], *, wait: bool
+    dsn: str,
+    loops: Callable[[], list[Coroutine[Any, Any, None]]],
+    *,
+    wait: bool,
+    errors: StoreErrors,
+    what: str,
 ) -> None:
     import procrastinate
     import psycopg
@@ -108,7 +207,7 @@ async def _until_loops_end(
             return
         # Serving the queue, a loop ends only when it fails or procrastinate stops it
         # after its heartbeat or listener failed: both mean the database went away.
-        await _until_reachable(dsn, lost)
+        await _until_reachable(dsn, lost, errors=errors, what=what)
         await asyncio.sleep(_RESTART_PAUSE)
 
 
@@ -117,19 +216,21 @@ _RESTART_PAUSE: Final = 0.5
 fail for another reason do not spin."""
 
 
-async def _until_reachable(dsn: str, lost: Exception | None) -> None:
+async def _until_reachable(
+    dsn: str, lost: Exception | None, *, errors: StoreErrors, what: str
+) -> None:
     """Wait until a connection to the database can be made (no time limit).
 
     Args:
         lost: the failure that ended the loops, when there was one.
     """
-    outage = pg.outage(dsn, window=float("inf"))
+    outage = Outage(dsn, window=float("inf"), errors=errors, what=what)
     if lost is not None:
         await asyncio.sleep(outage.failed(lost))
     while True:
         try:
-            conn = await asyncio.to_thread(pg.connect, dsn)
-        except JournalError as err:
+            conn = await asyncio.to_thread(connect, dsn, errors)
+        except errors.error as err:
             await asyncio.sleep(outage.failed(err))
             continue
         conn.close()
