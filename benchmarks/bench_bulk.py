@@ -369,7 +369,9 @@ class InstantClient:
 
     async def request_cancellation(self, msg):
         self.n += 1
-        return Submission(f"CXL-{self.n}", msg.message_id, None, "PENDING", None, True, 1, "r")
+        return Submission(
+            f"CXL-{self.n}", msg.message_id, None, "PENDING", None, True, 1, "r", 201
+        )
 
     async def wait_for_cancellation_outcome(self, payments_service_id, *, timeout):
         await asyncio.sleep(0)
