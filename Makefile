@@ -159,7 +159,7 @@ test-latest: $(LATEST_STAMP)
 #     cryptography or aiohttp through the package, so a list of "the modules that call a
 #     dependency" would be most of them and would drift as modules change, for a saving of
 #     seconds (the unit tests are the cheap part of this target). Its two `slow` tests
-#     (MIN_DESELECT) are left out: they bound our own memory and page size at 20,000 rows;
+#     (MIN_DESELECT) are left out: they bound our own memory and page size, not a floor's;
 #   - the contract tests at the top of tests/ (public API, architecture, docs);
 #   - MIN_INTEGRATION: the integration modules that meet a dependency nothing in tests/unit
 #     meets, one or two per dependency (named below).

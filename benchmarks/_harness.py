@@ -53,14 +53,26 @@ def parse_args(
     argv: Sequence[str] | None = None,
     extra: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> argparse.Namespace:
-    """The options every benchmark script accepts: ``--quick`` and ``--out DIR``."""
+    """The options every benchmark script accepts: ``--quick``, ``--smoke`` and ``--out DIR``.
+
+    ``--smoke`` implies ``--quick``: a script reads ``args.smoke`` only where it has counts
+    smaller still than its quick ones.
+    """
     p = argparse.ArgumentParser(description=description)
     if extra is not None:
         extra(p)
-    p.add_argument("--quick", action="store_true", help="tiny counts (seconds): smoke test")
+    p.add_argument("--quick", action="store_true", help="tiny counts (seconds)")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the fewest counts that still run every part and write every row: the test "
+        "suite's smoke test, whose figures mean nothing (implies --quick)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS_DIR, help="directory for the JSON")
     p.add_argument("--profile", action="store_true", help="also run cProfile (bench_post)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.quick = args.quick or args.smoke
+    return args
 
 
 # --- the sandbox as a separate process ----------------------------------------------------

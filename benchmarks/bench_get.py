@@ -183,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         argv,
         extra=_options,
     )
-    if args.quick:
+    if args.smoke:  # each level's connections all busy once; two rounds to interleave
+        counts, warmup, rounds = {1: 4, 16: 16, 64: 64}, 2, 2
+    elif args.quick:
         counts, warmup, rounds = {1: 30, 16: 60, 64: 80}, 10, 2
     else:
         counts, warmup, rounds = {1: 300, 16: 1000, 64: 1000}, 100, 7

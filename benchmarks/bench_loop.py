@@ -71,7 +71,11 @@ async def one_round(url: str, key: Any, c: int, n: int, warmup: int) -> dict[str
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__.splitlines()[0], argv)
     counts, rounds, warmup = (
-        ({16: 60, 64: 80}, 2, 10) if args.quick else ({16: 800, 64: 1000}, 7, 100)
+        ({16: 16, 64: 64}, 2, 2)
+        if args.smoke
+        else ({16: 60, 64: 80}, 2, 10)
+        if args.quick
+        else ({16: 800, 64: 1000}, 7, 100)
     )
     if not all(loop_factory(k) is not None or k == "asyncio" for k in LOOPS):
         result = {"benchmark": NAME, "skipped": "uvloop is not installed (the speed extra)"}

@@ -534,13 +534,15 @@ def _stage_percentiles(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__.splitlines()[0], argv, extra=_extra)
-    waiters = 300 if args.quick else 10_000
+    waiters = 30 if args.smoke else 300 if args.quick else 10_000
     if args.waiters:
         waiters = args.waiters
     rate = args.rate
     # D: the last submission leaves at W / rate; 10 s more so that every waiter is in
     # flight (and the submissions are over) before the first settlement
-    delay = args.settlement_delay or (3.0 if args.quick else waiters / rate + 10.0)
+    delay = args.settlement_delay or (
+        1.0 if args.smoke else 3.0 if args.quick else waiters / rate + 10.0
+    )
     options = {"limits": ReceiverLimits(workers=args.workers)} if args.workers else {}
     if waiters / rate >= delay:
         raise SystemExit(

@@ -387,7 +387,7 @@ def _extra_options(p: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__.splitlines()[0], argv, extra=_extra_options)
-    waiters, delay = (200, 2.0) if args.quick else (10_000, 20.0)
+    waiters, delay = (20, 1.0) if args.smoke else (200, 2.0) if args.quick else (10_000, 20.0)
     if args.waiters:
         waiters = args.waiters
     client_kwargs: dict[str, Any] = {}

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.old is None:
         print("--old is required: a checkout of the tree to compare against", file=sys.stderr)
         return 2
-    waiters, delay = (200, 2.0) if args.quick else (10_000, 20.0)
+    waiters, delay = (20, 1.0) if args.smoke else (200, 2.0) if args.quick else (10_000, 20.0)
     if args.waiters:
         waiters = args.waiters
     # where a default run's stores (about 2.5 s of 10,000 POSTs) put the last settlement

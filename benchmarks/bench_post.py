@@ -444,7 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         argv,
         extra=_options,
     )
-    if args.quick:
+    if args.smoke:  # each level's connections all busy once; two rounds to interleave
+        counts, rounds, warmup, micro_s = {1: 4, 16: 16, 64: 64}, 2, 2, 0.01
+    elif args.quick:
         counts, rounds, warmup, micro_s = {1: 30, 16: 60, 64: 80}, 2, 10, 0.05
     else:
         counts, rounds, warmup, micro_s = {1: 200, 16: 800, 64: 1000}, 9, 100, 0.5

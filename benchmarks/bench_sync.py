@@ -217,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--rounds", type=int, help="rounds per concurrency level")
 
     args = parse_args(__doc__.splitlines()[0], argv, extra=options)
-    if args.quick:
+    if args.smoke:  # each level's threads all busy once; two rounds to interleave
+        counts, rounds, warmup = {1: 4, 8: 8}, 2, 2
+    elif args.quick:
         counts, rounds, warmup = {1: 30, 8: 60}, 2, 10
     else:
         counts, rounds, warmup = {1: 300, 8: 800}, 8, 60
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     client_cpu = pin_client()
     info = machine_info()
     key, _pem = generate_test_keypair()
-    hops = hop_cpu_us(500 if args.quick else 10_000)
+    hops = hop_cpu_us(50 if args.smoke else 500 if args.quick else 10_000)
     print(
         f"the hop alone: {hops['ours']} µs CPU per call "
         f"(the standard library's: {hops['stdlib']} µs)",

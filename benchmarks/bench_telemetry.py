@@ -134,7 +134,7 @@ async def run(url: str, key: Any, n: int, m: int, rounds: int) -> list[dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__.splitlines()[0], argv)
-    n, m, rounds = (60, 5, 1) if args.quick else (3000, 100, 3)
+    n, m, rounds = (16, 2, 1) if args.smoke else (60, 5, 1) if args.quick else (3000, 100, 3)
     info = machine_info()
     key, pem = generate_test_keypair()
     with sandbox_process("--processing-delay", "0") as sb:

@@ -1,4 +1,4 @@
-"""Smoke test of ``bench_sync.py``: it runs with ``--quick`` and writes the JSON it promises."""
+"""Smoke test of ``bench_sync.py``: it runs with ``--smoke`` and writes the JSON it promises."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_sync_compares_both_clients_on_post_and_get(tmp_path: Path) -> None:
     script = ROOT / "benchmarks" / "bench_sync.py"
     proc = subprocess.run(
-        [sys.executable, str(script), "--quick", "--out", str(tmp_path)],
+        [sys.executable, str(script), "--smoke", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=180,

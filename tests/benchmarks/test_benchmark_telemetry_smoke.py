@@ -1,4 +1,4 @@
-"""Smoke test of ``benchmarks/bench_telemetry.py``: it runs with ``--quick`` and writes JSON."""
+"""Smoke test of ``benchmarks/bench_telemetry.py``: it runs with ``--smoke`` and writes JSON."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_bench_telemetry_runs_and_writes_its_rows(tmp_path: Path) -> None:
         [
             sys.executable,
             str(ROOT / "benchmarks" / "bench_telemetry.py"),
-            "--quick",
+            "--smoke",
             "--out",
             str(tmp_path),
         ],
