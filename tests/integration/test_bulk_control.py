@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from payments_async._constants import SANDBOX_CLIENT_ID
+from payments_async._constants import POLL_MAX, SANDBOX_CLIENT_ID
 from payments_async.bulk import (
     journal_counts,
     read_results,
@@ -46,8 +46,13 @@ QUIET = 2.0  # seconds a paused run is watched for POSTs
 # A pause is obeyed within this: the control read once per interval, the rate booked at
 # most a second ahead, the requests in flight answered.
 OBEYED = 2 * CONTROL_INTERVAL + 1.0
-# Outcomes settle after a while: the rows sent before a pause are still read during it.
-CONFIG = SandboxConfig(processing_delay=3600, settlement_delay=6.0)
+# Outcomes settle after a while: the rows sent before a pause are still pending, and read,
+# during it. A pending row is read at least once per POLL_MAX, so the rows sent before the
+# pause must stay pending until POLL_MAX after the pause is obeyed, however late a loaded
+# machine obeys it (the pause's own command line takes seconds to start there): with 6 s,
+# every row had settled and been read before the window opened (reads 169 -> 169).
+SETTLE = 20.0
+CONFIG = SandboxConfig(processing_delay=3600, settlement_delay=SETTLE)
 
 
 def _cli(sb: ThreadedSandbox, *args: str) -> list[str]:
@@ -105,12 +110,14 @@ def _pause_resume_abort(
     paused = _control(sb, "pause", *where)
     assert paused["control"]["state"] == "paused"  # type: ignore[index]
     time.sleep(OBEYED)
+    watched = time.monotonic()
     before, reads = _posts(sb), _reads(sb)
-    time.sleep(QUIET)
+    _until(lambda: _reads(sb) > reads, "outcome reads stopped while paused", timeout=POLL_MAX + 1)
+    time.sleep(max(0.0, watched + QUIET - time.monotonic()))
     after, reads_after = _posts(sb), _reads(sb)
-    print(f"paused {QUIET:g} s: POSTs {before} -> {after}, outcome reads {reads} -> {reads_after}")
+    print(f"paused {time.monotonic() - watched:.1f} s: POSTs {before} -> {after}, "
+          f"outcome reads {reads} -> {reads_after}")  # fmt: skip
     assert after == before, "a POST reached the service while the run was paused"
-    assert reads_after > reads, "outcome reads stopped while paused"
     assert sent() < ROWS, "the run ended before it could be aborted: raise the scale"
     resumed = _control(sb, "resume", *where)
     assert resumed["control"]["state"] == "running"  # type: ignore[index]
