@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -102,6 +102,7 @@ class _WorkerState:
     rates: RunRates | None = None  # None: the runs' rates are not looked up
     slots: asyncio.Semaphore | None = None  # the worker's rows at once; None: no limit
     gates: WorkerGates | None = None  # the runs' control (pause, abort); None: not read
+    running: set[int] = field(default_factory=set)  # ids of the jobs this process runs
 
 
 _ASYNC_COMMIT: Final = "-c synchronous_commit=off"
@@ -157,6 +158,9 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
     ) -> None:
         state = context.additional_context["payments_bulk"]
         assert isinstance(state, _WorkerState)
+        job = context.job.id
+        assert job is not None
+        state.running.add(job)
         try:
             await _through_database_outages(state, run_id, lines)
         except asyncio.CancelledError:
@@ -164,6 +168,8 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
             # (instead of letting procrastinate mark it aborted) puts it back in the
             # queue: its rows resume elsewhere from their recorded states.
             raise WorkerStopped(f"rows {lines} of run {run_id} interrupted") from None
+        finally:
+            state.running.discard(job)
 
     return app
 
@@ -590,7 +596,11 @@ async def run_worker(
         )
         reaper = asyncio.create_task(
             store.retry_stalled(
-                app, QUEUE_NAME, stalled_after=stalled_after, every=stalled_check_interval
+                app,
+                QUEUE_NAME,
+                stalled_after=stalled_after,
+                every=stalled_check_interval,
+                running=state.running,  # paused past stalled_after, never take its own back
             )
         )
         try:
