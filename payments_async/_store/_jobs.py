@@ -145,10 +145,12 @@ async def through_outages(
         else:
             loop.default_exception_handler(context)
 
-    # A logger's filters see only its own records, not its children's: every one.
+    # A logger's filters see only its own records, not its children's: every one, and
+    # those of modules imported only once the loops run (procrastinate's worker module,
+    # whose own logger says a failed abort poll with its traceback).
     logs = [
         logging.getLogger(name)
-        for name in {*logging.Logger.manager.loggerDict, *loggers}
+        for name in {*logging.Logger.manager.loggerDict, *loggers, *_MADE_LATER}
         if name.split(".")[0] in ("procrastinate", "psycopg") or name in loggers
     ]
     quiet_psycopg()
@@ -162,6 +164,9 @@ async def through_outages(
         for log in logs:
             log.removeFilter(_not_outage)
 
+
+_MADE_LATER: Final = ("procrastinate.worker",)
+"""Loggers of modules procrastinate imports only when a worker starts."""
 
 _OUTAGE_WORDS: Final = (
     "error connecting in",

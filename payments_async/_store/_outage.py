@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -242,18 +243,34 @@ class Spell:
 
     Args:
         log: the logger to say it with.
+        settle: seconds a success must come after the spell's last failure to end it. A
+            nearly full disk lets a small write pass between failed larger ones; with a
+            ``settle``, such a success is part of the spell, and the spell is said to end
+            at the first success that long after the last failure, its duration counted
+            to the first success since that failure. 0: the first success ends it.
+        clock: the monotonic clock the spell is timed with.
     """
 
-    def __init__(self, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        log: logging.Logger,
+        *,
+        settle: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._log = log
+        self._settle = settle
+        self._clock = clock
         self._since: float | None = None
+        self._last = 0.0  # the spell's last failure
+        self._passed: float | None = None  # the first success since then
         self._told = False
         self.count = 0
         """Failures in the current spell (0 outside one)."""
 
     @property
     def failing(self) -> bool:
-        """True between a failure and the next `ended`."""
+        """True between a failure and the next `ended` that ends the spell."""
         return self._since is not None
 
     def failed(self, message: str, *args: object, told: bool = False) -> None:
@@ -263,18 +280,25 @@ class Spell:
         a spell it begins is kept at debug level, its end too.
         """
         self.count += 1
+        self._last, self._passed = self._clock(), None
         if self._since is None:
-            self._since = time.monotonic()
+            self._since = self._last
             self._told = told
             self._log.log(logging.DEBUG if told else logging.ERROR, message, *args)
         elif self._log.isEnabledFor(logging.DEBUG):
             self._log.debug(message, *args)
 
     def ended(self, message: str) -> None:
-        """Log ``message`` followed by the spell's duration and count, if one was going."""
+        """Note a success; log ``message`` followed by the spell's duration and count if
+        it ends one (see ``settle``)."""
         if self._since is None:
             return
-        took, count = time.monotonic() - self._since, self.count
-        self._since, self.count = None, 0
+        now = self._clock()
+        if self._passed is None:
+            self._passed = now
+        if now - self._last < self._settle:
+            return
+        took, count = self._passed - self._since, self.count
+        self._since, self._passed, self.count = None, None, 0
         level = logging.DEBUG if self._told else logging.WARNING
         self._log.log(level, "%s after %.1f s (%d attempts met it)", message, took, count)

@@ -19,6 +19,7 @@ __all__ = [
     "NOTIFY_MAX_BODY_BYTES",
     "NOTIFY_NOT_FOUND_READS",
     "NOTIFY_NOT_FOUND_WAIT",
+    "NOTIFY_OUTAGE_SETTLE",
     "NOTIFY_PRUNE_EVERY",
     "NOTIFY_QUEUE_SIZE",
     "NOTIFY_RETENTION",
@@ -45,6 +46,9 @@ NOTIFY_INBOX_POLL: Final = 0.5  # seconds between looks for due items nobody ann
 NOTIFY_LEASE: Final = 60.0  # a shared inbox: a receiver whose heartbeat is this old is dead
 NOTIFY_WRITE_WAIT: Final = 0.1  # seconds before a failed write of a delivery is tried again
 NOTIFY_WRITE_WAIT_MAX: Final = 5.0  # those retries wait twice as long each time, up to this
+# an inbox outage is said to be over at the first success this long after its last failure
+# (a nearly full disk lets small writes pass between failed ones)
+NOTIFY_OUTAGE_SETTLE: Final = NOTIFY_WRITE_WAIT_MAX
 NOTIFY_SWEEP_GRACE: Final = 60.0  # seconds a tracked id may go unnotified before it is read
 NOTIFY_SWEEP_RATE: Final = 10.0  # tracked ids read per second at most by the sweep
 NOTIFY_JWKS_CACHE_SECONDS: Final = 300.0  # fetched JWKS keys are used this long, then refetched

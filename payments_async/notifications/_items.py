@@ -13,6 +13,7 @@ from .._store import StoreErrors
 from ._core import Notification
 
 __all__ = [
+    "INBOX_BACK",
     "INBOX_ERRORS",
     "Inbox",
     "InboxBusyError",
@@ -26,6 +27,9 @@ __all__ = [
     "decode_notification",
     "encode_notification",
 ]
+
+INBOX_BACK: Final = "the inbox can be used again"
+"""How the end of an inbox outage is said, by whichever part of the receiver meets it."""
 
 _ENCODER: Final = msgspec.json.Encoder()
 _DECODER: Final = msgspec.json.Decoder(Notification)

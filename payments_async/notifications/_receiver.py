@@ -24,7 +24,7 @@ from .._store import Spell, told
 from ..iso20022 import Camt029, Pacs002
 from ._config import ReceiverLimits, Retries, Sweep
 from ._core import Authenticator, NotificationKind, NotificationRejected, authenticate, parse
-from ._defaults import NOTIFY_RETENTION
+from ._defaults import NOTIFY_OUTAGE_SETTLE, NOTIFY_RETENTION
 from ._events import (
     CancellationOutcomeHandler,
     EventHandler,
@@ -32,6 +32,7 @@ from ._events import (
     ReceiverStats,
 )
 from ._inbox import Inbox, InboxError, InboxFull, MemoryInbox, SharedInbox, open_inbox
+from ._items import INBOX_BACK
 from ._sweep import prune, sweep
 from ._waiters import Waiters
 from ._worker import Callbacks, Workers
@@ -131,6 +132,9 @@ class NotificationReceiver:
         self._retention = float(retention)
         self.stats = ReceiverStats()
         self.waiters = Waiters(self.limits.seen_capacity)
+        # the inbox cannot be used (deliveries refused, held items' writes retried, the
+        # sweep's reads): one spell for every part, said once per outage by the receiver
+        self._storing = Spell(logger, settle=NOTIFY_OUTAGE_SETTLE)
         self.workers = Workers(
             client,
             inbox,
@@ -140,10 +144,10 @@ class NotificationReceiver:
             stats=self.stats,
             count=self.limits.workers,
             capacity=self.limits.seen_capacity,
+            failing=self._storing,
         )
         self._started = False
         self._chores: list[asyncio.Task[None]] = []
-        self._storing = Spell(logger)  # deliveries refused by an inbox that cannot be written
 
     def __repr__(self) -> str:
         return f"NotificationReceiver(client={self._client!r}, auth={self._auth!r})"
@@ -174,12 +178,15 @@ class NotificationReceiver:
         self.workers.start()
         self._chores = [
             asyncio.create_task(
-                sweep(self.inbox, self.sweep, self.workers.wake), name="notifications-sweep"
+                sweep(self.inbox, self.sweep, self.workers.wake, self._storing),
+                name="notifications-sweep",
             )
         ]
         if self._retention < math.inf:
             self._chores.append(
-                asyncio.create_task(prune(self.inbox, self._retention), name="notifications-prune")
+                asyncio.create_task(
+                    prune(self.inbox, self._retention, self._storing), name="notifications-prune"
+                )
             )
         self._client.attach_notifications(self)
 
@@ -341,8 +348,7 @@ class NotificationReceiver:
                 told=told(exc),
             )
             return 503, _STORE_DOWN_BODY
-        if self._storing.failing:
-            self._storing.ended("the inbox stores notifications again")
+        self._storing.ended(INBOX_BACK)
         self.stats.accepted += 1
         self.workers.wake()
         return 202, _ACCEPTED_BODY

@@ -37,6 +37,7 @@ from ._events import (
     ReceiverStats,
 )
 from ._inbox import Inbox, InboxError, InboxItem, SharedInbox
+from ._items import INBOX_BACK
 from ._waiters import Waiters
 
 if TYPE_CHECKING:
@@ -79,6 +80,9 @@ class Workers:
         stats: the receiver's counters.
         count: items processed at once.
         capacity: failure counts kept per id (the oldest are forgotten).
+        failing: the receiver's one spell of inbox failures, shared by every part of it
+            (what stores deliveries, the sweep, these workers), so that a full disk or a
+            lost database is said once per outage, not once by each part that meets it.
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class Workers:
         stats: ReceiverStats,
         count: int,
         capacity: int,
+        failing: Spell,
     ) -> None:
         self._client = client
         self._inbox = inbox
@@ -109,9 +114,7 @@ class Workers:
         # own counts, kept apart from the callback attempts that lead to parking
         self._read_failures: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._not_found: OrderedDict[tuple[str, str], int] = OrderedDict()
-        self._write_failing = False  # a delivery's write failed and is being retried
-        self._write_told = False  # ... by an outage the process said already
-        self._reading = Spell(logger)  # the inbox could not be read (said once per outage)
+        self._failing = failing  # the inbox could not be used (said once per outage)
 
     def start(self) -> None:
         """Start the feeder and the workers (they take what an earlier run left undone)."""
@@ -152,11 +155,11 @@ class Workers:
                 try:
                     items = await inbox.claim(free)
                 except InboxError as exc:
-                    self._reading.failed(
+                    self._failing.failed(
                         "cannot read the notification inbox: %s", exc, told=told(exc)
                     )
                 else:
-                    self._reading.ended("the notification inbox can be read again")
+                    self._failing.ended(INBOX_BACK)
             for item in items:
                 self.busy += 1
                 self._items.put_nowait(item)
@@ -334,26 +337,18 @@ class Workers:
                 result = await op()
             except InboxError as exc:
                 self._stats.write_retries += 1
-                if not self._write_failing:
-                    self._write_failing = True
-                    self._write_told = told(exc)
-                    logger.log(
-                        logging.DEBUG if self._write_told else logging.ERROR,
-                        "cannot %s %s in the inbox: %s; the items being processed are held "
-                        "and their reads and writes retried until they succeed",
-                        what,
-                        psid,
-                        exc,
-                    )
+                self._failing.failed(
+                    "cannot %s %s in the inbox: %s; the items being processed are held "
+                    "and their reads and writes retried until they succeed",
+                    what,
+                    psid,
+                    exc,
+                    told=told(exc),
+                )
                 await asyncio.sleep(wait)
                 wait = min(wait * 2, NOTIFY_WRITE_WAIT_MAX)
                 continue
-            if self._write_failing:
-                self._write_failing = False
-                logger.log(
-                    logging.DEBUG if self._write_told else logging.WARNING,
-                    "the inbox is writable again: the deliveries held are written",
-                )
+            self._failing.ended(INBOX_BACK)
             return result
 
     async def _deliver(self, psid: str, message: Pacs002 | Camt029, summary: Any) -> None:

@@ -29,6 +29,7 @@ import pytest
 
 from payments_async._constants import SANDBOX_CLIENT_ID
 from payments_async.bulk import journal_counts
+from payments_async.notifications._defaults import NOTIFY_OUTAGE_SETTLE
 from payments_async.sandbox import SandboxConfig, SandboxServer
 from tests.integration.test_bulk_kill import _command, _start, _wait_for
 from tests.integration.test_bulk_queue import _cli, _run, _stored, _worker
@@ -565,3 +566,52 @@ def test_sqlite_journal_x_full_disk_mid_run(tmp_path: Path) -> None:
         assert summary["accepted"] + summary["rejected"] == ROWS, summary
         _quiet(again.stderr)
         _exactly_once(sb, rows)
+
+
+FULL_FOR = 3.0  # seconds the inbox's file system stays full mid-stream
+
+
+async def test_sqlite_inbox_x_full_disk_at_start(tmp_path: Path) -> None:
+    """`listen` on an inbox whose file system is full before the inbox is made: exit 3 and
+    one line naming the full disk, before it binds; once space is freed it starts."""
+    with _small_file_system(tmp_path) as mnt:
+        async with SandboxServer(SandboxConfig()) as sb:
+            listeners = Listeners(sb.url, str(mnt / "inbox.db"), tmp_path)
+            filler = _fill(mnt)
+            with pytest.raises(AssertionError, match="listen did not start"):
+                await listeners.start()
+            await listeners.current.wait()
+            out = "".join(json.dumps(said) + "\n" for _, said in listeners.lines)
+            _full_disk_said(listeners.current.returncode, out, listeners.stderr[0])
+            filler.unlink()  # space is freed
+            try:
+                await listeners.start()
+                await listeners.stop()
+            finally:
+                await listeners.kill_all()
+            assert listeners.current.returncode == 130, listeners.stderr[-1]
+            assert listeners.stderr[-1] == ""
+
+
+async def test_sqlite_inbox_x_full_disk_mid_stream(tmp_path: Path) -> None:
+    """The inbox's file system filled at a third of the stream for `FULL_FOR` s, then
+    freed: `listen` keeps running, says the outage in one line when it goes and one when
+    it is over (not one per refused delivery, nor one per part of the receiver), and every
+    id is delivered once."""
+    seen: list[Listeners] = []
+    with _small_file_system(tmp_path) as mnt:
+
+        async def full_disk(listeners: Listeners) -> int:
+            seen.append(listeners)
+            await _progress(listeners, 1 / 3)
+            filler = _fill(mnt)
+            await asyncio.sleep(FULL_FOR)  # the fault itself: deliveries meet a full disk
+            filler.unlink()
+            # the outage is said to be over once the inbox has worked this long
+            await asyncio.sleep(NOTIFY_OUTAGE_SETTLE + 1.0)
+            return 0
+
+        await _inbox_cell(tmp_path, str(mnt / "inbox.db"), full_disk)
+    (err,) = seen[0].stderr  # one process: the full disk stopped nothing
+    assert err.count("the disk is full") == 1, err
+    assert err.count("the inbox can be used again after") == 1, err

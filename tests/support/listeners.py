@@ -73,8 +73,12 @@ class Listeners:
         index = len(self.procs)
         self.procs.append(proc)
         ready = await asyncio.wait_for(proc.stdout.readline(), 60)
-        assert ready, f"listen did not start: {(await proc.stderr.read()).decode()}"
-        self.url = json.loads(ready)["listening"]
+        if "listening" not in (said := json.loads(ready or b"{}")):
+            # it exited (`--json`: its error on stdout); both are kept with the others'
+            self.lines += [(index, said)] if said else []
+            self.stderr[index] = (await proc.stderr.read()).decode()
+            raise AssertionError(f"listen did not start: {said} {self.stderr[index]}")
+        self.url = said["listening"]
         self._readers.append(asyncio.create_task(self._read_out(index, proc.stdout)))
         self._readers.append(asyncio.create_task(self._read_err(index, proc.stderr)))
 

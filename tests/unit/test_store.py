@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,14 @@ from typing import Any
 
 import pytest
 
-from payments_async._store import GroupCommit, SqliteBatch, lock_file, open_sqlite, sqlite_error
+from payments_async._store import (
+    GroupCommit,
+    Spell,
+    SqliteBatch,
+    lock_file,
+    open_sqlite,
+    sqlite_error,
+)
 from payments_async.bulk import JournalBusyError, JournalError, JournalUnavailableError
 from payments_async.bulk._errors import JOURNAL_ERRORS
 from payments_async.notifications import InboxBusyError
@@ -175,3 +183,33 @@ def test_an_outage_given_up_at_once_is_said_back_by_the_next_connection_that_ans
 def _fail_twice(outage: Any) -> None:
     outage.failed(ConnectionRefusedError())
     outage.failed(ConnectionRefusedError())
+
+
+def test_a_spell_with_a_settle_is_said_once_however_the_disk_flickers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A nearly full disk lets a small write pass between failed ones: with a settle, the
+    spell is one error line and one end line, its duration counted to the success that
+    began the quiet stretch; without one, each passing write ends a spell."""
+    now = [0.0]
+    log = logging.getLogger("tests.spell")
+    settled = Spell(log, settle=5.0, clock=lambda: now[0])
+    plain = Spell(log, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="tests.spell"):
+        for t, ok in [(0, False), (0.1, True), (1, False), (3, True), (4, False), (6, True)]:
+            now[0] = t
+            for spell in (settled, plain):
+                if ok:
+                    spell.ended("back")
+                else:
+                    spell.failed("down")
+        assert settled.failing  # 2 s since the last failure: not over yet
+        now[0] = 9.0
+        settled.ended("back")
+        now[0] = 20.0
+        settled.ended("back")  # a spell is over once
+    said = [(r.name, r.getMessage()) for r in caplog.records]
+    assert not settled.failing
+    assert said.count(("tests.spell", "down")) == 4  # 1 for the settled spell, 3 plain
+    assert said.count(("tests.spell", "back after 6.0 s (3 attempts met it)")) == 1
+    assert said.count(("tests.spell", "back after 0.1 s (1 attempts met it)")) == 1

@@ -135,3 +135,32 @@ async def test_loggers_made_once_the_loops_run_are_kept_quiet_about_the_outage(
             loggers=[name],
         )
     assert [r.getMessage() for r in caplog.records if r.name == name] == ["something else"]
+
+
+def test_the_worker_module_s_logger_is_kept_quiet_though_imported_once_the_loops_run() -> None:
+    """procrastinate imports its worker module only when a worker starts; that module's
+    logger says a failed abort poll with a traceback. In a fresh process (the module not
+    yet imported), an outage it meets is kept off stderr like every other."""
+    import subprocess
+    import sys
+
+    script = """
+import asyncio, logging, sys
+import procrastinate
+from payments_async.bulk._worker_loops import through_outages
+assert "procrastinate.worker" not in sys.modules
+logging.basicConfig()
+
+async def loop():
+    from procrastinate import worker  # as App.run_worker_async does
+    worker.logger.exception(
+        "poll_jobs_to_abort error", exc_info=procrastinate.exceptions.ConnectorException()
+    )
+    worker.logger.error("something else")
+
+asyncio.run(through_outages("postgresql://", lambda: [loop()], wait=False))
+"""
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert "poll_jobs_to_abort" not in ran.stderr, ran.stderr
+    assert "something else" in ran.stderr
