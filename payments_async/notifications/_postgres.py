@@ -237,7 +237,14 @@ class PostgresInbox:
 
         async def schema(cur: psycopg.AsyncCursor[Any]) -> None:
             await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            await cur.execute(_SCHEMA)
+            # Made once, in one transaction: its last index exists only if all of it does.
+            # Its CREATE ... IF NOT EXISTS would still take a SHARE lock on each table,
+            # which deadlocks with another receiver completing an item (it writes the
+            # tables in another order), so a receiver opening an inbox made before runs none.
+            await cur.execute("SELECT to_regclass('payments_notify_tracked_due') IS NOT NULL")
+            made = await cur.fetchone()
+            if not (made and made[0]):
+                await cur.execute(_SCHEMA)
 
         await self._writer([schema])
         await self._reader([])

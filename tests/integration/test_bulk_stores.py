@@ -478,3 +478,31 @@ def test_every_store_keeps_each_rows_recall_deadline(
         rows = again.rows()
         again.close()
     assert [(r.line, r.recall_deadline) for r in rows] == [(2, deadline), (3, None), (4, None)]
+
+
+def test_a_process_opens_a_journal_database_made_before_while_a_run_writes_it(
+    pg_dsn: str,
+) -> None:
+    """Opening an existing PostgreSQL journal takes no table lock: its schema's CREATE ...
+    IF NOT EXISTS would take a SHARE lock on each table and wait for every worker writing
+    rows (a starting worker or ``bulk-status`` stuck behind a run)."""
+    import threading
+
+    import psycopg
+
+    PostgresJournal.open(pg_dsn, input_sha256="a" * 64, new_run_id="RUNA").close()
+    with psycopg.connect(pg_dsn) as writer:  # a transaction holding the rows, not committed
+        writer.execute("UPDATE payments_bulk_rows SET attempts = attempts")
+        writer.execute("UPDATE payments_bulk_runs SET rows_total = rows_total")
+        opened = threading.Event()
+
+        def open_again() -> None:
+            PostgresJournal.open(pg_dsn, input_sha256="b" * 64, new_run_id="RUNB").close()
+            opened.set()
+
+        thread = threading.Thread(target=open_again, daemon=True)
+        thread.start()
+        # A lock wait would last as long as the writer's transaction: here, for ever.
+        assert opened.wait(30), "opening waited for the run's transaction"
+        writer.rollback()
+    thread.join()

@@ -504,3 +504,26 @@ async def test_a_postgres_inbox_works_again_once_the_server_is_back(
         assert (await inbox.status()).depth == 2
     finally:
         await inbox.aclose()
+
+
+async def test_a_receiver_opens_an_inbox_made_before_while_another_writes_to_it(
+    pg_dsn: str,
+) -> None:
+    """Opening an existing PostgreSQL inbox takes no table lock: its schema's CREATE ...
+    IF NOT EXISTS would take a SHARE lock on each table, wait for a receiver writing them
+    and, as that receiver completes an item in another table order, deadlock with it (a
+    restarted receiver then exited before serving)."""
+    import psycopg
+
+    first = PostgresInbox(pg_dsn)
+    await first.open()
+    await first.aclose()
+    with psycopg.connect(pg_dsn) as writer:  # a transaction holding each table, not committed
+        writer.execute("INSERT INTO payments_notify_delivered VALUES ('k', 0)")
+        writer.execute("UPDATE payments_notify_inbox SET attempts = attempts")
+        writer.execute("UPDATE payments_notify_tracked SET next_check = next_check")
+        second = PostgresInbox(pg_dsn)
+        # A lock wait would last as long as the writer's transaction: here, for ever.
+        await asyncio.wait_for(second.open(), timeout=30)
+        await second.aclose()
+        writer.rollback()

@@ -145,13 +145,26 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
     """
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        conn.execute(_SCHEMA)
-        conn.execute(
-            "INSERT INTO payments_bulk_meta (key, value) VALUES ('schema', %s) "
-            "ON CONFLICT (key) DO NOTHING",
-            (str(SCHEMA_VERSION),),
-        )
-        got = conn.execute("SELECT value FROM payments_bulk_meta WHERE key = 'schema'").fetchone()
+        # Made once, in one transaction that records its version last. Its CREATE ... IF
+        # NOT EXISTS would still take a SHARE lock on each table, blocking (or deadlocking
+        # with) the workers writing rows, so a process opening a database made before
+        # runs none of it.
+        made = conn.execute("SELECT to_regclass('payments_bulk_meta') IS NOT NULL").fetchone()
+        got = None
+        if made and made[0]:
+            got = conn.execute(
+                "SELECT value FROM payments_bulk_meta WHERE key = 'schema'"
+            ).fetchone()
+        if got is None:
+            conn.execute(_SCHEMA)
+            conn.execute(
+                "INSERT INTO payments_bulk_meta (key, value) VALUES ('schema', %s) "
+                "ON CONFLICT (key) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+            got = conn.execute(
+                "SELECT value FROM payments_bulk_meta WHERE key = 'schema'"
+            ).fetchone()
     if got is None or got[0] != str(SCHEMA_VERSION):
         raise JournalError(
             f"the database holds bulk tables of schema {got[0] if got else None!r}, "
