@@ -147,7 +147,8 @@ def test_the_worker_module_s_logger_is_kept_quiet_though_imported_once_the_loops
     script = """
 import asyncio, logging, sys
 import procrastinate
-from payments_async.bulk._worker_loops import through_outages
+from payments_async._store import through_outages
+from payments_async.bulk._errors import JOURNAL_ERRORS
 assert "procrastinate.worker" not in sys.modules
 logging.basicConfig()
 
@@ -158,7 +159,11 @@ async def loop():
     )
     worker.logger.error("something else")
 
-asyncio.run(through_outages("postgresql://", lambda: [loop()], wait=False))
+asyncio.run(
+    through_outages(
+        "postgresql://", lambda: [loop()], wait=False, errors=JOURNAL_ERRORS, what="journal"
+    )
+)
 """
     ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
