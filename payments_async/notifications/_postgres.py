@@ -213,6 +213,8 @@ class PostgresInbox:
         self._process: Callable[[InboxItem], Awaitable[None]] | None = None
         self._again: dict[tuple[str, str], float] = {}  # item -> wait before its next run
         self._running: set[int] = set()  # ids of the jobs this process runs
+        # The one run of each item in this process, shared by every job of it (see process).
+        self._runs: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._queued = 0  # jobs queued since procrastinate's table was last analyzed
 
     def __repr__(self) -> str:
@@ -293,11 +295,35 @@ class PostgresInbox:
             assert job is not None
             self._running.add(job)
             try:
-                await self._run((kind, payments_service_id))
+                await asyncio.shield(self._run_once((kind, payments_service_id)))
             finally:
                 self._running.discard(job)
 
         return app
+
+    def _run_once(self, key: tuple[str, str]) -> asyncio.Task[None]:
+        """The item's run in this process: a new one, or the one still going.
+
+        A database outage restarts the worker loops, and procrastinate cancels the jobs
+        they were running; the item's run is shielded from that and goes on (its reads and
+        writes are held until the database is back), and the job retried after the outage
+        joins it. Ending that run instead, between its callback and its delivered mark,
+        made the retried job call back a second time. Stopping the receiver (`serve`
+        cancelled) ends the runs: the documented crash window.
+        """
+        run = self._runs.get(key)
+        if run is None or run.done():
+            run = asyncio.create_task(self._run(key))
+            self._runs[key] = run
+            run.add_done_callback(self._ran)
+        return run
+
+    def _ran(self, run: asyncio.Task[None]) -> None:
+        for key, known in list(self._runs.items()):
+            if known is run:
+                del self._runs[key]
+        if not run.cancelled():
+            run.exception()  # a job cancelled meanwhile no longer awaits it: its retry decides
 
     async def _run(self, key: tuple[str, str]) -> None:
         """One job: process the item if it is waiting; raise `_Again` when it must wait."""
@@ -370,7 +396,10 @@ class PostgresInbox:
         finally:
             self._process = None
             reaper.cancel()
-            await asyncio.gather(reaper, return_exceptions=True)
+            runs = list(self._runs.values())
+            for run in runs:
+                run.cancel()
+            await asyncio.gather(reaper, *runs, return_exceptions=True)
 
     async def aclose(self) -> None:
         """Write what is queued and disconnect."""
