@@ -505,12 +505,19 @@ async def test_callback_exceptions_never_escape_untyped(
 
 
 async def test_cancelling_a_waiter_stops_polling_at_once(mocked: aioresponses) -> None:
-    mocked.get(CAMT029, payload=_resolution("PDCR", "PDCR"), repeat=True)
+    polled_twice = asyncio.Event()
+
+    def pending(url: URL, **kwargs: Any) -> CallbackResult:
+        if len(_gets(mocked)) >= 2:
+            polled_twice.set()
+        return CallbackResult(payload=_resolution("PDCR", "PDCR"))
+
+    mocked.get(CAMT029, callback=pending, repeat=True)
     async with PaymentsClient(
         Credentials.sandbox(), base_url=BASE, poll=PollPolicy(initial=0.02, maximum=0.02)
     ) as c:
         task = asyncio.create_task(c.wait_for_cancellation_outcome("PS-1", timeout=30))
-        await asyncio.sleep(0.1)
+        await asyncio.wait_for(polled_twice.wait(), 20)  # however loaded the machine
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
