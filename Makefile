@@ -30,12 +30,17 @@ VENV_PYTHON  = "$$($(PYTHON) -c 'import sys; print(sys.executable)')"
 .PHONY: demo test test-all lint types unit suite docs dist dist-check test-latest test-aioresponses \
 	min-demo test-min test-min-all soak bench clean venv
 
-# The tests run on every core given here (pytest-xdist). Each test is independent of the
+# The tests run in this many processes (pytest-xdist). Each test is independent of the
 # others: it starts its own servers on free ports, keeps its files under its own tmp_path
 # and its environment and working directory in monkeypatch; each worker process starts its
 # own PostgreSQL (tests/support/postgres.py) and its own SoftHSM2 token.
-WORKERS   ?= 2
-PARALLEL  := -n $(WORKERS)
+# Two workers a core: most integration tests spend half their time waiting on the processes
+# and servers they start (a run, a worker, a receiver, PostgreSQL), and a core left idle by
+# a waiting test takes the next one. Work stealing (--dist worksteal) hands the tests still
+# queued to whichever worker is free, so the long tests do not end up queued behind each
+# other on one worker while the others are done.
+WORKERS   ?= $(shell $(PYTHON) -c "import os; print(2 * (os.cpu_count() or 1))")
+PARALLEL  := -n $(WORKERS) --dist worksteal
 # `make test` prints the 25 slowest tests of its main run, so that where the time goes is seen.
 DURATIONS := --durations=25
 
