@@ -26,7 +26,11 @@ from tests.support.requests_log import max_in_window, recording_requests
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 20
-ROWS = 150
+# The queued run's rows: one job of `JOB_ROWS` per worker process, each worker allowed one
+# job at a time (--rows), so the run needs all three at once; with the outcome reads,
+# twice as many requests as rows are kept to RATE (about 7.5 s of sending).
+PER_WORKER = JOB_ROWS
+ROWS = 3 * PER_WORKER
 CAMT056 = "/payments/camt056/v08"
 
 
@@ -102,8 +106,16 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
         with recording_requests() as log:
             workers = [
                 subprocess.Popen(
-                    # 50 rows each at most: the run needs all three at once.
-                    _cli(sb, "worker", "--queue", pg_dsn, "--concurrency", "16", "--rows", "50"),
+                    _cli(
+                        sb,
+                        "worker",
+                        "--queue",
+                        pg_dsn,
+                        "--concurrency",
+                        "16",
+                        "--rows",
+                        str(PER_WORKER),
+                    ),
                     cwd=ROOT,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -126,9 +138,9 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
         for err in errors:
             assert "Traceback" not in err, err
         # Each process is one procrastinate worker per fetch loop, one loop per job of
-        # `JOB_ROWS` rows it may hold (--rows 50): more loops than two processes have held
+        # `JOB_ROWS` rows it may hold (--rows): more loops than two processes have held
         # rows at once, so all three shared the run's rate.
-        assert holders > 2 * min(_FETCHERS, -(-50 // JOB_ROWS))
+        assert holders > 2 * min(_FETCHERS, -(-PER_WORKER // JOB_ROWS))
         assert st.done == ROWS
         stored_ids = Counter(
             c.original_end_to_end_id for c in sb.cancellations() if c.client_id == SANDBOX_CLIENT_ID
