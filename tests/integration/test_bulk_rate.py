@@ -88,22 +88,9 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
     config = SandboxConfig(processing_delay=3600, settlement_delay=0.1)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "rate.csv", bulk_rows(ROWS, prefix="RATE"))
-        queued = _run(
-            [
-                *_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"),
-                "--rate",
-                str(RATE),
-            ]
-        )
-        assert queued.returncode == 0, queued.stderr
-        run_id = json.loads(queued.stdout)["run_id"]
-        with psycopg.connect(pg_dsn) as conn:
-            stored = conn.execute(
-                "SELECT per_second FROM payments_bulk_rates WHERE run_id = %s", (run_id,)
-            ).fetchone()
-        assert stored == (RATE,)
-
         with recording_requests() as log:
+            # The workers start as the run is queued, as they would already be running: the
+            # run's rate is stored before its first job, so no job is taken without it.
             workers = [
                 subprocess.Popen(
                     _cli(
@@ -125,6 +112,19 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
             ]
             holders = 0  # the most fetch loops seen holding rows of the run at once
             try:
+                queued = _run(
+                    [
+                        *_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn),
+                        *("--no-wait", "--rate", str(RATE)),
+                    ]
+                )
+                assert queued.returncode == 0, queued.stderr
+                run_id = json.loads(queued.stdout)["run_id"]
+                with psycopg.connect(pg_dsn) as conn:
+                    stored = conn.execute(
+                        "SELECT per_second FROM payments_bulk_rates WHERE run_id = %s", (run_id,)
+                    ).fetchone()
+                assert stored == (RATE,)
                 deadline = time.monotonic() + 120
                 while not (st := queue_status(pg_dsn, run_id)).settled:
                     assert time.monotonic() < deadline, st
