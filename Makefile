@@ -43,6 +43,11 @@ WORKERS   ?= $(shell $(PYTHON) -c "import os; print(2 * (os.cpu_count() or 1))")
 PARALLEL  := -n $(WORKERS) --dist worksteal
 # `make test` prints the 25 slowest tests of its main run, so that where the time goes is seen.
 DURATIONS := --durations=25
+# pytest keeps the test modules whose asserts it rewrote in __pycache__ (git-ignored) and
+# reuses them. Where PYTHONDONTWRITEBYTECODE is set (many containers), every pytest run, each
+# xdist worker included, rewrote all of them again: most of a run's collection time. Python
+# reads an empty value as unset.
+export PYTHONDONTWRITEBYTECODE :=
 
 # uv's own environment gets no pip of its own where the machine's pip can install into it
 # (--python): ensurepip alone took over a minute on a loaded machine. An older pip, or none,

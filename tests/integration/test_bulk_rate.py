@@ -26,7 +26,11 @@ from tests.support.requests_log import max_in_window, recording_requests
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 20
-ROWS = 150
+# The queued run's rows: one job of `JOB_ROWS` per worker process, each worker allowed one
+# job at a time (--rows), so the run needs all three at once; with the outcome reads,
+# twice as many requests as rows are kept to RATE (about 7.5 s of sending).
+PER_WORKER = JOB_ROWS
+ROWS = 3 * PER_WORKER
 CAMT056 = "/payments/camt056/v08"
 
 
@@ -84,26 +88,21 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
     config = SandboxConfig(processing_delay=3600, settlement_delay=0.1)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "rate.csv", bulk_rows(ROWS, prefix="RATE"))
-        queued = _run(
-            [
-                *_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"),
-                "--rate",
-                str(RATE),
-            ]
-        )
-        assert queued.returncode == 0, queued.stderr
-        run_id = json.loads(queued.stdout)["run_id"]
-        with psycopg.connect(pg_dsn) as conn:
-            stored = conn.execute(
-                "SELECT per_second FROM payments_bulk_rates WHERE run_id = %s", (run_id,)
-            ).fetchone()
-        assert stored == (RATE,)
-
         with recording_requests() as log:
+            # The workers start as the run is queued, as they would already be running: the
+            # run's rate is stored before its first job, so no job is taken without it.
             workers = [
                 subprocess.Popen(
-                    # 50 rows each at most: the run needs all three at once.
-                    _cli(sb, "worker", "--queue", pg_dsn, "--concurrency", "16", "--rows", "50"),
+                    _cli(
+                        sb,
+                        "worker",
+                        "--queue",
+                        pg_dsn,
+                        "--concurrency",
+                        "16",
+                        "--rows",
+                        str(PER_WORKER),
+                    ),
                     cwd=ROOT,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
@@ -113,6 +112,19 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
             ]
             holders = 0  # the most fetch loops seen holding rows of the run at once
             try:
+                queued = _run(
+                    [
+                        *_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn),
+                        *("--no-wait", "--rate", str(RATE)),
+                    ]
+                )
+                assert queued.returncode == 0, queued.stderr
+                run_id = json.loads(queued.stdout)["run_id"]
+                with psycopg.connect(pg_dsn) as conn:
+                    stored = conn.execute(
+                        "SELECT per_second FROM payments_bulk_rates WHERE run_id = %s", (run_id,)
+                    ).fetchone()
+                assert stored == (RATE,)
                 deadline = time.monotonic() + 120
                 while not (st := queue_status(pg_dsn, run_id)).settled:
                     assert time.monotonic() < deadline, st
@@ -126,9 +138,9 @@ def test_three_workers_keep_the_runs_rate_together(pg_dsn: str, tmp_path: Path) 
         for err in errors:
             assert "Traceback" not in err, err
         # Each process is one procrastinate worker per fetch loop, one loop per job of
-        # `JOB_ROWS` rows it may hold (--rows 50): more loops than two processes have held
+        # `JOB_ROWS` rows it may hold (--rows): more loops than two processes have held
         # rows at once, so all three shared the run's rate.
-        assert holders > 2 * min(_FETCHERS, -(-50 // JOB_ROWS))
+        assert holders > 2 * min(_FETCHERS, -(-PER_WORKER // JOB_ROWS))
         assert st.done == ROWS
         stored_ids = Counter(
             c.original_end_to_end_id for c in sb.cancellations() if c.client_id == SANDBOX_CLIENT_ID

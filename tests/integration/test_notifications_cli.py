@@ -93,6 +93,8 @@ async def test_listen_prints_each_notification_and_its_confirmed_status() -> Non
         ["listen", "--port", "0", "--user", "svc"],  # no password
         ["listen", "--port", "0", "--user", "svc", "--jwt-key", __file__],  # both
         ["listen", "--port", "0", "--jwt-key", __file__],  # no issuer/audience
+        ["listen", "--port", "0", "--user", "svc", "--password", "pw", "--header-timeout", "0"],
+        ["listen", "--port", "0", "--user", "svc", "--password", "pw", "--header-timeout", "nan"],
     ],
 )
 async def test_listen_usage_errors_are_one_line_exit_2(args: list[str]) -> None:
@@ -101,6 +103,30 @@ async def test_listen_usage_errors_are_one_line_exit_2(args: list[str]) -> None:
     assert proc.returncode == 2
     assert "Traceback" not in err.decode()
     assert len(err.decode().strip().splitlines()) == 1
+
+
+async def test_listen_closes_a_connection_whose_headers_are_late_after_header_timeout() -> None:
+    async with SandboxServer(SandboxConfig()) as sb:
+        proc = await _spawn(
+            *("--sandbox", "--base-url", sb.url, "--json", "listen", "--port", "0"),
+            *("--user", "svc", "--header-timeout", "0.5"),
+            env={"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"},
+        )
+        try:
+            assert proc.stdout is not None
+            url = json.loads(await asyncio.wait_for(proc.stdout.readline(), 20))["listening"]
+            host, port = url.split("/")[2].split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"POST /notifications HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+            started = asyncio.get_running_loop().time()
+            # Closed without an answer; the default (10 s) would outlast this wait.
+            assert await asyncio.wait_for(reader.read(), 5) == b""
+            took = asyncio.get_running_loop().time() - started
+            writer.close()
+        finally:
+            proc.terminate()
+            await proc.wait()
+    assert took >= 0.4, took  # not before its time either
 
 
 async def test_listen_checks_the_service_before_listening() -> None:

@@ -34,7 +34,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 WANTED = 3000  # the slow connections asked for
 USER, PASSWORD = "svc", "pw-0123456789"
-ATTACK_SECONDS = 16.0  # past the 10 s header timeout: attackers are closed and come back
+# The receiver's --header-timeout (its default is 10 s): shorter, so that every attacker
+# is closed by it and comes back several times within a short attack.
+HEADER_TIMEOUT = 2.0
+# Three header timeouts: each attacker is closed and opened again at least once while the
+# notifications arrive (3,000 closes and reconnects among them, not only held sockets).
+ATTACK_SECONDS = 3 * HEADER_TIMEOUT
 
 
 def _attackers() -> int:
@@ -71,6 +76,8 @@ async def test_slow_header_connections_do_not_starve_notifications(fd_limit: int
             "0",
             "--user",
             USER,
+            "--header-timeout",
+            str(HEADER_TIMEOUT),
             env={"PAYMENTS_NOTIFY_PASSWORD": PASSWORD},
             fd_limit=fd_limit,
         )

@@ -67,6 +67,8 @@ async def main(host: str, port: int, n: int, seconds: float) -> None:
     print("ready", flush=True)
     await asyncio.sleep(max(0.0, seconds - (time.monotonic() - started)))
     stop.set()
+    for task in tasks:  # at once: an attacker waiting for a byte or a second closes now
+        task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     print(msgspec.json.encode(counts).decode(), flush=True)
 

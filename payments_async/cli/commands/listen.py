@@ -21,6 +21,7 @@ from payments_async.notifications import (
     NotificationEvent,
     NotificationReceiver,
     ReceiverServer,
+    ServerLimits,
     SqliteInbox,
     Sweep,
     open_inbox,
@@ -157,6 +158,14 @@ def _listen_auth(
     help="Seconds a tracked id may go without a notification before it is read.",
 )
 @click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=ServerLimits().header_timeout,
+    show_default=True,
+    help="Seconds a new connection has to send its request line and headers; then it is "
+    "closed without an answer (slow callers cannot hold connections).",
+)
+@click.option(
     "--status",
     "show_status",
     is_flag=True,
@@ -177,6 +186,7 @@ def listen(
     inbox: str,
     track_pending: str | None,
     sweep_grace: float,
+    header_timeout: float,
     show_status: bool,
 ) -> None:
     """Receive status notifications; print each one and its confirmed status.
@@ -200,6 +210,12 @@ def listen(
         raise click.UsageError("Missing option '--port'.")
     if not path.startswith("/"):
         raise click.BadParameter("must start with /", param_hint="--path")
+    try:
+        limits = ServerLimits(header_timeout=header_timeout)
+    except ValueError:  # NaN or infinity: FloatRange lets them through
+        raise click.BadParameter(
+            "must be a positive, finite number of seconds", param_hint="'--header-timeout'"
+        ) from None
 
     async def go() -> int:
         auth = _listen_auth(user, password, jwt_key, issuer, audience)
@@ -252,7 +268,9 @@ def listen(
                     sweep=Sweep(grace=sweep_grace),
                 )
                 try:
-                    server = ReceiverServer(receiver, host=host, port=port, path=path)
+                    server = ReceiverServer(
+                        receiver, host=host, port=port, path=path, limits=limits
+                    )
                     await server.start()
                 except OSError as exc:
                     raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
