@@ -351,22 +351,33 @@ def test_queue_workers_x_process_paused(tmp_path: Path, pg_dsn: str, pause: floa
 # process a cell started.
 INBOX_IDS = 120
 KILLS = 3
+# `listen --stalled-after` of the PostgreSQL sigkill cell (60 s by default): the jobs a
+# killed listener was running go back to the queue within seconds; a loaded live
+# listener, whose heartbeat is written every third of it, never looks dead.
+STALLED_AFTER = 5.0
+# ... and of the PostgreSQL pause cells: shorter than the pause, so the stopped listener
+# outlives its lease and, once continued, must still process each of its items once.
+PAUSED_STALLED_AFTER = 1.0
+assert PAUSED_STALLED_AFTER < PAUSE
 
 
 async def _inbox_cell(
-    tmp_path: Path, inbox: str, fault: Callable[[Listeners], Awaitable[int]]
+    tmp_path: Path,
+    inbox: str,
+    fault: Callable[[Listeners], Awaitable[int]],
+    args: tuple[str, ...] = (),
 ) -> None:
-    """Deliver a stream to ``listen`` on ``inbox`` while ``fault`` runs (it returns how many
-    deliveries the documented window allows to be repeated: 0 unless it killed a process
-    between a callback's return and its "delivered" mark); then 0 lost, 0 twice beyond that
-    window, no traceback, a few stderr lines per process."""
+    """Deliver a stream to ``listen [args]`` on ``inbox`` while ``fault`` runs (it returns
+    how many deliveries the documented window allows to be repeated: 0 unless it killed a
+    process between a callback's return and its "delivered" mark); then 0 lost, 0 twice
+    beyond that window, no traceback, a few stderr lines per process."""
     rng = random.Random(36)
     config = SandboxConfig(processing_delay=0.1, settlement_delay=0.1)
     async with SandboxServer(config) as sb:
         expected = await _final_payments(sb.url, INBOX_IDS)
         stream = [psid for psid in expected for _ in range(rng.choice((1, 1, 2, 3)))]
         rng.shuffle(stream)
-        listeners = Listeners(sb.url, inbox, tmp_path)
+        listeners = Listeners(sb.url, inbox, tmp_path, args)
         await listeners.start()
         try:
             sending = asyncio.create_task(deliver(listeners, sb.url, stream))
@@ -405,9 +416,7 @@ async def _sigkill(listeners: Listeners) -> int:
     window = 0
     for k in range(1, KILLS + 1):
         await _progress(listeners, k / (KILLS + 1))
-        listeners.current.kill()
-        await listeners.current.wait()
-        await asyncio.sleep(0.2)  # its last printed lines are read
+        await listeners.kill()
         marked = int((await listeners.status())["delivered"])  # type: ignore[call-overload]
         window += max(0, len(listeners.delivered()) - marked)
         await listeners.start()
@@ -431,9 +440,19 @@ def _inbox_target(store: str, tmp_path: Path, request: pytest.FixtureRequest) ->
     return str(request.getfixturevalue("pg_dsn"))
 
 
+def _stalled_after(store: str, seconds: float) -> tuple[str, ...]:
+    """``listen``'s lease option for a PostgreSQL inbox (a SQLite one has no lease)."""
+    return () if store == "sqlite" else ("--stalled-after", str(seconds))
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 async def test_inbox_x_sigkill(tmp_path: Path, request: pytest.FixtureRequest, store: str) -> None:
-    await _inbox_cell(tmp_path, _inbox_target(store, tmp_path, request), _sigkill)
+    await _inbox_cell(
+        tmp_path,
+        _inbox_target(store, tmp_path, request),
+        _sigkill,
+        _stalled_after(store, STALLED_AFTER),
+    )
 
 
 @pytest.mark.parametrize(
@@ -443,7 +462,12 @@ async def test_inbox_x_sigkill(tmp_path: Path, request: pytest.FixtureRequest, s
 async def test_inbox_x_process_paused(
     tmp_path: Path, request: pytest.FixtureRequest, store: str, pause: float
 ) -> None:
-    await _inbox_cell(tmp_path, _inbox_target(store, tmp_path, request), _paused(pause))
+    await _inbox_cell(
+        tmp_path,
+        _inbox_target(store, tmp_path, request),
+        _paused(pause),
+        _stalled_after(store, PAUSED_STALLED_AFTER),
+    )
 
 
 async def test_postgresql_inbox_x_database_restart(

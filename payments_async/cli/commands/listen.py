@@ -25,11 +25,13 @@ from payments_async.notifications import (
     Sweep,
     open_inbox,
 )
+from payments_async.notifications._defaults import NOTIFY_LEASE
 
 from .._context import Settings, pass_settings
 from .._defaults import ENV_NOTIFY_PASSWORD
 from .._exit import EXIT_OK, CliError
 from .._files import read_file
+from .._params import seconds
 from .._run import connected, run_command
 
 __all__ = ["listen"]
@@ -157,6 +159,14 @@ def _listen_auth(
     help="Seconds a tracked id may go without a notification before it is read.",
 )
 @click.option(
+    "--stalled-after",
+    type=click.FloatRange(min=0.5),
+    callback=seconds,
+    metavar="S",
+    help=f"A postgresql:// inbox: a listener silent this long is taken for dead and its "
+    f"notifications are processed by another one [default: {NOTIFY_LEASE:g}].",
+)
+@click.option(
     "--status",
     "show_status",
     is_flag=True,
@@ -177,6 +187,7 @@ def listen(
     inbox: str,
     track_pending: str | None,
     sweep_grace: float,
+    stalled_after: float | None,
     show_status: bool,
 ) -> None:
     """Receive status notifications; print each one and its confirmed status.
@@ -186,6 +197,10 @@ def listen(
     stopped listener had accepted is processed when it starts again. --json prints one
     object per line. Stop with Ctrl-C or SIGTERM (exit 130), or with --count (exit 0).
     """
+    if stalled_after is not None and _is_file(inbox):
+        # One listener per SQLite inbox: nobody would take its notifications over.
+        raise click.UsageError("--stalled-after needs a postgresql:// --inbox")
+    lease = NOTIFY_LEASE if stalled_after is None else stalled_after
     if show_status:
         missing = _is_file(inbox) and not Path(inbox).is_file()
 
@@ -237,7 +252,7 @@ def listen(
                 done.set()  # a reader gone (`listen | head -1`) ends the command: exit 0
 
         # One receiver per SQLite inbox: a second one is refused here, before it binds.
-        store = open_inbox(inbox)
+        store = open_inbox(inbox) if _is_file(inbox) else open_inbox(inbox, lease=lease)
         try:
             await store.open()
         except InboxBusyError as exc:
