@@ -25,7 +25,6 @@ from payments_async.notifications import (
     Sweep,
     open_inbox,
 )
-from payments_async.notifications._defaults import NOTIFY_LEASE
 
 from .._context import Settings, pass_settings
 from .._defaults import ENV_NOTIFY_PASSWORD
@@ -163,8 +162,8 @@ def _listen_auth(
     type=click.FloatRange(min=0.5),
     callback=seconds,
     metavar="S",
-    help=f"A postgresql:// inbox: a listener silent this long is taken for dead and its "
-    f"notifications are processed by another one [default: {NOTIFY_LEASE:g}].",
+    help="A postgresql:// inbox: a listener silent this long is taken for dead and its "
+    "notifications are processed by another one [default: PostgresInbox's lease, 60].",
 )
 @click.option(
     "--status",
@@ -200,7 +199,6 @@ def listen(
     if stalled_after is not None and _is_file(inbox):
         # One listener per SQLite inbox: nobody would take its notifications over.
         raise click.UsageError("--stalled-after needs a postgresql:// --inbox")
-    lease = NOTIFY_LEASE if stalled_after is None else stalled_after
     if show_status:
         missing = _is_file(inbox) and not Path(inbox).is_file()
 
@@ -252,7 +250,10 @@ def listen(
                 done.set()  # a reader gone (`listen | head -1`) ends the command: exit 0
 
         # One receiver per SQLite inbox: a second one is refused here, before it binds.
-        store = open_inbox(inbox) if _is_file(inbox) else open_inbox(inbox, lease=lease)
+        # A PostgreSQL inbox's lease is its own default unless given (never for SQLite).
+        store = (
+            open_inbox(inbox) if stalled_after is None else open_inbox(inbox, lease=stalled_after)
+        )
         try:
             await store.open()
         except InboxBusyError as exc:
