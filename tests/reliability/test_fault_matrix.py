@@ -351,9 +351,10 @@ def test_queue_workers_x_process_paused(tmp_path: Path, pg_dsn: str, pause: floa
 # process a cell started.
 INBOX_IDS = 120
 KILLS = 3
-# `listen --stalled-after` of the PostgreSQL sigkill cell (60 s by default): the jobs a
-# killed listener was running go back to the queue within seconds; a loaded live
-# listener, whose heartbeat is written every third of it, never looks dead.
+# `listen --stalled-after` of the PostgreSQL cells (60 s by default): the jobs a killed
+# listener was running, or whose end an outage kept from being written, go back to the
+# queue within seconds; a loaded live listener, whose heartbeat is written every third
+# of it, never looks dead.
 STALLED_AFTER = 5.0
 # ... and of the PostgreSQL pause cells: shorter than the pause, so the stopped listener
 # outlives its lease and, once continued, must still process each of its items once.
@@ -384,7 +385,9 @@ async def _inbox_cell(
             window = await fault(listeners)
             await sending
             await listeners.until_delivered(expected)
-            await asyncio.sleep(1.0)  # a second delivery, were there one, would show by now
+            # Nothing waits in the inbox and nothing is sent any more: no item is left to
+            # deliver a second time; stopping the listener reads all it printed.
+            await listeners.until_idle()
             await listeners.stop()
         finally:
             await listeners.kill_all()
@@ -482,7 +485,7 @@ async def test_postgresql_inbox_x_database_restart(
         restore(pg_dsn, admin)
         return 0
 
-    await _inbox_cell(tmp_path, pg_dsn, restart)
+    await _inbox_cell(tmp_path, pg_dsn, restart, _stalled_after("postgresql", STALLED_AFTER))
 
 
 @pytest.mark.alone  # every server process of the test's PostgreSQL is stopped
@@ -498,7 +501,7 @@ async def test_postgresql_inbox_x_database_hang(
             await asyncio.sleep(hang)  # the fault itself: the database answers nothing
         return 0
 
-    await _inbox_cell(tmp_path, pg_dsn, hung)
+    await _inbox_cell(tmp_path, pg_dsn, hung, _stalled_after("postgresql", STALLED_AFTER))
 
 
 # Full disk: a real size-limited file system (a tmpfs mounted for the test: the process

@@ -21,6 +21,7 @@ import aiohttp
 import msgspec
 
 from payments_async._constants import PACS002_PATH
+from payments_async.notifications import InboxStatus, SqliteInbox, open_inbox
 from tests.support.sandbox import basic
 
 USER = "svc"
@@ -139,6 +140,23 @@ class Listeners:
         proc.kill()
         await proc.wait()
         await asyncio.gather(*self._readers[-2:])  # its stdout's and stderr's, at EOF
+
+    async def until_idle(self, seconds: float = 60) -> None:
+        """Until the inbox holds no item waiting or being processed (its ``depth``)."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while (depth := (await self._inbox_status()).depth) > 0:
+            assert asyncio.get_running_loop().time() < deadline, f"{depth} items still waiting"
+            await asyncio.sleep(0.1)
+
+    async def _inbox_status(self) -> InboxStatus:
+        if not self.inbox.startswith("postgresql://"):
+            return await SqliteInbox(self.inbox).status()  # beside the listener holding it
+        inbox = open_inbox(self.inbox)
+        await inbox.open()
+        try:
+            return await inbox.status()
+        finally:
+            await inbox.aclose()
 
     async def stop(self) -> None:
         """SIGTERM the current process (exit 130) and collect what it printed."""
