@@ -9,9 +9,12 @@ notification received) both use these; each room keeps its own app, task and que
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import time
 import zlib
 from collections.abc import Callable, Container, Coroutine, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import StoreErrors
@@ -72,6 +75,7 @@ async def retry_stalled(
     stalled_after: float,
     every: float,
     running: Container[int] = frozenset(),
+    ended: dict[int, tuple[int, float]] | None = None,
 ) -> None:
     """Forever: put the jobs of workers whose heartbeat stopped (killed processes, lost
     hosts, a database outage longer than ``stalled_after``) back in ``queue``; any worker
@@ -85,6 +89,12 @@ async def retry_stalled(
         running: ids of the jobs this process is running: never put back, even when its
             own heartbeat is stale (the process was paused, or cut off from the
             database): it would take them again and run them twice at once.
+        ended: the jobs this process ran to their end, in the order they ended: job id
+            -> (the worker that ran it, `time.monotonic()` at its end), added to by the
+            caller. A job its worker still holds ``stalled_after`` after its end never had
+            that end written (the database was away then, and the worker lived on, so no
+            heartbeat check finds it): it is put back too. Each is looked at once, then
+            forgotten.
     """
     import procrastinate
 
@@ -94,17 +104,37 @@ async def retry_stalled(
             stalled = await app.job_manager.get_stalled_jobs(
                 queue=queue, seconds_since_heartbeat=stalled_after
             )
+            unwritten = await _unwritten_ends(app, ended, stalled_after) if ended else []
         except procrastinate.exceptions.ConnectorException as exc:
             logger.debug("cannot look for stalled jobs: %s", exc)  # the outage is told
             continue
-        for job in stalled:
-            if job.id in running:
+        for job_id in [job.id for job in stalled] + unwritten:
+            if job_id is None or job_id in running:
                 continue
             try:
-                await app.job_manager.retry_job(job)
+                await app.job_manager.retry_job_by_id_async(job_id, datetime.now(UTC))
             except procrastinate.exceptions.ConnectorException:
                 continue  # another worker put it back first
-            logger.info("job %s of a stopped worker put back in the queue", job.id)
+            logger.info("job %s of a stopped worker put back in the queue", job_id)
+
+
+async def _unwritten_ends(
+    app: procrastinate.App, ended: dict[int, tuple[int, float]], stalled_after: float
+) -> list[int]:
+    """The jobs of ``ended`` that ended ``stalled_after`` ago and that the worker which ran
+    them still holds (see `retry_stalled`); those looked at leave ``ended``."""
+    before = time.monotonic() - stalled_after
+    due = dict(itertools.takewhile(lambda e: e[1][1] <= before, ended.items()))
+    if not due:
+        return []
+    rows = await app.connector.execute_query_all_async(
+        "SELECT id, worker_id FROM procrastinate_jobs WHERE status = 'doing' AND id = ANY(%(ids)s)",
+        ids=list(due),
+    )
+    for job_id, end in due.items():
+        if ended.get(job_id) == end:  # not run again here meanwhile
+            del ended[job_id]
+    return [int(row["id"]) for row in rows if row["worker_id"] == due[row["id"]][0]]
 
 
 async def through_outages(

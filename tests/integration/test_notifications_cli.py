@@ -21,10 +21,11 @@ from payments_async.bulk import (
     open_journal,
 )
 from payments_async.notifications import Notification, NotificationKind, SqliteInbox
-from payments_async.sandbox import SandboxConfig, SandboxServer
+from payments_async.sandbox import FaultConfig, SandboxConfig, SandboxServer
 from payments_async.sandbox._main import build_parser, config_from_args
 from payments_async.sandbox._notify import NotificationTarget
 from tests.factories import cancellation_for, credit_transfer
+from tests.support.listeners import Listeners, deliver
 
 
 async def _spawn(
@@ -127,6 +128,94 @@ async def test_listen_closes_a_connection_whose_headers_are_late_after_header_ti
             proc.terminate()
             await proc.wait()
     assert took >= 0.4, took  # not before its time either
+
+
+@pytest.mark.parametrize(
+    ("inbox", "value", "said"),
+    [
+        ("inbox.db", "5", "--stalled-after needs a postgresql:// --inbox"),  # one listener
+        ("postgresql://u@127.0.0.1:1/db", "0", "'--stalled-after': 0.0 is not in the range"),
+        ("postgresql://u@127.0.0.1:1/db", "nan", "'--stalled-after': nan is not a positive"),
+        ("postgresql://u@127.0.0.1:1/db", "inf", "'--stalled-after': inf is not a positive"),
+    ],
+    ids=["sqlite", "zero", "nan", "inf"],
+)
+async def test_listen_stalled_after_is_checked_before_anything_starts(
+    tmp_path: Path, inbox: str, value: str, said: str
+) -> None:
+    proc = await _spawn(
+        "--sandbox",
+        "--base-url",
+        "http://127.0.0.1:1",  # reached, the command would exit 3
+        "listen",
+        "--port",
+        "0",
+        "--user",
+        "svc",
+        "--inbox",
+        inbox,
+        "--stalled-after",
+        value,
+        env={"PAYMENTS_NOTIFY_PASSWORD": "pw-0123456789"},
+        cwd=tmp_path,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert proc.returncode == 2
+    (line,) = err.decode().splitlines()
+    assert said in line
+    assert os.listdir(tmp_path) == []  # no inbox made
+
+
+STALLED_AFTER = 2.0  # the lease of the takeover test below (60 s by default)
+
+
+async def test_listen_stalled_after_hands_a_killed_listeners_notice_to_the_next_one(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """A listener SIGKILLed while it processes a notice (its confirming read hangs) holds
+    the notice's job; the next listener on the PostgreSQL inbox processes it once its
+    `--stalled-after` has passed, within a bound the default (60 s) would not meet."""
+    config = SandboxConfig(processing_delay=0.1, settlement_delay=0.1)
+    async with SandboxServer(config) as sb:
+        async with PaymentsClient(Credentials.sandbox(), base_url=sb.url) as client:
+            psid = (await client.submit_credit_transfer(credit_transfer())).payments_service_id
+            final = await client.wait_for_payment_status(psid)
+        listeners = Listeners(sb.url, pg_dsn, tmp_path, ("--stalled-after", str(STALLED_AFTER)))
+        await listeners.start()
+        try:
+            sb.set_faults(FaultConfig(latency=1.0, latency_seconds=60.0))  # reads hang
+            await deliver(listeners, sb.url, [psid])
+            await _until_a_job_runs(pg_dsn)
+            await listeners.kill()
+            sb.set_faults(FaultConfig())
+            killed = asyncio.get_running_loop().time()
+            await listeners.start()
+            # a process start, the lease and the stalled-job check (every second) at most,
+            # with room for a loaded machine
+            await listeners.until_delivered({psid: str(final.status)}, seconds=STALLED_AFTER + 25)
+            took = asyncio.get_running_loop().time() - killed
+            await listeners.until_idle()
+            await listeners.stop()
+        finally:
+            await listeners.kill_all()
+    assert listeners.delivered() == {f"{psid} {final.status}": 1}, took
+    assert [i for i, line in listeners.lines if line.get("final")] == [1]  # the next one's
+    assert "Traceback" not in "".join(listeners.stderr)
+
+
+async def _until_a_job_runs(dsn: str) -> None:
+    """Until a listener's worker holds a job of the inbox (procrastinate's ``doing``)."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for _ in range(600):
+            cur = await conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
+            )
+            if (row := await cur.fetchone()) and row[0]:
+                return
+            await asyncio.sleep(0.05)
+    raise AssertionError("no job ever ran")
 
 
 async def test_listen_checks_the_service_before_listening() -> None:

@@ -366,29 +366,43 @@ def test_queue_workers_x_process_paused(tmp_path: Path, pg_dsn: str, pause: floa
 # process a cell started.
 INBOX_IDS = 120
 KILLS = 3
+# `listen --stalled-after` of the PostgreSQL cells (60 s by default): the jobs a killed
+# listener was running, or whose end an outage kept from being written, go back to the
+# queue within seconds; a loaded live listener, whose heartbeat is written every third
+# of it, never looks dead.
+STALLED_AFTER = 5.0
+# ... and of the PostgreSQL pause cells: shorter than the pause, so the stopped listener
+# outlives its lease and, once continued, must still process each of its items once.
+PAUSED_STALLED_AFTER = 1.0
+assert PAUSED_STALLED_AFTER < PAUSE
 
 
 async def _inbox_cell(
-    tmp_path: Path, inbox: str, fault: Callable[[Listeners], Awaitable[int]]
+    tmp_path: Path,
+    inbox: str,
+    fault: Callable[[Listeners], Awaitable[int]],
+    args: tuple[str, ...] = (),
 ) -> None:
-    """Deliver a stream to ``listen`` on ``inbox`` while ``fault`` runs (it returns how many
-    deliveries the documented window allows to be repeated: 0 unless it killed a process
-    between a callback's return and its "delivered" mark); then 0 lost, 0 twice beyond that
-    window, no traceback, a few stderr lines per process."""
+    """Deliver a stream to ``listen [args]`` on ``inbox`` while ``fault`` runs (it returns
+    how many deliveries the documented window allows to be repeated: 0 unless it killed a
+    process between a callback's return and its "delivered" mark); then 0 lost, 0 twice
+    beyond that window, no traceback, a few stderr lines per process."""
     rng = random.Random(36)
     config = SandboxConfig(processing_delay=0.1, settlement_delay=0.1)
     async with SandboxServer(config) as sb:
         expected = await _final_payments(sb.url, INBOX_IDS)
         stream = [psid for psid in expected for _ in range(rng.choice((1, 1, 2, 3)))]
         rng.shuffle(stream)
-        listeners = Listeners(sb.url, inbox, tmp_path)
+        listeners = Listeners(sb.url, inbox, tmp_path, args)
         await listeners.start()
         try:
             sending = asyncio.create_task(deliver(listeners, sb.url, stream))
             window = await fault(listeners)
             await sending
             await listeners.until_delivered(expected)
-            await asyncio.sleep(1.0)  # a second delivery, were there one, would show by now
+            # Nothing waits in the inbox and nothing is sent any more: no item is left to
+            # deliver a second time; stopping the listener reads all it printed.
+            await listeners.until_idle()
             await listeners.stop()
         finally:
             await listeners.kill_all()
@@ -420,9 +434,7 @@ async def _sigkill(listeners: Listeners) -> int:
     window = 0
     for k in range(1, KILLS + 1):
         await _progress(listeners, k / (KILLS + 1))
-        listeners.current.kill()
-        await listeners.current.wait()
-        await asyncio.sleep(0.2)  # its last printed lines are read
+        await listeners.kill()
         marked = int((await listeners.status())["delivered"])  # type: ignore[call-overload]
         window += max(0, len(listeners.delivered()) - marked)
         await listeners.start()
@@ -446,9 +458,19 @@ def _inbox_target(store: str, tmp_path: Path, request: pytest.FixtureRequest) ->
     return str(request.getfixturevalue("pg_dsn"))
 
 
+def _stalled_after(store: str, seconds: float) -> tuple[str, ...]:
+    """``listen``'s lease option for a PostgreSQL inbox (a SQLite one has no lease)."""
+    return () if store == "sqlite" else ("--stalled-after", str(seconds))
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 async def test_inbox_x_sigkill(tmp_path: Path, request: pytest.FixtureRequest, store: str) -> None:
-    await _inbox_cell(tmp_path, _inbox_target(store, tmp_path, request), _sigkill)
+    await _inbox_cell(
+        tmp_path,
+        _inbox_target(store, tmp_path, request),
+        _sigkill,
+        _stalled_after(store, STALLED_AFTER),
+    )
 
 
 @pytest.mark.parametrize(
@@ -458,7 +480,12 @@ async def test_inbox_x_sigkill(tmp_path: Path, request: pytest.FixtureRequest, s
 async def test_inbox_x_process_paused(
     tmp_path: Path, request: pytest.FixtureRequest, store: str, pause: float
 ) -> None:
-    await _inbox_cell(tmp_path, _inbox_target(store, tmp_path, request), _paused(pause))
+    await _inbox_cell(
+        tmp_path,
+        _inbox_target(store, tmp_path, request),
+        _paused(pause),
+        _stalled_after(store, PAUSED_STALLED_AFTER),
+    )
 
 
 async def test_postgresql_inbox_x_database_restart(
@@ -473,7 +500,7 @@ async def test_postgresql_inbox_x_database_restart(
         restore(pg_dsn, admin)
         return 0
 
-    await _inbox_cell(tmp_path, pg_dsn, restart)
+    await _inbox_cell(tmp_path, pg_dsn, restart, _stalled_after("postgresql", STALLED_AFTER))
 
 
 @pytest.mark.parametrize(
@@ -488,7 +515,7 @@ async def test_postgresql_inbox_x_database_hang(
             await asyncio.sleep(hang)  # the fault itself: the database answers nothing
         return 0
 
-    await _inbox_cell(tmp_path, pg_dsn, hung)
+    await _inbox_cell(tmp_path, pg_dsn, hung, _stalled_after("postgresql", STALLED_AFTER))
 
 
 # Full disk: a real size-limited file system (a tmpfs mounted for the test: the process

@@ -21,6 +21,7 @@ import aiohttp
 import msgspec
 
 from payments_async._constants import PACS002_PATH
+from payments_async.notifications import InboxStatus, SqliteInbox, open_inbox
 from tests.support.sandbox import basic
 
 USER = "svc"
@@ -30,11 +31,13 @@ POST_TIMEOUT = 3.0  # seconds the service waits for a receiver's answer before r
 
 @dataclass
 class Listeners:
-    """One ``listen`` at a time on ``inbox``, against the sandbox at ``base_url``."""
+    """One ``listen`` at a time on ``inbox``, against the sandbox at ``base_url``; ``args``
+    are added to each ``listen`` (e.g. ``--stalled-after``)."""
 
     base_url: str
     inbox: str
     cwd: Path
+    args: tuple[str, ...] = ()
     procs: list[asyncio.subprocess.Process] = field(default_factory=list)
     lines: list[tuple[int, dict[str, object]]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
@@ -62,6 +65,7 @@ class Listeners:
             USER,
             "--inbox",
             self.inbox,
+            *self.args,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "PAYMENTS_NOTIFY_PASSWORD": PASSWORD},
@@ -129,6 +133,30 @@ class Listeners:
                 f"not delivered: {sorted(want - set(self.delivered()))[:5]}; stderr: {self.stderr}"
             )
             await asyncio.sleep(0.1)
+
+    async def kill(self) -> None:
+        """SIGKILL the current process and read all it printed before it died."""
+        proc = self.current
+        proc.kill()
+        await proc.wait()
+        await asyncio.gather(*self._readers[-2:])  # its stdout's and stderr's, at EOF
+
+    async def until_idle(self, seconds: float = 60) -> None:
+        """Until the inbox holds no item waiting or being processed (its ``depth``)."""
+        deadline = asyncio.get_running_loop().time() + seconds
+        while (depth := (await self._inbox_status()).depth) > 0:
+            assert asyncio.get_running_loop().time() < deadline, f"{depth} items still waiting"
+            await asyncio.sleep(0.1)
+
+    async def _inbox_status(self) -> InboxStatus:
+        if not self.inbox.startswith("postgresql://"):
+            return await SqliteInbox(self.inbox).status()  # beside the listener holding it
+        inbox = open_inbox(self.inbox)
+        await inbox.open()
+        try:
+            return await inbox.status()
+        finally:
+            await inbox.aclose()
 
     async def stop(self) -> None:
         """SIGTERM the current process (exit 130) and collect what it printed."""

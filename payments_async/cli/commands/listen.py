@@ -31,6 +31,7 @@ from .._context import Settings, pass_settings
 from .._defaults import ENV_NOTIFY_PASSWORD
 from .._exit import EXIT_OK, CliError
 from .._files import read_file
+from .._params import seconds
 from .._run import connected, run_command
 
 __all__ = ["listen"]
@@ -166,6 +167,14 @@ def _listen_auth(
     "closed without an answer (slow callers cannot hold connections).",
 )
 @click.option(
+    "--stalled-after",
+    type=click.FloatRange(min=0.5),
+    callback=seconds,
+    metavar="S",
+    help="A postgresql:// inbox: a listener silent this long is taken for dead and its "
+    "notifications are processed by another one [default: PostgresInbox's lease, 60].",
+)
+@click.option(
     "--status",
     "show_status",
     is_flag=True,
@@ -187,6 +196,7 @@ def listen(
     track_pending: str | None,
     sweep_grace: float,
     header_timeout: float,
+    stalled_after: float | None,
     show_status: bool,
 ) -> None:
     """Receive status notifications; print each one and its confirmed status.
@@ -196,6 +206,9 @@ def listen(
     stopped listener had accepted is processed when it starts again. --json prints one
     object per line. Stop with Ctrl-C or SIGTERM (exit 130), or with --count (exit 0).
     """
+    if stalled_after is not None and _is_file(inbox):
+        # One listener per SQLite inbox: nobody would take its notifications over.
+        raise click.UsageError("--stalled-after needs a postgresql:// --inbox")
     if show_status:
         missing = _is_file(inbox) and not Path(inbox).is_file()
 
@@ -253,7 +266,10 @@ def listen(
                 done.set()  # a reader gone (`listen | head -1`) ends the command: exit 0
 
         # One receiver per SQLite inbox: a second one is refused here, before it binds.
-        store = open_inbox(inbox)
+        # A PostgreSQL inbox's lease is its own default unless given (never for SQLite).
+        store = (
+            open_inbox(inbox) if stalled_after is None else open_inbox(inbox, lease=stalled_after)
+        )
         try:
             await store.open()
         except InboxBusyError as exc:
