@@ -625,8 +625,10 @@ def _sigterm_once_acknowledged(
 def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
     pg_dsn: str, tmp_path: Path
 ) -> None:
-    # Rows take 25 s to settle: a worker that waited for them all would take that long.
-    config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
+    # No row settles on its own: a worker that waited for them would never stop. Once the
+    # first worker has stopped, the test settles every row the service has (those the
+    # second worker sends too) through the sandbox's trigger.
+    config = SandboxConfig(processing_delay=3600, settlement_delay=3600)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "term.csv", bulk_rows(200, prefix="E2E-QT"))
         code, err, took = _sigterm_once_acknowledged(sb, pg_dsn, src, 50)
@@ -634,12 +636,13 @@ def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
         assert "Traceback" not in err
         assert took < 15  # a few seconds of grace, not the rows' whole wait
         at_stop = _counts(pg_dsn)
-        assert at_stop.get("final", 0) < 200, at_stop  # rows were left unfinished
+        assert at_stop.get("final", 0) == 0, at_stop  # rows were left unfinished
         second = _worker(sb, pg_dsn)
         try:
             deadline = time.monotonic() + 300
             while _counts(pg_dsn).get("final", 0) < 200:
                 assert time.monotonic() < deadline, _counts(pg_dsn)
+                sb.settle_pending()
                 time.sleep(0.2)
         finally:
             _stop([second])
