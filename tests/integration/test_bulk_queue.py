@@ -617,8 +617,10 @@ async def test_run_worker_refuses_a_grace_that_is_not_seconds_before_connecting(
     def no_client(limit: int) -> PaymentsClient:
         raise AssertionError("no client is made")
 
+    # wait=False: without the check, the unreachable database is raised at once (the
+    # test fails), not waited for
     with pytest.raises(ValueError, match="grace must be a finite number of seconds >= 0"):
-        await run_worker("postgresql://nobody@127.0.0.1:1/none", no_client, grace=grace)
+        await run_worker("postgresql://nobody@127.0.0.1:1/none", no_client, grace=grace, wait=False)
 
 
 def _sigterm_once_acknowledged(
