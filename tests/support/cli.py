@@ -90,6 +90,24 @@ class ThreadedSandbox:
 
         return int(self.call(settle))
 
+    @contextmanager
+    def settling(self, every: float = 0.05) -> Iterator[None]:
+        """Within the block, `settle_pending` every ``every`` seconds (from a thread): each
+        cancellation settles as soon as it is stored."""
+        done = threading.Event()
+
+        def loop() -> None:
+            while not done.wait(every):
+                self.settle_pending()
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(30)
+
 
 @contextmanager
 def threaded_sandbox(config: SandboxConfig | None = None) -> Iterator[ThreadedSandbox]:
