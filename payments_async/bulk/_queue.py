@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -523,6 +524,7 @@ async def run_worker(
     heartbeat_interval: float = HEARTBEAT_INTERVAL,
     stalled_after: float = STALLED_AFTER,
     stalled_check_interval: float = STALLED_CHECK_INTERVAL,
+    grace: float = SHUTDOWN_GRACE,
     wait: bool = True,
     ready: Callable[[], Awaitable[None] | None] | None = None,
 ) -> None:
@@ -561,14 +563,25 @@ async def run_worker(
         heartbeat_interval: seconds between this worker's heartbeats.
         stalled_after: a worker whose heartbeat is older than this is taken for dead.
         stalled_check_interval: seconds between looks for stalled jobs.
+        grace: seconds a worker serving the queue, once cancelled, lets the rows it took
+            go on towards their outcomes; the rows still unfinished then go back to the
+            queue, for any worker to run with their recorded ids (with ``wait=False``
+            they are waited for to the end).
         wait: False stops the worker once no job is waiting and the jobs it took have
             ended, every row of them run to its outcome or its failure (for benchmarks and
             tests: it does not stay to put back the jobs of a worker that died, nor for
             jobs whose retry is due later). Cancelled, such a worker also waits for its
             rows to end.
         ready: called once the worker is about to take jobs.
+
+    Raises:
+        ValueError: ``grace`` is not a finite number of seconds >= 0 (before any
+            connection is made).
     """
     from psycopg_pool import AsyncConnectionPool
+
+    if not math.isfinite(grace) or grace < 0:
+        raise ValueError(f"grace must be a finite number of seconds >= 0, not {grace!r}")
 
     app = make_app(dsn, worker=True)
     await _open_worker_app(app, dsn, wait=wait)
@@ -620,7 +633,7 @@ async def run_worker(
                         # Serving the queue, a worker stops only when told to: its rows
                         # get the grace, then go back. Without ``wait`` the loop stops
                         # because no job is waiting: the jobs it took run to their end.
-                        shutdown_graceful_timeout=SHUTDOWN_GRACE if wait else float("inf"),
+                        shutdown_graceful_timeout=grace if wait else float("inf"),
                         wait=wait,
                         install_signal_handlers=False,
                         update_heartbeat_interval=heartbeat_interval,

@@ -46,13 +46,12 @@ QUIET = 2.0  # seconds a paused run is watched for POSTs
 # A pause is obeyed within this: the control read once per interval, the rate booked at
 # most a second ahead, the requests in flight answered.
 OBEYED = 2 * CONTROL_INTERVAL + 1.0
-# Outcomes settle after a while: the rows sent before a pause are still pending, and read,
-# during it. A pending row is read at least once per POLL_MAX, so the rows sent before the
-# pause must stay pending until POLL_MAX after the pause is obeyed, however late a loaded
-# machine obeys it (the pause's own command line takes seconds to start there): with 6 s,
-# every row had settled and been read before the window opened (reads 169 -> 169).
-SETTLE = 20.0
-CONFIG = SandboxConfig(processing_delay=3600, settlement_delay=SETTLE)
+# The rows sent before a pause are still pending, and read, during it: a pending row is
+# read at least once per POLL_MAX, however late a loaded machine obeys the pause. So no row
+# settles on its own; once the pause has been watched, the test settles every pending row
+# through the sandbox's trigger (`ThreadedSandbox.settle_pending`), and goes on settling
+# those sent later until the run has ended, instead of waiting for a settlement delay.
+CONFIG = SandboxConfig(processing_delay=3600, settlement_delay=3600)
 
 
 def _cli(sb: ThreadedSandbox, *args: str) -> list[str]:
@@ -119,6 +118,9 @@ def _pause_resume_abort(
           f"outcome reads {reads} -> {reads_after}")  # fmt: skip
     assert after == before, "a POST reached the service while the run was paused"
     assert sent() < ROWS, "the run ended before it could be aborted: raise the scale"
+    # watched: the rows sent so far settle now, and are read while the run is resumed,
+    # paused again and aborted (none of that waits for them)
+    assert sb.settle_pending() > 0
     resumed = _control(sb, "resume", *where)
     assert resumed["control"]["state"] == "running"  # type: ignore[index]
     _until(lambda: _posts(sb) > before, "sending did not go on after resume", timeout=30)
@@ -165,7 +167,15 @@ def test_a_local_run_is_paused_resumed_and_aborted_from_another_process(tmp_path
                 return counts.get("acknowledged", 0) + counts.get("final", 0)
 
             _pause_resume_abort(sb, ["--journal", str(journal)], sent)
-            stdout, stderr = run.communicate(timeout=120)
+            # the run waits for the outcomes of the rows it sent: settled as they come
+            deadline = time.monotonic() + PATIENCE
+            while True:
+                sb.settle_pending()
+                try:
+                    stdout, stderr = run.communicate(timeout=0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    assert time.monotonic() < deadline, "the aborted run never ended"
         finally:
             if run.poll() is None:
                 run.kill()
@@ -265,8 +275,13 @@ def test_a_queued_run_on_two_workers_is_paused_resumed_and_aborted(
             _pause_resume_abort(sb, where, sent)
             # every worker takes the rows still queued and ends them aborted
             aborted_at = time.monotonic()
+
+            def settled_and_done() -> bool:
+                sb.settle_pending()  # the outcomes of the rows sent, as they come
+                return _progress(pg_dsn, aborted_at) == 0
+
             _until(
-                lambda: _progress(pg_dsn, aborted_at) == 0,
+                settled_and_done,
                 "rows left unfinished after the abort",
                 explain=lambda: _left_after_abort(pg_dsn),
             )

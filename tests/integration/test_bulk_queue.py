@@ -19,10 +19,16 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from payments_async import PaymentsClient
 from payments_async._constants import SANDBOX_CLIENT_ID
-from payments_async.bulk import RESULT_COLUMNS, PlannedRow, open_journal, queue_status
+from payments_async.bulk import (
+    RESULT_COLUMNS,
+    PlannedRow,
+    open_journal,
+    queue_status,
+    run_worker,
+)
 from payments_async.bulk import _queue as queue
-from payments_async.bulk._defaults import SHUTDOWN_GRACE
 from payments_async.sandbox import FaultConfig, SandboxConfig
 from tests.support.cli import (
     FakeService,
@@ -36,6 +42,9 @@ from tests.support.cli import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+# The --grace of the workers these tests stop or interrupt: short, so that a test waits past
+# it in moments (the default is for production, where rows take longer).
+GRACE = 1.5
 
 
 def _cli(sb: ThreadedSandbox, *args: str) -> list[str]:
@@ -339,12 +348,12 @@ def test_a_worker_once_runs_the_rows_it_took_to_their_outcome(pg_dsn: str, tmp_p
     # must wait for the rows it took, not cut them after the grace and exit 0 with their
     # jobs put back for a retry that no worker is left to run (on a loaded machine, rows
     # that were slow to send then read as never sent).
-    config = SandboxConfig(processing_delay=3600, settlement_delay=SHUTDOWN_GRACE + 2)
+    config = SandboxConfig(processing_delay=3600, settlement_delay=GRACE + 2)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "slow.csv", bulk_rows(3, prefix="E2E-QO"))
         queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
         assert queued.returncode == 0, queued.stderr
-        worker = _run(_cli(sb, "worker", "--queue", pg_dsn, "--once"))
+        worker = _run(_cli(sb, "worker", "--queue", pg_dsn, "--once", "--grace", str(GRACE)))
         assert worker.returncode == 0, worker.stderr
         assert _row_states(pg_dsn) == {"final:rejected:false": 3}
         assert [status for _, status in _jobs(pg_dsn)] == ["succeeded"]
@@ -582,6 +591,8 @@ def test_bulk_results_refuses_an_output_it_could_not_write_before_reading(
         ["worker", "--queue", "postgresql://x/y", "--heartbeat", "nan"],
         ["worker", "--queue", "postgresql://x/y", "--stalled-after", "nan"],
         ["worker", "--queue", "postgresql://x/y", "--stalled-after", "inf"],
+        ["worker", "--queue", "postgresql://x/y", "--grace", "-1"],
+        ["worker", "--queue", "postgresql://x/y", "--grace", "nan"],
     ],
 )
 def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
@@ -599,6 +610,19 @@ def test_option_mistakes_exit_2(tmp_path: Path, args: list[str]) -> None:
     assert "cannot connect" not in proc.stderr  # refused before any connection
 
 
+@pytest.mark.parametrize("grace", [-1.0, float("nan"), float("inf")])
+async def test_run_worker_refuses_a_grace_that_is_not_seconds_before_connecting(
+    grace: float,
+) -> None:
+    def no_client(limit: int) -> PaymentsClient:
+        raise AssertionError("no client is made")
+
+    # wait=False: without the check, the unreachable database is raised at once (the
+    # test fails), not waited for
+    with pytest.raises(ValueError, match="grace must be a finite number of seconds >= 0"):
+        await run_worker("postgresql://nobody@127.0.0.1:1/none", no_client, grace=grace, wait=False)
+
+
 def _sigterm_once_acknowledged(
     sb: ThreadedSandbox, dsn: str, src: Path, acknowledged: int
 ) -> tuple[int | None, str, float]:
@@ -608,7 +632,7 @@ def _sigterm_once_acknowledged(
     """
     queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", dsn, "--no-wait"))
     assert queued.returncode == 0, queued.stderr
-    worker = _worker(sb, dsn)
+    worker = _worker(sb, dsn, "--grace", str(GRACE))
     try:
         deadline = time.monotonic() + 60
         while _counts(dsn).get("acknowledged", 0) < acknowledged:
@@ -625,21 +649,24 @@ def _sigterm_once_acknowledged(
 def test_sigterm_puts_a_workers_rows_back_and_another_finishes_them(
     pg_dsn: str, tmp_path: Path
 ) -> None:
-    # Rows take 25 s to settle: a worker that waited for them all would take that long.
-    config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
+    # No row settles on its own: a worker that waited for them would never stop. Once the
+    # first worker has stopped, the test settles every row the service has (those the
+    # second worker sends too) through the sandbox's trigger.
+    config = SandboxConfig(processing_delay=3600, settlement_delay=3600)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "term.csv", bulk_rows(200, prefix="E2E-QT"))
         code, err, took = _sigterm_once_acknowledged(sb, pg_dsn, src, 50)
         assert code == 130, err
         assert "Traceback" not in err
-        assert took < 15  # a few seconds of grace, not the rows' whole wait
+        assert took < GRACE + 10  # the grace, not the rows' whole wait
         at_stop = _counts(pg_dsn)
-        assert at_stop.get("final", 0) < 200, at_stop  # rows were left unfinished
+        assert at_stop.get("final", 0) == 0, at_stop  # rows were left unfinished
         second = _worker(sb, pg_dsn)
         try:
             deadline = time.monotonic() + 300
             while _counts(pg_dsn).get("final", 0) < 200:
                 assert time.monotonic() < deadline, _counts(pg_dsn)
+                sb.settle_pending()
                 time.sleep(0.2)
         finally:
             _stop([second])
@@ -654,13 +681,13 @@ def test_a_stopped_worker_waits_for_every_fetch_loop_and_puts_its_row_back(
     # One row: one of the worker's fetch loops runs it, the others have nothing to do and
     # stop at once. The worker must still give the row its grace, then put it back in the
     # queue (not leave it "doing" for another worker to find stalled), without a traceback.
-    config = SandboxConfig(processing_delay=3600, settlement_delay=25.0)
+    config = SandboxConfig(processing_delay=3600, settlement_delay=3600)
     with threaded_sandbox(config) as sb:
         src = write_csv(tmp_path / "one.csv", bulk_rows(1, prefix="E2E-Q1"))
         code, err, took = _sigterm_once_acknowledged(sb, pg_dsn, src, 1)
         assert code == 130, err
         assert "Traceback" not in err
-        assert 3 < took < 15  # the row's grace (5 s), not its whole wait
+        assert GRACE < took < GRACE + 10  # the row's grace, not its whole wait
         assert [status for _, status in _jobs(pg_dsn)] == ["todo"]  # back in the queue
         assert sb.stats()["cancellations_stored"] == 1
 
@@ -723,7 +750,8 @@ def test_ctrl_c_on_a_worker_once_waits_for_its_rows_outcomes(pg_dsn: str, tmp_pa
         queued = _run(_cli(sb, "--json", "bulk-cancel", str(src), "--queue", pg_dsn, "--no-wait"))
         assert queued.returncode == 0, queued.stderr
         worker = subprocess.Popen(
-            _cli(sb, "worker", "--queue", pg_dsn, "--once", "--timeout", "120"),
+            _cli(sb, "worker", "--queue", pg_dsn, "--once", "--timeout", "120", "--grace",
+                 str(GRACE)),
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
@@ -735,7 +763,7 @@ def test_ctrl_c_on_a_worker_once_waits_for_its_rows_outcomes(pg_dsn: str, tmp_pa
             _wait_for(lambda: _row_states(pg_dsn).get("final:accepted:false") == 1, worker)
             # past the grace a worker serving the queue gives its rows, the others are
             # still waited for: the process runs, their job is not put back
-            _wait_for(lambda: time.monotonic() - interrupted > SHUTDOWN_GRACE + 0.5, worker)
+            _wait_for(lambda: time.monotonic() - interrupted > GRACE + 0.5, worker)
             assert [status for _, status in _jobs(pg_dsn)] == ["doing"]
             for c in cxl[1:]:
                 sb.call(sb.server.resolve_cancellation, c.payments_service_id, "accepted")

@@ -66,6 +66,48 @@ class ThreadedSandbox:
     def cancellations(self) -> list[Any]:
         return list(self.call(lambda: list(self.server.state.cancellations.values())))
 
+    def settle_pending(self) -> int:
+        """Settle every cancellation still pending, now, through the sandbox's own trigger
+        (`SandboxServer.resolve_cancellation`), with the outcome it decided when it stored
+        it: what its ``settlement_delay`` would show later. Returns how many it settled.
+
+        With a long ``settlement_delay``, a test keeps rows pending for as long as it
+        watches them, then settles them instead of waiting.
+        """
+
+        def settle() -> int:
+            server = self.server
+            now = server.state.now()
+            pending = [c for c in server.state.cancellations.values() if not c.status_at(now).final]
+            for c in pending:
+                if c.accepted:
+                    server.resolve_cancellation(c.payments_service_id, "accepted")
+                else:
+                    server.resolve_cancellation(
+                        c.payments_service_id, "rejected", c.reason_code, c.reason_text
+                    )
+            return len(pending)
+
+        return int(self.call(settle))
+
+    @contextmanager
+    def settling(self, every: float = 0.05) -> Iterator[None]:
+        """Within the block, `settle_pending` every ``every`` seconds (from a thread): each
+        cancellation settles as soon as it is stored."""
+        done = threading.Event()
+
+        def loop() -> None:
+            while not done.wait(every):
+                self.settle_pending()
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(30)
+
 
 @contextmanager
 def threaded_sandbox(config: SandboxConfig | None = None) -> Iterator[ThreadedSandbox]:

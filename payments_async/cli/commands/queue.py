@@ -10,6 +10,7 @@ from payments_async import POLL_TIMEOUT, Limits, bulk
 from payments_async.bulk import JournalError
 from payments_async.bulk._defaults import (
     HEARTBEAT_INTERVAL,
+    SHUTDOWN_GRACE,
     STALLED_AFTER,
     STALLED_CHECK_INTERVAL,
     WORKER_CONCURRENCY,
@@ -18,7 +19,7 @@ from payments_async.bulk._defaults import (
 
 from .._context import Settings, pass_settings
 from .._exit import EXIT_INTERRUPTED, EXIT_OK, journal_failed
-from .._params import queue_option, seconds
+from .._params import delay, queue_option, seconds
 from .._run import make_client, run_command, set_on_signals
 
 __all__ = ["worker"]
@@ -68,6 +69,19 @@ __all__ = ["worker"]
     help="A worker silent this long is taken for dead and its rows are run again.",
 )
 @click.option(
+    "--grace",
+    type=float,
+    callback=delay,
+    default=SHUTDOWN_GRACE,
+    show_default=True,
+    metavar="S",
+    help=(
+        "Seconds a stopping worker (Ctrl-C, SIGTERM) lets its rows go on towards their "
+        "outcomes before it puts the unfinished ones back in the queue (with --once, "
+        "they are waited for to the end)."
+    ),
+)
+@click.option(
     "--once",
     is_flag=True,
     help=(
@@ -84,6 +98,7 @@ def worker(
     timeout: float,
     heartbeat: float,
     stalled_after: float,
+    grace: float,
     once: bool,
 ) -> None:
     """Run bulk-cancel rows queued with `bulk-cancel INPUT --queue URL` (the scale extra).
@@ -91,7 +106,7 @@ def worker(
     Start any number of workers, on any hosts, against the same database. A worker that
     dies (even SIGKILL) has its rows put back in the queue by the others once its
     heartbeat stops; they resend each row with its recorded ids, so nothing is stored
-    twice. Stop a worker with Ctrl-C or SIGTERM: its rows get a few seconds to finish,
+    twice. Stop a worker with Ctrl-C or SIGTERM: its rows get --grace seconds to finish,
     then go back to the queue (with --once, its rows are waited for to the end).
     """
     if heartbeat >= stalled_after:
@@ -114,6 +129,7 @@ def worker(
                 heartbeat_interval=heartbeat,
                 stalled_after=stalled_after,
                 stalled_check_interval=min(STALLED_CHECK_INTERVAL, stalled_after / 2),
+                grace=grace,
                 wait=not once,
                 ready=ready,
             )
