@@ -96,6 +96,8 @@ async def test_listen_prints_each_notification_and_its_confirmed_status() -> Non
         ["listen", "--port", "0", "--jwt-key", __file__],  # no issuer/audience
         ["listen", "--port", "0", "--user", "svc", "--password", "pw", "--header-timeout", "0"],
         ["listen", "--port", "0", "--user", "svc", "--password", "pw", "--header-timeout", "nan"],
+        ["listen", "--port", "0", "--user", "svc", "--password", "pw", "--header-timeout", "inf"],
+        ["listen", "--port", "0", "--user", "svc", "--password", "pw", "--sweep-grace", "nan"],
     ],
 )
 async def test_listen_usage_errors_are_one_line_exit_2(args: list[str]) -> None:
