@@ -6,13 +6,14 @@ holds a database (`Outage`), one group commit with a SQLite and a psycopg adapte
 (`GroupCommit`, `SqliteBatch`, `PsycopgBatch`), the mapping of a SQLite failure (a full
 disk included, `sqlite_error`), one writer per SQLite file (`lock_file`), and procrastinate
 under the rooms that run jobs on PostgreSQL (`install_jobs_schema`, `through_outages`,
-`retry_stalled`). Each store keeps its own schema and meaning in its room, and its own
+`retry_stalled`, `LocalJobs`). Each store keeps its own schema and meaning in its room, and its own
 public error types (`StoreErrors` names them).
 """
 
 from ._errors import StoreErrors
 from ._group import GroupCommit, PsycopgBatch, SqliteBatch
 from ._jobs import (
+    LocalJobs,
     advisory_lock_id,
     all_loops,
     install_jobs_schema,
@@ -29,6 +30,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "FileLock",
     "GroupCommit",
+    "LocalJobs",
     "Outage",
     "PsycopgBatch",
     "Spell",

@@ -9,11 +9,12 @@ notification received) both use these; each room keeps its own app, task and que
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
 import zlib
-from collections.abc import Callable, Container, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     import procrastinate
 
 __all__ = [
+    "LocalJobs",
     "advisory_lock_id",
     "all_loops",
     "install_jobs_schema",
@@ -68,73 +70,114 @@ async def install_jobs_schema(app: procrastinate.App, dsn: str, errors: StoreErr
         conn.close()
 
 
+class LocalJobs:
+    """The jobs this process runs, and those it ran to their end and when: what
+    `retry_stalled` needs beside the heartbeats. A room's task runs each job's work inside
+    `run`; one instance per process (or per worker of a process), shared by its tasks and
+    its `retry_stalled`.
+
+    Args:
+        clock: seconds that only go forward (`time.monotonic`, the default).
+    """
+
+    __slots__ = ("_clock", "_ended", "_running")
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._running: set[int] = set()
+        # job id -> (the worker that ran it, the clock at its end), in the order they ended
+        self._ended: dict[int, tuple[int, float]] = {}
+
+    def __contains__(self, job_id: object) -> bool:
+        """True while this process runs the job ``job_id``."""
+        return job_id in self._running
+
+    @contextlib.contextmanager
+    def run(self, job: procrastinate.jobs.Job) -> Iterator[None]:
+        """Mark ``job`` (a fetched job, with its id and worker) running here for the
+        block, and ended here, now, once the block is left by any way."""
+        job_id = job.id
+        if job_id is None:
+            raise ValueError("a job that was never stored has no id")
+        self._running.add(job_id)
+        try:
+            yield
+        finally:
+            self._running.discard(job_id)
+            if job.worker_id is not None:
+                self._ended.pop(job_id, None)  # in end order, even when run again here
+                self._ended[job_id] = (job.worker_id, self._clock())
+
+    async def unwritten_ends(self, app: procrastinate.App, stalled_after: float) -> list[int]:
+        """The jobs that ended here ``stalled_after`` seconds ago or more and that the
+        worker which ran them still holds (``doing``): their end was never written (the
+        database was away then, and the worker lived on, so no heartbeat check finds
+        them). Each ended job is looked at once, then forgotten (unless it ends here
+        again meanwhile).
+
+        Raises:
+            procrastinate.exceptions.ConnectorException: the database cannot be read.
+        """
+        before = self._clock() - stalled_after
+        due = dict(itertools.takewhile(lambda e: e[1][1] <= before, self._ended.items()))
+        if not due:
+            return []
+        rows = await app.connector.execute_query_all_async(
+            "SELECT id, worker_id FROM procrastinate_jobs "
+            "WHERE status = 'doing' AND id = ANY(%(ids)s)",
+            ids=list(due),
+        )
+        for job_id, end in due.items():
+            if self._ended.get(job_id) == end:  # not run again here meanwhile
+                del self._ended[job_id]
+        return [int(row["id"]) for row in rows if row["worker_id"] == due[row["id"]][0]]
+
+
 async def retry_stalled(
     app: procrastinate.App,
     queue: str,
     *,
     stalled_after: float,
     every: float,
-    running: Container[int] = frozenset(),
-    ended: dict[int, tuple[int, float]] | None = None,
+    jobs: LocalJobs | None = None,
 ) -> None:
     """Forever: put the jobs of workers whose heartbeat stopped (killed processes, lost
-    hosts, a database outage longer than ``stalled_after``) back in ``queue``; any worker
-    then runs them again.
+    hosts, a database outage longer than ``stalled_after``) back in ``queue``, and the
+    jobs whose end this process could not write; any worker then runs them again.
 
     Args:
         app: the room's procrastinate app (open).
         queue: the room's queue.
-        stalled_after: a worker whose heartbeat is older than this, in seconds, is dead.
+        stalled_after: a worker whose heartbeat is older than this, in seconds, is dead;
+            a job still held by its worker this long after it ended here never had its
+            end written (see `LocalJobs.unwritten_ends`).
         every: seconds between two looks.
-        running: ids of the jobs this process is running: never put back, even when its
-            own heartbeat is stale (the process was paused, or cut off from the
-            database): it would take them again and run them twice at once.
-        ended: the jobs this process ran to their end, in the order they ended: job id
-            -> (the worker that ran it, `time.monotonic()` at its end), added to by the
-            caller. A job its worker still holds ``stalled_after`` after its end never had
-            that end written (the database was away then, and the worker lived on, so no
-            heartbeat check finds it): it is put back too. Each is looked at once, then
-            forgotten.
+        jobs: the jobs this process runs and ran (None: none are run here). Those it
+            runs are never put back, even when its own heartbeat is stale (the process
+            was paused, or cut off from the database): it would take them again and run
+            them twice at once.
     """
     import procrastinate
 
+    here = LocalJobs() if jobs is None else jobs
     while True:
         await asyncio.sleep(every)
         try:
             stalled = await app.job_manager.get_stalled_jobs(
                 queue=queue, seconds_since_heartbeat=stalled_after
             )
-            unwritten = await _unwritten_ends(app, ended, stalled_after) if ended else []
+            unwritten = await here.unwritten_ends(app, stalled_after)
         except procrastinate.exceptions.ConnectorException as exc:
             logger.debug("cannot look for stalled jobs: %s", exc)  # the outage is told
             continue
         for job_id in [job.id for job in stalled] + unwritten:
-            if job_id is None or job_id in running:
+            if job_id is None or job_id in here:
                 continue
             try:
                 await app.job_manager.retry_job_by_id_async(job_id, datetime.now(UTC))
             except procrastinate.exceptions.ConnectorException:
                 continue  # another worker put it back first
             logger.info("job %s of a stopped worker put back in the queue", job_id)
-
-
-async def _unwritten_ends(
-    app: procrastinate.App, ended: dict[int, tuple[int, float]], stalled_after: float
-) -> list[int]:
-    """The jobs of ``ended`` that ended ``stalled_after`` ago and that the worker which ran
-    them still holds (see `retry_stalled`); those looked at leave ``ended``."""
-    before = time.monotonic() - stalled_after
-    due = dict(itertools.takewhile(lambda e: e[1][1] <= before, ended.items()))
-    if not due:
-        return []
-    rows = await app.connector.execute_query_all_async(
-        "SELECT id, worker_id FROM procrastinate_jobs WHERE status = 'doing' AND id = ANY(%(ids)s)",
-        ids=list(due),
-    )
-    for job_id, end in due.items():
-        if ended.get(job_id) == end:  # not run again here meanwhile
-            del ended[job_id]
-    return [int(row["id"]) for row in rows if row["worker_id"] == due[row["id"]][0]]
 
 
 async def through_outages(

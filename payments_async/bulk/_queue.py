@@ -103,7 +103,7 @@ class _WorkerState:
     rates: RunRates | None = None  # None: the runs' rates are not looked up
     slots: asyncio.Semaphore | None = None  # the worker's rows at once; None: no limit
     gates: WorkerGates | None = None  # the runs' control (pause, abort); None: not read
-    running: set[int] = field(default_factory=set)  # ids of the jobs this process runs
+    jobs: store.LocalJobs = field(default_factory=store.LocalJobs)  # run and ended here
 
 
 _ASYNC_COMMIT: Final = "-c synchronous_commit=off"
@@ -159,18 +159,14 @@ def make_app(dsn: str, *, worker: bool = False) -> procrastinate.App:
     ) -> None:
         state = context.additional_context["payments_bulk"]
         assert isinstance(state, _WorkerState)
-        job = context.job.id
-        assert job is not None
-        state.running.add(job)
-        try:
-            await _through_database_outages(state, run_id, lines)
-        except asyncio.CancelledError:
-            # A stopping worker cancels its rows after the grace period. Failing the job
-            # (instead of letting procrastinate mark it aborted) puts it back in the
-            # queue: its rows resume elsewhere from their recorded states.
-            raise WorkerStopped(f"rows {lines} of run {run_id} interrupted") from None
-        finally:
-            state.running.discard(job)
+        with state.jobs.run(context.job):
+            try:
+                await _through_database_outages(state, run_id, lines)
+            except asyncio.CancelledError:
+                # A stopping worker cancels its rows after the grace period. Failing the
+                # job (instead of letting procrastinate mark it aborted) puts it back in
+                # the queue: its rows resume elsewhere from their recorded states.
+                raise WorkerStopped(f"rows {lines} of run {run_id} interrupted") from None
 
     return app
 
@@ -613,7 +609,7 @@ async def run_worker(
                 QUEUE_NAME,
                 stalled_after=stalled_after,
                 every=stalled_check_interval,
-                running=state.running,  # paused past stalled_after, never take its own back
+                jobs=state.jobs,  # its own too: running ones kept, unwritten ends put back
             )
         )
         try:

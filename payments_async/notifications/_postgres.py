@@ -26,7 +26,6 @@ import asyncio
 import logging
 import secrets
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -213,9 +212,7 @@ class PostgresInbox:
         self._app: procrastinate.App | None = None
         self._process: Callable[[InboxItem], Awaitable[None]] | None = None
         self._again: dict[tuple[str, str], float] = {}  # item -> wait before its next run
-        self._running: set[int] = set()  # ids of the jobs this process runs
-        # job id -> (its worker, when it ended here), for `store.retry_stalled`
-        self._ended: dict[int, tuple[int, float]] = {}
+        self._jobs = store.LocalJobs()  # the jobs run and ended here, for retry_stalled
         # The one run of each item in this process, shared by every job of it (see process).
         self._runs: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._queued = 0  # jobs queued since procrastinate's table was last analyzed
@@ -294,16 +291,8 @@ class PostgresInbox:
         async def process(
             context: procrastinate.JobContext, kind: str, payments_service_id: str
         ) -> None:
-            job = context.job.id
-            assert job is not None
-            self._running.add(job)
-            try:
+            with self._jobs.run(context.job):
                 await asyncio.shield(self._run_once((kind, payments_service_id)))
-            finally:
-                self._running.discard(job)
-                if (worker := context.job.worker_id) is not None:
-                    self._ended.pop(job, None)  # in end order, even when run again here
-                    self._ended[job] = (worker, time.monotonic())
 
         return app
 
@@ -372,8 +361,7 @@ class PostgresInbox:
                 QUEUE,
                 stalled_after=self._lease,
                 every=min(every, _STALLED_CHECK),
-                running=self._running,
-                ended=self._ended,
+                jobs=self._jobs,
             )
         )
         try:
