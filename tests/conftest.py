@@ -73,9 +73,25 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
+# The folders whose tests take seconds each (real processes, servers, PostgreSQL), run first.
+_LONG_FIRST = ("reliability", "integration", "benchmarks")
+
+
+def _run_order(item: pytest.Item) -> int:
+    """Where ``item``'s folder comes in the run: the long tests' folders first, then the
+    rest (tests/unit, the contract tests at the top), which take milliseconds each."""
+    folder = item.path.parent.name
+    return _LONG_FIRST.index(folder) if folder in _LONG_FIRST else len(_LONG_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test of a module that uses aioresponses: `make test` runs those (and only
-    those) again in .venv, on the aiohttp that aioresponses supports (``-m aioresponses``)."""
+    those) again in .venv, on the aiohttp that aioresponses supports (``-m aioresponses``).
+
+    Then order the run so that the tests that take seconds start first and the many short
+    ones come last (each module's tests stay together, in their order): pytest-xdist's
+    workers then end together on short tests instead of one of them starting a long test
+    when the others are nearly done."""
     uses: dict[Path, bool] = {}
     for item in items:
         path = item.path
@@ -83,6 +99,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             uses[path] = bool(_USES_AIORESPONSES.search(path.read_bytes()))
         if uses[path]:
             item.add_marker(pytest.mark.aioresponses)
+    items.sort(key=_run_order)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
