@@ -63,6 +63,20 @@ def _other_tasks() -> set[asyncio.Task[Any]]:
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()}
 
 
+class TickingClock:
+    """A session clock that moves ``step`` seconds each time it is read, whatever the real
+    time: a fetch reaches its deadline after the same number of attempts on any machine
+    (on the real clock, a loaded one spent a 0.1 s deadline on its first attempt)."""
+
+    def __init__(self, step: float) -> None:
+        self.step = step
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
 class DrivenClock:
     """``time.monotonic()`` plus the seconds a test has moved it forward: a session on it
     reaches a refresh without the test waiting for one."""
@@ -310,11 +324,12 @@ async def test_server_errors_are_retried_then_raised(
     transport: Transport, creds: Credentials, token_server: TokenServer
 ) -> None:
     token_server.default = (500, {"errors": [{"code": "BOOM"}]})
-    async with TokenSession(transport, creds, fetch_deadline=0.2, **FAST) as s:
+    clock = TickingClock(5.0)  # a few attempts on any machine
+    async with TokenSession(transport, creds, fetch_deadline=30, monotonic=clock, **FAST) as s:
         with pytest.raises(ServerError) as info:
             await s.get()
     assert info.value.codes == ("BOOM",)
-    assert len(token_server.calls) >= 2
+    assert 2 <= len(token_server.calls) <= 6
 
 
 async def test_transport_errors_are_retried(
@@ -330,10 +345,14 @@ async def test_persistent_transport_failure_raises_transport_error(
     transport: Transport, creds: Credentials, token_server: TokenServer
 ) -> None:
     token_server.script = [aiohttp.ServerDisconnectedError() for _ in range(1000)]
-    async with TokenSession(transport, creds, fetch_deadline=0.1, **FAST) as s:
+    # Each attempt reads the clock twice or three times (its start, the deadline check):
+    # a 30 s deadline on 5 s ticks is reached after a few attempts, each given seconds of
+    # real time to fail in.
+    clock = TickingClock(5.0)
+    async with TokenSession(transport, creds, fetch_deadline=30, monotonic=clock, **FAST) as s:
         with pytest.raises(TransportError):
             await s.get()
-    assert len(token_server.calls) >= 2
+    assert 2 <= len(token_server.calls) <= 6
 
 
 async def test_a_later_call_retries_after_a_failed_fetch(
